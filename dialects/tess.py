@@ -1,0 +1,625 @@
+"""
+The `tess` dialect: value-semantics tensor operations with NumPy/minitorch broadcasting.
+
+`tess` is the top level of tessc. Every op works on builtin `tensor<...>` types of `f32` or
+`f64` with static shapes, and every op's verifier infers its result shape and checks it
+against the declared one, so a shape error is a located diagnostic rather than a wrong
+answer later.
+
+The op families follow minitorch:
+
+- map (unary, elementwise): `neg exp log relu sigmoid tanh sqrt reciprocal abs`;
+- zip (binary, broadcasting): `add sub mul div max min pow` and the comparisons
+  `lt gt eq`, whose result is 0/1 in the operand dtype;
+- reduce: `sum max mean` over a list of dims, keeping them as size 1 with `keepdim`;
+- shape: `reshape` (a view), `permute`, `broadcast_to`, `fill` (a splat constant);
+- `select` (where), broadcasting its three operands;
+- `matmul`: 2-D and batched, broadcasting over the batch dims.
+
+Broadcasting follows the three seed rules: a size-1 dim broadcasts with anything, a shorter
+shape is padded with leading 1s, and everything else must match.
+
+Each op carries a `PATTERN_KIND` (TVM's FuseOps classification) for the fusion passes.
+xDSL has no tensor dialect with implicit broadcasting, hence this one.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from enum import Enum
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    TensorType,
+    UnitAttr,
+    f64,
+    i64,
+)
+from xdsl.ir import Attribute, Dialect, Operation, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    VarConstraint,
+    base,
+    irdl_op_definition,
+    operand_def,
+    opt_prop_def,
+    prop_def,
+    result_def,
+    traits_def,
+)
+from xdsl.traits import Pure
+from xdsl.utils.exceptions import VerifyException
+
+Shape = tuple[int, ...]
+
+
+class PatternKind(Enum):
+    """How an op composes under fusion, after TVM's `OpPatternKind` (smaller fuses more)."""
+
+    ELEMENTWISE = 0
+    BROADCAST = 1
+    INJECTIVE = 2
+    REDUCTION = 3
+    MATMUL = 4  # "out-elemwise-fusable": takes an elementwise epilogue
+    OPAQUE = 8
+
+
+def format_shape(shape: Sequence[int]) -> str:
+    """`(3,4,1)` — the notation of the seeds, used in every shape diagnostic."""
+    return "(" + ",".join(str(d) for d in shape) + ")"
+
+
+def broadcast_shapes(*shapes: Sequence[int]) -> Shape:
+    """The broadcast of `shapes` by the seed rules; raises ValueError naming the shapes."""
+    rank = max((len(s) for s in shapes), default=0)
+    padded = [(1,) * (rank - len(s)) + tuple(s) for s in shapes]
+    result: list[int] = []
+    for dims in zip(*padded, strict=True):
+        sizes = {d for d in dims if d != 1}
+        if len(sizes) > 1:
+            names = " and ".join(format_shape(s) for s in shapes)
+            raise ValueError(f"shapes {names} are not broadcastable")
+        result.append(sizes.pop() if sizes else 1)
+    return tuple(result)
+
+
+def reduced_shape(shape: Sequence[int], dims: Sequence[int], keepdim: bool) -> Shape:
+    """The shape after reducing `dims`; raises ValueError on a bad dim list."""
+    rank = len(shape)
+    if len(set(dims)) != len(dims):
+        raise ValueError(f"reduction dims {list(dims)} contain duplicates")
+    for d in dims:
+        if not 0 <= d < rank:
+            raise ValueError(f"reduction dim {d} is out of range for shape {format_shape(shape)}")
+    if keepdim:
+        return tuple(1 if i in dims else s for i, s in enumerate(shape))
+    return tuple(s for i, s in enumerate(shape) if i not in dims)
+
+
+def matmul_shape(lhs: Sequence[int], rhs: Sequence[int]) -> Shape:
+    """`(..., n, k) @ (..., k, m) -> (..., n, m)` with broadcast batch dims."""
+    if len(lhs) < 2 or len(rhs) < 2:
+        raise ValueError(
+            f"matmul needs operands of rank >= 2, got {format_shape(lhs)} and {format_shape(rhs)}"
+        )
+    if lhs[-1] != rhs[-2]:
+        raise ValueError(
+            f"matmul contraction mismatch: {format_shape(lhs)} and {format_shape(rhs)} "
+            f"({lhs[-1]} != {rhs[-2]})"
+        )
+    try:
+        batch = broadcast_shapes(lhs[:-2], rhs[:-2])
+    except ValueError:
+        raise ValueError(
+            f"matmul batch dims of {format_shape(lhs)} and {format_shape(rhs)} "
+            "are not broadcastable"
+        ) from None
+    return (*batch, lhs[-2], rhs[-1])
+
+
+def tensor_shape(value: SSAValue | Attribute) -> Shape:
+    typ = value.type if isinstance(value, SSAValue) else value
+    assert isinstance(typ, TensorType)
+    return tuple(typ.get_shape())
+
+
+def _check_float_tensors(op: Operation) -> Attribute:
+    """All operands and results are static f32/f64 tensors of one element type."""
+    element_types: set[Attribute] = set()
+    for value in (*op.operands, *op.results):
+        typ = value.type
+        if not isinstance(typ, TensorType):
+            raise VerifyException(f"'{op.name}' expects tensor types, got {typ}")
+        if not isinstance(typ.element_type, Float32Type | Float64Type):
+            raise VerifyException(f"'{op.name}' expects f32 or f64 elements, got {typ}")
+        if any(d < 0 for d in typ.get_shape()):
+            raise VerifyException(f"'{op.name}' expects static shapes, got {typ}")
+        element_types.add(typ.element_type)
+    if len(element_types) > 1:
+        names = ", ".join(sorted(str(t) for t in element_types))
+        raise VerifyException(f"'{op.name}' mixes element types {names}")
+    return element_types.pop()
+
+
+def _check_result_shape(op: Operation, expected: Shape) -> None:
+    actual = tensor_shape(op.results[0])
+    if actual != expected:
+        raise VerifyException(
+            f"'{op.name}' result shape {format_shape(actual)} does not match the "
+            f"inferred shape {format_shape(expected)}"
+        )
+
+
+def _tensor(shape: Sequence[int], element_type: Attribute) -> TensorType:
+    return TensorType(element_type, shape)
+
+
+def _element_type(value: SSAValue) -> Attribute:
+    assert isinstance(value.type, TensorType)
+    return value.type.element_type
+
+
+class TessOp(IRDLOperation, abc.ABC):
+    PATTERN_KIND: ClassVar[PatternKind] = PatternKind.OPAQUE
+
+    traits = traits_def(Pure())
+
+
+# ---------------------------------------------------------------------------------------
+# map: unary elementwise
+# ---------------------------------------------------------------------------------------
+
+
+class UnaryOp(TessOp, abc.ABC):
+    """`%y = tess.exp %x : tensor<3x4xf32>` — same type in and out."""
+
+    PATTERN_KIND: ClassVar[PatternKind] = PatternKind.ELEMENTWISE
+    T: ClassVar = VarConstraint("T", base(TensorType))
+
+    input = operand_def(T)
+    result = result_def(T)
+
+    assembly_format = "$input attr-dict `:` type($result)"
+
+    def __init__(self, input: SSAValue | Operation):
+        input = SSAValue.get(input)
+        super().__init__(operands=[input], result_types=[input.type])
+
+    def verify_(self) -> None:
+        _check_float_tensors(self)
+
+
+@irdl_op_definition
+class NegOp(UnaryOp):
+    name = "tess.neg"
+
+
+@irdl_op_definition
+class ExpOp(UnaryOp):
+    name = "tess.exp"
+
+
+@irdl_op_definition
+class LogOp(UnaryOp):
+    name = "tess.log"
+
+
+@irdl_op_definition
+class ReluOp(UnaryOp):
+    name = "tess.relu"
+
+
+@irdl_op_definition
+class SigmoidOp(UnaryOp):
+    name = "tess.sigmoid"
+
+
+@irdl_op_definition
+class TanhOp(UnaryOp):
+    name = "tess.tanh"
+
+
+@irdl_op_definition
+class SqrtOp(UnaryOp):
+    name = "tess.sqrt"
+
+
+@irdl_op_definition
+class ReciprocalOp(UnaryOp):
+    name = "tess.reciprocal"
+
+
+@irdl_op_definition
+class AbsOp(UnaryOp):
+    name = "tess.abs"
+
+
+# ---------------------------------------------------------------------------------------
+# zip: binary elementwise with broadcasting
+# ---------------------------------------------------------------------------------------
+
+
+class BinaryOp(TessOp, abc.ABC):
+    """`%z = tess.add %a, %b : tensor<3x1xf32>, tensor<4xf32> -> tensor<3x4xf32>`."""
+
+    PATTERN_KIND: ClassVar[PatternKind] = PatternKind.BROADCAST
+
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    assembly_format = (
+        "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
+    )
+
+    def __init__(self, lhs: SSAValue | Operation, rhs: SSAValue | Operation):
+        lhs, rhs = SSAValue.get(lhs), SSAValue.get(rhs)
+        shape = broadcast_shapes(tensor_shape(lhs), tensor_shape(rhs))
+        super().__init__(
+            operands=[lhs, rhs], result_types=[_tensor(shape, _element_type(lhs))]
+        )
+
+    def verify_(self) -> None:
+        _check_float_tensors(self)
+        try:
+            shape = broadcast_shapes(tensor_shape(self.lhs), tensor_shape(self.rhs))
+        except ValueError as e:
+            raise VerifyException(f"'{self.name}': {e}") from None
+        _check_result_shape(self, shape)
+
+
+@irdl_op_definition
+class AddOp(BinaryOp):
+    name = "tess.add"
+
+
+@irdl_op_definition
+class SubOp(BinaryOp):
+    name = "tess.sub"
+
+
+@irdl_op_definition
+class MulOp(BinaryOp):
+    name = "tess.mul"
+
+
+@irdl_op_definition
+class DivOp(BinaryOp):
+    name = "tess.div"
+
+
+@irdl_op_definition
+class MaxOp(BinaryOp):
+    name = "tess.max"
+
+
+@irdl_op_definition
+class MinOp(BinaryOp):
+    name = "tess.min"
+
+
+@irdl_op_definition
+class PowOp(BinaryOp):
+    name = "tess.pow"
+
+
+@irdl_op_definition
+class LtOp(BinaryOp):
+    """1 where lhs < rhs, else 0, in the operand dtype."""
+
+    name = "tess.lt"
+
+
+@irdl_op_definition
+class GtOp(BinaryOp):
+    """1 where lhs > rhs, else 0, in the operand dtype."""
+
+    name = "tess.gt"
+
+
+@irdl_op_definition
+class EqOp(BinaryOp):
+    """1 where lhs == rhs, else 0, in the operand dtype."""
+
+    name = "tess.eq"
+
+
+# ---------------------------------------------------------------------------------------
+# reduce
+# ---------------------------------------------------------------------------------------
+
+
+class ReduceOp(TessOp, abc.ABC):
+    """`%s = tess.sum %x dims = [1] keepdim : tensor<3x4xf32> -> tensor<3x1xf32>`."""
+
+    PATTERN_KIND: ClassVar[PatternKind] = PatternKind.REDUCTION
+
+    input = operand_def(TensorType)
+    dims = prop_def(DenseArrayBase.constr(i64))
+    keepdim = opt_prop_def(UnitAttr)
+    result = result_def(TensorType)
+
+    assembly_format = (
+        "$input `dims` `=` $dims (`keepdim` $keepdim^)? attr-dict "
+        "`:` type($input) `->` type($result)"
+    )
+
+    def __init__(
+        self, input: SSAValue | Operation, dims: Sequence[int], keepdim: bool = False
+    ):
+        input = SSAValue.get(input)
+        shape = reduced_shape(tensor_shape(input), dims, keepdim)
+        super().__init__(
+            operands=[input],
+            properties={
+                "dims": DenseArrayBase.from_list(i64, list(dims)),
+                "keepdim": UnitAttr() if keepdim else None,
+            },
+            result_types=[_tensor(shape, _element_type(input))],
+        )
+
+    @property
+    def reduced_dims(self) -> tuple[int, ...]:
+        return tuple(self.dims.get_values())
+
+    @property
+    def keeps_dims(self) -> bool:
+        return self.keepdim is not None
+
+    def verify_(self) -> None:
+        _check_float_tensors(self)
+        try:
+            shape = reduced_shape(tensor_shape(self.input), self.reduced_dims, self.keeps_dims)
+        except ValueError as e:
+            raise VerifyException(f"'{self.name}': {e}") from None
+        _check_result_shape(self, shape)
+
+
+@irdl_op_definition
+class SumOp(ReduceOp):
+    name = "tess.sum"
+
+
+@irdl_op_definition
+class ReduceMaxOp(ReduceOp):
+    name = "tess.reduce_max"
+
+
+@irdl_op_definition
+class MeanOp(ReduceOp):
+    name = "tess.mean"
+
+
+# ---------------------------------------------------------------------------------------
+# shape ops, constants, select
+# ---------------------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class ReshapeOp(TessOp):
+    """A view with the same elements in row-major order: `tensor<3x4xf32> -> tensor<12xf32>`."""
+
+    name = "tess.reshape"
+    PATTERN_KIND: ClassVar[PatternKind] = PatternKind.INJECTIVE
+
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue | Operation, shape: Sequence[int]):
+        input = SSAValue.get(input)
+        super().__init__(operands=[input], result_types=[_tensor(shape, _element_type(input))])
+
+    def verify_(self) -> None:
+        _check_float_tensors(self)
+        src, dst = tensor_shape(self.input), tensor_shape(self.result)
+        if _numel(src) != _numel(dst):
+            raise VerifyException(
+                f"'{self.name}' cannot reshape {format_shape(src)} ({_numel(src)} elements) "
+                f"to {format_shape(dst)} ({_numel(dst)} elements)"
+            )
+
+
+@irdl_op_definition
+class PermuteOp(TessOp):
+    """`%t = tess.permute %x dims = [1, 0]`: result dim i is input dim dims[i]."""
+
+    name = "tess.permute"
+    PATTERN_KIND: ClassVar[PatternKind] = PatternKind.INJECTIVE
+
+    input = operand_def(TensorType)
+    dims = prop_def(DenseArrayBase.constr(i64))
+    result = result_def(TensorType)
+
+    assembly_format = "$input `dims` `=` $dims attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue | Operation, dims: Sequence[int]):
+        input = SSAValue.get(input)
+        shape = tensor_shape(input)
+        super().__init__(
+            operands=[input],
+            properties={"dims": DenseArrayBase.from_list(i64, list(dims))},
+            result_types=[_tensor([shape[d] for d in dims], _element_type(input))],
+        )
+
+    @property
+    def permutation(self) -> tuple[int, ...]:
+        return tuple(self.dims.get_values())
+
+    def verify_(self) -> None:
+        _check_float_tensors(self)
+        shape, perm = tensor_shape(self.input), self.permutation
+        if sorted(perm) != list(range(len(shape))):
+            raise VerifyException(
+                f"'{self.name}' dims {list(perm)} are not a permutation of the "
+                f"{len(shape)} dims of {format_shape(shape)}"
+            )
+        _check_result_shape(self, tuple(shape[d] for d in perm))
+
+
+@irdl_op_definition
+class BroadcastToOp(TessOp):
+    """Broadcast to an explicit shape by the seed rules: `tensor<3x1xf32> -> tensor<2x3x4xf32>`."""
+
+    name = "tess.broadcast_to"
+    PATTERN_KIND: ClassVar[PatternKind] = PatternKind.BROADCAST
+
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue | Operation, shape: Sequence[int]):
+        input = SSAValue.get(input)
+        super().__init__(operands=[input], result_types=[_tensor(shape, _element_type(input))])
+
+    def verify_(self) -> None:
+        _check_float_tensors(self)
+        src, dst = tensor_shape(self.input), tensor_shape(self.result)
+        try:
+            shape = broadcast_shapes(src, dst)
+        except ValueError:
+            shape = None
+        if shape != dst:
+            raise VerifyException(
+                f"'{self.name}' cannot broadcast {format_shape(src)} to {format_shape(dst)}"
+            )
+
+
+@irdl_op_definition
+class FillOp(TessOp):
+    """A tensor with every element equal to `value`: `tess.fill 5.0e-01 : tensor<3xf32>`."""
+
+    name = "tess.fill"
+    PATTERN_KIND: ClassVar[PatternKind] = PatternKind.ELEMENTWISE
+
+    value = prop_def(FloatAttr[Float64Type])
+    result = result_def(TensorType)
+
+    assembly_format = "$value attr-dict `:` type($result)"
+
+    def __init__(self, value: float, type: TensorType):
+        super().__init__(properties={"value": FloatAttr(value, f64)}, result_types=[type])
+
+    @property
+    def fill_value(self) -> float:
+        return float(self.value.value.data)
+
+    def verify_(self) -> None:
+        _check_float_tensors(self)
+
+
+@irdl_op_definition
+class SelectOp(TessOp):
+    """`where(cond != 0, lhs, rhs)`, broadcasting all three operands."""
+
+    name = "tess.select"
+    PATTERN_KIND: ClassVar[PatternKind] = PatternKind.BROADCAST
+
+    cond = operand_def(TensorType)
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    assembly_format = (
+        "$cond `,` $lhs `,` $rhs attr-dict `:` type($cond) `,` type($lhs) `,` type($rhs) "
+        "`->` type($result)"
+    )
+
+    def __init__(
+        self,
+        cond: SSAValue | Operation,
+        lhs: SSAValue | Operation,
+        rhs: SSAValue | Operation,
+    ):
+        cond, lhs, rhs = SSAValue.get(cond), SSAValue.get(lhs), SSAValue.get(rhs)
+        shape = broadcast_shapes(tensor_shape(cond), tensor_shape(lhs), tensor_shape(rhs))
+        super().__init__(
+            operands=[cond, lhs, rhs], result_types=[_tensor(shape, _element_type(lhs))]
+        )
+
+    def verify_(self) -> None:
+        _check_float_tensors(self)
+        shapes = (tensor_shape(self.cond), tensor_shape(self.lhs), tensor_shape(self.rhs))
+        try:
+            shape = broadcast_shapes(*shapes)
+        except ValueError as e:
+            raise VerifyException(f"'{self.name}': {e}") from None
+        _check_result_shape(self, shape)
+
+
+@irdl_op_definition
+class MatmulOp(TessOp):
+    """`(..., n, k) @ (..., k, m) -> (..., n, m)`, batch dims broadcast by the seed rules."""
+
+    name = "tess.matmul"
+    PATTERN_KIND: ClassVar[PatternKind] = PatternKind.MATMUL
+
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    assembly_format = (
+        "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
+    )
+
+    def __init__(self, lhs: SSAValue | Operation, rhs: SSAValue | Operation):
+        lhs, rhs = SSAValue.get(lhs), SSAValue.get(rhs)
+        shape = matmul_shape(tensor_shape(lhs), tensor_shape(rhs))
+        super().__init__(
+            operands=[lhs, rhs], result_types=[_tensor(shape, _element_type(lhs))]
+        )
+
+    def verify_(self) -> None:
+        _check_float_tensors(self)
+        try:
+            shape = matmul_shape(tensor_shape(self.lhs), tensor_shape(self.rhs))
+        except ValueError as e:
+            raise VerifyException(f"'{self.name}': {e}") from None
+        _check_result_shape(self, shape)
+
+
+def _numel(shape: Sequence[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+UNARY_OPS: tuple[type[UnaryOp], ...] = (
+    NegOp, ExpOp, LogOp, ReluOp, SigmoidOp, TanhOp, SqrtOp, ReciprocalOp, AbsOp,
+)  # fmt: skip
+BINARY_OPS: tuple[type[BinaryOp], ...] = (
+    AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, LtOp, GtOp, EqOp,
+)  # fmt: skip
+REDUCE_OPS: tuple[type[ReduceOp], ...] = (SumOp, ReduceMaxOp, MeanOp)
+
+Tess = Dialect(
+    "tess",
+    [
+        *UNARY_OPS,
+        *BINARY_OPS,
+        *REDUCE_OPS,
+        ReshapeOp,
+        PermuteOp,
+        BroadcastToOp,
+        FillOp,
+        SelectOp,
+        MatmulOp,
+    ],
+)
+
+__all__ = [
+    "PatternKind",
+    "Tess",
+    "broadcast_shapes",
+    "format_shape",
+    "matmul_shape",
+    "reduced_shape",
+]

@@ -1,0 +1,34 @@
+"""
+Every pass tessc adds to xDSL's, by name, and the named pipelines.
+
+Passes are imported lazily (`module:Class`) so that `tessc-opt` starts fast and a pass's
+dependencies load only when it runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from xdsl.passes import ModulePass
+
+TESS_PASSES: dict[str, str] = {
+    "tess-autodiff": "tessc.lowering.autodiff:TessAutodiffPass",
+    "tess-to-linalg": "tessc.lowering.to_linalg:TessToLinalgPass",
+    "tess-fuse": "tessc.lowering.fuse:TessFusePass",
+    "tess-fuse-horizontal": "tessc.lowering.fuse_horizontal:TessFuseHorizontalPass",
+    "tess-bufferize": "tessc.lowering.bufferize:TessBufferizePass",
+    "tess-outline-kernels": "tessc.lowering.outline_kernels:TessOutlineKernelsPass",
+    "tess-linalg-to-loops": "tessc.lowering.to_loops:TessLinalgToLoopsPass",
+    "tess-tile": "tessc.lowering.tile:TessTilePass",
+}
+
+
+def load_pass(name: str) -> type[ModulePass]:
+    module_name, class_name = TESS_PASSES[name].split(":")
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+def pass_loaders() -> dict[str, Callable[[], type[ModulePass]]]:
+    """`{name: loader}` in the form `xDSLOptMain.register_pass` expects."""
+    return {name: (lambda name=name: load_pass(name)) for name in TESS_PASSES}
