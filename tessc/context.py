@@ -1,0 +1,35 @@
+"""
+The one `Context` every tessc tool and test parses in: all of xDSL's dialects plus `tess`.
+
+Dialects are registered lazily (a name and a loader), so building a context imports nothing
+but the loader table; a dialect's module is imported the first time IR names it.
+"""
+
+from __future__ import annotations
+
+from xdsl.context import Context
+from xdsl.dialects import get_all_dialects
+from xdsl.ir import Dialect
+
+
+def _load_tess() -> Dialect:
+    from tessc.dialects.tess import Tess
+
+    return Tess
+
+
+def register_tess_dialects(ctx: Context) -> None:
+    """Add tessc's own dialects to `ctx` (for drivers that already have xDSL's)."""
+    ctx.register_dialect("tess", _load_tess)
+
+
+def make_context(*, allow_unregistered: bool = False) -> Context:
+    """A fresh context with every xDSL dialect and `tess` registered (loaded on first use)."""
+    ctx = Context(allow_unregistered=allow_unregistered)
+    for name, loader in get_all_dialects().items():
+        ctx.register_dialect(name, loader)
+    register_tess_dialects(ctx)
+    return ctx
+
+
+__all__ = ["make_context", "register_tess_dialects"]
