@@ -21,6 +21,7 @@ TESS_PASSES: dict[str, str] = {
     "tess-outline-kernels": "tessc.lowering.outline_kernels:TessOutlineKernelsPass",
     "tess-linalg-to-loops": "tessc.lowering.to_loops:TessLinalgToLoopsPass",
     "tess-tile": "tessc.lowering.tile:TessTilePass",
+    "tess-expand-math": "tessc.lowering.expand_math:TessExpandMathPass",
 }
 
 
