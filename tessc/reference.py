@@ -1,0 +1,339 @@
+"""
+The NumPy reference interpreter of the `tess` level: the semantic oracle of tessc.
+
+Every lowering in tessc (linalg, fusion, bufferization, loops, Numba codegen) is tested by
+running its output on random inputs and comparing against `interpret` on the original
+`tess` program. So this module is written to be obviously correct rather than fast:
+
+- a program is executed op by op, in block order, over a map from SSA values to arrays;
+- each op kind is one small NumPy function in a dispatch table keyed by the op class
+  (`OP_IMPLEMENTATIONS`); nothing is fused, nothing is reordered;
+- NumPy's broadcasting rules coincide with the seed rules (pad leading 1s, size 1
+  broadcasts, everything else must match), so binary ops and `select` are plain NumPy;
+- every result is cast to its declared element type (an f32 program stays f32 throughout,
+  as the compiled code does) and checked against its declared shape, so a wrong shape
+  rule in the interpreter fails loudly instead of producing a plausible answer;
+- floating point follows IEEE semantics without warnings (`log(-1)` is nan, `1/0` is inf):
+  the compiled kernels do the same, and a test decides what inputs are reasonable.
+
+Besides the `tess` ops, a program may use `func.call` (to another func of the module),
+`func.return`, and `arith.constant` with a dense float tensor or a float scalar.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import arith, func
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    ModuleOp,
+    TensorType,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.parser import Parser
+
+from tessc.dialects import tess
+from tessc.dialects.tess import format_shape
+
+OpImplementation = Callable[[Any, list[np.ndarray]], np.ndarray]
+"""Computes the single result of an op from the op (for its properties) and its operands."""
+
+_DTYPES: dict[type[Attribute], np.dtype] = {
+    Float32Type: np.dtype(np.float32),
+    Float64Type: np.dtype(np.float64),
+}
+
+
+# ---------------------------------------------------------------------------------------
+# types
+# ---------------------------------------------------------------------------------------
+
+
+def numpy_dtype(element_type: Attribute) -> np.dtype:
+    """The NumPy dtype of an f32/f64 element type."""
+    dtype = _DTYPES.get(type(element_type))
+    if dtype is None:
+        raise NotImplementedError(f"the reference interpreter has no dtype for {element_type}")
+    return dtype
+
+
+def shape_and_dtype(typ: Attribute) -> tuple[tuple[int, ...], np.dtype]:
+    """`tensor<3x4xf32>` -> ((3, 4), float32); a float scalar type is a 0-d array."""
+    if isinstance(typ, TensorType):
+        shape = tuple(typ.get_shape())
+        if any(d < 0 for d in shape):
+            raise NotImplementedError(f"dynamic shapes are not supported: {typ}")
+        return shape, numpy_dtype(typ.element_type)
+    return (), numpy_dtype(typ)
+
+
+# ---------------------------------------------------------------------------------------
+# one NumPy function per op
+# ---------------------------------------------------------------------------------------
+
+OP_IMPLEMENTATIONS: dict[type[Operation], OpImplementation] = {}
+
+
+def _implements(*op_classes: type[Operation]) -> Callable[[OpImplementation], OpImplementation]:
+    def register(implementation: OpImplementation) -> OpImplementation:
+        for op_class in op_classes:
+            OP_IMPLEMENTATIONS[op_class] = implementation
+        return implementation
+
+    return register
+
+
+def _unary(function: Callable[[np.ndarray], np.ndarray]) -> OpImplementation:
+    return lambda op, operands: function(operands[0])
+
+
+def _binary(function: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> OpImplementation:
+    return lambda op, operands: function(operands[0], operands[1])
+
+
+def _relu(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, np.zeros((), x.dtype))
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    one = np.ones((), x.dtype)
+    return one / (one + np.exp(-x))
+
+
+def _reciprocal(x: np.ndarray) -> np.ndarray:
+    return np.ones((), x.dtype) / x
+
+
+def _compare(function: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> OpImplementation:
+    """A comparison gives 1.0 where it holds and 0.0 elsewhere, in the operand dtype."""
+    return lambda op, operands: function(operands[0], operands[1]).astype(operands[0].dtype)
+
+
+OP_IMPLEMENTATIONS.update(
+    {
+        tess.NegOp: _unary(np.negative),
+        tess.ExpOp: _unary(np.exp),
+        tess.LogOp: _unary(np.log),
+        tess.ReluOp: _unary(_relu),
+        tess.SigmoidOp: _unary(_sigmoid),
+        tess.TanhOp: _unary(np.tanh),
+        tess.SqrtOp: _unary(np.sqrt),
+        tess.ReciprocalOp: _unary(_reciprocal),
+        tess.AbsOp: _unary(np.abs),
+        tess.AddOp: _binary(np.add),
+        tess.SubOp: _binary(np.subtract),
+        tess.MulOp: _binary(np.multiply),
+        tess.DivOp: _binary(np.divide),
+        tess.MaxOp: _binary(np.maximum),
+        tess.MinOp: _binary(np.minimum),
+        tess.PowOp: _binary(np.power),
+        tess.LtOp: _compare(np.less),
+        tess.GtOp: _compare(np.greater),
+        tess.EqOp: _compare(np.equal),
+    }
+)
+
+
+@_implements(tess.SumOp)
+def _sum(op: tess.SumOp, operands: list[np.ndarray]) -> np.ndarray:
+    return np.sum(operands[0], axis=op.reduced_dims, keepdims=op.keeps_dims)
+
+
+@_implements(tess.ReduceMaxOp)
+def _reduce_max(op: tess.ReduceMaxOp, operands: list[np.ndarray]) -> np.ndarray:
+    # -inf is the identity of max, as in the linalg lowering's init value; it also makes
+    # a reduction over an empty dim well-defined.
+    x = operands[0]
+    return np.max(x, axis=op.reduced_dims, keepdims=op.keeps_dims, initial=-np.inf)
+
+
+@_implements(tess.MeanOp)
+def _mean(op: tess.MeanOp, operands: list[np.ndarray]) -> np.ndarray:
+    # The sum divided by the number of reduced elements, exactly as lowered (sum, then
+    # scale); np.mean would warn on an empty reduction where this gives nan silently.
+    x = operands[0]
+    count = 1
+    for d in op.reduced_dims:
+        count *= x.shape[d]
+    total = np.sum(x, axis=op.reduced_dims, keepdims=op.keeps_dims)
+    return total / np.asarray(count, x.dtype)
+
+
+@_implements(tess.ReshapeOp)
+def _reshape(op: tess.ReshapeOp, operands: list[np.ndarray]) -> np.ndarray:
+    shape, _ = shape_and_dtype(op.result.type)
+    return np.reshape(operands[0], shape, order="C")
+
+
+@_implements(tess.PermuteOp)
+def _permute(op: tess.PermuteOp, operands: list[np.ndarray]) -> np.ndarray:
+    return np.transpose(operands[0], op.permutation)
+
+
+@_implements(tess.BroadcastToOp)
+def _broadcast_to(op: tess.BroadcastToOp, operands: list[np.ndarray]) -> np.ndarray:
+    shape, _ = shape_and_dtype(op.result.type)
+    return np.broadcast_to(operands[0], shape)
+
+
+@_implements(tess.FillOp)
+def _fill(op: tess.FillOp, operands: list[np.ndarray]) -> np.ndarray:
+    shape, dtype = shape_and_dtype(op.result.type)
+    return np.full(shape, op.fill_value, dtype=dtype)
+
+
+@_implements(tess.SelectOp)
+def _select(op: tess.SelectOp, operands: list[np.ndarray]) -> np.ndarray:
+    cond, lhs, rhs = operands
+    return np.where(cond != 0, lhs, rhs)
+
+
+@_implements(tess.MatmulOp)
+def _matmul(op: tess.MatmulOp, operands: list[np.ndarray]) -> np.ndarray:
+    return np.matmul(operands[0], operands[1])
+
+
+@_implements(arith.ConstantOp)
+def _constant(op: arith.ConstantOp, operands: list[np.ndarray]) -> np.ndarray:
+    shape, dtype = shape_and_dtype(op.result.type)
+    value = op.value
+    if isinstance(value, DenseIntOrFPElementsAttr):
+        data = np.asarray(value.get_values(), dtype=dtype)
+        if data.size == 1:
+            # A splat: one value for the whole tensor.
+            return np.full(shape, data.reshape(()), dtype=dtype)
+        return data.reshape(shape)
+    if isinstance(value, FloatAttr):
+        return np.asarray(value.value.data, dtype=dtype)
+    raise NotImplementedError(f"unsupported arith.constant value {value}")
+
+
+# ---------------------------------------------------------------------------------------
+# the interpreter
+# ---------------------------------------------------------------------------------------
+
+
+def find_func(module: ModuleOp, func_name: str) -> func.FuncOp:
+    """The top-level `func.func @func_name` of `module`; KeyError names the known funcs."""
+    names: list[str] = []
+    for op in module.ops:
+        if isinstance(op, func.FuncOp):
+            if op.sym_name.data == func_name:
+                return op
+            names.append(op.sym_name.data)
+    raise KeyError(f"no func.func @{func_name} in the module (it has: {', '.join(names)})")
+
+
+def check_arguments(func_op: func.FuncOp, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """`args` as arrays, after checking their count, shapes and dtypes against the signature."""
+    name = func_op.sym_name.data
+    inputs = func_op.function_type.inputs.data
+    if len(args) != len(inputs):
+        raise ValueError(f"@{name} takes {len(inputs)} arguments, got {len(args)}")
+    checked: list[np.ndarray] = []
+    for index, (arg, typ) in enumerate(zip(args, inputs, strict=True)):
+        shape, dtype = shape_and_dtype(typ)
+        array = np.asarray(arg)
+        if array.shape != shape:
+            raise ValueError(
+                f"argument {index} of @{name} has shape {format_shape(array.shape)}, "
+                f"expected {format_shape(shape)} ({typ})"
+            )
+        if array.dtype != dtype:
+            raise ValueError(
+                f"argument {index} of @{name} has dtype {array.dtype}, expected {dtype} ({typ})"
+            )
+        checked.append(array)
+    return checked
+
+
+def _as_declared(op: Operation, index: int, value: Any) -> np.ndarray:
+    """`value` as an array of the declared dtype; AssertionError on a shape mismatch."""
+    typ = op.results[index].type
+    shape, dtype = shape_and_dtype(typ)
+    array = np.asarray(value).astype(dtype, copy=False)
+    if array.shape != shape:
+        raise AssertionError(
+            f"reference '{op.name}' computed shape {format_shape(array.shape)} for result "
+            f"{index}, but the IR declares {typ}"
+        )
+    return array
+
+
+def _run_func(module: ModuleOp, func_op: func.FuncOp, args: list[np.ndarray]) -> list[np.ndarray]:
+    if not func_op.body.blocks:
+        raise ValueError(f"@{func_op.sym_name.data} is a declaration without a body")
+    if len(func_op.body.blocks) != 1:
+        raise NotImplementedError(f"@{func_op.sym_name.data} has more than one block")
+    block = func_op.body.block
+    values: dict[SSAValue, np.ndarray] = dict(zip(block.args, args, strict=True))
+
+    for op in block.ops:
+        operands = [values[operand] for operand in op.operands]
+        if isinstance(op, func.ReturnOp):
+            return operands
+        if isinstance(op, func.CallOp):
+            callee = find_func(module, op.callee.string_value())
+            results = _run_func(module, callee, check_arguments(callee, operands))
+        else:
+            implementation = OP_IMPLEMENTATIONS.get(type(op))
+            if implementation is None:
+                raise NotImplementedError(f"the reference interpreter does not know '{op.name}'")
+            results = [implementation(op, operands)]
+        for index, (result, value) in enumerate(zip(op.results, results, strict=True)):
+            values[result] = _as_declared(op, index, value)
+    raise ValueError(f"@{func_op.sym_name.data} has no func.return")
+
+
+def interpret(
+    module: ModuleOp, func_name: str, args: Sequence[np.ndarray]
+) -> tuple[np.ndarray, ...]:
+    """
+    Run `func.func @func_name` of `module` on `args` and return its results.
+
+    Arguments must match the signature exactly (count, shape and dtype; ValueError
+    otherwise). The results are fresh, writable, C-contiguous arrays of the declared
+    shapes and dtypes, even where the func returns an argument or a broadcast view.
+    """
+    func_op = find_func(module, func_name)
+    arrays = check_arguments(func_op, args)
+    with np.errstate(all="ignore"):
+        results = _run_func(module, func_op, arrays)
+    outputs = func_op.function_type.outputs.data
+    if len(results) != len(outputs):
+        raise ValueError(
+            f"@{func_name} returns {len(results)} values but declares {len(outputs)} results"
+        )
+    return tuple(np.array(result, order="C", copy=True) for result in results)
+
+
+def parse_module(text: str) -> ModuleOp:
+    """Parse textual IR in the tessc context (all xDSL dialects plus `tess`) and verify it."""
+    from tessc.context import make_context
+
+    module = Parser(make_context(), text).parse_module()
+    module.verify()
+    return module
+
+
+def interpret_text(text: str, func_name: str, args: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
+    """`interpret` on a module given as textual IR."""
+    return interpret(parse_module(text), func_name, args)
+
+
+__all__ = [
+    "OP_IMPLEMENTATIONS",
+    "check_arguments",
+    "find_func",
+    "interpret",
+    "interpret_text",
+    "numpy_dtype",
+    "parse_module",
+    "shape_and_dtype",
+]
