@@ -1,0 +1,542 @@
+"""
+Shared helpers for tessc's differential tests: shapes, inputs, tolerances, programs.
+
+Every lowering is checked the same way: build a `tess` program, run it through the
+compiler and through `tessc.reference.interpret`, compare. This module supplies the parts:
+
+- hypothesis strategies for shapes that broadcast by the seed rules (`broadcastable_pair`,
+  `broadcastable_triple`), reduction dim lists, batched matmul shapes;
+- `random_inputs`: deterministic arrays of a func's declared argument shapes and dtypes;
+- `assert_allclose_by_dtype` / `assert_results_match`: tolerances chosen by dtype;
+- `build_single_op_module`: a func with one tess op, built with the ops' own `__init__`s
+  (which infer the result types), for per-op tests;
+- `random_program`: a hypothesis strategy for small random tess programs (a DAG of ops
+  mixing maps, broadcasting zips, reductions, shape ops, matmul and select).
+
+Random programs stay numerically tame on inputs in [-2, 2] (the `random_inputs`
+default), so that a difference between the compiler and the oracle is a bug rather than
+rounding: `log`, `sqrt` and `reciprocal` only see `abs(x) + 1`, `exp` only sees `tanh(x)`,
+a divisor is always `abs(y) + 1`, `pow` raises `abs(x) + 1` to `tanh(y)`, and any value
+whose magnitude bound exceeds `MAGNITUDE_LIMIT` is squashed by `tanh` before it is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+from xdsl.dialects import func
+from xdsl.dialects.builtin import Float32Type, Float64Type, ModuleOp, TensorType, f32, f64
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+
+from tessc.dialects import tess
+from tessc.dialects.tess import broadcast_shapes, format_shape, tensor_shape
+from tessc.reference import shape_and_dtype
+
+Shape = tuple[int, ...]
+MAX_RANK = 4
+MAX_RESULTS = 3
+MAGNITUDE_LIMIT = 100.0
+"""Values whose magnitude bound exceeds this are passed through tanh before further use."""
+
+# ---------------------------------------------------------------------------------------
+# types
+# ---------------------------------------------------------------------------------------
+
+_ELEMENT_TYPES: dict[str, Attribute] = {"f32": f32, "f64": f64}
+
+
+def element_type(dtype: str | np.dtype | type | Attribute) -> Attribute:
+    """`"f32"`, `np.float32`, `np.dtype("float64")` or an xDSL float type -> f32/f64."""
+    if isinstance(dtype, Float32Type | Float64Type):
+        return dtype
+    if isinstance(dtype, str) and dtype in _ELEMENT_TYPES:
+        return _ELEMENT_TYPES[dtype]
+    numpy = np.dtype(dtype)  # type: ignore[arg-type]
+    if numpy == np.float32:
+        return f32
+    if numpy == np.float64:
+        return f64
+    raise ValueError(f"tess tensors hold f32 or f64, not {dtype}")
+
+
+def tensor_type(shape: Sequence[int], dtype: str | np.dtype | type | Attribute) -> TensorType:
+    """`tensor_type((3, 4), "f32")` is `tensor<3x4xf32>`."""
+    return TensorType(element_type(dtype), list(shape))
+
+
+def _as_tensor_type(typ: TensorType | tuple[Sequence[int], Any]) -> TensorType:
+    if isinstance(typ, TensorType):
+        return typ
+    shape, dtype = typ
+    return tensor_type(shape, dtype)
+
+
+# ---------------------------------------------------------------------------------------
+# shape strategies
+# ---------------------------------------------------------------------------------------
+
+
+def shapes(
+    min_rank: int = 0, max_rank: int = MAX_RANK, max_side: int = 5, min_side: int = 1
+) -> st.SearchStrategy[Shape]:
+    """Static shapes of rank in [min_rank, max_rank] with sides in [min_side, max_side]."""
+    sides = st.integers(min_side, max_side)
+    return st.lists(sides, min_size=min_rank, max_size=max_rank).map(tuple)
+
+
+@st.composite
+def _partner_shape(draw: st.DrawFn, shape: Shape) -> Shape:
+    """A shape that broadcasts with `shape` to `shape` (some dims 1, leading dims dropped)."""
+    kept = draw(st.integers(0, len(shape)))
+    partner = shape[len(shape) - kept :]
+    return tuple(1 if draw(st.booleans()) else d for d in partner)
+
+
+@st.composite
+def broadcastable_shapes(
+    draw: st.DrawFn, count: int, min_rank: int = 0, max_rank: int = MAX_RANK, max_side: int = 5
+) -> tuple[Shape, ...]:
+    """`count` shapes whose broadcast is a drawn shape of rank in [min_rank, max_rank]."""
+    full = draw(shapes(min_rank, max_rank, max_side))
+    result = tuple(draw(_partner_shape(full)) for _ in range(count))
+    # The broadcast may be smaller than `full` if every operand dropped or unit-ed a dim;
+    # that is still a valid broadcasting case, so it is kept as drawn.
+    broadcast_shapes(*result)
+    return result
+
+
+def broadcastable_pair(
+    min_rank: int = 0, max_rank: int = MAX_RANK, max_side: int = 5
+) -> st.SearchStrategy[tuple[Shape, ...]]:
+    """Two shapes that broadcast by the seed rules, e.g. `((3, 1, 5), (4, 1))`."""
+    return broadcastable_shapes(2, min_rank, max_rank, max_side)
+
+
+def broadcastable_triple(
+    min_rank: int = 0, max_rank: int = MAX_RANK, max_side: int = 5
+) -> st.SearchStrategy[tuple[Shape, ...]]:
+    """Three shapes that broadcast together (for `select`)."""
+    return broadcastable_shapes(3, min_rank, max_rank, max_side)
+
+
+def reduce_dims(shape: Sequence[int], min_size: int = 0) -> st.SearchStrategy[tuple[int, ...]]:
+    """Distinct dims of `shape` in any order (the tess verifier accepts any order)."""
+    rank = len(shape)
+    if rank == 0:
+        return st.just(())
+    return st.lists(
+        st.integers(0, rank - 1), min_size=min(min_size, rank), max_size=rank, unique=True
+    ).map(tuple)
+
+
+@st.composite
+def matmul_shapes(
+    draw: st.DrawFn, max_batch_rank: int = 2, max_side: int = 5
+) -> tuple[Shape, Shape]:
+    """`(..., n, k)` and `(..., k, m)` whose batch dims broadcast (and may differ in rank)."""
+    lhs_batch, rhs_batch = draw(broadcastable_pair(0, max_batch_rank, max_side))
+    n, k, m = (draw(st.integers(1, max_side)) for _ in range(3))
+    return (*lhs_batch, n, k), (*rhs_batch, k, m)
+
+
+# ---------------------------------------------------------------------------------------
+# inputs and comparison
+# ---------------------------------------------------------------------------------------
+
+
+def random_inputs(
+    func_op: func.FuncOp,
+    seed: int,
+    *,
+    positive: bool = False,
+    low: float = -2.0,
+    high: float = 2.0,
+) -> list[np.ndarray]:
+    """
+    Arrays of `func_op`'s argument shapes and dtypes, uniform in [low, high).
+
+    With `positive=True` the values are in [0.5, max(high, 1.0)) instead (for ops such as
+    `log`, `sqrt` or `pow` that need positive inputs). Deterministic in `seed`.
+    """
+    rng = np.random.default_rng(seed)
+    if positive:
+        low, high = 0.5, max(high, 1.0)
+    arrays = []
+    for typ in func_op.function_type.inputs.data:
+        shape, dtype = shape_and_dtype(typ)
+        arrays.append(rng.uniform(low, high, size=shape).astype(dtype))
+    return arrays
+
+
+TOLERANCES: dict[np.dtype, tuple[float, float]] = {
+    np.dtype(np.float32): (1e-5, 1e-6),
+    np.dtype(np.float64): (1e-12, 1e-13),
+}
+"""(rtol, atol) by dtype; atol is scaled by the magnitude of the expected array."""
+
+
+def assert_allclose_by_dtype(
+    actual: np.ndarray,
+    expected: np.ndarray,
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+    err_msg: str = "",
+) -> None:
+    """
+    Assert `actual` matches `expected` in shape, dtype and value, with tolerances by dtype.
+
+    The absolute tolerance is `atol * max(1, max |expected|)`: a sum of terms of size 100
+    that cancels to 0 is only as exact as its terms, not as its result. NaNs must match.
+    """
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    if actual.shape != expected.shape:
+        raise AssertionError(
+            f"shape {format_shape(actual.shape)} != expected {format_shape(expected.shape)}"
+            f" {err_msg}"
+        )
+    if actual.dtype != expected.dtype:
+        raise AssertionError(f"dtype {actual.dtype} != expected {expected.dtype} {err_msg}")
+    default_rtol, default_atol = TOLERANCES.get(expected.dtype, (1e-7, 0.0))
+    finite = expected[np.isfinite(expected)]
+    scale = max(1.0, float(np.max(np.abs(finite)))) if finite.size else 1.0
+    np.testing.assert_allclose(
+        actual,
+        expected,
+        rtol=default_rtol if rtol is None else rtol,
+        atol=(default_atol if atol is None else atol) * scale,
+        equal_nan=True,
+        err_msg=err_msg,
+    )
+
+
+def assert_results_match(
+    actual: Sequence[np.ndarray], expected: Sequence[np.ndarray], **tolerances: float
+) -> None:
+    """`assert_allclose_by_dtype` on each pair of a func's results; the counts must match."""
+    if len(actual) != len(expected):
+        raise AssertionError(f"{len(actual)} results, expected {len(expected)}")
+    for index, (a, e) in enumerate(zip(actual, expected, strict=True)):
+        assert_allclose_by_dtype(a, e, err_msg=f"(result {index})", **tolerances)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------------------
+# building programs
+# ---------------------------------------------------------------------------------------
+
+TESS_OPS: dict[str, type[Operation]] = {op.name: op for op in tess.Tess.operations}
+
+
+def _module_with_func(func_name: str, block: Block, results: Sequence[SSAValue]) -> ModuleOp:
+    block.add_op(func.ReturnOp(*results))
+    function_type = ([arg.type for arg in block.args], [r.type for r in results])
+    func_op = func.FuncOp(func_name, function_type, Region(block))
+    return ModuleOp([func_op])
+
+
+def build_single_op_module(
+    op_name: str,
+    input_types: Sequence[TensorType | tuple[Sequence[int], Any]],
+    *,
+    func_name: str = "main",
+    **props: Any,
+) -> ModuleOp:
+    """
+    `func.func @main(inputs...) { %r = tess.<op>(inputs...); return %r }`.
+
+    `op_name` is `"tess.add"` or just `"add"`; `input_types` are TensorTypes or
+    `(shape, dtype)` pairs; `props` go to the op's `__init__`: `dims=[1], keepdim=True`
+    for reductions, `dims=` for permute, `shape=` for reshape/broadcast_to,
+    `value=, type=` for fill (which takes no inputs). The module is verified.
+    """
+    name = op_name if op_name.startswith("tess.") else f"tess.{op_name}"
+    op_class = TESS_OPS.get(name)
+    if op_class is None:
+        raise KeyError(f"no op {name} in the tess dialect")
+    types = [_as_tensor_type(t) for t in input_types]
+    if "type" in props:
+        props["type"] = _as_tensor_type(props["type"])
+    block = Block(arg_types=types)
+    op = op_class(*block.args, **props)
+    block.add_op(op)
+    module = _module_with_func(func_name, block, op.results)
+    module.verify()
+    return module
+
+
+_UNARY_STEPS = ("neg", "relu", "sigmoid", "tanh", "abs", "exp", "log", "sqrt", "reciprocal")
+_BINARY_STEPS = ("add", "sub", "mul", "max", "min", "div", "pow")
+_COMPARISON_STEPS = ("lt", "gt", "eq")
+_STEP_KINDS = (
+    "unary", "unary", "binary", "binary", "binary", "reduce", "reduce",
+    "permute", "reshape", "broadcast_to", "matmul", "select",
+)  # fmt: skip
+
+
+def _prime_factors(n: int) -> list[int]:
+    factors, p = [], 2
+    while n > 1:
+        while n % p == 0:
+            factors.append(p)
+            n //= p
+        p += 1
+    return factors
+
+
+class _ProgramBuilder:
+    """Draws the ops of one random program into a block, tracking a magnitude bound."""
+
+    def __init__(self, draw: st.DrawFn, dtype: Attribute, max_inputs: int, max_side: int) -> None:
+        self.draw = draw
+        self.dtype = dtype
+        self.max_inputs = max_inputs
+        self.max_side = max_side
+        self.block = Block()
+        self.pool: list[SSAValue] = []  # values later steps may use
+        self.bound: dict[SSAValue, float] = {}  # |value| <= bound on inputs in [-2, 2]
+
+    # -- values ---------------------------------------------------------------------
+
+    def new_input(self, shape: Shape) -> SSAValue:
+        arg = self.block.insert_arg(tensor_type(shape, self.dtype), len(self.block.args))
+        self.pool.append(arg)
+        self.bound[arg] = 2.0
+        return arg
+
+    def can_add_input(self) -> bool:
+        return len(self.block.args) < self.max_inputs
+
+    def add(self, op: Operation, bound: float, *, pool: bool = True) -> SSAValue:
+        self.block.add_op(op)
+        result = op.results[0]
+        self.bound[result] = bound
+        if pool:
+            self.pool.append(result)
+        return result
+
+    def tame(self, value: SSAValue) -> SSAValue:
+        """`value`, or `tanh(value)` if its magnitude bound is too large to build on."""
+        if self.bound[value] <= MAGNITUDE_LIMIT:
+            return value
+        return self.add(tess.TanhOp(value), 1.0, pool=False)
+
+    def scalar(self, constant: float) -> SSAValue:
+        return self.add(
+            tess.FillOp(constant, tensor_type((), self.dtype)), abs(constant), pool=False
+        )
+
+    def abs_plus_one(self, value: SSAValue) -> SSAValue:
+        magnitude = self.add(tess.AbsOp(value), self.bound[value], pool=False)
+        one = self.scalar(1.0)
+        return self.add(tess.AddOp(magnitude, one), self.bound[value] + 1, pool=False)
+
+    def pick(self, values: Sequence[SSAValue] | None = None) -> SSAValue:
+        """One of `values` (default: the pool), often the newest, to grow chains not fans."""
+        candidates = list(values or self.pool)
+        if self.draw(st.booleans()):
+            return self.tame(candidates[-1])
+        return self.tame(self.draw(st.sampled_from(candidates)))
+
+    def partner(self, shape: Shape) -> SSAValue:
+        """A value (existing or a new input) whose shape broadcasts with `shape`."""
+        fits = [v for v in self.pool if _broadcast_rank(tensor_shape(v), shape) <= MAX_RANK]
+        if fits and (not self.can_add_input() or self.draw(st.booleans())):
+            return self.pick(fits)
+        return self.new_input(self.draw(self.partner_shape(shape)))
+
+    def partner_shape(self, shape: Shape, max_rank: int = MAX_RANK) -> st.SearchStrategy[Shape]:
+        """Shapes that broadcast with `shape` to a shape of rank <= max_rank."""
+        side = st.integers(1, self.max_side)
+
+        @st.composite
+        def strategy(draw: st.DrawFn) -> Shape:
+            aligned = tuple(draw(side) if d == 1 else draw(st.sampled_from((d, 1))) for d in shape)
+            if draw(st.booleans()):  # drop leading dims of the partner
+                return aligned[draw(st.integers(0, len(aligned))) :]
+            extra = draw(st.lists(side, max_size=max(0, max_rank - len(shape))))
+            return (*extra, *aligned)
+
+        return strategy()
+
+    # -- steps ----------------------------------------------------------------------
+
+    def step(self, kind: str, comparisons: bool) -> SSAValue | None:
+        """One logical op of the program (plus the helper ops that keep it tame)."""
+        draw = self.draw
+        if kind == "unary":
+            return self.unary(draw(st.sampled_from(_UNARY_STEPS)), self.pick())
+        if kind == "binary":
+            names = _BINARY_STEPS + (_COMPARISON_STEPS if comparisons else ())
+            lhs = self.pick()
+            return self.binary(draw(st.sampled_from(names)), lhs, self.partner(tensor_shape(lhs)))
+        if kind == "reduce":
+            ranked = [v for v in self.pool if tensor_shape(v)]
+            if not ranked:
+                return None
+            value = self.pick(ranked)
+            shape = tensor_shape(value)
+            dims = draw(reduce_dims(shape, min_size=1))
+            keepdim = draw(st.booleans())
+            op_class = draw(st.sampled_from(tess.REDUCE_OPS))
+            count = int(np.prod([shape[d] for d in dims]))
+            bound = self.bound[value] * (count if op_class is tess.SumOp else 1)
+            return self.add(op_class(value, dims, keepdim), bound)
+        if kind == "permute":
+            ranked = [v for v in self.pool if len(tensor_shape(v)) >= 2]
+            if not ranked:
+                return None
+            value = self.pick(ranked)
+            perm = draw(st.permutations(range(len(tensor_shape(value)))))
+            return self.add(tess.PermuteOp(value, perm), self.bound[value])
+        if kind == "reshape":
+            value = self.pick()
+            return self.add(
+                tess.ReshapeOp(value, self.reshape_target(tensor_shape(value))), self.bound[value]
+            )
+        if kind == "broadcast_to":
+            value = self.pick()
+            shape = tensor_shape(value)
+            extra = draw(st.lists(st.integers(1, self.max_side), max_size=MAX_RANK - len(shape)))
+            grown = tuple(draw(st.integers(1, self.max_side)) if d == 1 else d for d in shape)
+            return self.add(tess.BroadcastToOp(value, (*extra, *grown)), self.bound[value])
+        if kind == "matmul":
+            return self.matmul()
+        if kind == "select":
+            lhs = self.pick()
+            test = self.partner(tensor_shape(lhs))
+            cond = self.add(tess.GtOp(test, self.scalar(0.0)), 1.0, pool=False)
+            rhs = self.partner(broadcast_shapes(tensor_shape(lhs), tensor_shape(cond)))
+            bound = max(self.bound[lhs], self.bound[rhs])
+            return self.add(tess.SelectOp(cond, lhs, rhs), bound)
+        raise ValueError(f"unknown step kind {kind}")
+
+    def unary(self, name: str, x: SSAValue) -> SSAValue:
+        b = self.bound[x]
+        if name == "exp":
+            return self.add(tess.ExpOp(self.add(tess.TanhOp(x), 1.0, pool=False)), float(np.e))
+        if name in ("log", "sqrt", "reciprocal"):
+            shifted = self.abs_plus_one(x)
+            op_class = {"log": tess.LogOp, "sqrt": tess.SqrtOp, "reciprocal": tess.ReciprocalOp}
+            bounds = {"log": float(np.log1p(b)), "sqrt": float(np.sqrt(b + 1)), "reciprocal": 1.0}
+            return self.add(op_class[name](shifted), bounds[name])
+        op_class = TESS_OPS[f"tess.{name}"]
+        return self.add(op_class(x), 1.0 if name in ("sigmoid", "tanh") else b)
+
+    def binary(self, name: str, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
+        bl, br = self.bound[lhs], self.bound[rhs]
+        if name == "div":
+            return self.add(tess.DivOp(lhs, self.abs_plus_one(rhs)), bl)
+        if name == "pow":
+            base = self.abs_plus_one(lhs)
+            exponent = self.add(tess.TanhOp(rhs), 1.0, pool=False)
+            return self.add(tess.PowOp(base, exponent), bl + 1)
+        bounds = {"add": bl + br, "sub": bl + br, "mul": bl * br, "max": max(bl, br)}
+        bounds |= {"min": max(bl, br), "lt": 1.0, "gt": 1.0, "eq": 1.0}
+        return self.add(TESS_OPS[f"tess.{name}"](lhs, rhs), bounds[name])
+
+    def matmul(self) -> SSAValue | None:
+        draw = self.draw
+        matrices = [v for v in self.pool if len(tensor_shape(v)) >= 2]
+        if matrices and (not self.can_add_input() or draw(st.booleans())):
+            lhs = self.pick(matrices)
+        elif self.can_add_input():
+            lhs = self.new_input(draw(shapes(2, 3, self.max_side)))
+        else:
+            return None
+        lhs_shape = tensor_shape(lhs)
+        batch, k = lhs_shape[:-2], lhs_shape[-1]
+
+        def fits(v: SSAValue) -> bool:
+            s = tensor_shape(v)
+            return len(s) >= 2 and s[-2] == k and _broadcast_rank(s[:-2], batch) <= MAX_RANK - 2
+
+        rhs_candidates = [v for v in self.pool if fits(v)]
+        if rhs_candidates and (not self.can_add_input() or draw(st.booleans())):
+            rhs = self.pick(rhs_candidates)
+        elif self.can_add_input():
+            rhs_batch = draw(self.partner_shape(batch, MAX_RANK - 2))
+            rhs = self.new_input((*rhs_batch, k, draw(st.integers(1, self.max_side))))
+        else:
+            return None
+        return self.add(tess.MatmulOp(lhs, rhs), self.bound[lhs] * self.bound[rhs] * k)
+
+    def reshape_target(self, shape: Shape) -> Shape:
+        factors = _prime_factors(int(np.prod(shape)))
+        rank = self.draw(st.integers(1 if factors else 0, MAX_RANK))
+        dims = [1] * rank
+        for factor in factors:
+            dims[self.draw(st.integers(0, rank - 1))] *= factor
+        return tuple(dims)
+
+
+def _broadcast_rank(a: Shape, b: Shape) -> int:
+    """The rank of the broadcast of `a` and `b`, or MAX_RANK + 1 if they do not broadcast."""
+    try:
+        return len(broadcast_shapes(a, b))
+    except ValueError:
+        return MAX_RANK + 1
+
+
+@st.composite
+def random_program(
+    draw: st.DrawFn,
+    min_ops: int = 2,
+    max_ops: int = 8,
+    dtypes: Sequence[str] = ("f32", "f64"),
+    comparisons: bool = True,
+    max_inputs: int = 4,
+    max_side: int = 4,
+    func_name: str = "main",
+) -> tuple[ModuleOp, str]:
+    """
+    A random, verified tess program `(module, func_name)` of `min_ops`..`max_ops` steps.
+
+    Each step is one op drawn from maps, broadcasting zips (comparisons optional),
+    reductions with and without keepdim, permute, reshape, broadcast_to, batched matmul
+    and select; tame-making helper ops (abs, +1, tanh, fills) come on top of that count.
+    Operands are earlier values or new func arguments (up to `max_inputs`) of shapes that
+    broadcast with them. The func returns the values no later op uses (at most
+    MAX_RESULTS, always including the last step's). Inputs from `random_inputs` (in
+    [-2, 2]) give finite results.
+    """
+    dtype = element_type(draw(st.sampled_from(list(dtypes))))
+    builder = _ProgramBuilder(draw, dtype, max_inputs, max_side)
+    builder.new_input(draw(shapes(0, 3, max_side)))
+    if draw(st.booleans()):
+        builder.new_input(draw(shapes(0, 3, max_side)))
+    results: list[SSAValue] = []
+    for _ in range(draw(st.integers(min_ops, max_ops))):
+        kind = draw(st.sampled_from(_STEP_KINDS))
+        value = builder.step(kind, comparisons)
+        if value is None:  # the step had nothing to work on: a map always can
+            value = builder.unary(draw(st.sampled_from(_UNARY_STEPS)), builder.pick())
+        results.append(value)
+    # Return the values nothing else uses (the sinks of the DAG), so that no step is dead
+    # code, except that at most MAX_RESULTS are returned and the last step always is.
+    sinks = [v for v in dict.fromkeys(results) if not v.uses]
+    returned = sinks[-MAX_RESULTS:]
+    module = _module_with_func(func_name, builder.block, returned)
+    module.verify()
+    return module, func_name
+
+
+__all__ = [
+    "MAGNITUDE_LIMIT",
+    "TOLERANCES",
+    "assert_allclose_by_dtype",
+    "assert_results_match",
+    "broadcastable_pair",
+    "broadcastable_shapes",
+    "broadcastable_triple",
+    "build_single_op_module",
+    "element_type",
+    "matmul_shapes",
+    "random_inputs",
+    "random_program",
+    "reduce_dims",
+    "shapes",
+    "tensor_type",
+]
