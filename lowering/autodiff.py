@@ -1,0 +1,231 @@
+"""
+Reverse-mode automatic differentiation of a `tess` function, as a pass on the `tess` level.
+
+`tess-autodiff{func=f wrt=0,1}` reads `@f` and adds, right after it,
+
+    func.func @f_grad(<f's arguments>..., <one seed per non-scalar result>...)
+        -> (<f's results>..., <the gradient of each argument in wrt>...)
+
+in the same dialect, so gradients go through the same fusion and lowering as any other
+code. A result is scalar when it has one element (e.g. `tensor<f32>` or `tensor<1x1xf64>`);
+its seed is 1. Every other result takes a seed argument (the adjoint of that result, "grad
+out", of the result's type), in result order. The gradient returned for an argument is the
+sum over all results of seed · ∂result/∂argument (a vector-Jacobian product).
+
+The algorithm is the textbook one, on straight-line SSA code:
+
+1. Clone `@f`'s body into `@f_grad` (the primal), inlining `func.call`s of functions of
+   the module so the body is one sequence of `tess` ops.
+2. Activity analysis: a value is active when it depends on a differentiated argument
+   through ops with a derivative (comparisons and fills cut the dependency). Only active
+   operands get gradient code.
+3. Seed the adjoints of the returned values, then walk the primal ops backwards; for each
+   op whose result has an adjoint, its VJP rule (`tessc.lowering.vjp_rules.VJP_RULES`, one
+   per `tess` op) gives one contribution per active operand. A value used several times
+   (fan-out) accumulates its contributions with `tess.add`, in use order, so the output is
+   deterministic.
+4. Return the primal results and the gradients; an argument that does not reach a result
+   gets a `tess.fill 0.0` gradient.
+5. Clean up `@f_grad` with dead code elimination and CSE (the rules fold their trivial
+   constants themselves). `@f` itself is left as it was.
+
+Applying the pass to `@f_grad` again differentiates the gradient: every rule emits `tess`
+ops that have rules themselves.
+
+xDSL has no automatic differentiation, hence this pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tessc.dialects.tess import tensor_shape
+from tessc.lowering.vjp_rules import VJP_RULES, ZERO_GRADIENT_OPS, GradEmitter
+from xdsl.builder import Builder
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import Float32Type, Float64Type, ModuleOp, TensorType
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint
+from xdsl.traits import SymbolTable
+from xdsl.transforms.common_subexpression_elimination import cse
+from xdsl.transforms.dead_code_elimination import region_dce
+from xdsl.utils.exceptions import PassFailedException
+
+
+def _fail(message: str) -> PassFailedException:
+    return PassFailedException(f"tess-autodiff: {message}")
+
+
+def is_scalar(value: SSAValue) -> bool:
+    """One element: the adjoint of such a result defaults to 1 (no seed argument)."""
+    assert isinstance(value.type, TensorType)
+    count = 1
+    for dim in value.type.get_shape():
+        count *= dim
+    return count == 1
+
+
+def find_function(module: ModuleOp, name: str | None) -> func.FuncOp:
+    """`@name`, or the module's only function when `name` is None."""
+    functions = [op for op in module.ops if isinstance(op, func.FuncOp)]
+    if name is None:
+        if len(functions) != 1:
+            raise _fail(f"the module has {len(functions)} functions: name one with `func=<name>`")
+        return functions[0]
+    found = SymbolTable.lookup_symbol(module, name)
+    if not isinstance(found, func.FuncOp):
+        raise _fail(f"no function @{name} in the module")
+    return found
+
+
+class _PrimalCloner:
+    """Copies a function body into one block, inlining calls to functions of the module."""
+
+    def __init__(self, module: ModuleOp, builder: Builder):
+        self.module = module
+        self.builder = builder
+        self.ops: list[Operation] = []
+
+    def clone(
+        self, function: func.FuncOp, arguments: Sequence[SSAValue], call_stack: tuple[str, ...]
+    ) -> list[SSAValue]:
+        """Clone `function`'s body applied to `arguments`; return its returned values."""
+        name = function.sym_name.data
+        if name in call_stack:
+            raise _fail(f"cannot differentiate the recursive call of @{name}")
+        if function.is_declaration or len(function.body.blocks) != 1:
+            raise _fail(f"@{name} must have a body of exactly one block")
+        block = function.body.block
+        mapping: dict[SSAValue, SSAValue] = dict(zip(block.args, arguments, strict=True))
+        for op in block.ops:
+            if isinstance(op, func.ReturnOp):
+                return [mapping[value] for value in op.arguments]
+            if isinstance(op, func.CallOp):
+                callee = SymbolTable.lookup_symbol(self.module, op.callee)
+                if not isinstance(callee, func.FuncOp):
+                    raise _fail(f"@{name} calls @{op.callee.string_value()}, not in the module")
+                operands = [mapping[value] for value in op.arguments]
+                results = self.clone(callee, operands, (*call_stack, name))
+                mapping.update(zip(op.results, results, strict=True))
+                continue
+            if type(op) not in VJP_RULES:
+                raise _fail(f"no gradient rule for '{op.name}' (in @{name})")
+            self.ops.append(self.builder.insert(op.clone(value_mapper=mapping)))
+        raise _fail(f"@{name} has no func.return")
+
+
+def _active_values(ops: Sequence[Operation], seeds: Sequence[SSAValue]) -> set[SSAValue]:
+    """The values that depend differentiably on `seeds` (the differentiated arguments)."""
+    active = set(seeds)
+    for op in ops:
+        if isinstance(op, ZERO_GRADIENT_OPS):
+            continue
+        if any(operand in active for operand in op.operands):
+            active.update(op.results)
+    return active
+
+
+def build_gradient(
+    module: ModuleOp, primal: func.FuncOp, wrt: Sequence[int], grad_name: str
+) -> func.FuncOp:
+    """The function `@grad_name` described in the module docstring (not yet inserted)."""
+    name = primal.sym_name.data
+    input_types = primal.function_type.inputs.data
+    result_types = primal.function_type.outputs.data
+    for position, typ in enumerate((*input_types, *result_types)):
+        if not (
+            isinstance(typ, TensorType) and isinstance(typ.element_type, Float32Type | Float64Type)
+        ):
+            kind = "argument" if position < len(input_types) else "result"
+            raise _fail(f"@{name} has a {kind} of type {typ}; only f32/f64 tensors differentiate")
+    for index in wrt:
+        if not 0 <= index < len(input_types):
+            raise _fail(
+                f"wrt index {index} is out of range: @{name} has {len(input_types)} arguments"
+            )
+
+    block = Block(arg_types=input_types)
+    for new_arg, old_arg in zip(block.args, primal.args, strict=True):
+        new_arg.name_hint = old_arg.name_hint
+    builder = Builder(InsertPoint.at_end(block))
+    cloner = _PrimalCloner(module, builder)
+    primal_results = cloner.clone(primal, block.args, ())
+
+    seed_args: dict[int, SSAValue] = {}
+    for index, value in enumerate(primal_results):
+        if not is_scalar(value):
+            seed_args[index] = block.insert_arg(value.type, len(block.args))
+            seed_args[index].name_hint = "grad_out"
+
+    differentiated = [block.args[i] for i in wrt]
+    active = _active_values(cloner.ops, differentiated)
+    emit = GradEmitter(builder)
+    adjoints: dict[SSAValue, SSAValue] = {}
+
+    def accumulate(value: SSAValue, contribution: SSAValue) -> None:
+        assert contribution.type == value.type, (contribution.type, value.type)
+        previous = adjoints.get(value)
+        adjoints[value] = contribution if previous is None else emit.add(previous, contribution)
+
+    for index, value in enumerate(primal_results):
+        if value in active:
+            seed = seed_args.get(index)
+            if seed is None:
+                seed = emit.fill(1.0, tensor_shape(value), value)
+            accumulate(value, seed)
+
+    for op in reversed(cloner.ops):
+        grad = adjoints.get(op.results[0])
+        if grad is None:
+            continue
+        needs = tuple(operand in active for operand in op.operands)
+        if not any(needs):
+            continue
+        contributions = VJP_RULES[type(op)](emit, op, grad, needs)
+        for operand, needed, contribution in zip(op.operands, needs, contributions, strict=True):
+            if needed and contribution is not None:
+                accumulate(operand, contribution)
+
+    gradients = [
+        adjoints[arg] if arg in adjoints else emit.zeros_like(arg) for arg in differentiated
+    ]
+    builder.insert(func.ReturnOp(*primal_results, *gradients))
+
+    grad_func = func.FuncOp(
+        grad_name,
+        ([arg.type for arg in block.args], [*result_types, *(g.type for g in gradients)]),
+        Region(block),
+    )
+    region_dce(grad_func.body)
+    cse(grad_func)
+    return grad_func
+
+
+@dataclass(frozen=True)
+class TessAutodiffPass(ModulePass):
+    """
+    Add `@<func>_grad`, the reverse-mode gradient of `@<func>`.
+
+    Options: `func` names the function (default: the module's only one); `wrt` lists the
+    positions of the arguments to differentiate (default: all); `grad-name` names the new
+    function (default: `<func>_grad`).
+    """
+
+    name = "tess-autodiff"
+
+    func: str | None = None
+    wrt: tuple[int, ...] | None = None
+    grad_name: str | None = None
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        primal = find_function(op, self.func)
+        name = primal.sym_name.data
+        grad_name = self.grad_name or f"{name}_grad"
+        if SymbolTable.lookup_symbol(op, grad_name) is not None:
+            raise _fail(f"the module already has a symbol @{grad_name}")
+        wrt = self.wrt if self.wrt is not None else tuple(range(len(primal.args)))
+        grad_func = build_gradient(op, primal, wrt, grad_name)
+        op.body.block.insert_op_after(grad_func, primal)

@@ -1,0 +1,505 @@
+"""
+Vector-Jacobian product (VJP) rules for every `tess` op, kept in one table.
+
+This is JAX's per-primitive style: `VJP_RULES[type(op)]` is a function
+
+    rule(emit: GradEmitter, op, grad: SSAValue, needs: tuple[bool, ...]) -> list[SSAValue | None]
+
+that receives the adjoint `grad` of the op's result (a value of exactly the result's type)
+and a flag per operand saying whether that operand needs a gradient, and returns one
+adjoint contribution per operand, or None where none is needed or the derivative is zero.
+A contribution always has exactly its operand's type: the rules of broadcasting ops sum over
+the broadcast dims and reshape back (`GradEmitter.sum_to_shape`), so the pass only ever adds
+values of one type when a value fans out.
+
+Rules emit `tess` ops only, through `GradEmitter`, which folds the trivial cases as it
+builds them — a reshape, broadcast or sum of a `tess.fill` is a fill, multiplying by a fill
+of 1 or adding a fill of 0 is the other operand, arithmetic on two fills is a fill — so the
+gradient IR stays small without a `tess` canonicalizer. Nothing is folded that could change
+a NaN or an infinity (no `x * 0 -> 0`).
+
+Conventions where the derivative is undefined follow PyTorch, so the results compare with
+torch.autograd:
+
+- relu'(0) = 0 and |x|'(0) = 0;
+- binary `max`/`min` at a tie: each operand gets half of the gradient;
+- `reduce_max`: the gradient of a slice is split evenly among its tied maxima (torch.amax);
+- comparisons (`lt`, `gt`, `eq`) have zero gradient, and so has `select`'s condition;
+- `pow`: d/dx x^y = y * x^(y-1) (0 where y == 0) and d/dy x^y = x^y * log(x) (0 where
+  x == 0 and y >= 0); NaN where log(x) is, for x < 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from tessc.dialects.tess import (
+    AbsOp,
+    AddOp,
+    BinaryOp,
+    BroadcastToOp,
+    DivOp,
+    EqOp,
+    ExpOp,
+    FillOp,
+    GtOp,
+    LogOp,
+    LtOp,
+    MatmulOp,
+    MaxOp,
+    MeanOp,
+    MinOp,
+    MulOp,
+    NegOp,
+    PermuteOp,
+    PowOp,
+    ReciprocalOp,
+    ReduceMaxOp,
+    ReduceOp,
+    ReluOp,
+    ReshapeOp,
+    SelectOp,
+    SigmoidOp,
+    SqrtOp,
+    SubOp,
+    SumOp,
+    TanhOp,
+    UnaryOp,
+    broadcast_shapes,
+    reduced_shape,
+    tensor_shape,
+)
+from xdsl.builder import Builder
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Attribute, Operation, SSAValue
+
+Shape = tuple[int, ...]
+Contributions = list[SSAValue | None]
+VjpRule = Callable[["GradEmitter", Operation, SSAValue, tuple[bool, ...]], Contributions]
+
+
+def _numel(shape: Sequence[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _element_type(value: SSAValue) -> Attribute:
+    assert isinstance(value.type, TensorType)
+    return value.type.element_type
+
+
+class GradEmitter:
+    """Builds `tess` ops at one insertion point, folding what is trivially constant."""
+
+    def __init__(self, builder: Builder):
+        self.builder = builder
+
+    def _insert(self, op: Operation) -> SSAValue:
+        self.builder.insert(op)
+        return op.results[0]
+
+    @staticmethod
+    def constant(value: SSAValue) -> float | None:
+        """The splat value of `value` if a `tess.fill` defines it."""
+        owner = value.owner
+        return owner.fill_value if isinstance(owner, FillOp) else None
+
+    # -- constants ----------------------------------------------------------------------
+
+    def fill(self, value: float, shape: Sequence[int], like: SSAValue) -> SSAValue:
+        """A splat of `value` with `like`'s element type."""
+        return self._insert(FillOp(value, TensorType(_element_type(like), shape)))
+
+    def scalar(self, value: float, like: SSAValue) -> SSAValue:
+        """A splat of `value` with `like`'s rank and all dims 1, which broadcasts to it."""
+        return self.fill(value, (1,) * len(tensor_shape(like)), like)
+
+    def zeros_like(self, value: SSAValue) -> SSAValue:
+        return self.fill(0.0, tensor_shape(value), value)
+
+    # -- elementwise --------------------------------------------------------------------
+
+    def _fold_binary(
+        self, op_type: type[BinaryOp], lhs: SSAValue, rhs: SSAValue
+    ) -> SSAValue | None:
+        shape = broadcast_shapes(tensor_shape(lhs), tensor_shape(rhs))
+        a, b = self.constant(lhs), self.constant(rhs)
+        if a is not None and b is not None:
+            folded = {
+                AddOp: lambda: a + b,
+                SubOp: lambda: a - b,
+                MulOp: lambda: a * b,
+                DivOp: lambda: a / b if b != 0.0 else None,
+            }.get(op_type, lambda: None)()
+            if folded is not None:
+                return self.fill(folded, shape, lhs)
+        # x + 0, x - 0, x * 1, x / 1 and 0 + x, 1 * x are x when x already has the shape.
+        right_identity = {AddOp: 0.0, SubOp: 0.0, MulOp: 1.0, DivOp: 1.0}.get(op_type)
+        if b is not None and b == right_identity and tensor_shape(lhs) == shape:
+            return lhs
+        left_identity = {AddOp: 0.0, MulOp: 1.0}.get(op_type)
+        if a is not None and a == left_identity and tensor_shape(rhs) == shape:
+            return rhs
+        return None
+
+    def binary(self, op_type: type[BinaryOp], lhs: SSAValue, rhs: SSAValue) -> SSAValue:
+        folded = self._fold_binary(op_type, lhs, rhs)
+        if folded is not None:
+            return folded
+        return self._insert(op_type(lhs, rhs))
+
+    def unary(self, op_type: type[UnaryOp], value: SSAValue) -> SSAValue:
+        return self._insert(op_type(value))
+
+    def add(self, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
+        return self.binary(AddOp, lhs, rhs)
+
+    def sub(self, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
+        return self.binary(SubOp, lhs, rhs)
+
+    def mul(self, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
+        return self.binary(MulOp, lhs, rhs)
+
+    def div(self, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
+        return self.binary(DivOp, lhs, rhs)
+
+    def neg(self, value: SSAValue) -> SSAValue:
+        c = self.constant(value)
+        if c is not None:
+            return self.fill(-c, tensor_shape(value), value)
+        return self.unary(NegOp, value)
+
+    def select(self, cond: SSAValue, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
+        return self._insert(SelectOp(cond, lhs, rhs))
+
+    # -- shapes -------------------------------------------------------------------------
+
+    def reshape(self, value: SSAValue, shape: Sequence[int]) -> SSAValue:
+        shape = tuple(shape)
+        if tensor_shape(value) == shape:
+            return value
+        c = self.constant(value)
+        if c is not None:
+            return self.fill(c, shape, value)
+        return self._insert(ReshapeOp(value, shape))
+
+    def broadcast_to(self, value: SSAValue, shape: Sequence[int]) -> SSAValue:
+        shape = tuple(shape)
+        if tensor_shape(value) == shape:
+            return value
+        c = self.constant(value)
+        if c is not None:
+            return self.fill(c, shape, value)
+        return self._insert(BroadcastToOp(value, shape))
+
+    def permute(self, value: SSAValue, perm: Sequence[int]) -> SSAValue:
+        if list(perm) == list(range(len(perm))):
+            return value
+        return self._insert(PermuteOp(value, perm))
+
+    def transpose(self, value: SSAValue) -> SSAValue:
+        """Swap the last two dims (the matrix dims of a batched matmul operand)."""
+        rank = len(tensor_shape(value))
+        return self.permute(value, [*range(rank - 2), rank - 1, rank - 2])
+
+    def sum(self, value: SSAValue, dims: Sequence[int], keepdim: bool) -> SSAValue:
+        shape = tensor_shape(value)
+        c = self.constant(value)
+        if c is not None:
+            count = _numel([shape[d] for d in dims])
+            return self.fill(c * count, reduced_shape(shape, dims, keepdim), value)
+        return self._insert(SumOp(value, dims, keepdim))
+
+    def sum_to_shape(self, value: SSAValue, shape: Sequence[int]) -> SSAValue:
+        """Undo broadcasting: sum `value` over the dims that broadcasting added to `shape`.
+
+        Those are the leading dims `value` has in excess and the dims where `shape` has a
+        1 that was stretched; the sum keeps them only when a stretched 1 is among them,
+        and a reshape drops the leading ones.
+        """
+        shape = tuple(shape)
+        source = tensor_shape(value)
+        lead = len(source) - len(shape)
+        assert lead >= 0 and broadcast_shapes(source, shape) == source, (source, shape)
+        stretched = [lead + i for i, d in enumerate(shape) if d == 1 and source[lead + i] != 1]
+        dims = [*range(lead), *stretched]
+        if not dims:
+            return self.reshape(value, shape)
+        summed = self.sum(value, dims, keepdim=bool(stretched))
+        return self.reshape(summed, shape)
+
+    def matmul(self, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
+        return self._insert(MatmulOp(lhs, rhs))
+
+
+# ---------------------------------------------------------------------------------------
+# the table
+# ---------------------------------------------------------------------------------------
+
+VJP_RULES: dict[type[Operation], VjpRule] = {}
+
+ZERO_GRADIENT_OPS: tuple[type[Operation], ...] = (LtOp, GtOp, EqOp, FillOp, arith.ConstantOp)
+"""Ops whose result does not depend differentiably on any operand."""
+
+
+def vjp_rule(*op_types: type[Operation]) -> Callable[[VjpRule], VjpRule]:
+    def register(rule: VjpRule) -> VjpRule:
+        for op_type in op_types:
+            VJP_RULES[op_type] = rule
+        return rule
+
+    return register
+
+
+# -- map: grad_in = grad_out * f'(x) ----------------------------------------------------
+
+
+def _unary_rule(
+    derivative: Callable[[GradEmitter, SSAValue, SSAValue, SSAValue], SSAValue],
+) -> VjpRule:
+    """A map's rule from `derivative(emit, x, y, g) -> g * f'(x)`."""
+
+    def rule(
+        emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
+    ) -> Contributions:
+        assert isinstance(op, UnaryOp)
+        return [derivative(emit, op.input, op.result, grad) if needs[0] else None]
+
+    return rule
+
+
+def _sign(emit: GradEmitter, x: SSAValue) -> SSAValue:
+    zero = emit.scalar(0.0, x)
+    return emit.sub(emit.binary(GtOp, x, zero), emit.binary(LtOp, x, zero))
+
+
+UNARY_DERIVATIVES: dict[
+    type[UnaryOp], Callable[[GradEmitter, SSAValue, SSAValue, SSAValue], SSAValue]
+] = {
+    NegOp: lambda e, x, y, g: e.neg(g),
+    ExpOp: lambda e, x, y, g: e.mul(g, y),
+    LogOp: lambda e, x, y, g: e.div(g, x),
+    ReluOp: lambda e, x, y, g: e.mul(g, e.binary(GtOp, x, e.scalar(0.0, x))),
+    SigmoidOp: lambda e, x, y, g: e.mul(g, e.mul(y, e.sub(e.scalar(1.0, y), y))),
+    TanhOp: lambda e, x, y, g: e.mul(g, e.sub(e.scalar(1.0, y), e.mul(y, y))),
+    SqrtOp: lambda e, x, y, g: e.div(e.mul(g, e.scalar(0.5, y)), y),
+    ReciprocalOp: lambda e, x, y, g: e.neg(e.mul(g, e.mul(y, y))),
+    AbsOp: lambda e, x, y, g: e.mul(g, _sign(e, x)),
+}
+
+for _op_type, _derivative in UNARY_DERIVATIVES.items():
+    VJP_RULES[_op_type] = _unary_rule(_derivative)
+
+
+# -- zip: each side gets its partial, summed back to its own shape ------------------------
+
+
+def _binary_rule(
+    partials: Callable[
+        [GradEmitter, SSAValue, SSAValue, SSAValue, SSAValue, tuple[bool, ...]],
+        tuple[SSAValue | None, SSAValue | None],
+    ],
+) -> VjpRule:
+    """A zip's rule from `partials(emit, a, b, y, g, needs) -> (g * dy/da, g * dy/db)` at
+    the broadcast shape; this wrapper sums each back to its operand's shape."""
+
+    def rule(
+        emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
+    ) -> Contributions:
+        assert isinstance(op, BinaryOp)
+        a, b = op.lhs, op.rhs
+        grad_a, grad_b = partials(emit, a, b, op.result, grad, needs)
+        return [
+            emit.sum_to_shape(grad_a, tensor_shape(a)) if needs[0] and grad_a is not None else None,
+            emit.sum_to_shape(grad_b, tensor_shape(b)) if needs[1] and grad_b is not None else None,
+        ]
+
+    return rule
+
+
+def _tie_split_weight(emit: GradEmitter, wins: SSAValue, a: SSAValue, b: SSAValue) -> SSAValue:
+    """1 where `a` wins, 1/2 where a == b, else 0."""
+    half = emit.scalar(0.5, wins)
+    return emit.add(wins, emit.mul(emit.binary(EqOp, a, b), half))
+
+
+def _max_min_partials(winner: type[BinaryOp], loser: type[BinaryOp]):
+    def partials(
+        e: GradEmitter, a: SSAValue, b: SSAValue, y: SSAValue, g: SSAValue, needs
+    ) -> tuple[SSAValue | None, SSAValue | None]:
+        grad_a = grad_b = None
+        if needs[0]:
+            grad_a = e.mul(g, _tie_split_weight(e, e.binary(winner, a, b), a, b))
+        if needs[1]:
+            grad_b = e.mul(g, _tie_split_weight(e, e.binary(loser, a, b), a, b))
+        return grad_a, grad_b
+
+    return partials
+
+
+def _pow_partials(
+    e: GradEmitter, a: SSAValue, b: SSAValue, y: SSAValue, g: SSAValue, needs
+) -> tuple[SSAValue | None, SSAValue | None]:
+    grad_a = grad_b = None
+    if needs[0]:
+        one = e.scalar(1.0, b)
+        grad_a = e.mul(g, e.mul(b, e.binary(PowOp, a, e.sub(b, one))))
+        exponent = e.constant(b)
+        if exponent is None or exponent == 0.0:
+            # x^0 is constant: 0 * x^-1 would be NaN at x = 0.
+            zero_exponent = e.binary(EqOp, b, e.scalar(0.0, b))
+            grad_a = e.select(zero_exponent, e.scalar(0.0, grad_a), grad_a)
+    if needs[1]:
+        grad_b = e.mul(g, e.mul(y, e.unary(LogOp, a)))
+        # 0^y for y >= 0 is the constant 0 or 1 near y, but y * log(0) is NaN.
+        zero_base = e.binary(EqOp, a, e.scalar(0.0, a))
+        nonnegative = e.sub(e.scalar(1.0, b), e.binary(LtOp, b, e.scalar(0.0, b)))
+        grad_b = e.select(e.mul(zero_base, nonnegative), e.scalar(0.0, grad_b), grad_b)
+    return grad_a, grad_b
+
+
+BINARY_PARTIALS = {
+    AddOp: lambda e, a, b, y, g, needs: (g, g),
+    SubOp: lambda e, a, b, y, g, needs: (g, e.neg(g) if needs[1] else None),
+    MulOp: lambda e, a, b, y, g, needs: (
+        e.mul(g, b) if needs[0] else None,
+        e.mul(g, a) if needs[1] else None,
+    ),
+    DivOp: lambda e, a, b, y, g, needs: (
+        e.div(g, b) if needs[0] else None,
+        e.neg(e.div(e.mul(g, y), b)) if needs[1] else None,
+    ),
+    MaxOp: _max_min_partials(GtOp, LtOp),
+    MinOp: _max_min_partials(LtOp, GtOp),
+    PowOp: _pow_partials,
+}
+
+for _op_type, _partials in BINARY_PARTIALS.items():
+    VJP_RULES[_op_type] = _binary_rule(_partials)
+
+
+@vjp_rule(LtOp, GtOp, EqOp)
+def _comparison_rule(
+    emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
+) -> Contributions:
+    return [None, None]
+
+
+@vjp_rule(FillOp, arith.ConstantOp)
+def _constant_rule(
+    emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
+) -> Contributions:
+    return []
+
+
+@vjp_rule(SelectOp)
+def _select_rule(
+    emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
+) -> Contributions:
+    assert isinstance(op, SelectOp)
+    zero = emit.scalar(0.0, grad)
+    contributions: Contributions = [None, None, None]
+    if needs[1]:
+        taken = emit.select(op.cond, grad, zero)
+        contributions[1] = emit.sum_to_shape(taken, tensor_shape(op.lhs))
+    if needs[2]:
+        taken = emit.select(op.cond, zero, grad)
+        contributions[2] = emit.sum_to_shape(taken, tensor_shape(op.rhs))
+    return contributions
+
+
+# -- reduce: broadcast the gradient back over the reduced dims ---------------------------
+
+
+def _grad_with_kept_dims(emit: GradEmitter, op: ReduceOp, grad: SSAValue) -> SSAValue:
+    """`grad` reshaped so that the reduced dims are there with size 1."""
+    kept = reduced_shape(tensor_shape(op.input), op.reduced_dims, keepdim=True)
+    return emit.reshape(grad, kept)
+
+
+@vjp_rule(SumOp)
+def _sum_rule(
+    emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
+) -> Contributions:
+    assert isinstance(op, SumOp)
+    kept = _grad_with_kept_dims(emit, op, grad)
+    return [emit.broadcast_to(kept, tensor_shape(op.input))]
+
+
+@vjp_rule(MeanOp)
+def _mean_rule(
+    emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
+) -> Contributions:
+    assert isinstance(op, MeanOp)
+    shape = tensor_shape(op.input)
+    count = _numel([shape[d] for d in op.reduced_dims])
+    kept = _grad_with_kept_dims(emit, op, grad)
+    scaled = emit.mul(kept, emit.scalar(1.0 / count, kept))
+    return [emit.broadcast_to(scaled, shape)]
+
+
+@vjp_rule(ReduceMaxOp)
+def _reduce_max_rule(
+    emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
+) -> Contributions:
+    assert isinstance(op, ReduceMaxOp)
+    kept_grad = _grad_with_kept_dims(emit, op, grad)
+    kept_max = emit.reshape(op.result, tensor_shape(kept_grad))
+    is_max = emit.binary(EqOp, op.input, kept_max)
+    ties = emit.sum(is_max, op.reduced_dims, keepdim=True)
+    return [emit.mul(is_max, emit.div(kept_grad, ties))]
+
+
+# -- shape ops: the inverse shape op ----------------------------------------------------
+
+
+@vjp_rule(ReshapeOp)
+def _reshape_rule(
+    emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
+) -> Contributions:
+    assert isinstance(op, ReshapeOp)
+    return [emit.reshape(grad, tensor_shape(op.input))]
+
+
+@vjp_rule(PermuteOp)
+def _permute_rule(
+    emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
+) -> Contributions:
+    assert isinstance(op, PermuteOp)
+    inverse = [0] * len(op.permutation)
+    for position, dim in enumerate(op.permutation):
+        inverse[dim] = position
+    return [emit.permute(grad, inverse)]
+
+
+@vjp_rule(BroadcastToOp)
+def _broadcast_to_rule(
+    emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
+) -> Contributions:
+    assert isinstance(op, BroadcastToOp)
+    return [emit.sum_to_shape(grad, tensor_shape(op.input))]
+
+
+# -- matmul: dM = dOut · Nᵀ, dN = Mᵀ · dOut ----------------------------------------------
+
+
+@vjp_rule(MatmulOp)
+def _matmul_rule(
+    emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
+) -> Contributions:
+    assert isinstance(op, MatmulOp)
+    m, n = op.lhs, op.rhs
+    contributions: Contributions = [None, None]
+    # Each product has the result's (broadcast) batch dims; sum_to_shape folds the batch
+    # dims an operand was broadcast over.
+    if needs[0]:
+        contributions[0] = emit.sum_to_shape(emit.matmul(grad, emit.transpose(n)), tensor_shape(m))
+    if needs[1]:
+        contributions[1] = emit.sum_to_shape(emit.matmul(emit.transpose(m), grad), tensor_shape(n))
+    return contributions
+
+
+__all__ = ["VJP_RULES", "ZERO_GRADIENT_OPS", "GradEmitter", "VjpRule"]
