@@ -35,6 +35,7 @@ from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
     FloatAttr,
+    NoneAttr,
     TensorType,
     UnitAttr,
     f64,
@@ -139,6 +140,9 @@ def _check_float_tensors(op: Operation) -> Attribute:
             raise VerifyException(f"'{op.name}' expects f32 or f64 elements, got {typ}")
         if any(d < 0 for d in typ.get_shape()):
             raise VerifyException(f"'{op.name}' expects static shapes, got {typ}")
+        if typ.encoding != NoneAttr():
+            # Every lowering assumes a dense row-major tensor; an encoding would be dropped.
+            raise VerifyException(f"'{op.name}' expects tensors without an encoding, got {typ}")
         element_types.add(typ.element_type)
     if len(element_types) > 1:
         names = ", ".join(sorted(str(t) for t in element_types))
