@@ -56,6 +56,7 @@ from xdsl.utils.exceptions import (
     ShrinkException,
 )
 from xdsl.utils.lexer import Input, Span
+from xdsl.utils.mlir_lexer import MLIRTokenKind
 from xdsl.utils.target import Target
 from xdsl.xdsl_opt_main import xDSLOptMain
 
@@ -73,6 +74,13 @@ class LocatingParser(Parser):
     def __init__(self, ctx: Context, input: str | bytes, name: str, line_offset: int = 0):
         super().__init__(ctx, input, name)
         self.line_offset = line_offset
+
+    def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
+        # Like mlir-opt, an input without operations (e.g. after a trailing `// -----`)
+        # is an empty module rather than an error.
+        if allow_implicit_module and self._current_token.kind == MLIRTokenKind.EOF:
+            return ModuleOp([])
+        return super().parse_module(allow_implicit_module)
 
     def parse_operation(self) -> Operation:
         start = self._current_token.span
@@ -112,6 +120,8 @@ def format_diagnostic(
 ) -> str:
     """`file:line:col: error: message`, then the source line and a caret under the column."""
     where = file if line is None else f"{file}:{line}:{column or 1}"
+    # One line per diagnostic (IRDL's constraint messages span several).
+    message = " ".join(part.strip() for part in message.splitlines() if part.strip())
     text = f"{where}: {severity}: {message}"
     if source_line is not None and column is not None:
         width = max(1, min(width, len(source_line) - column + 1))
