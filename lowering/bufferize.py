@@ -1,0 +1,325 @@
+"""
+`tess-bufferize`: tensors to memrefs in destination-passing style (level 3 -> level 4).
+
+xDSL has no general bufferization (no one-shot-bufferize), so this pass is ours. It
+bufferizes exactly what `tess-to-linalg` (and `tess-fuse`) produce, one function at a
+time, walking the single block of each `func.func` in order:
+
+- function signatures: every `tensor` argument becomes a `memref` of the same shape and
+  element type (identity layout). Every `tensor` result becomes a trailing out-param
+  (`memref` arguments appended after the inputs, in result order); the function returns
+  only its non-tensor results (none, for `tess` programs) and gets the attribute
+  `tess.num_outputs = N : i64`. Declarations (`func.func private @g(...)` without a body)
+  get the same signature.
+- `tensor.empty`: a `memref.alloc` for each use, placed right before that use, since an
+  empty tensor has no contents to share (so a `tensor.empty` that `cse` merged between two
+  generics still gives each its own buffer).
+- `linalg.generic` on tensors: the same generic on memrefs, without results; each result is
+  replaced by the buffer of its `outs` operand. An `outs` operand is written in place when
+  it is a fresh buffer nobody else reads: a `tensor.empty`, or the result of a generic or
+  call whose only use is this `outs`. Otherwise (a function argument, a view, a value with
+  other readers) the generic gets a fresh `memref.alloc` initialised by `memref.copy`.
+- `tensor.collapse_shape` / `tensor.expand_shape`: `memref.collapse_shape` /
+  `memref.expand_shape` on the source's buffer: views, no copy.
+- `func.call`: tensor results become out-params of the call: fresh buffers passed after the
+  arguments.
+- `func.return`: the final producer of a result writes straight into its out-param when
+  the result's buffer is created in this function by a generic or a call (following the
+  chain of in-place `outs` back to the op that creates the buffer, and making that op's
+  buffer the out-param instead of an alloc). A result that is a function argument, a view,
+  or a value returned a second time is copied into its out-param with `memref.copy`.
+
+Non-tensor ops (`arith.constant`, ...) are left alone. Anything else that takes or makes a
+tensor (ops with tensor-typed regions such as `scf.for` over tensors, `tensor.extract`,
+linalg named ops) is not supported and fails the pass with a message naming the op.
+Buffers are never freed (no `memref.dealloc`): the NumPy arrays behind them are garbage
+collected by the generated host code, and reusing buffers is the memory plan's job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xdsl.builder import Builder
+from xdsl.context import Context
+from xdsl.dialects import func, linalg, memref, tensor
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    FunctionType,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    TensorType,
+    i64,
+)
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.utils.exceptions import PassFailedException
+
+NUM_OUTPUTS_ATTR = "tess.num_outputs"
+
+BufferSite = tuple[Operation, int]
+"""Where a buffer is created: (generic or call, output index)."""
+
+
+def memref_type_for(typ: TensorType) -> MemRefType:
+    return MemRefType(typ.element_type, typ.get_shape())
+
+
+def convert_type(typ: Attribute) -> Attribute:
+    return memref_type_for(typ) if isinstance(typ, TensorType) else typ
+
+
+def converted_signature(function_type: FunctionType) -> tuple[list[Attribute], list[Attribute]]:
+    """(argument types, result types) of a function after bufferization."""
+    inputs = [convert_type(t) for t in function_type.inputs.data]
+    outs = [memref_type_for(t) for t in function_type.outputs.data if isinstance(t, TensorType)]
+    results = [t for t in function_type.outputs.data if not isinstance(t, TensorType)]
+    return [*inputs, *outs], results
+
+
+def has_tensors(op: Operation) -> bool:
+    return any(isinstance(v.type, TensorType) for v in (*op.operands, *op.results))
+
+
+def is_empty_tensor(value: SSAValue) -> bool:
+    return isinstance(value, OpResult) and isinstance(value.op, tensor.EmptyOp)
+
+
+def writable_in_place(value: SSAValue) -> bool:
+    """A tensor whose buffer the op using it as `outs` may overwrite: a fresh buffer made in
+    this function (by a generic or a call) that nothing else reads."""
+    return (
+        isinstance(value, OpResult)
+        and isinstance(value.op, linalg.GenericOp | func.CallOp)
+        and value.has_one_use()
+    )
+
+
+def buffer_site(value: SSAValue) -> BufferSite | None:
+    """The op that creates the buffer `value` ends up in, if this function creates it."""
+    while isinstance(value, OpResult):
+        op = value.op
+        if isinstance(op, func.CallOp):
+            return (op, value.index)
+        if not isinstance(op, linalg.GenericOp):
+            return None
+        init = op.outputs[value.index]
+        if is_empty_tensor(init) or not writable_in_place(init):
+            return (op, value.index)
+        value = init
+    return None
+
+
+@dataclass
+class FunctionBufferizer:
+    """Bufferizes one function body; see the module docstring for the rules."""
+
+    function: func.FuncOp
+    buffers: dict[SSAValue, SSAValue] = field(default_factory=dict)
+    out_params: list[BlockArgument] = field(default_factory=list)
+    destinations: dict[BufferSite, SSAValue] = field(default_factory=dict)
+    """Buffer sites whose buffer is an out-param rather than a fresh alloc."""
+    replaced: list[Operation] = field(default_factory=list)
+
+    def run(self) -> None:
+        if len(self.function.body.blocks) != 1:
+            raise PassFailedException(
+                f"tess-bufferize expects single-block functions, @{self.function.sym_name.data} "
+                "has several"
+            )
+        block = self.function.body.block
+        old_args = list(block.args)
+        for arg in old_args:
+            new_arg = block.insert_arg(convert_type(arg.type), len(block.args))
+            new_arg.name_hint = arg.name_hint
+            self.buffers[arg] = new_arg
+        for typ in self.function.function_type.outputs.data:
+            if isinstance(typ, TensorType):
+                out = block.insert_arg(memref_type_for(typ), len(block.args))
+                out.name_hint = f"out{len(self.out_params)}"
+                self.out_params.append(out)
+
+        self.plan_destinations(block)
+        for op in list(block.ops):
+            if self.bufferize(op):
+                self.replaced.append(op)
+        # In reverse, so that each op's users are gone before it is.
+        for op in reversed(self.replaced):
+            op.detach()
+            op.erase()
+        for arg in old_args:
+            block.erase_arg(arg)
+        self.update_signature()
+
+    def plan_destinations(self, block: Block) -> None:
+        """Let the op that creates each result's buffer create it in the out-param."""
+        return_op = block.last_op
+        if not isinstance(return_op, func.ReturnOp):
+            return
+        tensor_results = [v for v in return_op.operands if isinstance(v.type, TensorType)]
+        for value, out in zip(tensor_results, self.out_params, strict=True):
+            site = buffer_site(value)
+            if site is not None and site not in self.destinations:
+                self.destinations[site] = out
+
+    def buffer(self, value: SSAValue) -> SSAValue:
+        if value in self.buffers:
+            return self.buffers[value]
+        raise PassFailedException(f"tess-bufferize: no buffer for {value} of type {value.type}")
+
+    def new_buffer(self, builder: Builder, site: BufferSite, typ: TensorType) -> SSAValue:
+        if site in self.destinations:
+            return self.destinations[site]
+        return builder.insert(memref.AllocOp([], [], memref_type_for(typ))).memref
+
+    def read_buffer(self, builder: Builder, value: SSAValue) -> SSAValue:
+        """The buffer an op reads `value` from (a non-tensor value is itself)."""
+        if not isinstance(value.type, TensorType):
+            return value
+        if is_empty_tensor(value):
+            # Reading an empty tensor reads undefined values; any buffer will do.
+            return builder.insert(memref.AllocOp([], [], memref_type_for(value.type))).memref
+        return self.buffer(value)
+
+    def bufferize(self, op: Operation) -> bool:
+        """Insert the buffer form of `op` before it; True if `op` is to be erased."""
+        builder = Builder(InsertPoint.before(op))
+        if isinstance(op, tensor.EmptyOp):
+            return True  # each use allocates its own buffer
+        if isinstance(op, linalg.GenericOp):
+            if not op.res:
+                return False  # already on memrefs
+            self.bufferize_generic(builder, op)
+        elif isinstance(op, tensor.CollapseShapeOp):
+            view = memref.CollapseShapeOp(
+                operands=[self.buffer(op.src)],
+                result_types=[convert_type(op.result.type)],
+                properties={"reassociation": op.reassociation},
+            )
+            self.buffers[op.result] = builder.insert(view).result
+        elif isinstance(op, tensor.ExpandShapeOp):
+            if op.dynamic_output_shape:
+                raise PassFailedException("tess-bufferize supports static shapes only")
+            view = memref.ExpandShapeOp(
+                operands=[self.buffer(op.src), []],
+                result_types=[convert_type(op.result.type)],
+                properties={
+                    "reassociation": op.reassociation,
+                    "static_output_shape": op.static_output_shape,
+                },
+            )
+            self.buffers[op.result] = builder.insert(view).result
+        elif isinstance(op, func.CallOp):
+            if not has_tensors(op):
+                return False
+            self.bufferize_call(builder, op)
+        elif isinstance(op, func.ReturnOp):
+            self.bufferize_return(builder, op)
+        elif has_tensors(op) or any(
+            isinstance(v.type, TensorType) for r in op.regions for b in r.blocks for v in b.args
+        ):
+            raise PassFailedException(f"tess-bufferize cannot bufferize '{op.name}'")
+        else:
+            return False
+        return True
+
+    def bufferize_generic(self, builder: Builder, op: linalg.GenericOp) -> None:
+        inputs = [self.read_buffer(builder, v) for v in op.inputs]
+        outputs: list[SSAValue] = []
+        for index, init in enumerate(op.outputs):
+            assert isinstance(init.type, TensorType)
+            if is_empty_tensor(init):
+                buffer = self.new_buffer(builder, (op, index), init.type)
+            elif writable_in_place(init):
+                buffer = self.buffer(init)
+            else:
+                buffer = self.new_buffer(builder, (op, index), init.type)
+                builder.insert(memref.CopyOp(self.buffer(init), buffer))
+            outputs.append(buffer)
+        generic = linalg.GenericOp(
+            inputs,
+            outputs,
+            Rewriter.move_region_contents_to_new_regions(op.body),
+            op.indexing_maps,
+            op.iterator_types,
+            (),
+            op.doc,
+            op.library_call,
+        )
+        generic.attributes.update(op.attributes)
+        builder.insert(generic)
+        for result, buffer in zip(op.res, outputs, strict=True):
+            self.buffers[result] = buffer
+
+    def bufferize_call(self, builder: Builder, op: func.CallOp) -> None:
+        arguments = [self.read_buffer(builder, v) for v in op.arguments]
+        outs: list[SSAValue] = []
+        for index, result in enumerate(op.res):
+            if isinstance(result.type, TensorType):
+                buffer = self.new_buffer(builder, (op, index), result.type)
+                self.buffers[result] = buffer
+                outs.append(buffer)
+        kept = [r for r in op.res if not isinstance(r.type, TensorType)]
+        call = builder.insert(func.CallOp(op.callee, [*arguments, *outs], [r.type for r in kept]))
+        call.attributes.update(op.attributes)
+        for old, new in zip(kept, call.res, strict=True):
+            old.replace_all_uses_with(new)
+
+    def bufferize_return(self, builder: Builder, op: func.ReturnOp) -> None:
+        tensor_results = [v for v in op.operands if isinstance(v.type, TensorType)]
+        for value, out in zip(tensor_results, self.out_params, strict=True):
+            if is_empty_tensor(value):
+                continue  # nothing defined to return
+            buffer = self.buffer(value)
+            if buffer is not out:
+                builder.insert(memref.CopyOp(buffer, out))
+        builder.insert(func.ReturnOp(*[v for v in op.operands if v not in tensor_results]))
+
+    def update_signature(self) -> None:
+        function = self.function
+        inputs, results = converted_signature(function.function_type)
+        function.properties["function_type"] = FunctionType.from_lists(inputs, results)
+
+
+def count_tensor_results(function_type: FunctionType) -> int:
+    return sum(isinstance(t, TensorType) for t in function_type.outputs.data)
+
+
+def bufferize_function(function: func.FuncOp) -> None:
+    num_outputs = count_tensor_results(function.function_type)
+    old_arg_attrs = function.arg_attrs
+    if function.is_declaration:
+        inputs, results = converted_signature(function.function_type)
+        function.properties["function_type"] = FunctionType.from_lists(inputs, results)
+    else:
+        FunctionBufferizer(function).run()
+    if old_arg_attrs is not None:
+        padding = [DictionaryAttr({})] * num_outputs
+        function.properties["arg_attrs"] = ArrayAttr([*old_arg_attrs.data, *padding])
+    function.properties.pop("res_attrs", None)
+    function.attributes[NUM_OUTPUTS_ATTR] = IntegerAttr(num_outputs, i64)
+
+
+def needs_bufferization(function: func.FuncOp) -> bool:
+    types = (*function.function_type.inputs.data, *function.function_type.outputs.data)
+    if any(isinstance(t, TensorType) for t in types):
+        return True
+    return any(has_tensors(op) for op in function.walk())
+
+
+@dataclass(frozen=True)
+class TessBufferizePass(ModulePass):
+    """Tensors to memrefs, results to out-params; see the module docstring."""
+
+    name = "tess-bufferize"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for function in list(op.walk()):
+            if isinstance(function, func.FuncOp) and needs_bufferization(function):
+                bufferize_function(function)
+
+
+__all__ = ["NUM_OUTPUTS_ATTR", "TessBufferizePass"]

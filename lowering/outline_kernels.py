@@ -1,0 +1,140 @@
+"""
+`tess-outline-kernels`: every linalg op of a host function becomes its own kernel function.
+
+Level 4 -> level 5 (first half). A host is any `func.func` with a body that is not itself a
+kernel. Walking each host's top-level ops in order, the k-th linalg structured op (on
+memrefs) moves into a new function
+
+    func.func private @<host>_kernel_<k>(%arg0: memref<...>, ...) attributes {tess.kernel}
+
+placed right after the host in the module, and is replaced in the host by
+`func.call @<host>_kernel_<k>(...)`. The kernel's arguments are the values the op uses
+from the host, deduplicated in first-use order: its operands, then any value its body
+captures from the host. Constants the body captures (`arith.constant`) are cloned into the
+kernel instead of passed, so kernels take only memrefs when the host passes memrefs.
+
+Afterwards a host holds only buffer management (`memref.alloc`/`dealloc`, views,
+`memref.copy`), `func.call`, `func.return` and constants; all computation is in kernels.
+Names are deterministic: the same input gives the same kernel names and order. xDSL's own
+outlining works on `gpu.launch`/`scf.parallel`, not on linalg ops, hence this pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func
+from xdsl.dialects.builtin import ModuleOp, TensorType, UnitAttr
+from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.traits import SymbolTable
+from xdsl.utils.exceptions import PassFailedException
+
+KERNEL_ATTR = "tess.kernel"
+
+
+def is_kernel(function: func.FuncOp) -> bool:
+    return KERNEL_ATTR in function.attributes
+
+
+def captured_values(op: Operation) -> list[SSAValue]:
+    """Values defined outside `op` that ops nested in `op`'s regions use, in use order."""
+    captured: list[SSAValue] = []
+    for nested in op.walk():
+        if nested is op:
+            continue
+        for operand in nested.operands:
+            owner = operand.owner
+            defining_op = owner if isinstance(owner, Operation) else owner.parent_op()
+            if defining_op is None or not op.is_ancestor(defining_op):
+                if operand not in captured:
+                    captured.append(operand)
+    return captured
+
+
+def clonable_constant(value: SSAValue) -> bool:
+    return isinstance(value.owner, arith.ConstantOp)
+
+
+def outline(op: Operation, host: func.FuncOp, kernel_name: str) -> func.FuncOp:
+    """Move `op` into a new private kernel function and call it in its place."""
+    if any(isinstance(v.type, TensorType) for v in (*op.operands, *op.results)):
+        raise PassFailedException(
+            f"tess-outline-kernels expects linalg ops on memrefs (run tess-bufferize "
+            f"first), got '{op.name}' on tensors in @{host.sym_name.data}"
+        )
+    captured = captured_values(op)
+    arguments: list[SSAValue] = []
+    for value in (*op.operands, *captured):
+        if value not in arguments and not clonable_constant(value):
+            arguments.append(value)
+
+    block = Block(arg_types=[v.type for v in arguments])
+    value_map: dict[SSAValue, SSAValue] = {}
+    for value, arg in zip(arguments, block.args, strict=True):
+        arg.name_hint = value.name_hint
+        value_map[value] = arg
+    for value in captured:
+        if clonable_constant(value):
+            constant = value.owner
+            assert isinstance(constant, Operation)
+            clone = constant.clone()
+            block.add_op(clone)
+            value_map[value] = clone.results[0]
+    kernel_op = op.clone(value_map)
+    block.add_op(kernel_op)
+    block.add_op(func.ReturnOp(*kernel_op.results))
+
+    call = func.CallOp(kernel_name, arguments, [r.type for r in op.results])
+    Rewriter.replace_op(op, call)
+
+    kernel = func.FuncOp(
+        kernel_name,
+        ([v.type for v in arguments], [r.type for r in op.results]),
+        Region(block),
+        visibility="private",
+    )
+    kernel.attributes[KERNEL_ATTR] = UnitAttr()
+    return kernel
+
+
+def outline_host(host: func.FuncOp, module: ModuleOp) -> list[func.FuncOp]:
+    host_name = host.sym_name.data
+    linalg_ops = [op for op in host.body.walk() if isinstance(op, LinalgStructuredOperation)]
+    kernels: list[func.FuncOp] = []
+    for op in linalg_ops:
+        parent = op.parent_op()
+        if parent is not host:
+            raise PassFailedException(
+                f"tess-outline-kernels expects linalg ops at the top level of "
+                f"@{host_name}, found '{op.name}' nested in "
+                f"'{parent.name if parent else '?'}'"
+            )
+        name = f"{host_name}_kernel_{len(kernels)}"
+        if SymbolTable.lookup_symbol(module, name) is not None:
+            raise PassFailedException(f"tess-outline-kernels: symbol @{name} already exists")
+        kernels.append(outline(op, host, name))
+    return kernels
+
+
+@dataclass(frozen=True)
+class TessOutlineKernelsPass(ModulePass):
+    """Move each linalg op of each host function into a `tess.kernel` function."""
+
+    name = "tess-outline-kernels"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        hosts = [
+            f
+            for f in op.body.block.ops
+            if isinstance(f, func.FuncOp) and not f.is_declaration and not is_kernel(f)
+        ]
+        for host in hosts:
+            kernels = outline_host(host, op)
+            Rewriter.insert_op(kernels, InsertPoint.after(host))
+
+
+__all__ = ["KERNEL_ATTR", "TessOutlineKernelsPass", "is_kernel"]

@@ -1,0 +1,545 @@
+"""
+`tess-to-linalg`: every `tess` op becomes `linalg.generic` on tensors (level 1 -> level 3).
+
+One rewrite pattern per op family. Each pattern builds the op's iteration space, one
+affine map per operand, and a scalar body of `arith`/`math` ops; the destination of every
+generic is a fresh `tensor.empty`, so the result is in destination-passing style and
+`tess-bufferize` can turn each `tensor.empty` into a `memref.alloc`.
+
+- map (unary): one parallel loop per result dim, identity maps; bodies are
+  `neg -> negf`, `exp/log/tanh/sqrt/abs -> math.*`, `relu -> maximumf(x, 0)`,
+  `sigmoid -> 1 / (1 + exp(-x))`, `reciprocal -> 1 / x`.
+- zip (binary) and `select`: one parallel loop per result dim; broadcasting lives in the
+  operand maps only (see `broadcast_map`): an operand's dims align with the trailing
+  result dims (leading dims are dropped), and a size-1 dim that broadcasts against a larger
+  result dim reads index `0`, e.g. `(d0, d1, d2) -> (d0, 0, d2)`. Comparisons are
+  `cmpf` + `select(1.0, 0.0)`; `select` tests `cond != 0` (`cmpf une`, so NaN selects lhs
+  as in NumPy's `where(cond != 0, ...)`).
+- reduce: an init generic that yields the neutral element (0 for sum/mean, -inf for max)
+  into the result shape, then a generic over the input's dims whose reduced dims are
+  `reduction` iterators and that combines into the output (`addf`/`maximumf`). The
+  output map drops the reduced dims, or maps them to the constant `0` with `keepdim`.
+  `mean` divides the sum by the element count in a third, elementwise generic.
+- reshape: a view, no copy: `tensor.collapse_shape` or `tensor.expand_shape` when one
+  reassociation of contiguous dims fits, otherwise a collapse to 1-D then an expand.
+- permute and broadcast_to: copy generics whose input map does the permutation/broadcast.
+- fill: a generic with no inputs that yields the constant.
+- matmul: init generic (0), then a generic over `(batch..., i, j, k)` with `k` a
+  reduction: `out[b, i, j] += lhs[b, i, k] * rhs[b, k, j]`, the batch dims broadcast by
+  the same rule as zip.
+
+Rank-0 tensors need nothing special: the generic has zero loops and maps `() -> ()`.
+Everything is upstream `linalg`/`tensor`/`arith`/`math`; the pass itself is ours because
+xDSL has no dialect with `tess`'s implicit broadcasting to lower from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from tessc.dialects import tess
+from tessc.dialects.tess import Shape, tensor_shape
+from xdsl.builder import Builder
+from xdsl.context import Context
+from xdsl.dialects import arith, linalg, math, tensor
+from xdsl.dialects.builtin import (
+    AffineMapAttr,
+    ArrayAttr,
+    FloatAttr,
+    IntegerAttr,
+    ModuleOp,
+    TensorType,
+    i64,
+)
+from xdsl.dialects.linalg import IteratorTypeAttr
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir.affine import AffineExpr, AffineMap
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import InsertPoint
+
+# ---------------------------------------------------------------------------------------
+# indexing maps
+# ---------------------------------------------------------------------------------------
+
+
+def broadcast_map(
+    operand_shape: Shape, loop_sizes: Sequence[int], loop_dims: Sequence[int], num_loops: int
+) -> AffineMap:
+    """
+    The map reading an operand of `operand_shape` broadcast against the loops `loop_dims`
+    (one loop per broadcast result dim, of sizes `loop_sizes`), by the seed rules.
+
+    The operand aligns with the trailing loops; the leading loops it lacks are dropped, and
+    a size-1 operand dim facing a larger loop reads index `0`.
+    """
+    offset = len(loop_dims) - len(operand_shape)
+    assert offset >= 0, "an operand cannot have more dims than its broadcast result"
+    results: list[AffineExpr] = []
+    for position, size in enumerate(operand_shape):
+        loop = loop_dims[offset + position]
+        if size == 1 and loop_sizes[offset + position] != 1:
+            results.append(AffineExpr.constant(0))
+        else:
+            results.append(AffineExpr.dimension(loop))
+    return AffineMap(num_loops, 0, tuple(results))
+
+
+def identity_map(rank: int) -> AffineMap:
+    return AffineMap.identity(rank)
+
+
+def parallel_iterators(count: int) -> list[Attribute]:
+    return [IteratorTypeAttr.parallel()] * count
+
+
+# ---------------------------------------------------------------------------------------
+# building generics
+# ---------------------------------------------------------------------------------------
+
+BodyBuilder = Callable[[Builder, Sequence[SSAValue]], SSAValue]
+"""Builds a generic's scalar body from its block arguments (inputs..., output) and
+returns the value to yield."""
+
+
+def float_constant(builder: Builder, value: float, element_type: Attribute) -> SSAValue:
+    return builder.insert(arith.ConstantOp(FloatAttr(value, element_type))).result
+
+
+def build_generic(
+    rewriter: PatternRewriter,
+    inputs: Sequence[SSAValue],
+    init: SSAValue,
+    maps: Sequence[AffineMap],
+    iterators: Sequence[Attribute],
+    body: BodyBuilder,
+) -> linalg.GenericOp:
+    """Insert `linalg.generic ins(inputs) outs(init)` before the matched op."""
+    assert isinstance(init.type, TensorType)
+    element_type = init.type.element_type
+    block = Block(arg_types=[element_type] * (len(inputs) + 1))
+    builder = Builder(InsertPoint.at_end(block))
+    yielded = body(builder, block.args)
+    builder.insert(linalg.YieldOp(yielded))
+    generic = linalg.GenericOp(
+        inputs,
+        [init],
+        Region(block),
+        [AffineMapAttr(m) for m in maps],
+        iterators,
+        [init.type],
+    )
+    rewriter.insert(generic)
+    return generic
+
+
+def empty_like(rewriter: PatternRewriter, result_type: Attribute) -> SSAValue:
+    return rewriter.insert(tensor.EmptyOp([], result_type)).tensor
+
+
+def build_fill(rewriter: PatternRewriter, result_type: TensorType, value: float) -> SSAValue:
+    """A generic with no inputs writing `value` everywhere: the init of reductions too."""
+    rank = result_type.get_num_dims()
+    element_type = result_type.element_type
+    generic = build_generic(
+        rewriter,
+        [],
+        empty_like(rewriter, result_type),
+        [identity_map(rank)],
+        parallel_iterators(rank),
+        lambda b, args: float_constant(b, value, element_type),
+    )
+    return generic.res[0]
+
+
+def build_elementwise(
+    rewriter: PatternRewriter,
+    inputs: Sequence[SSAValue],
+    result_type: TensorType,
+    body: BodyBuilder,
+) -> SSAValue:
+    """A parallel generic over the result dims that broadcasts each input."""
+    shape = tensor_shape(result_type)
+    rank = len(shape)
+    loops = list(range(rank))
+    maps = [broadcast_map(tensor_shape(v), shape, loops, rank) for v in inputs]
+    generic = build_generic(
+        rewriter,
+        inputs,
+        empty_like(rewriter, result_type),
+        [*maps, identity_map(rank)],
+        parallel_iterators(rank),
+        body,
+    )
+    return generic.res[0]
+
+
+# ---------------------------------------------------------------------------------------
+# scalar bodies
+# ---------------------------------------------------------------------------------------
+
+
+def element_type_of(value: SSAValue) -> Attribute:
+    assert isinstance(value.type, TensorType)
+    return value.type.element_type
+
+
+def sigmoid(b: Builder, x: SSAValue) -> SSAValue:
+    one = float_constant(b, 1.0, x.type)
+    neg = b.insert(arith.NegfOp(x)).result
+    exp = b.insert(math.ExpOp(neg)).result
+    denominator = b.insert(arith.AddfOp(one, exp)).result
+    return b.insert(arith.DivfOp(one, denominator)).result
+
+
+def relu(b: Builder, x: SSAValue) -> SSAValue:
+    zero = float_constant(b, 0.0, x.type)
+    return b.insert(arith.MaximumfOp(x, zero)).result
+
+
+def reciprocal(b: Builder, x: SSAValue) -> SSAValue:
+    one = float_constant(b, 1.0, x.type)
+    return b.insert(arith.DivfOp(one, x)).result
+
+
+UNARY_BODIES: dict[type[tess.UnaryOp], Callable[[Builder, SSAValue], SSAValue]] = {
+    tess.NegOp: lambda b, x: b.insert(arith.NegfOp(x)).result,
+    tess.ExpOp: lambda b, x: b.insert(math.ExpOp(x)).result,
+    tess.LogOp: lambda b, x: b.insert(math.LogOp(x)).result,
+    tess.ReluOp: relu,
+    tess.SigmoidOp: sigmoid,
+    tess.TanhOp: lambda b, x: b.insert(math.TanhOp(x)).result,
+    tess.SqrtOp: lambda b, x: b.insert(math.SqrtOp(x)).result,
+    tess.ReciprocalOp: reciprocal,
+    tess.AbsOp: lambda b, x: b.insert(math.AbsFOp(x)).result,
+}
+
+
+def comparison(predicate: str) -> Callable[[Builder, SSAValue, SSAValue], SSAValue]:
+    """`1.0` where `lhs <predicate> rhs` else `0.0`, in the operand type."""
+
+    def body(b: Builder, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
+        flag = b.insert(arith.CmpfOp(lhs, rhs, predicate)).result
+        one = float_constant(b, 1.0, lhs.type)
+        zero = float_constant(b, 0.0, lhs.type)
+        return b.insert(arith.SelectOp(flag, one, zero)).result
+
+    return body
+
+
+BINARY_BODIES: dict[type[tess.BinaryOp], Callable[[Builder, SSAValue, SSAValue], SSAValue]] = {
+    tess.AddOp: lambda b, x, y: b.insert(arith.AddfOp(x, y)).result,
+    tess.SubOp: lambda b, x, y: b.insert(arith.SubfOp(x, y)).result,
+    tess.MulOp: lambda b, x, y: b.insert(arith.MulfOp(x, y)).result,
+    tess.DivOp: lambda b, x, y: b.insert(arith.DivfOp(x, y)).result,
+    tess.MaxOp: lambda b, x, y: b.insert(arith.MaximumfOp(x, y)).result,
+    tess.MinOp: lambda b, x, y: b.insert(arith.MinimumfOp(x, y)).result,
+    tess.PowOp: lambda b, x, y: b.insert(math.PowFOp(x, y)).result,
+    tess.LtOp: comparison("olt"),
+    tess.GtOp: comparison("ogt"),
+    tess.EqOp: comparison("oeq"),
+}
+
+
+# ---------------------------------------------------------------------------------------
+# patterns
+# ---------------------------------------------------------------------------------------
+
+
+def result_type_of(op: Operation) -> TensorType:
+    result_type = op.results[0].type
+    assert isinstance(result_type, TensorType)
+    return result_type
+
+
+class UnaryToLinalg(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tess.UnaryOp, rewriter: PatternRewriter) -> None:
+        scalar = UNARY_BODIES[type(op)]
+        result = build_elementwise(
+            rewriter, [op.input], result_type_of(op), lambda b, args: scalar(b, args[0])
+        )
+        rewriter.replace(op, [], [result])
+
+
+class BinaryToLinalg(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tess.BinaryOp, rewriter: PatternRewriter) -> None:
+        scalar = BINARY_BODIES[type(op)]
+        result = build_elementwise(
+            rewriter,
+            [op.lhs, op.rhs],
+            result_type_of(op),
+            lambda b, args: scalar(b, args[0], args[1]),
+        )
+        rewriter.replace(op, [], [result])
+
+
+class SelectToLinalg(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tess.SelectOp, rewriter: PatternRewriter) -> None:
+        def body(b: Builder, args: Sequence[SSAValue]) -> SSAValue:
+            cond, lhs, rhs = args[0], args[1], args[2]
+            zero = float_constant(b, 0.0, cond.type)
+            flag = b.insert(arith.CmpfOp(cond, zero, "une")).result
+            return b.insert(arith.SelectOp(flag, lhs, rhs)).result
+
+        result = build_elementwise(rewriter, [op.cond, op.lhs, op.rhs], result_type_of(op), body)
+        rewriter.replace(op, [], [result])
+
+
+class FillToLinalg(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tess.FillOp, rewriter: PatternRewriter) -> None:
+        result = build_fill(rewriter, result_type_of(op), op.fill_value)
+        rewriter.replace(op, [], [result])
+
+
+class BroadcastToToLinalg(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tess.BroadcastToOp, rewriter: PatternRewriter) -> None:
+        result = build_elementwise(
+            rewriter, [op.input], result_type_of(op), lambda b, args: args[0]
+        )
+        rewriter.replace(op, [], [result])
+
+
+class PermuteToLinalg(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tess.PermuteOp, rewriter: PatternRewriter) -> None:
+        # Loop i runs over result dim i, which is input dim perm[i]; so input dim
+        # perm[i] is read with loop i.
+        perm = op.permutation
+        rank = len(perm)
+        loop_of_input_dim = {input_dim: loop for loop, input_dim in enumerate(perm)}
+        input_map = AffineMap(
+            rank, 0, tuple(AffineExpr.dimension(loop_of_input_dim[d]) for d in range(rank))
+        )
+        generic = build_generic(
+            rewriter,
+            [op.input],
+            empty_like(rewriter, result_type_of(op)),
+            [input_map, identity_map(rank)],
+            parallel_iterators(rank),
+            lambda b, args: args[0],
+        )
+        rewriter.replace(op, [], [generic.res[0]])
+
+
+REDUCE_INIT: dict[type[tess.ReduceOp], float] = {
+    tess.SumOp: 0.0,
+    tess.MeanOp: 0.0,
+    tess.ReduceMaxOp: float("-inf"),
+}
+
+
+class ReduceToLinalg(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tess.ReduceOp, rewriter: PatternRewriter) -> None:
+        input_shape = tensor_shape(op.input)
+        rank = len(input_shape)
+        reduced = set(op.reduced_dims)
+        result_type = result_type_of(op)
+
+        output_exprs: list[AffineExpr] = []
+        for d in range(rank):
+            if d not in reduced:
+                output_exprs.append(AffineExpr.dimension(d))
+            elif op.keeps_dims:
+                output_exprs.append(AffineExpr.constant(0))
+        iterators = [
+            IteratorTypeAttr.reduction() if d in reduced else IteratorTypeAttr.parallel()
+            for d in range(rank)
+        ]
+
+        def combine(b: Builder, args: Sequence[SSAValue]) -> SSAValue:
+            if isinstance(op, tess.ReduceMaxOp):
+                return b.insert(arith.MaximumfOp(args[1], args[0])).result
+            return b.insert(arith.AddfOp(args[1], args[0])).result
+
+        init = build_fill(rewriter, result_type, REDUCE_INIT[type(op)])
+        generic = build_generic(
+            rewriter,
+            [op.input],
+            init,
+            [identity_map(rank), AffineMap(rank, 0, tuple(output_exprs))],
+            iterators,
+            combine,
+        )
+        result = generic.res[0]
+
+        if isinstance(op, tess.MeanOp):
+            count = 1
+            for d in reduced:
+                count *= input_shape[d]
+            element_type = result_type.element_type
+
+            def scale(b: Builder, args: Sequence[SSAValue]) -> SSAValue:
+                divisor = float_constant(b, float(count), element_type)
+                return b.insert(arith.DivfOp(args[0], divisor)).result
+
+            result = build_elementwise(rewriter, [result], result_type, scale)
+        rewriter.replace(op, [], [result])
+
+
+class MatmulToLinalg(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tess.MatmulOp, rewriter: PatternRewriter) -> None:
+        lhs_shape, rhs_shape = tensor_shape(op.lhs), tensor_shape(op.rhs)
+        result_type = result_type_of(op)
+        result_shape = tensor_shape(result_type)
+        batch_rank = len(result_shape) - 2
+        # Loops: batch..., i, j, k.
+        num_loops = batch_rank + 3
+        batch_loops = list(range(batch_rank))
+        batch_sizes = result_shape[:batch_rank]
+        i, j, k = batch_rank, batch_rank + 1, batch_rank + 2
+
+        def operand_map(shape: Shape, row: int, col: int) -> AffineMap:
+            batch = broadcast_map(shape[:-2], batch_sizes, batch_loops, num_loops)
+            rows_cols = (AffineExpr.dimension(row), AffineExpr.dimension(col))
+            return AffineMap(num_loops, 0, (*batch.results, *rows_cols))
+
+        def multiply_add(b: Builder, args: Sequence[SSAValue]) -> SSAValue:
+            product = b.insert(arith.MulfOp(args[0], args[1])).result
+            return b.insert(arith.AddfOp(args[2], product)).result
+
+        init = build_fill(rewriter, result_type, 0.0)
+        output_map = AffineMap(
+            num_loops, 0, tuple(AffineExpr.dimension(d) for d in (*batch_loops, i, j))
+        )
+        generic = build_generic(
+            rewriter,
+            [op.lhs, op.rhs],
+            init,
+            [operand_map(lhs_shape, i, k), operand_map(rhs_shape, k, j), output_map],
+            [*parallel_iterators(batch_rank + 2), IteratorTypeAttr.reduction()],
+            multiply_add,
+        )
+        rewriter.replace(op, [], [generic.res[0]])
+
+
+# ---------------------------------------------------------------------------------------
+# reshape
+# ---------------------------------------------------------------------------------------
+
+
+def reassociation(expanded: Shape, collapsed: Shape) -> list[list[int]] | None:
+    """
+    Groups of contiguous `expanded` dims whose sizes multiply to each `collapsed` dim, or
+    None if there are none. Greedy: a group closes as soon as its product matches; size-1
+    dims left at the end join the last group. A rank-0 `collapsed` takes no groups (every
+    expanded dim must then be 1).
+    """
+    if len(collapsed) == 0:
+        return [] if all(d == 1 for d in expanded) else None
+    groups: list[list[int]] = []
+    position = 0
+    for size in collapsed:
+        group: list[int] = []
+        product = 1
+        while position < len(expanded) and (not group or product != size):
+            if product * expanded[position] > size and group:
+                return None
+            group.append(position)
+            product *= expanded[position]
+            position += 1
+        if product != size or not group:
+            return None
+        groups.append(group)
+    while position < len(expanded):
+        if expanded[position] != 1:
+            return None
+        groups[-1].append(position)
+        position += 1
+    return groups
+
+
+def reassociation_attr(groups: list[list[int]]) -> ArrayAttr[ArrayAttr[IntegerAttr]]:
+    return ArrayAttr([ArrayAttr([IntegerAttr(d, i64) for d in g]) for g in groups])
+
+
+def collapse(
+    rewriter: PatternRewriter, source: SSAValue, result_type: TensorType, groups: list[list[int]]
+) -> SSAValue:
+    op = tensor.CollapseShapeOp(
+        operands=[source],
+        result_types=[result_type],
+        properties={"reassociation": reassociation_attr(groups)},
+    )
+    return rewriter.insert(op).result
+
+
+def expand(
+    rewriter: PatternRewriter, source: SSAValue, result_type: TensorType, groups: list[list[int]]
+) -> SSAValue:
+    op = tensor.ExpandShapeOp(
+        source, [], reassociation_attr(groups), tensor_shape(result_type), result_type
+    )
+    return rewriter.insert(op).result
+
+
+def reshape_view(rewriter: PatternRewriter, source: SSAValue, result_type: TensorType) -> SSAValue:
+    """Insert the collapse/expand views taking `source` to `result_type`."""
+    src, dst = tensor_shape(source), tensor_shape(result_type)
+    if src == dst:
+        return source
+    if len(dst) <= len(src) and (groups := reassociation(src, dst)) is not None:
+        return collapse(rewriter, source, result_type, groups)
+    if len(dst) >= len(src) and (groups := reassociation(dst, src)) is not None:
+        return expand(rewriter, source, result_type, groups)
+    # Neither view alone fits (e.g. (2,3) -> (3,2)): go through the flat 1-D tensor.
+    numel = 1
+    for d in src:
+        numel *= d
+    flat_type = TensorType(result_type.element_type, [numel])
+    flat = collapse(rewriter, source, flat_type, [list(range(len(src)))])
+    return expand(rewriter, flat, result_type, [list(range(len(dst)))])
+
+
+class ReshapeToLinalg(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tess.ReshapeOp, rewriter: PatternRewriter) -> None:
+        result = reshape_view(rewriter, op.input, result_type_of(op))
+        rewriter.replace(op, [], [result])
+
+
+# ---------------------------------------------------------------------------------------
+# the pass
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TessToLinalgPass(ModulePass):
+    """Lower every `tess` op to `linalg.generic` (and tensor views) on tensors."""
+
+    name = "tess-to-linalg"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(
+            GreedyRewritePatternApplier(
+                [
+                    UnaryToLinalg(),
+                    BinaryToLinalg(),
+                    SelectToLinalg(),
+                    FillToLinalg(),
+                    BroadcastToToLinalg(),
+                    PermuteToLinalg(),
+                    ReduceToLinalg(),
+                    MatmulToLinalg(),
+                    ReshapeToLinalg(),
+                ],
+                dce_enabled=False,
+            ),
+            apply_recursively=False,
+        ).rewrite_module(op)
+
+
+__all__ = ["TessToLinalgPass", "broadcast_map", "reassociation"]
