@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 from tessc.dialects.tess import tensor_shape
 from tessc.lowering.vjp_rules import VJP_RULES, ZERO_GRADIENT_OPS, GradEmitter
@@ -55,8 +56,12 @@ from xdsl.transforms.dead_code_elimination import region_dce
 from xdsl.utils.exceptions import PassFailedException
 
 
-def _fail(message: str) -> PassFailedException:
-    return PassFailedException(f"tess-autodiff: {message}")
+def _fail(message: str, op: Operation | None = None) -> NoReturn:
+    """Raise the pass's error, located at `op` when there is one (tessc-opt prints where)."""
+    message = f"tess-autodiff: {message}"
+    if op is not None:
+        op.emit_error(message, PassFailedException(message))
+    raise PassFailedException(message)
 
 
 def is_scalar(value: SSAValue) -> bool:
@@ -73,11 +78,11 @@ def find_function(module: ModuleOp, name: str | None) -> func.FuncOp:
     functions = [op for op in module.ops if isinstance(op, func.FuncOp)]
     if name is None:
         if len(functions) != 1:
-            raise _fail(f"the module has {len(functions)} functions: name one with `func=<name>`")
+            _fail(f"the module has {len(functions)} functions: name one with `func=<name>`")
         return functions[0]
     found = SymbolTable.lookup_symbol(module, name)
     if not isinstance(found, func.FuncOp):
-        raise _fail(f"no function @{name} in the module")
+        _fail(f"no function @{name} in the module")
     return found
 
 
@@ -94,10 +99,8 @@ class _PrimalCloner:
     ) -> list[SSAValue]:
         """Clone `function`'s body applied to `arguments`; return its returned values."""
         name = function.sym_name.data
-        if name in call_stack:
-            raise _fail(f"cannot differentiate the recursive call of @{name}")
         if function.is_declaration or len(function.body.blocks) != 1:
-            raise _fail(f"@{name} must have a body of exactly one block")
+            _fail(f"@{name} must have a body of exactly one block", function)
         block = function.body.block
         mapping: dict[SSAValue, SSAValue] = dict(zip(block.args, arguments, strict=True))
         for op in block.ops:
@@ -106,15 +109,17 @@ class _PrimalCloner:
             if isinstance(op, func.CallOp):
                 callee = SymbolTable.lookup_symbol(self.module, op.callee)
                 if not isinstance(callee, func.FuncOp):
-                    raise _fail(f"@{name} calls @{op.callee.string_value()}, not in the module")
+                    _fail(f"@{name} calls @{op.callee.string_value()}, not in the module", op)
+                if callee.sym_name.data in (*call_stack, name):
+                    _fail(f"cannot differentiate the recursive call of @{callee.sym_name.data}", op)
                 operands = [mapping[value] for value in op.arguments]
                 results = self.clone(callee, operands, (*call_stack, name))
                 mapping.update(zip(op.results, results, strict=True))
                 continue
             if type(op) not in VJP_RULES:
-                raise _fail(f"no gradient rule for '{op.name}' (in @{name})")
+                _fail(f"no gradient rule for '{op.name}' (in @{name})", op)
             self.ops.append(self.builder.insert(op.clone(value_mapper=mapping)))
-        raise _fail(f"@{name} has no func.return")
+        _fail(f"@{name} has no func.return", function)
 
 
 def _active_values(ops: Sequence[Operation], seeds: Sequence[SSAValue]) -> set[SSAValue]:
@@ -135,17 +140,18 @@ def build_gradient(
     name = primal.sym_name.data
     input_types = primal.function_type.inputs.data
     result_types = primal.function_type.outputs.data
-    for position, typ in enumerate((*input_types, *result_types)):
-        if not (
-            isinstance(typ, TensorType) and isinstance(typ.element_type, Float32Type | Float64Type)
-        ):
-            kind = "argument" if position < len(input_types) else "result"
-            raise _fail(f"@{name} has a {kind} of type {typ}; only f32/f64 tensors differentiate")
+    for kind, types in (("argument", input_types), ("result", result_types)):
+        for position, typ in enumerate(types):
+            if not (
+                isinstance(typ, TensorType)
+                and isinstance(typ.element_type, Float32Type | Float64Type)
+            ):
+                message = f"{kind} {position} of @{name} has type {typ}, not an f32/f64 tensor"
+                _fail(message, primal)
     for index in wrt:
         if not 0 <= index < len(input_types):
-            raise _fail(
-                f"wrt index {index} is out of range: @{name} has {len(input_types)} arguments"
-            )
+            count = f"{len(input_types)} argument" + ("" if len(input_types) == 1 else "s")
+            _fail(f"wrt index {index} is out of range: @{name} has {count}", primal)
 
     block = Block(arg_types=input_types)
     for new_arg, old_arg in zip(block.args, primal.args, strict=True):
@@ -225,7 +231,7 @@ class TessAutodiffPass(ModulePass):
         name = primal.sym_name.data
         grad_name = self.grad_name or f"{name}_grad"
         if SymbolTable.lookup_symbol(op, grad_name) is not None:
-            raise _fail(f"the module already has a symbol @{grad_name}")
+            _fail(f"the module already has a symbol @{grad_name}")
         wrt = self.wrt if self.wrt is not None else tuple(range(len(primal.args)))
         grad_func = build_gradient(op, primal, wrt, grad_name)
         op.body.block.insert_op_after(grad_func, primal)

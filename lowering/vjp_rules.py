@@ -136,8 +136,8 @@ class GradEmitter:
             }.get(op_type, lambda: None)()
             if folded is not None:
                 return self.fill(folded, shape, lhs)
-        # x + 0, x - 0, x * 1, x / 1 and 0 + x, 1 * x are x when x already has the shape.
-        right_identity = {AddOp: 0.0, SubOp: 0.0, MulOp: 1.0, DivOp: 1.0}.get(op_type)
+        # x + 0, x - 0, x * 1, x / 1, x ^ 1 and 0 + x, 1 * x are x when x has the shape.
+        right_identity = {AddOp: 0.0, SubOp: 0.0, MulOp: 1.0, DivOp: 1.0, PowOp: 1.0}.get(op_type)
         if b is not None and b == right_identity and tensor_shape(lhs) == shape:
             return lhs
         left_identity = {AddOp: 0.0, MulOp: 1.0}.get(op_type)
