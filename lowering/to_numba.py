@@ -1,0 +1,788 @@
+"""
+Codegen: loop-level IR (contract level 5) -> the Python source of one Numba module (level 6).
+
+The input is what `tess-outline-kernels` and `tess-linalg-to-loops` leave behind: host
+functions that allocate buffers and call kernels, and `tess.kernel` functions whose bodies
+are `scf.parallel`/`scf.for` nests over `memref.load`/`memref.store`, `arith` and `math`.
+The output is a self-contained Python module:
+
+- every kernel becomes `@njit(parallel=True, cache=True, fastmath=FASTMATH, ...)`; the
+  outermost `scf.parallel` becomes a `prange` loop and every other loop a `range` loop;
+- every host function becomes `@njit(cache=True)` so one compiled call runs the whole
+  sequence of kernel launches (Python per kernel launch is the cost to remove);
+- a literal `TESSC_SIGNATURES` records the shapes and dtypes of each host function's inputs
+  and outputs (its trailing `tess.num_outputs` memref arguments), so the runtime never
+  reads IR.
+
+The translation is one walk over the IR, one Python statement per op. Constants are not
+statements: they are inlined where used, as int literals for `index`/integer constants (so
+`range(8)` keeps its trip count visible to LLVM) and as `np.float32(...)` for f32 constants
+(a bare Python float is f64 in Numba and would silently promote f32 code to f64). Values get
+readable names: the IR's name hint when it has one, else a stem from the defining op
+(`i0` for loop indices, `ld0` for loads, `add0` ...), made unique per function.
+
+Performance decisions, from DESIGN.md's measurements:
+
+- `error_model="numpy"`: with Numba's default Python error model every float division
+  checks for zero (and raises), which blocks vectorisation and disagrees with NumPy.
+- `fastmath` defaults to `reassoc, contract, nsz, arcp` — enough to vectorise reductions
+  and fuse multiply-adds — but never `nnan`/`ninf`: `-inf` is the init value of max
+  reductions and NaN must propagate through `maximumf`.
+- Loops count from 0 whenever the IR's lower bound is 0, so the induction variable is
+  provably non-negative and Numba's negative-index wraparound check folds away.
+- `prange` over a short leading dimension starves the threads, so leading static dims of an
+  `scf.parallel` whose product is below `PARALLEL_COLLAPSE_MIN` are collapsed into one
+  `prange` over their product (the last dim is never collapsed: it is the unit-stride,
+  vectorised one). Dims of trip count 1 are bound to their lower bound, not looped.
+- Kernels whose static iteration count is below `parallel_threshold` run serially: a
+  parallel launch costs more than a tiny loop nest.
+
+xDSL has no Python/Numba backend, hence this module.
+"""
+
+from __future__ import annotations
+
+import keyword
+import math
+import re
+from collections.abc import Iterable, Sequence
+
+from xdsl.dialects import arith, func, memref, scf
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    ModuleOp,
+    Signedness,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.traits import IsTerminator
+
+DEFAULT_FASTMATH: tuple[str, ...] = ("arcp", "contract", "nsz", "reassoc")
+DEFAULT_PARALLEL_THRESHOLD = 1 << 15
+PARALLEL_COLLAPSE_MIN = 64
+
+KERNEL_ATTR = "tess.kernel"
+NUM_OUTPUTS_ATTR = "tess.num_outputs"
+
+# Names the generated module defines or imports at the top level; locals must not shadow them.
+_MODULE_NAMES = {"np", "math", "njit", "prange", "FASTMATH", "TESSC_SIGNATURES"}
+_BUILTIN_NAMES = set(
+    "abs all any bool dict divmod enumerate filter float format hash id int isinstance iter len "
+    "list map max min next object pow print range reversed round set slice sorted str sum super "
+    "tuple type zip".split()
+)
+
+
+class UnsupportedOpError(Exception):
+    """The IR holds an op (or an op form) that has no Numba translation."""
+
+    def __init__(self, op: Operation, reason: str = "no Numba translation"):
+        self.op = op
+        self.op_name = op.name
+        super().__init__(f"cannot emit Numba code for '{op.name}': {reason}")
+
+
+# ---------------------------------------------------------------------------------------
+# types and constants
+# ---------------------------------------------------------------------------------------
+
+_FLOAT_DTYPES = {16: "float16", 32: "float32", 64: "float64"}
+
+
+def dtype_name(typ: Attribute) -> str:
+    """The NumPy dtype name of a scalar type (`index` is int64, `i1` is bool)."""
+    if isinstance(typ, AnyFloat):
+        return _FLOAT_DTYPES[typ.bitwidth]
+    if isinstance(typ, IndexType):
+        return "int64"
+    if isinstance(typ, IntegerType):
+        width = typ.width.data
+        if width == 1:
+            return "bool_"
+        if width in (8, 16, 32, 64):
+            unsigned = typ.signedness.data == Signedness.UNSIGNED
+            return f"{'u' if unsigned else ''}int{width}"
+    raise ValueError(f"no NumPy dtype for type {typ}")
+
+
+def _scalar_ctor(typ: Attribute) -> str:
+    return f"np.{dtype_name(typ)}"
+
+
+def _float_literal(value: float, typ: Attribute) -> str:
+    if math.isnan(value):
+        text = "np.nan"
+    elif math.isinf(value):
+        text = "np.inf" if value > 0 else "-np.inf"
+    else:
+        text = repr(float(value))
+    if isinstance(typ, AnyFloat) and typ.bitwidth == 64:
+        return f"({text})" if text.startswith("-") else text
+    return f"{_scalar_ctor(typ)}({text})"
+
+
+def constant_expr(op: arith.ConstantOp) -> str:
+    """The inline Python expression of a scalar `arith.constant`."""
+    value = op.value
+    if isinstance(value, FloatAttr):
+        return _float_literal(float(value.value.data), value.type)
+    if isinstance(value, IntegerAttr):
+        number = int(value.value.data)
+        if isinstance(value.type, IntegerType) and value.type.width.data == 1:
+            return "True" if number else "False"
+        return f"({number})" if number < 0 else str(number)
+    raise UnsupportedOpError(op, f"non-scalar constant {value}")
+
+
+def memref_shape(typ: Attribute) -> tuple[int, ...]:
+    assert isinstance(typ, MemRefType)
+    return tuple(typ.get_shape())
+
+
+def _tuple_literal(items: Sequence[object]) -> str:
+    if len(items) == 1:
+        return f"({items[0]},)"
+    return "(" + ", ".join(str(x) for x in items) + ")"
+
+
+def _constant_int(value: SSAValue) -> int | None:
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return int(owner.value.value.data)
+    return None
+
+
+def trip_count(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:
+    """The static trip count of a loop, or None when a bound is not a constant."""
+    lo, hi, st = _constant_int(lb), _constant_int(ub), _constant_int(step)
+    if lo is None or hi is None or st is None or st <= 0:
+        return None
+    return max(0, -(-(hi - lo) // st))
+
+
+# ---------------------------------------------------------------------------------------
+# per-op expression tables
+# ---------------------------------------------------------------------------------------
+
+# `{0}`, `{1}`, `{2}`: operand expressions (names or literals); `{T}`: the result's scalar
+# constructor (`np.float32`), `{one}`: 1 in the result type.
+_EXPRESSIONS: dict[str, str] = {
+    "arith.addf": "{0} + {1}",
+    "arith.subf": "{0} - {1}",
+    "arith.mulf": "{0} * {1}",
+    "arith.divf": "{0} / {1}",
+    "arith.remf": "np.fmod({0}, {1})",
+    "arith.negf": "-{0}",
+    "arith.maximumf": "np.maximum({0}, {1})",
+    "arith.minimumf": "np.minimum({0}, {1})",
+    "arith.maxnumf": "np.fmax({0}, {1})",
+    "arith.minnumf": "np.fmin({0}, {1})",
+    "arith.addi": "{0} + {1}",
+    "arith.subi": "{0} - {1}",
+    "arith.muli": "{0} * {1}",
+    "arith.andi": "{0} & {1}",
+    "arith.ori": "{0} | {1}",
+    "arith.xori": "{0} ^ {1}",
+    "arith.shli": "{0} << {1}",
+    "arith.shrsi": "{0} >> {1}",
+    "arith.maxsi": "max({0}, {1})",
+    "arith.minsi": "min({0}, {1})",
+    # Index arithmetic is non-negative in loop IR, so the unsigned ops share Python's.
+    "arith.shrui": "{0} >> {1}",
+    "arith.maxui": "max({0}, {1})",
+    "arith.minui": "min({0}, {1})",
+    "arith.divui": "{0} // {1}",
+    "arith.remui": "{0} % {1}",
+    "arith.ceildivui": "-(-{0} // {1})",
+    "arith.floordivsi": "{0} // {1}",
+    "arith.ceildivsi": "-(-{0} // {1})",
+    # arith rounds signed division toward zero; Python's // rounds down.
+    "arith.divsi": "({0} // {1} if ({0} < 0) == ({1} < 0) else -(-{0} // {1}))",
+    "arith.remsi": "({0} % {1} if ({0} < 0) == ({1} < 0) or {0} % {1} == 0 else {0} % {1} - {1})",
+    "arith.select": "{1} if {0} else {2}",
+    "arith.index_cast": "{T}({0})",
+    "arith.index_castui": "{T}({0})",
+    "arith.sitofp": "{T}({0})",
+    "arith.uitofp": "{T}({0})",
+    "arith.fptosi": "{T}({0})",
+    "arith.fptoui": "{T}({0})",
+    "arith.extf": "{T}({0})",
+    "arith.truncf": "{T}({0})",
+    "arith.extsi": "{T}({0})",
+    "arith.extui": "{T}({0})",
+    "arith.trunci": "{T}({0})",
+    "math.absf": "np.abs({0})",
+    "math.absi": "abs({0})",
+    "math.atan": "np.arctan({0})",
+    "math.atan2": "np.arctan2({0}, {1})",
+    "math.cbrt": "np.cbrt({0})",
+    "math.ceil": "np.ceil({0})",
+    "math.copysign": "np.copysign({0}, {1})",
+    "math.cos": "np.cos({0})",
+    "math.cosh": "np.cosh({0})",
+    "math.erf": "{T}(math.erf({0}))",
+    "math.exp": "np.exp({0})",
+    "math.exp2": "np.exp2({0})",
+    "math.expm1": "np.expm1({0})",
+    "math.floor": "np.floor({0})",
+    "math.fma": "{0} * {1} + {2}",
+    "math.log": "np.log({0})",
+    "math.log10": "np.log10({0})",
+    "math.log1p": "np.log1p({0})",
+    "math.log2": "np.log2({0})",
+    "math.powf": "np.power({0}, {1})",
+    "math.roundeven": "np.rint({0})",
+    "math.rsqrt": "{one} / np.sqrt({0})",
+    "math.sin": "np.sin({0})",
+    "math.sinh": "np.sinh({0})",
+    "math.sqrt": "np.sqrt({0})",
+    "math.tan": "np.tan({0})",
+    "math.tanh": "np.tanh({0})",
+    "math.trunc": "np.trunc({0})",
+}
+
+_CMPF: dict[str, str] = {
+    "false": "False",
+    "oeq": "{0} == {1}",
+    "ogt": "{0} > {1}",
+    "oge": "{0} >= {1}",
+    "olt": "{0} < {1}",
+    "ole": "{0} <= {1}",
+    "one": "({0} < {1} or {0} > {1})",
+    "ord": "({0} == {0} and {1} == {1})",
+    "ueq": "not ({0} < {1} or {0} > {1})",
+    "ugt": "not ({0} <= {1})",
+    "uge": "not ({0} < {1})",
+    "ult": "not ({0} >= {1})",
+    "ule": "not ({0} > {1})",
+    "une": "{0} != {1}",
+    "uno": "({0} != {0} or {1} != {1})",
+    "true": "True",
+}
+
+# Signed and unsigned compare alike: loop IR compares non-negative indices.
+_CMPI: dict[str, str] = {
+    "eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">=",
+    "ult": "<", "ule": "<=", "ugt": ">", "uge": ">=",
+}  # fmt: skip
+
+# Name stems for values without a name hint.
+_STEMS: dict[str, str] = {
+    "memref.load": "ld",
+    "memref.alloc": "buf",
+    "memref.alloca": "buf",
+    "memref.collapse_shape": "view",
+    "memref.expand_shape": "view",
+    "memref.subview": "view",
+    "memref.dim": "dim",
+    "arith.cmpf": "cmp",
+    "arith.cmpi": "cmp",
+    "arith.select": "sel",
+    "func.call": "r",
+    "scf.for": "res",
+    "scf.if": "res",
+}
+
+
+def _stem(op: Operation) -> str:
+    if op.name in _STEMS:
+        return _STEMS[op.name]
+    dialect, _, short = op.name.partition(".")
+    if dialect == "arith" and short[-1:] in ("f", "i") and short not in ("remf",):
+        short = short[:-1]
+    return re.sub(r"\W", "_", short) or "v"
+
+
+def python_identifier(name: str) -> str:
+    """`name` made a valid Python identifier (`my.func-1` -> `my_func_1`)."""
+    ident = re.sub(r"\W", "_", name)
+    if not ident or ident[0].isdigit():
+        ident = "v" + ident
+    return ident
+
+
+class _Namer:
+    """Unique, readable local names within one function."""
+
+    def __init__(self, taken: Iterable[str]):
+        self.taken = set(taken) | _MODULE_NAMES | _BUILTIN_NAMES | set(keyword.kwlist)
+        self.counters: dict[str, int] = {}
+
+    def hinted(self, hint: str) -> str:
+        name = python_identifier(hint)
+        if name not in self.taken:
+            self.taken.add(name)
+            return name
+        return self.numbered(name + "_")
+
+    def numbered(self, stem: str) -> str:
+        k = self.counters.get(stem, 0)
+        while f"{stem}{k}" in self.taken:
+            k += 1
+        self.counters[stem] = k + 1
+        self.taken.add(f"{stem}{k}")
+        return f"{stem}{k}"
+
+    def for_value(self, value: SSAValue, stem: str) -> str:
+        return self.hinted(value.name_hint) if value.name_hint else self.numbered(stem)
+
+
+# ---------------------------------------------------------------------------------------
+# functions
+# ---------------------------------------------------------------------------------------
+
+
+class _FunctionEmitter:
+    """Emits the body of one `func.func` as indented Python lines."""
+
+    def __init__(self, fn: func.FuncOp, function_names: dict[str, str], parallel: bool):
+        self.fn = fn
+        self.function_names = function_names
+        self.parallel = parallel
+        self.names = _Namer(function_names.values())
+        self.exprs: dict[SSAValue, str] = {}
+        self.lines: list[str] = []
+        self.indent = 1
+        self.uses_math = False
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.indent + text)
+
+    def expr(self, value: SSAValue) -> str:
+        if value not in self.exprs:
+            owner = value.owner
+            if isinstance(owner, arith.ConstantOp):
+                self.exprs[value] = constant_expr(owner)
+            else:  # pragma: no cover - a verified module defines values before use
+                raise ValueError(f"value {value} used before it is defined")
+        return self.exprs[value]
+
+    def define(self, value: SSAValue, stem: str) -> str:
+        name = self.names.for_value(value, stem)
+        self.exprs[value] = name
+        return name
+
+    def assign(self, op: Operation, text: str) -> None:
+        (result,) = op.results
+        self.line(f"{self.define(result, _stem(op))} = {text}")
+
+    def argument_names(self, num_outputs: int) -> list[str]:
+        args = self.fn.body.block.args
+        is_kernel = KERNEL_ATTR in self.fn.attributes
+        names: list[str] = []
+        for k, arg in enumerate(args):
+            if is_kernel:
+                stem = "arg"
+            elif k >= len(args) - num_outputs:
+                stem = "out"
+            else:
+                stem = "in"
+            if arg.name_hint:
+                names.append(self.define(arg, stem))
+            else:
+                position = k - (len(args) - num_outputs) if stem == "out" else k
+                name = self.names.hinted(f"{stem}{position}")
+                self.exprs[arg] = name
+                names.append(name)
+        return names
+
+    # -- walking ------------------------------------------------------------------------
+
+    def emit_block(self, block: Block) -> None:
+        for op in block.ops:
+            self.emit_op(op)
+
+    def emit_op(self, op: Operation) -> None:
+        if isinstance(op, arith.ConstantOp):
+            self.exprs[op.result] = constant_expr(op)
+        elif op.name in _EXPRESSIONS:
+            self.emit_expression(op, _EXPRESSIONS[op.name])
+        elif isinstance(op, arith.CmpfOp):
+            predicate = arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data]
+            self.emit_expression(op, _CMPF[predicate])
+        elif isinstance(op, arith.CmpiOp):
+            predicate = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
+            self.emit_expression(op, f"{{0}} {_CMPI[predicate]} {{1}}")
+        elif isinstance(op, memref.LoadOp):
+            self.assign(op, f"{self.expr(op.memref)}[{self.indices(op.indices)}]")
+        elif isinstance(op, memref.StoreOp):
+            target = f"{self.expr(op.memref)}[{self.indices(op.indices)}]"
+            self.line(f"{target} = {self.expr(op.value)}")
+        elif isinstance(op, memref.AllocOp | memref.AllocaOp):
+            self.emit_alloc(op)
+        elif isinstance(op, memref.DeallocOp):
+            pass  # NumPy arrays are garbage-collected; the plan only needs the lifetime
+        elif isinstance(op, memref.CopyOp):
+            self.emit_copy(op)
+        elif isinstance(op, memref.CollapseShapeOp | memref.ExpandShapeOp):
+            self.emit_reshape(op)
+        elif isinstance(op, memref.CastOp):
+            self.exprs[op.dest] = self.expr(op.source)
+        elif isinstance(op, memref.SubviewOp):
+            self.emit_subview(op)
+        elif isinstance(op, memref.DimOp):
+            self.emit_dim(op)
+        elif isinstance(op, scf.ForOp):
+            self.emit_for(op)
+        elif isinstance(op, scf.ParallelOp):
+            self.emit_parallel(op)
+        elif isinstance(op, scf.IfOp):
+            self.emit_if(op)
+        elif isinstance(op, func.CallOp):
+            self.emit_call(op)
+        elif isinstance(op, func.ReturnOp):
+            self.emit_return(op)
+        else:
+            raise UnsupportedOpError(op)
+
+    def emit_expression(self, op: Operation, template: str) -> None:
+        if len(op.results) != 1:
+            raise UnsupportedOpError(op, "expected exactly one result")
+        result_type = op.results[0].type
+        operands = [self.expr(v) for v in op.operands]
+        if "{T}" in template or "{one}" in template:
+            ctor = _scalar_ctor(result_type)
+            one = _float_literal(1.0, result_type) if isinstance(result_type, AnyFloat) else "1"
+            text = template.format(*operands, T=ctor, one=one)
+        else:
+            text = template.format(*operands)
+        if "math." in text:
+            self.uses_math = True
+        self.assign(op, text)
+
+    def indices(self, indices: Sequence[SSAValue]) -> str:
+        return ", ".join(self.expr(i) for i in indices) if indices else "()"
+
+    # -- memory -------------------------------------------------------------------------
+
+    def shape_literal(self, shape: Sequence[int], dynamic: Sequence[SSAValue]) -> str:
+        dynamic_exprs = iter(self.expr(v) for v in dynamic)
+        return _tuple_literal([d if d >= 0 else next(dynamic_exprs) for d in shape])
+
+    def emit_alloc(self, op: memref.AllocOp | memref.AllocaOp) -> None:
+        typ = op.memref.type
+        assert isinstance(typ, MemRefType)
+        shape = self.shape_literal(memref_shape(typ), op.dynamic_sizes)
+        self.assign(op, f"np.empty({shape}, dtype=np.{dtype_name(typ.element_type)})")
+
+    def emit_copy(self, op: memref.CopyOp) -> None:
+        source, target = self.expr(op.source), self.expr(op.destination)
+        if memref_shape(op.source.type):
+            self.line(f"{target}[...] = {source}")
+        else:
+            self.line(f"{target}[()] = {source}[()]")
+
+    def emit_reshape(self, op: memref.CollapseShapeOp | memref.ExpandShapeOp) -> None:
+        shape = memref_shape(op.result.type)
+        if isinstance(op, memref.ExpandShapeOp) and op.output_shape:
+            text = self.shape_literal(shape, op.output_shape)
+        elif sum(d < 0 for d in shape) > 1:
+            raise UnsupportedOpError(op, "more than one dynamic dimension")
+        else:
+            text = _tuple_literal(shape)
+        self.assign(op, f"{self.expr(op.src)}.reshape({text})")
+
+    def emit_subview(self, op: memref.SubviewOp) -> None:
+        offsets = list(op.static_offsets.get_values())
+        sizes = list(op.static_sizes.get_values())
+        strides = list(op.static_strides.get_values())
+        if any(v < 0 for v in (*offsets, *sizes, *strides)):
+            raise UnsupportedOpError(op, "dynamic offsets, sizes or strides")
+        # A rank-reducing subview drops unit dims; which ones does not change the data.
+        surplus = len(sizes) - len(memref_shape(op.result.type))
+        subscripts: list[str] = []
+        for offset, size, stride in zip(offsets, sizes, strides, strict=True):
+            if size == 1 and surplus > 0:
+                surplus -= 1
+                subscripts.append(str(offset))
+                continue
+            step = "" if stride == 1 else f":{stride}"
+            subscripts.append(f"{offset}:{offset + (size - 1) * stride + 1}{step}")
+        self.assign(op, f"{self.expr(op.source)}[{', '.join(subscripts)}]")
+
+    def emit_dim(self, op: memref.DimOp) -> None:
+        index = _constant_int(op.index)
+        shape = memref_shape(op.source.type)
+        if index is not None and shape[index] >= 0:
+            self.exprs[op.result] = str(shape[index])
+        else:
+            self.assign(op, f"{self.expr(op.source)}.shape[{self.expr(op.index)}]")
+
+    # -- control flow -------------------------------------------------------------------
+
+    def emit_body(self, block: Block, yielded: Sequence[str] = ()) -> None:
+        """A region's ops one level in, then `yielded[k] = <k-th terminator operand>`."""
+        self.indent += 1
+        start = len(self.lines)
+        for op in block.ops:
+            if op is not block.last_op or not op.has_trait(IsTerminator):
+                self.emit_op(op)
+        terminator = block.last_op
+        if yielded:
+            assert terminator is not None
+            values = [self.expr(v) for v in terminator.operands]
+            pairs = [(t, v) for t, v in zip(yielded, values, strict=True) if t != v]
+            if pairs:
+                targets = ", ".join(t for t, _ in pairs)
+                self.line(f"{targets} = {', '.join(v for _, v in pairs)}")
+        if len(self.lines) == start:
+            self.line("pass")
+        self.indent -= 1
+
+    def range_call(self, lb: SSAValue, ub: SSAValue, step: SSAValue, loop: str) -> str:
+        lo, st = _constant_int(lb), _constant_int(step)
+        if lo == 0 and st == 1:
+            return f"{loop}({self.expr(ub)})"
+        if st == 1:
+            return f"{loop}({self.expr(lb)}, {self.expr(ub)})"
+        return f"{loop}({self.expr(lb)}, {self.expr(ub)}, {self.expr(step)})"
+
+    def emit_for(self, op: scf.ForOp) -> None:
+        block = op.body.block
+        iv, *carried = block.args
+        names: list[str] = []
+        for arg, init, result in zip(carried, op.iter_args, op.res, strict=True):
+            hint = arg.name_hint or result.name_hint
+            name = self.names.hinted(hint) if hint else self.names.numbered("acc")
+            self.exprs[arg] = self.exprs[result] = name
+            self.line(f"{name} = {self.expr(init)}")
+            names.append(name)
+        header = self.range_call(op.lb, op.ub, op.step, "range")
+        self.line(f"for {self.define(iv, 'i')} in {header}:")
+        self.emit_body(block, names)
+
+    def emit_parallel(self, op: scf.ParallelOp) -> None:
+        if op.initVals:
+            raise UnsupportedOpError(op, "parallel reductions (init values) are not supported")
+        block = op.body.block
+        dims: list[tuple[SSAValue, SSAValue, SSAValue, SSAValue, int | None]] = []
+        for iv, lb, ub, step in zip(block.args, op.lowerBound, op.upperBound, op.step, strict=True):
+            trips = trip_count(lb, ub, step)
+            if trips == 0:
+                return  # the body never runs
+            if trips == 1:
+                self.exprs[iv] = self.expr(lb)  # a unit dim is no loop
+                continue
+            dims.append((iv, lb, ub, step, trips))
+        loop = "prange" if self.parallel else "range"
+        outer_indent = self.indent
+        group = dims[:1]
+        while (
+            self.parallel
+            and len(group) < len(dims) - 1
+            and all(d[4] is not None for d in [*group, dims[len(group)]])
+            and math.prod(d[4] or 0 for d in group) < PARALLEL_COLLAPSE_MIN
+        ):
+            group.append(dims[len(group)])
+        if len(group) > 1:
+            self.emit_collapsed_header(group)
+            dims, loop = dims[len(group) :], "range"
+        for iv, lb, ub, step, trips in dims:
+            name = self.define(iv, "i")
+            if loop == "prange" and _constant_int(step) != 1:
+                # prange wants a unit step: count iterations, derive the index.
+                flat = self.names.numbered("flat")
+                count = trips if trips is not None else self.trip_expr(lb, ub, step)
+                self.line(f"for {flat} in prange({count}):")
+                self.indent += 1
+                self.line(f"{name} = {self.expr(lb)} + {flat} * {self.expr(step)}")
+            else:
+                self.line(f"for {name} in {self.range_call(lb, ub, step, loop)}:")
+                self.indent += 1
+            loop = "range"
+        self.indent -= 1  # emit_body indents by one itself
+        self.emit_body(block)
+        self.indent = outer_indent
+
+    def trip_expr(self, lb: SSAValue, ub: SSAValue, step: SSAValue) -> str:
+        lo, hi, st = self.expr(lb), self.expr(ub), self.expr(step)
+        return f"({hi} - {lo} + {st} - 1) // {st}"
+
+    def emit_collapsed_header(
+        self, group: Sequence[tuple[SSAValue, SSAValue, SSAValue, SSAValue, int | None]]
+    ) -> None:
+        """One `prange` over the product of short leading dims, then each index from it."""
+        trips = [d[4] or 0 for d in group]
+        flat = self.names.numbered("flat")
+        self.line(f"for {flat} in prange({math.prod(trips)}):")
+        self.indent += 1
+        for k, (iv, lb, _, step, _) in enumerate(group):
+            inner = math.prod(trips[k + 1 :])
+            index = f"{flat} // {inner}" if inner > 1 else flat
+            if k > 0:
+                index = f"({index}) % {trips[k]}" if inner > 1 else f"{index} % {trips[k]}"
+            if _constant_int(step) != 1:
+                index = f"({index}) * {self.expr(step)}"
+            if _constant_int(lb) != 0:
+                index = f"{self.expr(lb)} + {index}"
+            self.line(f"{self.define(iv, 'i')} = {index}")
+
+    def emit_if(self, op: scf.IfOp) -> None:
+        names = [self.define(r, "res") for r in op.results]
+        self.line(f"if {self.expr(op.cond)}:")
+        self.emit_body(op.true_region.block, names)
+        if op.false_region.blocks:
+            self.line("else:")
+            self.emit_body(op.false_region.block, names)
+
+    # -- calls --------------------------------------------------------------------------
+
+    def emit_call(self, op: func.CallOp) -> None:
+        callee = op.callee.root_reference.data
+        if callee not in self.function_names:
+            raise UnsupportedOpError(op, f"call to @{callee}, which the module does not define")
+        call = f"{self.function_names[callee]}({', '.join(self.expr(a) for a in op.arguments)})"
+        if not op.results:
+            self.line(call)
+            return
+        targets = [self.define(r, "r") for r in op.results]
+        self.line(f"{', '.join(targets)} = {call}")
+
+    def emit_return(self, op: func.ReturnOp) -> None:
+        if op.arguments:
+            self.line(f"return {', '.join(self.expr(a) for a in op.arguments)}")
+
+
+# ---------------------------------------------------------------------------------------
+# the module
+# ---------------------------------------------------------------------------------------
+
+
+def static_work(block: Block) -> float:
+    """Iterations of the loop nests in `block` when their trip counts are constants."""
+    total = 0.0
+    for op in block.ops:
+        if isinstance(op, scf.ForOp):
+            trips = trip_count(op.lb, op.ub, op.step)
+            total += (math.inf if trips is None else trips) * max(1.0, static_work(op.body.block))
+        elif isinstance(op, scf.ParallelOp):
+            bounds = zip(op.lowerBound, op.upperBound, op.step, strict=True)
+            counts = [trip_count(lb, ub, st) for lb, ub, st in bounds]
+            trips = math.inf if None in counts else math.prod(c or 0 for c in counts)
+            total += trips * max(1.0, static_work(op.body.block))
+        elif isinstance(op, scf.IfOp):
+            total += max(static_work(r.block) for r in op.regions if r.blocks)
+    return total
+
+
+def _has_parallel_loop(fn: func.FuncOp) -> bool:
+    return any(isinstance(op, scf.ParallelOp) for op in fn.walk())
+
+
+def _signature_entry(fn: func.FuncOp, pyname: str, arg_names: Sequence[str]) -> str | None:
+    """The `TESSC_SIGNATURES` entry of a host function: memref args in, no results."""
+    arg_types = fn.function_type.inputs.data
+    if fn.function_type.outputs.data or not all(isinstance(t, MemRefType) for t in arg_types):
+        return None
+    attr = fn.attributes.get(NUM_OUTPUTS_ATTR)
+    num_outputs = int(attr.value.data) if isinstance(attr, IntegerAttr) else 0
+    specs = [
+        f'({_tuple_literal(memref_shape(t))}, "{dtype_name(t.element_type)}")'
+        for t in arg_types
+        if isinstance(t, MemRefType)
+    ]
+    split = len(specs) - num_outputs
+    names = [f'"{n}"' for n in arg_names]
+    return (
+        f'    "{fn.sym_name.data}": {{\n'
+        f'        "function": "{pyname}",\n'
+        f'        "inputs": [{", ".join(specs[:split])}],\n'
+        f'        "input_names": [{", ".join(names[:split])}],\n'
+        f'        "outputs": [{", ".join(specs[split:])}],\n'
+        f'        "output_names": [{", ".join(names[split:])}],\n'
+        "    },"
+    )
+
+
+def _function_names(functions: Sequence[func.FuncOp]) -> dict[str, str]:
+    names: dict[str, str] = {}
+    taken = _MODULE_NAMES | _BUILTIN_NAMES | set(keyword.kwlist)
+    for fn in functions:
+        name = python_identifier(fn.sym_name.data)
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        names[fn.sym_name.data] = name
+    return names
+
+
+def emit_numba(
+    module: ModuleOp,
+    *,
+    fastmath: Iterable[str] = DEFAULT_FASTMATH,
+    parallel_threshold: int = DEFAULT_PARALLEL_THRESHOLD,
+) -> str:
+    """The Python source of a Numba module for the loop-level `module` (contract level 6).
+
+    `fastmath` lists LLVM fast-math flags for the kernels; `parallel_threshold` is the static
+    iteration count below which a kernel's `scf.parallel` runs as a serial loop. Raises
+    `UnsupportedOpError` naming the first op that has no translation.
+    """
+    functions: list[func.FuncOp] = []
+    for op in module.ops:
+        if not isinstance(op, func.FuncOp):
+            raise UnsupportedOpError(op, "only func.func is supported at module level")
+        if not op.body.blocks:
+            raise UnsupportedOpError(op, f"@{op.sym_name.data} is a declaration without body")
+        if len(op.body.blocks) > 1:
+            raise UnsupportedOpError(op, f"@{op.sym_name.data} has more than one block")
+        functions.append(op)
+    function_names = _function_names(functions)
+
+    flags = sorted(set(fastmath))
+    bodies: list[str] = []
+    signatures: list[str] = []
+    uses_math = uses_prange = False
+    for fn in functions:
+        pyname = function_names[fn.sym_name.data]
+        is_kernel = KERNEL_ATTR in fn.attributes
+        parallel = (
+            is_kernel
+            and _has_parallel_loop(fn)
+            and static_work(fn.body.block) >= parallel_threshold
+        )
+        emitter = _FunctionEmitter(fn, function_names, parallel)
+        attr = fn.attributes.get(NUM_OUTPUTS_ATTR)
+        num_outputs = int(attr.value.data) if isinstance(attr, IntegerAttr) else 0
+        arg_names = emitter.argument_names(0 if is_kernel else num_outputs)
+        emitter.indent = 0
+        emitter.emit_body(fn.body.block)
+        uses_math |= emitter.uses_math
+        uses_prange |= parallel
+        if parallel:
+            decorator = '@njit(parallel=True, cache=True, fastmath=FASTMATH, error_model="numpy")'
+        elif is_kernel:
+            decorator = '@njit(cache=True, fastmath=FASTMATH, error_model="numpy")'
+        else:
+            decorator = '@njit(cache=True, error_model="numpy")'
+            entry = _signature_entry(fn, pyname, arg_names)
+            if entry is not None:
+                signatures.append(entry)
+        header = f"{decorator}\ndef {pyname}({', '.join(arg_names)}):"
+        bodies.append("\n".join([header, *emitter.lines]))
+
+    imports = ["import math", ""] if uses_math else []
+    imports += [
+        "import numpy as np",
+        "from numba import njit" + (", prange" if uses_prange else ""),
+    ]
+    fastmath_text = "{" + ", ".join(f'"{f}"' for f in flags) + "}" if flags else "False"
+    signature_text = "{\n" + "\n".join(signatures) + "\n}" if signatures else "{}"
+    prologue = [
+        "# Generated by tessc (tessc.lowering.to_numba) from loop-level IR. Do not edit.",
+        *imports,
+        "",
+        f"FASTMATH = {fastmath_text}",
+        "",
+        f"TESSC_SIGNATURES = {signature_text}",
+    ]
+    return "\n\n\n".join(["\n".join(prologue), *bodies]) + "\n"
+
+
+__all__ = ["UnsupportedOpError", "dtype_name", "emit_numba", "python_identifier"]
