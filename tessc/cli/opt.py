@@ -183,6 +183,7 @@ def _text(content: str | bytes) -> str:
 # ---------------------------------------------------------------------------------------
 
 _FAILING_OP = "_tessc_failing_op"
+_FAILING_MESSAGE = "_tessc_failing_message"
 
 
 @contextmanager
@@ -192,7 +193,9 @@ def recording_failing_ops() -> Iterator[None]:
 
     def raise_exception(self: Diagnostic, ir: IRNode, underlying_error: Exception) -> NoReturn:
         if self.op_messages and not hasattr(underlying_error, _FAILING_OP):
-            setattr(underlying_error, _FAILING_OP, next(iter(self.op_messages)))
+            op, messages = next(iter(self.op_messages.items()))
+            setattr(underlying_error, _FAILING_OP, op)
+            setattr(underlying_error, _FAILING_MESSAGE, messages[0] if messages else "")
         original(self, ir, underlying_error)
 
     Diagnostic.raise_exception = raise_exception
@@ -204,6 +207,12 @@ def recording_failing_ops() -> Iterator[None]:
 
 def failing_op(error: BaseException) -> Operation | None:
     return getattr(error, _FAILING_OP, None)
+
+
+def error_message(error: BaseException) -> str:
+    """The exception's own text or, when it has none (`op.emit_error(msg, VerifyException())`),
+    the message given to `emit_error`."""
+    return str(error) or getattr(error, _FAILING_MESSAGE, "") or type(error).__name__
 
 
 def first_invalid_op(module: ModuleOp) -> Operation | None:
@@ -239,7 +248,7 @@ def verify_located(module: ModuleOp) -> None:
         module.verify()
     except DiagnosticException as error:
         op = failing_op(error) or first_invalid_op(module)
-        raise SourceVerifyError(str(error), op) from None
+        raise SourceVerifyError(error_message(error), op) from None
 
 
 # ---------------------------------------------------------------------------------------
@@ -423,7 +432,7 @@ class TesscOptMain(xDSLOptMain):
             return self._report(self._describe(error), expected=self.args.verify_diagnostics)
 
     def _describe(self, error: DiagnosticException) -> str:
-        message = str(error)
+        message = error_message(error)
         op = failing_op(error)
         note = None
         if isinstance(error, PassOutputVerifyError):

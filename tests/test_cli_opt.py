@@ -1,0 +1,393 @@
+"""tessc-opt: registration, located diagnostics, clean command-line errors, lazy extensions."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from tessc.dialects.tess import AddOp, NegOp
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.utils.diagnostic import Diagnostic
+from xdsl.utils.exceptions import PassFailedException
+
+from tessc.cli.opt import TesscOptMain, main
+from tessc.passes import TESS_PASSES
+
+VALID = """\
+func.func @f(%a: tensor<3x1xf32>, %b: tensor<4xf32>) -> tensor<3x4xf32> {
+  %c = tess.add %a, %b : tensor<3x1xf32>, tensor<4xf32> -> tensor<3x4xf32>
+  func.return %c : tensor<3x4xf32>
+}
+"""
+
+SYNTAX_ERROR = """\
+func.func @f(%a: tensor<3xf32>) -> tensor<3xf32> {
+  %c = tess.neg %a tensor<3xf32>
+  func.return %c : tensor<3xf32>
+}
+"""
+
+VERIFIER_ERROR = """\
+func.func @f(%a: tensor<3x4x1xf32>, %b: tensor<3x5xf32>) -> tensor<3x4x5xf32> {
+  %c = tess.add %a, %b : tensor<3x4x1xf32>, tensor<3x5xf32> -> tensor<3x4x5xf32>
+  func.return %c : tensor<3x4x5xf32>
+}
+"""
+
+
+def run_opt(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tessc.cli.opt", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+# ---------------------------------------------------------------------------------------
+# As a process: exit status and stderr
+# ---------------------------------------------------------------------------------------
+
+
+def test_valid_input_round_trips(tmp_path: Path) -> None:
+    result = run_opt(str(write(tmp_path, "ok.mlir", VALID)))
+    assert result.returncode == 0, result.stderr
+    assert "tess.add %a, %b : tensor<3x1xf32>, tensor<4xf32> -> tensor<3x4xf32>" in result.stdout
+    assert result.stderr == ""
+
+
+def test_syntax_error_is_located(tmp_path: Path) -> None:
+    path = write(tmp_path, "syntax.mlir", SYNTAX_ERROR)
+    result = run_opt(str(path))
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"{path}:2:20: error: Expected ':'\n")
+    assert "  %c = tess.neg %a tensor<3xf32>\n" + " " * 19 + "^" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_verifier_error_is_located(tmp_path: Path) -> None:
+    path = write(tmp_path, "verify.mlir", VERIFIER_ERROR)
+    result = run_opt(str(path))
+    assert result.returncode == 1
+    first_line = result.stderr.splitlines()[0]
+    assert first_line == (
+        f"{path}:2:3: error: 'tess.add': shapes (3,4,1) and (3,5) are not broadcastable"
+    )
+    assert "Traceback" not in result.stderr
+    # No dump of the module (xdsl-opt prints the whole module in generic form).
+    assert '"func.func"' not in result.stderr + result.stdout
+
+
+def test_error_from_stdin_names_stdin() -> None:
+    result = run_opt(stdin=VERIFIER_ERROR)
+    assert result.returncode == 1
+    assert result.stderr.startswith("stdin:2:3: error: 'tess.add': shapes (3,4,1)")
+
+
+def test_verify_diagnostics_prints_to_stdout_and_exits_0(tmp_path: Path) -> None:
+    text = VERIFIER_ERROR + "// -----\n" + VALID + "// -----\n" + SYNTAX_ERROR
+    result = run_opt(
+        str(write(tmp_path, "d.mlir", text)), "--split-input-file", "--verify-diagnostics"
+    )
+    assert result.returncode == 0, result.stderr
+    assert "d.mlir:2:3: error: 'tess.add': shapes (3,4,1) and (3,5)" in result.stdout
+    assert "func.func @f(%a: tensor<3x1xf32>" in result.stdout
+    # Line numbers count from the start of the whole file, not of the chunk.
+    assert "d.mlir:12:20: error: Expected ':'" in result.stdout
+
+
+def test_split_input_file_reports_every_failing_chunk(tmp_path: Path) -> None:
+    text = VERIFIER_ERROR + "// -----\n" + VALID + "// -----\n" + SYNTAX_ERROR
+    result = run_opt(str(write(tmp_path, "s.mlir", text)), "--split-input-file")
+    assert result.returncode == 1
+    assert [
+        line.split(": error:")[0] for line in result.stderr.splitlines() if "error:" in line
+    ] == [
+        f"{tmp_path / 's.mlir'}:2:3",
+        f"{tmp_path / 's.mlir'}:12:20",
+    ]
+    assert "func.func @f(%a: tensor<3x1xf32>" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "message"),
+    [
+        ("no-such-pass", "Unrecognized passes: ['no-such-pass']"),
+        ("canonicalize{no-such-option=1}", 'Provided arguments ["no_such_option"] not found'),
+        ("canonicalize{", "Expected argument name here"),
+    ],
+)
+def test_bad_pipeline_is_a_clean_error(tmp_path: Path, pipeline: str, message: str) -> None:
+    result = run_opt(str(write(tmp_path, "ok.mlir", VALID)), "-p", pipeline)
+    assert result.returncode == 1
+    assert result.stderr.startswith("tessc-opt: error: ")
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_input_file_is_a_clean_error(tmp_path: Path) -> None:
+    result = run_opt(str(tmp_path / "missing.mlir"))
+    assert result.returncode == 1
+    assert result.stderr.startswith("tessc-opt: error: ")
+    assert "Traceback" not in result.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# In-process: registration and pass failures
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FailAtAddPass(ModulePass):
+    """Fails at the first tess.add: through `emit_error` (located) or a bare exception."""
+
+    name = "test-fail-at-add"
+
+    located: bool = True
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for child in op.walk():
+            if isinstance(child, AddOp):
+                if self.located:
+                    child.emit_error("cannot lower this add", PassFailedException())
+                raise PassFailedException("cannot lower this module")
+
+
+@dataclass(frozen=True)
+class BreakTypesPass(ModulePass):
+    """Leaves invalid IR behind: the negation of a 3x1 tensor typed as 3x4."""
+
+    name = "test-break-types"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for child in list(op.walk()):
+            if isinstance(child, AddOp):
+                neg = NegOp(child.lhs)
+                neg.results[0]._type = child.result.type  # invalid on purpose
+                child.parent_block().insert_op_before(neg, child)
+
+
+class _RefuseAdd(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: AddOp, rewriter: PatternRewriter) -> None:
+        raise PassFailedException("this add cannot be rewritten")
+
+
+@dataclass(frozen=True)
+class RefuseAddPatternPass(ModulePass):
+    """Fails inside a rewrite pattern, the way most passes would."""
+
+    name = "test-refuse-add-pattern"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(_RefuseAdd()).rewrite_module(op)
+
+
+class _TestOptMain(TesscOptMain):
+    def register_all_passes(self) -> None:
+        super().register_all_passes()
+        self.register_pass(RefuseAddPatternPass.name, lambda: RefuseAddPatternPass)
+        self.register_pass(FailAtAddPass.name, lambda: FailAtAddPass)
+        self.register_pass(BreakTypesPass.name, lambda: BreakTypesPass)
+
+
+def run_in_process(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    status = _TestOptMain(args=list(args)).run()
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_registers_tess_dialect_passes_and_targets() -> None:
+    driver = TesscOptMain(args=[])
+    assert set(TESS_PASSES) <= set(driver.available_passes)
+    assert {"canonicalize", "cse", "convert-linalg-to-loops"} <= set(driver.available_passes)
+    assert "numba" in driver.available_targets and "mlir" in driver.available_targets
+    assert {"mlir", "tess"} <= set(driver.available_frontends)
+    assert "tess" in driver.ctx.registered_dialect_names
+    assert "linalg" in driver.ctx.registered_dialect_names
+
+
+def test_pass_failure_at_an_op_is_located(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, "ok.mlir", VALID)
+    status, out, err = run_in_process(capsys, str(path), "-p", "cse,test-fail-at-add")
+    assert status == 1
+    assert err.splitlines()[0] == f"{path}:2:3: error: cannot lower this add"
+    assert f"{path}: note: while running pass 'test-fail-at-add'" in err
+    assert out == ""
+
+
+def test_pass_failure_in_a_pattern_is_located(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, "ok.mlir", VALID)
+    status, _, err = run_in_process(capsys, str(path), "-p", "test-refuse-add-pattern")
+    assert status == 1
+    assert err.splitlines()[0] == f"{path}:2:3: error: this add cannot be rewritten"
+
+
+def test_pass_failure_without_an_op_names_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, "ok.mlir", VALID)
+    status, _, err = run_in_process(capsys, str(path), "-p", "test-fail-at-add{located=false}")
+    assert status == 1
+    assert err.splitlines()[0] == f"{path}: error: cannot lower this module"
+
+
+def test_invalid_pass_output_is_reported_at_the_op(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, "ok.mlir", VALID)
+    status, _, err = run_in_process(capsys, str(path), "-p", "test-break-types")
+    assert status == 1
+    assert err.startswith(f"{path}: error: IR produced by pass 'test-break-types' does not verify:")
+
+
+def test_pass_failure_with_verify_diagnostics(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, "ok.mlir", VALID)
+    args = (str(path), "-p", "test-fail-at-add", "--verify-diagnostics")
+    status, out, err = run_in_process(capsys, *args)
+    assert status == 0
+    assert out.startswith(f"{path}:2:3: error: cannot lower this add")
+    assert err == ""
+
+
+def test_print_between_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, "ok.mlir", VALID)
+    status, out, _ = run_in_process(
+        capsys, str(path), "-p", "cse,canonicalize", "--print-between-passes"
+    )
+    assert status == 0
+    assert out.startswith("IR after cse:\n")
+    assert out.count("tess.add") == 2
+
+
+def test_diagnostic_hook_is_restored(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    original = Diagnostic.raise_exception
+    run_in_process(capsys, str(write(tmp_path, "v.mlir", VERIFIER_ERROR)))
+    assert Diagnostic.raise_exception is original
+
+
+def test_main_returns_status_for_argument_lists(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([str(write(tmp_path, "ok.mlir", VALID))]) == 0
+    assert main([str(write(tmp_path, "bad.mlir", VERIFIER_ERROR))]) == 1
+    assert main([str(tmp_path / "ok.mlir"), "-p", "no-such-pass"]) == 1
+    capsys.readouterr()
+
+
+# ---------------------------------------------------------------------------------------
+# Lazy extensions: the numba target and the .tess frontend
+# ---------------------------------------------------------------------------------------
+
+
+def test_numba_target_calls_emit_numba(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = types.ModuleType("tessc.lowering.to_numba")
+    seen: list[ModuleOp] = []
+
+    def emit_numba(module: ModuleOp) -> str:
+        seen.append(module)
+        return "# generated\n"
+
+    fake.emit_numba = emit_numba  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "tessc.lowering.to_numba", fake)
+    status, out, _ = run_in_process(capsys, str(write(tmp_path, "ok.mlir", VALID)), "-t", "numba")
+    assert status == 0
+    assert out == "# generated\n"
+    assert len(seen) == 1 and isinstance(seen[0], ModuleOp)
+
+
+def test_numba_target_unavailable_is_a_clean_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "tessc.lowering.to_numba", None)  # import fails
+    status, _, err = run_in_process(capsys, str(write(tmp_path, "ok.mlir", VALID)), "-t", "numba")
+    assert status == 1
+    assert "error: the numba target is not available" in err
+
+
+class _LocatedFrontendError(Exception):
+    """Shaped like lark's UnexpectedInput: a message plus `line` and `column`."""
+
+    def __init__(self, message: str, line: int, column: int):
+        super().__init__(message)
+        self.line, self.column = line, column
+
+
+def _fake_tess_lang(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    from xdsl.parser import Parser
+
+    from tessc.context import make_context
+
+    calls: list[tuple[str, str]] = []
+
+    def parse_tess(text: str, filename: str) -> ModuleOp:
+        calls.append((text, filename))
+        if text.startswith("bad"):
+            raise _LocatedFrontendError("unexpected token 'y'", line=2, column=5)
+        if text.startswith("shape"):
+            raise ValueError("shapes (3,4,1) and (3,5) are not broadcastable")
+        return Parser(make_context(), VALID, filename).parse_module()
+
+    fake = types.ModuleType("tessc.frontend.tess_lang")
+    fake.parse_tess = parse_tess  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "tessc.frontend.tess_lang", fake)
+    return calls
+
+
+def test_tess_frontend_is_used_for_tess_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _fake_tess_lang(monkeypatch)
+    path = write(tmp_path, "prog.tess", "def f(x): return x\n")
+    status, out, _ = run_in_process(capsys, str(path))
+    assert status == 0
+    assert calls == [("def f(x): return x\n", str(path))]
+    assert "tess.add" in out
+
+
+def test_tess_frontend_errors_are_diagnostics(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fake_tess_lang(monkeypatch)
+    bad = write(tmp_path, "bad.tess", "bad\nx = y\n")
+    status, _, err = run_in_process(capsys, str(bad))
+    assert status == 1
+    assert err.splitlines()[:3] == [
+        f"{bad}:2:5: error: unexpected token 'y'",
+        "x = y",
+        "    ^",
+    ]
+    shape = write(tmp_path, "shape.tess", "shape\n")
+    status, _, err = run_in_process(capsys, str(shape))
+    assert status == 1
+    assert err.splitlines()[0] == (
+        f"{shape}: error: shapes (3,4,1) and (3,5) are not broadcastable"
+    )
