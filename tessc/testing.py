@@ -270,10 +270,11 @@ def build_single_op_module(
 _UNARY_STEPS = ("neg", "relu", "sigmoid", "tanh", "abs", "exp", "log", "sqrt", "reciprocal")
 _BINARY_STEPS = ("add", "sub", "mul", "max", "min", "div", "pow")
 _COMPARISON_STEPS = ("lt", "gt", "eq")
-_STEP_KINDS = (
-    "unary", "unary", "binary", "binary", "binary", "reduce", "reduce",
-    "permute", "reshape", "broadcast_to", "matmul", "select",
+STEP_KINDS = (
+    "unary", "binary", "reduce", "permute", "reshape", "broadcast_to", "matmul", "select",
 )  # fmt: skip
+"""What one step of `random_program` may be; pass a subset as its `kinds`."""
+_STEP_WEIGHTS = {"unary": 2, "binary": 3, "reduce": 2}  # the rest weigh 1
 
 
 def _prime_factors(n: int) -> list[int]:
@@ -487,6 +488,7 @@ def random_program(
     max_ops: int = 8,
     dtypes: Sequence[str] = ("f32", "f64"),
     comparisons: bool = True,
+    kinds: Sequence[str] = STEP_KINDS,
     max_inputs: int = 4,
     max_side: int = 4,
     func_name: str = "main",
@@ -496,12 +498,19 @@ def random_program(
 
     Each step is one op drawn from maps, broadcasting zips (comparisons optional),
     reductions with and without keepdim, permute, reshape, broadcast_to, batched matmul
-    and select; tame-making helper ops (abs, +1, tanh, fills) come on top of that count.
+    and select, restricted to `kinds` (a subset of STEP_KINDS; a step that cannot be
+    built, e.g. a permute with no value of rank >= 2, becomes a map). Tame-making helper
+    ops (abs, +1, tanh, fills, and the `gt` that makes a select's condition) come on top
+    of that count.
     Operands are earlier values or new func arguments (up to `max_inputs`) of shapes that
     broadcast with them. The func returns the values no later op uses (at most
     MAX_RESULTS, always including the last step's). Inputs from `random_inputs` (in
     [-2, 2]) give finite results.
     """
+    unknown = set(kinds) - set(STEP_KINDS)
+    if unknown or not kinds:
+        raise ValueError(f"step kinds must be a non-empty subset of {STEP_KINDS}, not {kinds}")
+    weighted_kinds = [k for k in STEP_KINDS if k in kinds for _ in range(_STEP_WEIGHTS.get(k, 1))]
     dtype = element_type(draw(st.sampled_from(list(dtypes))))
     builder = _ProgramBuilder(draw, dtype, max_inputs, max_side)
     builder.new_input(draw(shapes(0, 3, max_side)))
@@ -509,7 +518,7 @@ def random_program(
         builder.new_input(draw(shapes(0, 3, max_side)))
     results: list[SSAValue] = []
     for _ in range(draw(st.integers(min_ops, max_ops))):
-        kind = draw(st.sampled_from(_STEP_KINDS))
+        kind = draw(st.sampled_from(weighted_kinds))
         value = builder.step(kind, comparisons)
         if value is None:  # the step had nothing to work on: a map always can
             value = builder.unary(draw(st.sampled_from(_UNARY_STEPS)), builder.pick())
@@ -525,6 +534,8 @@ def random_program(
 
 __all__ = [
     "MAGNITUDE_LIMIT",
+    "MAX_RESULTS",
+    "STEP_KINDS",
     "TOLERANCES",
     "assert_allclose_by_dtype",
     "assert_results_match",

@@ -462,3 +462,30 @@ def test_every_tess_op_has_an_implementation(op_class: type) -> None:
     from tessc.reference import OP_IMPLEMENTATIONS
 
     assert op_class in OP_IMPLEMENTATIONS
+
+
+ELEMENTWISE_OPS = {c.name for c in (*tess.UNARY_OPS, *tess.BINARY_OPS)} | {"tess.fill"}
+
+
+@FAST
+@given(program=random_program(kinds=("unary", "binary"), comparisons=False))
+def test_random_program_kinds_restrict_the_ops(program: tuple) -> None:
+    module, name = program
+    names = {op.name for op in find_func(module, name).body.block.ops} - {"func.return"}
+    assert names <= ELEMENTWISE_OPS - {"tess.lt", "tess.gt", "tess.eq"}
+
+
+@FAST
+@given(program=random_program(min_ops=1, max_ops=1, kinds=("matmul",), max_inputs=4))
+def test_random_program_matmul_only(program: tuple) -> None:
+    module, name = program
+    assert any(isinstance(op, tess.MatmulOp) for op in find_func(module, name).walk())
+
+
+def test_random_program_rejects_unknown_kinds() -> None:
+    @given(random_program(kinds=("conv",)))
+    def draw_one(program: tuple) -> None:
+        pass
+
+    with pytest.raises(ValueError, match="step kinds"):
+        draw_one()
