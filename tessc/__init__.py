@@ -12,90 +12,72 @@ tessc: a small multi-level tensor compiler on xDSL, lowering to Numba kernels.
     y = mlp(x, w1, b1, w2)                       # traced and compiled once per signature
     print(mlp.ir(x, w1, b1, w2, stage="tess"))   # "tess", "fused", "buffers", "loops", "numba"
 
-The function forms below (`ts.exp(x)`, `ts.sum(x, dim=1)`, `ts.maximum(a, b)`,
-`ts.where(c, a, b)`, ...) are the `Tensor` methods of the same name. `ts.max`/`ts.min`
-reduce (like `Tensor.max`); the elementwise forms are `ts.maximum`/`ts.minimum`.
+The function forms (`ts.exp(x)`, `ts.sum(x, dim=1)`, `ts.maximum(a, b)`, ...) are the
+`Tensor` methods of the same name; `ts.max`/`ts.min` reduce (like `Tensor.max`), the
+elementwise forms are `ts.maximum`/`ts.minimum`. `ts.where(c, a, b)` selects.
 
-Importing tessc loads xDSL and the `tess` dialect, not Numba: compilation modules load on
-the first call of a jitted function.
+Every name is loaded on first use (PEP 562), so `import tessc` costs nothing and tools such
+as `tessc-opt`, which import only `tessc.cli`, never load the tracer; Numba loads only when
+a jitted function is first called.
 """
 
-from tessc.frontend.builder import TessBuilder, TessError, build_function, build_module
-from tessc.frontend.tracer import (
-    JitFunction,
-    Tensor,
-    TraceError,
-    full,
-    jit,
-    ones,
-    tensor_function,
-    trace,
-    where,
-    zeros,
-)
+from __future__ import annotations
 
-exp = tensor_function("exp")
-log = tensor_function("log")
-relu = tensor_function("relu")
-sigmoid = tensor_function("sigmoid")
-tanh = tensor_function("tanh")
-sqrt = tensor_function("sqrt")
-abs = tensor_function("abs")
-neg = tensor_function("neg")
-reciprocal = tensor_function("reciprocal")
+import importlib
+import importlib.util
+from typing import Any
 
-pow = tensor_function("pow")
-maximum = tensor_function("maximum")
-minimum = tensor_function("minimum")
-matmul = tensor_function("matmul")
+_TRACER = "tessc.frontend.tracer"
+_BUILDER = "tessc.frontend.builder"
+_GRAD = "tessc.frontend.grad"
 
-sum = tensor_function("sum")
-mean = tensor_function("mean")
-max = tensor_function("max")
-min = tensor_function("min")
+_EXPORTS: dict[str, str] = {
+    "jit": _TRACER,
+    "JitFunction": _TRACER,
+    "Tensor": _TRACER,
+    "TraceError": _TRACER,
+    "trace": _TRACER,
+    "where": _TRACER,
+    "full": _TRACER,
+    "zeros": _TRACER,
+    "ones": _TRACER,
+    "TessBuilder": _BUILDER,
+    "TessError": _BUILDER,
+    "build_function": _BUILDER,
+    "build_module": _BUILDER,
+    "grad": _GRAD,
+    "value_and_grad": _GRAD,
+}
 
-reshape = tensor_function("reshape")
-view = tensor_function("view")
-permute = tensor_function("permute")
-transpose = tensor_function("transpose")
-broadcast_to = tensor_function("broadcast_to")
-unsqueeze = tensor_function("unsqueeze")
+# The Tensor methods offered as functions: tessc.<name>(x, ...) == x.<name>(...).
+_FUNCTION_FORMS = (
+    "exp", "log", "relu", "sigmoid", "tanh", "sqrt", "abs", "neg", "reciprocal",
+    "pow", "maximum", "minimum", "matmul",
+    "sum", "mean", "max", "min",
+    "reshape", "view", "permute", "transpose", "broadcast_to", "unsqueeze",
+)  # fmt: skip
 
-__all__ = [
-    "JitFunction",
-    "Tensor",
-    "TessBuilder",
-    "TessError",
-    "TraceError",
-    "abs",
-    "broadcast_to",
-    "build_function",
-    "build_module",
-    "exp",
-    "full",
-    "jit",
-    "log",
-    "matmul",
-    "max",
-    "maximum",
-    "mean",
-    "min",
-    "minimum",
-    "neg",
-    "ones",
-    "permute",
-    "pow",
-    "reciprocal",
-    "relu",
-    "reshape",
-    "sigmoid",
-    "sqrt",
-    "sum",
-    "tanh",
-    "trace",
-    "transpose",
-    "unsqueeze",
-    "view",
-    "where",
-    "zeros",
-]
+
+def _available(name: str) -> bool:
+    module = _EXPORTS.get(name)
+    return module is not None and (module != _GRAD or importlib.util.find_spec(_GRAD) is not None)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FUNCTION_FORMS:
+        from tessc.frontend.tracer import tensor_function
+
+        value = tensor_function(name)
+    elif _available(name):
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    else:
+        raise AttributeError(f"module 'tessc' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+__all__ = sorted([*(name for name in _EXPORTS if _available(name)), *_FUNCTION_FORMS])

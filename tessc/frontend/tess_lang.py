@@ -1,0 +1,587 @@
+"""
+The `.tess` source language: tensor functions in a small subset of Python's syntax.
+
+    def mlp(x: f32[32, 64], w1: f32[64, 128], b1: f32[128], w2: f32[128, 10]) -> f32[32]:
+        h = relu(x @ w1 + b1)
+        return sum(h @ w2, dim=1)
+
+The grammar is `tess.lark` (lark's LALR parser with an indentation post-lexer).
+`parse_tess(text, filename)` parses a file and lowers every `def` to one `func.func` of
+`tess` ops, built through the same `TessBuilder` calls the Python tracer makes for the same
+program, so the two frontends print identical IR:
+
+- a parameter is typed `f32[2, 3]`, `f64[]` or `f32` (rank 0); the result type after `->`
+  (one type or a parenthesised tuple) is optional and, when given, checked;
+- operators are Python's, with Python's precedence: `+ - * / @ **`, unary `-`, and the
+  comparisons `< > <= >= == !=` (0/1 in the operand dtype);
+- the built-in functions are the `tessc` function forms, also callable as methods
+  (`relu(x)` or `x.relu()`, `sum(x, dim=1, keepdim=True)`, `x.T`); `max`/`min` reduce,
+  `maximum`/`minimum` are elementwise;
+- numbers are Python numbers (folded when both operands are numbers) and become rank-0
+  `tess.fill`s of the other operand's dtype; `[2, 3]` and `(0, 1)` are shapes and dims;
+- calling another `def` of the file inlines it (as tracing a Python call does), checking
+  the argument types against its signature.
+
+Errors are `TessSourceError`s (an xDSL `ParseError`, so `tessc-opt` reports them like IR
+parse errors), printed as `file:line:col: error: message`: a syntax error says what was
+expected there, a shape error names the shapes and quotes the expression.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from lark import Lark, Token, Tree
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.indenter import Indenter
+from xdsl.dialects import func
+from xdsl.dialects.builtin import Float32Type, Float64Type, ModuleOp, TensorType
+from xdsl.ir import Block, SSAValue
+from xdsl.utils.exceptions import ParseError
+from xdsl.utils.lexer import Input, Span
+
+from tessc.frontend.builder import (
+    TessBuilder,
+    TessError,
+    dtype_name,
+    element_type,
+    finish_function,
+    shape_of,
+    tensor_type,
+)
+
+GRAMMAR_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tess.lark")
+
+
+class TessSourceError(ParseError, TessError):
+    """An error in a `.tess` file at `filename:line:column`."""
+
+    def __init__(self, text: str, filename: str, offset: int, message: str, length: int = 1):
+        offset = max(0, min(offset, len(text)))
+        end = min(offset + max(length, 1), len(text))
+        ParseError.__init__(self, Span(offset, end, Input(text, filename)), message)
+        location = self.span.get_location()
+        self.filename, self.line, self.column = filename, location.line, location.col
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.line}:{self.column}: error: {self.message}"
+
+
+# ---------------------------------------------------------------------------------------
+# parsing
+# ---------------------------------------------------------------------------------------
+
+
+class TessIndenter(Indenter):
+    """Python-style INDENT/DEDENT tokens; an inconsistent dedent is a located error."""
+
+    NL_type = "_NL"
+    OPEN_PAREN_types = ["LPAR", "LSQB"]
+    CLOSE_PAREN_types = ["RPAR", "RSQB"]
+    INDENT_type = "_INDENT"
+    DEDENT_type = "_DEDENT"
+    tab_len = 8
+
+    def handle_NL(self, token: Token) -> Iterator[Token]:
+        indent_str = token.rsplit("\n", 1)[1]
+        indent = indent_str.count(" ") + indent_str.count("\t") * self.tab_len
+        if self.paren_level == 0 and indent not in self.indent_level[:-1]:
+            if indent < self.indent_level[-1]:
+                levels = ", ".join(str(level + 1) for level in self.indent_level)
+                raise _LocatedLexError(
+                    token.end_pos or 0,
+                    f"unindent to column {indent + 1} does not match any outer indentation "
+                    f"level (columns {levels})",
+                )
+        yield from super().handle_NL(token)
+
+    def process(self, stream: Iterator[Token]) -> Iterator[Token]:
+        return super().process(self._check_brackets(stream))
+
+    def _check_brackets(self, stream: Iterator[Token]) -> Iterator[Token]:
+        """Pass tokens through; an unclosed bracket at the end is an error at the bracket."""
+        open_brackets: list[Token] = []
+        for token in stream:
+            if token.type in self.OPEN_PAREN_types:
+                open_brackets.append(token)
+            elif token.type in self.CLOSE_PAREN_types and open_brackets:
+                open_brackets.pop()
+            yield token
+        if open_brackets:
+            bracket = open_brackets[-1]
+            raise _LocatedLexError(bracket.start_pos or 0, f"'{bracket}' was never closed")
+
+
+class _LocatedLexError(Exception):
+    def __init__(self, offset: int, message: str):
+        super().__init__(message)
+        self.offset = offset
+
+
+@functools.cache
+def tess_parser() -> Lark:
+    with open(GRAMMAR_PATH, encoding="utf-8") as grammar:
+        return Lark(
+            grammar.read(),
+            parser="lalr",
+            postlex=TessIndenter(),
+            propagate_positions=True,
+            maybe_placeholders=True,
+        )
+
+
+_TERMINAL_NAMES = {
+    "NAME": "a name",
+    "NUMBER": "a number",
+    "_NL": "a new line",
+    "_INDENT": "an indented block",
+    "_DEDENT": "the end of the block",
+    "$END": "the end of the file",
+}
+
+
+def _describe_terminal(name: str) -> str:
+    if name in _TERMINAL_NAMES:
+        return _TERMINAL_NAMES[name]
+    for terminal in tess_parser().terminals:
+        if terminal.name == name:
+            return repr(terminal.pattern.value) if terminal.pattern.type == "str" else name
+    return name
+
+
+def _syntax_error(error: UnexpectedInput, text: str, filename: str) -> TessSourceError:
+    expected: set[str] = set()
+    if isinstance(error, UnexpectedToken):
+        token = error.token
+        expected = set(error.expected)
+        if token.type == "$END":
+            found, offset = "end of file", len(text)
+        elif token.type in ("_NL", "_INDENT", "_DEDENT"):
+            found = {"_NL": "end of line", "_INDENT": "indentation"}.get(token.type, "end of block")
+            # A newline token starts at the end of the line it ends: point there.
+            offset = token.start_pos or 0
+            if token.type == "_INDENT":
+                offset = token.end_pos or offset
+        else:
+            found, offset = repr(str(token)), token.start_pos or 0
+    elif isinstance(error, UnexpectedCharacters):
+        found, offset = repr(text[error.pos_in_stream]), error.pos_in_stream
+        expected = set(error.allowed or ())
+    elif isinstance(error, UnexpectedEOF):
+        found, offset = "end of file", len(text)
+        expected = set(error.expected)
+    else:
+        found, offset = "unexpected input", getattr(error, "pos_in_stream", 0) or 0
+    names = sorted({_describe_terminal(name) for name in expected})
+    message = f"unexpected {found}"
+    if names:
+        message += "; expected " + (names[0] if len(names) == 1 else "one of " + ", ".join(names))
+    return TessSourceError(text, filename, offset, message)
+
+
+def parse_tree(text: str, filename: str = "<tess>") -> Tree:
+    """The lark parse tree of a `.tess` file (syntax errors as `TessSourceError`)."""
+    source = text if text.endswith("\n") else text + "\n"
+    try:
+        return tess_parser().parse(source)
+    except UnexpectedInput as error:
+        raise _syntax_error(error, source, filename) from None
+    except _LocatedLexError as error:
+        raise TessSourceError(source, filename, error.offset, str(error)) from None
+
+
+def parse_tess(text: str, filename: str = "<tess>") -> ModuleOp:
+    """Parse a `.tess` file into a verified module of `tess` functions."""
+    tree = parse_tree(text, filename)
+    module = ModuleOp(_Lowering(text, filename, tree).functions())
+    module.verify()
+    return module
+
+
+# ---------------------------------------------------------------------------------------
+# built-in functions: the same builder calls the Tensor methods make
+# ---------------------------------------------------------------------------------------
+
+Value = Any  # SSAValue (a tensor), int, float, bool, a tuple of values, or a dtype
+
+
+def _kind(value: Value) -> str:
+    if isinstance(value, SSAValue):
+        return f"a tensor {_type_text(value)}"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, tuple):
+        return "a list"
+    return "a dtype"
+
+
+def _tensor(value: Value) -> SSAValue:
+    if not isinstance(value, SSAValue):
+        raise TessError(f"expected a tensor, got {_kind(value)}")
+    return value
+
+
+def _operand(value: Value) -> SSAValue | float:
+    if isinstance(value, SSAValue):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    raise TessError(f"expected a tensor or a number, got {_kind(value)}")
+
+
+def _int(value: Value) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise TessError(f"expected an integer, got {_kind(value)}")
+
+
+def _ints(values: Sequence[Value]) -> tuple[int, ...]:
+    """`f(2, 3)` or `f([2, 3])` -> (2, 3)."""
+    if len(values) == 1 and isinstance(values[0], tuple):
+        values = values[0]
+    return tuple(_int(v) for v in values)
+
+
+def _dims(value: Value) -> int | tuple[int, ...] | None:
+    return None if value is None else _int(value) if not isinstance(value, tuple) else _ints(value)
+
+
+def _bool(value: Value) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise TessError(f"expected True or False, got {_kind(value)}")
+
+
+def _unary(name: str) -> Callable[..., SSAValue]:
+    return lambda b, x: getattr(b, name)(_tensor(x))
+
+
+def _binary(name: str) -> Callable[..., SSAValue]:
+    return lambda b, lhs, rhs: getattr(b, name)(_operand(lhs), _operand(rhs))
+
+
+def _reduction(name: str) -> Callable[..., SSAValue]:
+    return lambda b, x, dim=None, keepdim=False: getattr(b, name)(
+        _tensor(x), _dims(dim), _bool(keepdim)
+    )
+
+
+def _transpose_all(b: TessBuilder, x: Value) -> SSAValue:
+    """`x.T`: every dim reversed; rank 0 and 1 unchanged (as `Tensor.T`)."""
+    x = _tensor(x)
+    rank = len(shape_of(x))
+    return x if rank < 2 else b.permute(x, tuple(reversed(range(rank))))
+
+
+def _full(b: TessBuilder, shape: Value, value: Value, dtype: Value = None) -> SSAValue:
+    return b.fill(float(_operand(value)), _ints((shape,)), _dtype(dtype))
+
+
+def _dtype(value: Value) -> Float32Type | Float64Type:
+    if value is None:
+        return element_type("f32")
+    if isinstance(value, Float32Type | Float64Type):
+        return value
+    raise TessError(f"expected the dtype f32 or f64, got {_kind(value)}")
+
+
+BUILTINS: dict[str, Callable[..., SSAValue]] = {
+    **{name: _unary(name) for name in ("exp", "log", "relu", "sigmoid", "tanh", "sqrt")},
+    **{name: _unary(name) for name in ("abs", "neg", "reciprocal")},
+    **{name: _binary(name) for name in ("maximum", "minimum", "pow", "matmul")},
+    "where": lambda b, cond, lhs, rhs: b.select(_operand(cond), _operand(lhs), _operand(rhs)),
+    "sum": _reduction("sum"),
+    "mean": _reduction("mean"),
+    "max": _reduction("reduce_max"),
+    "min": _reduction("reduce_min"),
+    "reshape": lambda b, x, *shape: b.reshape(_tensor(x), _ints(shape)),
+    "view": lambda b, x, *shape: b.reshape(_tensor(x), _ints(shape)),
+    "permute": lambda b, x, *dims: b.permute(_tensor(x), _ints(dims)),
+    "transpose": lambda b, x, dim0=-2, dim1=-1: b.transpose(_tensor(x), _int(dim0), _int(dim1)),
+    "broadcast_to": lambda b, x, *shape: b.broadcast_to(_tensor(x), _ints(shape)),
+    "unsqueeze": lambda b, x, dim: b.unsqueeze(_tensor(x), _int(dim)),
+    "full": _full,
+    "zeros": lambda b, shape, dtype=None: _full(b, shape, 0.0, dtype),
+    "ones": lambda b, shape, dtype=None: _full(b, shape, 1.0, dtype),
+}
+ATTRIBUTES: dict[str, Callable[[TessBuilder, Value], Value]] = {"T": _transpose_all}
+CONSTANTS: dict[str, Value] = {
+    "True": True,
+    "False": False,
+    "f32": element_type("f32"),
+    "f64": element_type("f64"),
+}
+OPERATORS = ("add", "sub", "mul", "div", "pow", "matmul", "lt", "gt", "le", "ge", "eq", "ne")
+_FOLD: dict[str, Callable[[Any, Any], Any]] = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b,
+    "pow": lambda a, b: a**b,
+}
+
+
+def _type_text(value: SSAValue) -> str:
+    """A tensor's type in `.tess` notation: `f32[3, 4]`."""
+    return _types_text([value.type])
+
+
+# ---------------------------------------------------------------------------------------
+# lowering a parse tree to tess
+# ---------------------------------------------------------------------------------------
+
+
+class _Lowering:
+    """Evaluates each `def` symbolically: names map to SSA values, numbers or tuples."""
+
+    def __init__(self, text: str, filename: str, tree: Tree):
+        self.text = text
+        self.filename = filename
+        self.defs: dict[str, Tree] = {}
+        for funcdef in tree.children:
+            name = str(funcdef.children[0])
+            if name in self.defs:
+                raise self.error(funcdef.children[0], f"function `{name}` is defined twice")
+            self.defs[name] = funcdef
+        self.call_stack: list[str] = []
+
+    # -- errors ---------------------------------------------------------------------------
+
+    def error(self, node: Tree | Token, message: str) -> TessSourceError:
+        if isinstance(node, Token):
+            start, end = node.start_pos or 0, node.end_pos or 0
+        else:
+            start, end = node.meta.start_pos, node.meta.end_pos
+        return TessSourceError(self.text, self.filename, start, message, end - start)
+
+    def source(self, node: Tree) -> str:
+        return " ".join(self.text[node.meta.start_pos : node.meta.end_pos].split())
+
+    # -- functions ------------------------------------------------------------------------
+
+    def functions(self) -> list[func.FuncOp]:
+        return [self.function(name, funcdef) for name, funcdef in self.defs.items()]
+
+    def signature(self, funcdef: Tree) -> tuple[list[tuple[Token, TensorType]], list | None]:
+        _, params, results, _ = funcdef.children
+        parameters: list[tuple[Token, TensorType]] = []
+        for param in params.children if params is not None else ():
+            name, typ = param.children
+            if any(name == seen for seen, _ in parameters):
+                raise self.error(name, f"parameter `{name}` is declared twice")
+            parameters.append((name, self.tensor_type(typ)))
+        if results is None:
+            return parameters, None
+        return parameters, [self.tensor_type(t) for t in results.children]
+
+    def tensor_type(self, node: Tree) -> TensorType:
+        dtype_token, dims = node.children[0], node.children[-1] if len(node.children) > 1 else None
+        if str(dtype_token) not in ("f32", "f64"):
+            raise self.error(dtype_token, f"unknown dtype `{dtype_token}`; expected f32 or f64")
+        shape = []
+        for dim in dims.children if dims is not None else ():
+            if not str(dim).isdigit():
+                raise self.error(dim, f"a dimension must be a non-negative integer, got {dim}")
+            shape.append(int(dim))
+        return tensor_type(shape, str(dtype_token))
+
+    def function(self, name: str, funcdef: Tree) -> func.FuncOp:
+        parameters, declared = self.signature(funcdef)
+        block = Block(arg_types=[typ for _, typ in parameters])
+        for arg, (param, _) in zip(block.args, parameters, strict=True):
+            if SSAValue.is_valid_name(str(param)):
+                arg.name_hint = str(param)
+        builder = TessBuilder.at_end(block)
+        env = {str(param): arg for arg, (param, _) in zip(block.args, parameters, strict=True)}
+        results, return_node = self.body(name, funcdef, env, builder)
+        if declared is not None:
+            actual = [value.type for value in results]
+            if actual != declared:
+                raise self.error(
+                    return_node,
+                    f"`{name}` returns {_types_text(actual)} but is declared to return "
+                    f"{_types_text(declared)}",
+                )
+        builder.ret(*results)
+        return finish_function(name, block)
+
+    def body(
+        self, name: str, funcdef: Tree, env: dict[str, Value], b: TessBuilder
+    ) -> tuple[list[SSAValue], Tree]:
+        statements = funcdef.children[3].children
+        self.call_stack.append(name)
+        try:
+            for i, statement in enumerate(statements):
+                if statement.data == "return_stmt":
+                    if i != len(statements) - 1:
+                        raise self.error(statements[i + 1], "unreachable code after `return`")
+                    values = [self.expr(e, env, b) for e in statement.children if e is not None]
+                    for value, node in zip(values, statement.children, strict=False):
+                        if not isinstance(value, SSAValue):
+                            raise self.error(
+                                node, f"a function returns tensors, not {_kind(value)}"
+                            )
+                    return values, statement
+                *targets, expression = statement.children
+                self.assign(targets, self.expr(expression, env, b), env, statement)
+            raise self.error(funcdef.children[0], f"`{name}` has no `return` statement")
+        finally:
+            self.call_stack.pop()
+
+    def assign(self, targets: list[Token], value: Value, env: dict, node: Tree) -> None:
+        if len(targets) == 1:
+            env[str(targets[0])] = value
+            return
+        if not isinstance(value, tuple) or len(value) != len(targets):
+            count = len(value) if isinstance(value, tuple) else 1
+            raise self.error(node, f"cannot unpack {count} value(s) into {len(targets)} names")
+        for target, item in zip(targets, value, strict=True):
+            env[str(target)] = item
+
+    # -- expressions ----------------------------------------------------------------------
+
+    def expr(self, node: Tree | Token, env: dict[str, Value], b: TessBuilder) -> Value:
+        if isinstance(node, Token):  # an unaliased single-token rule cannot occur; be safe
+            raise self.error(node, f"unexpected {node!r}")
+        try:
+            return self.evaluate(node, env, b)
+        except TessSourceError:
+            raise
+        except TessError as error:
+            raise self.error(node, f"{error} in `{self.source(node)}`") from None
+
+    def evaluate(self, node: Tree, env: dict[str, Value], b: TessBuilder) -> Value:
+        kind = node.data
+        children = node.children
+        if kind == "name":
+            name = str(children[0])
+            if name in env:
+                return env[name]
+            if name in CONSTANTS:
+                return CONSTANTS[name]
+            raise self.error(node, f"undefined name `{name}`")
+        if kind == "number":
+            text = str(children[0])
+            return int(text) if text.isdigit() else float(text)
+        if kind in ("tuple", "list"):
+            return tuple(self.expr(c, env, b) for c in children if c is not None)
+        if kind == "neg":
+            value = self.expr(children[0], env, b)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return -value
+            return b.neg(_tensor(value))
+        if kind in OPERATORS:
+            lhs, rhs = (self.expr(c, env, b) for c in children)
+            return self.operator(kind, lhs, rhs, b)
+        if kind == "call":
+            name, args = children
+            return self.call(node, name, [], args, env, b)
+        if kind == "method_call":
+            receiver, name, args = children
+            if str(name) in self.defs:
+                raise self.error(name, f"`{name}` is a function, not a method")
+            return self.call(node, name, [self.expr(receiver, env, b)], args, env, b)
+        if kind == "attribute":
+            receiver, name = children
+            if str(name) not in ATTRIBUTES:
+                raise self.error(name, f"unknown attribute `{name}`")
+            return ATTRIBUTES[str(name)](b, self.expr(receiver, env, b))
+        raise self.error(node, f"unexpected `{self.source(node)}`")
+
+    def operator(self, kind: str, lhs: Value, rhs: Value, b: TessBuilder) -> Value:
+        if not isinstance(lhs, SSAValue) and not isinstance(rhs, SSAValue):
+            if kind in _FOLD and all(isinstance(v, int | float) for v in (lhs, rhs)):
+                try:
+                    return _FOLD[kind](lhs, rhs)
+                except (ZeroDivisionError, OverflowError) as error:
+                    raise TessError(str(error)) from None
+            raise TessError(f"`{kind}` of {_kind(lhs)} and {_kind(rhs)} needs a tensor operand")
+        return getattr(b, kind)(_operand(lhs), _operand(rhs))
+
+    def call(
+        self,
+        node: Tree,
+        name: Token,
+        receiver: list[Value],
+        args: Tree | None,
+        env: dict[str, Value],
+        b: TessBuilder,
+    ) -> Value:
+        positional = list(receiver)
+        keywords: dict[str, Value] = {}
+        for arg in args.children if args is not None else ():
+            if isinstance(arg, Tree) and arg.data == "keyword":
+                key, value = arg.children
+                if str(key) in keywords:
+                    raise self.error(key, f"keyword argument `{key}` is repeated")
+                keywords[str(key)] = self.expr(value, env, b)
+            elif keywords:
+                raise self.error(arg, "a positional argument follows a keyword argument")
+            else:
+                positional.append(self.expr(arg, env, b))
+        if str(name) in self.defs:
+            return self.inline(node, str(name), positional, keywords, b)
+        if str(name) not in BUILTINS:
+            raise self.error(name, f"unknown function `{name}`")
+        builtin = BUILTINS[str(name)]
+        try:
+            inspect.signature(builtin).bind(b, *positional, **keywords)
+        except TypeError as error:
+            raise self.error(node, f"`{name}`: {error}") from None
+        return builtin(b, *positional, **keywords)
+
+    def inline(
+        self, node: Tree, name: str, positional: list, keywords: dict, b: TessBuilder
+    ) -> Value:
+        """A call of another `def`: its body, evaluated on the arguments (checked)."""
+        if name in self.call_stack:
+            raise self.error(node, f"`{name}` calls itself (recursion cannot be traced)")
+        funcdef = self.defs[name]
+        parameters, declared = self.signature(funcdef)
+        names = [str(param) for param, _ in parameters]
+        arguments = dict(zip(names, positional, strict=False))
+        if len(positional) > len(names):
+            raise self.error(node, f"`{name}` takes {len(names)} arguments, got {len(positional)}")
+        for key, value in keywords.items():
+            if key not in names or key in arguments:
+                raise self.error(node, f"`{name}` got an unexpected argument `{key}`")
+            arguments[key] = value
+        missing = [n for n in names if n not in arguments]
+        if missing:
+            raise self.error(node, f"`{name}` is missing the argument `{missing[0]}`")
+        for param, typ in parameters:
+            value = arguments[str(param)]
+            if not isinstance(value, SSAValue) or value.type != typ:
+                found = _type_text(value) if isinstance(value, SSAValue) else _kind(value)
+                raise self.error(
+                    node,
+                    f"argument `{param}` of `{name}` must be {_types_text([typ])}, got {found}",
+                )
+        results, _ = self.body(name, funcdef, arguments, b)
+        actual = [value.type for value in results]
+        if declared is not None and actual != declared:
+            raise self.error(
+                node,
+                f"`{name}` returns {_types_text(actual)} but is declared to return "
+                f"{_types_text(declared)}",
+            )
+        return results[0] if len(results) == 1 else tuple(results)
+
+
+def _types_text(types: Sequence[Any]) -> str:
+    texts = []
+    for typ in types:
+        assert isinstance(typ, TensorType)
+        dims = ", ".join(str(d) for d in typ.get_shape())
+        texts.append(f"{dtype_name(typ.element_type)}[{dims}]")
+    return texts[0] if len(texts) == 1 else "(" + ", ".join(texts) + ")"
+
+
+__all__ = ["BUILTINS", "TessSourceError", "parse_tess", "parse_tree", "tess_parser"]
