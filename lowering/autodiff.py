@@ -7,10 +7,12 @@ Reverse-mode automatic differentiation of a `tess` function, as a pass on the `t
         -> (<f's results>..., <the gradient of each argument in wrt>...)
 
 in the same dialect, so gradients go through the same fusion and lowering as any other
-code. A result is scalar when it has one element (e.g. `tensor<f32>` or `tensor<1x1xf64>`);
-its seed is 1. Every other result takes a seed argument (the adjoint of that result, "grad
-out", of the result's type), in result order. The gradient returned for an argument is the
-sum over all results of seed · ∂result/∂argument (a vector-Jacobian product).
+code. The differentiated results are all results, or those listed by `results=...` (the
+others are returned unchanged, like JAX's auxiliary outputs). A differentiated result is
+scalar when it has one element (e.g. `tensor<f32>` or `tensor<1x1xf64>`); its seed is 1.
+Every other one takes a seed argument (the adjoint of that result, "grad out", of the
+result's type), in result order. The gradient returned for an argument is the sum over the
+differentiated results of seed · ∂result/∂argument (a vector-Jacobian product).
 
 The algorithm is the textbook one, on straight-line SSA code:
 
@@ -22,8 +24,8 @@ The algorithm is the textbook one, on straight-line SSA code:
 3. Seed the adjoints of the returned values, then walk the primal ops backwards; for each
    op whose result has an adjoint, its VJP rule (`tessc.lowering.vjp_rules.VJP_RULES`, one
    per `tess` op) gives one contribution per active operand. A value used several times
-   (fan-out) accumulates its contributions with `tess.add`, in use order, so the output is
-   deterministic.
+   (fan-out) accumulates its contributions with `tess.add`, latest use first, so the
+   output is deterministic.
 4. Return the primal results and the gradients; an argument that does not reach a result
    gets a `tess.fill 0.0` gradient.
 5. Clean up `@f_grad` with dead code elimination and CSE (the rules fold their trivial
@@ -133,14 +135,12 @@ def _active_values(ops: Sequence[Operation], seeds: Sequence[SSAValue]) -> set[S
     return active
 
 
-def build_gradient(
-    module: ModuleOp, primal: func.FuncOp, wrt: Sequence[int], grad_name: str
-) -> func.FuncOp:
-    """The function `@grad_name` described in the module docstring (not yet inserted)."""
+def _check_signature(primal: func.FuncOp, wrt: Sequence[int], results: Sequence[int]) -> None:
+    """f32/f64 tensors in and out, and `wrt`/`results` in range."""
     name = primal.sym_name.data
-    input_types = primal.function_type.inputs.data
-    result_types = primal.function_type.outputs.data
-    for kind, types in (("argument", input_types), ("result", result_types)):
+    inputs = primal.function_type.inputs.data
+    outputs = primal.function_type.outputs.data
+    for kind, types in (("argument", inputs), ("result", outputs)):
         for position, typ in enumerate(types):
             if not (
                 isinstance(typ, TensorType)
@@ -148,23 +148,39 @@ def build_gradient(
             ):
                 message = f"{kind} {position} of @{name} has type {typ}, not an f32/f64 tensor"
                 _fail(message, primal)
-    for index in wrt:
-        if not 0 <= index < len(input_types):
-            count = f"{len(input_types)} argument" + ("" if len(input_types) == 1 else "s")
-            _fail(f"wrt index {index} is out of range: @{name} has {count}", primal)
+    for option, indices, kind, count in (
+        ("wrt", wrt, "argument", len(inputs)),
+        ("results", results, "result", len(outputs)),
+    ):
+        for index in indices:
+            if not 0 <= index < count:
+                counted = f"{count} {kind}" + ("" if count == 1 else "s")
+                _fail(f"{option} index {index} is out of range: @{name} has {counted}", primal)
 
-    block = Block(arg_types=input_types)
+
+def build_gradient(
+    module: ModuleOp,
+    primal: func.FuncOp,
+    wrt: Sequence[int],
+    results: Sequence[int],
+    grad_name: str,
+) -> func.FuncOp:
+    """The function `@grad_name` described in the module docstring (not yet inserted):
+    the gradient of the `results` of `primal` with respect to its arguments `wrt`."""
+    _check_signature(primal, wrt, results)
+    block = Block(arg_types=primal.function_type.inputs.data)
     for new_arg, old_arg in zip(block.args, primal.args, strict=True):
         new_arg.name_hint = old_arg.name_hint
     builder = Builder(InsertPoint.at_end(block))
     cloner = _PrimalCloner(module, builder)
     primal_results = cloner.clone(primal, block.args, ())
 
-    seed_args: dict[int, SSAValue] = {}
-    for index, value in enumerate(primal_results):
+    seeds: dict[int, SSAValue] = {}
+    for index in dict.fromkeys(results):
+        value = primal_results[index]
         if not is_scalar(value):
-            seed_args[index] = block.insert_arg(value.type, len(block.args))
-            seed_args[index].name_hint = "grad_out"
+            seeds[index] = block.insert_arg(value.type, len(block.args))
+            seeds[index].name_hint = "grad_out"
 
     differentiated = [block.args[i] for i in wrt]
     active = _active_values(cloner.ops, differentiated)
@@ -176,12 +192,13 @@ def build_gradient(
         previous = adjoints.get(value)
         adjoints[value] = contribution if previous is None else emit.add(previous, contribution)
 
-    for index, value in enumerate(primal_results):
+    for index in dict.fromkeys(results):
+        value = primal_results[index]
         if value in active:
-            seed = seed_args.get(index)
-            if seed is None:
-                seed = emit.fill(1.0, tensor_shape(value), value)
-            accumulate(value, seed)
+            seed = seeds.get(index)
+            accumulate(
+                value, seed if seed is not None else emit.fill(1.0, tensor_shape(value), value)
+            )
 
     for op in reversed(cloner.ops):
         grad = adjoints.get(op.results[0])
@@ -202,7 +219,7 @@ def build_gradient(
 
     grad_func = func.FuncOp(
         grad_name,
-        ([arg.type for arg in block.args], [*result_types, *(g.type for g in gradients)]),
+        ([arg.type for arg in block.args], [v.type for v in (*primal_results, *gradients)]),
         Region(block),
     )
     region_dce(grad_func.body)
@@ -216,14 +233,17 @@ class TessAutodiffPass(ModulePass):
     Add `@<func>_grad`, the reverse-mode gradient of `@<func>`.
 
     Options: `func` names the function (default: the module's only one); `wrt` lists the
-    positions of the arguments to differentiate (default: all); `grad-name` names the new
-    function (default: `<func>_grad`).
+    positions of the arguments to differentiate (default: all); `results` lists the
+    positions of the results to differentiate (default: all; the others are still
+    returned, as auxiliary values, and take no seed); `grad-name` names the new function
+    (default: `<func>_grad`).
     """
 
     name = "tess-autodiff"
 
     func: str | None = None
     wrt: tuple[int, ...] | None = None
+    results: tuple[int, ...] | None = None
     grad_name: str | None = None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -233,5 +253,7 @@ class TessAutodiffPass(ModulePass):
         if SymbolTable.lookup_symbol(op, grad_name) is not None:
             _fail(f"the module already has a symbol @{grad_name}")
         wrt = self.wrt if self.wrt is not None else tuple(range(len(primal.args)))
-        grad_func = build_gradient(op, primal, wrt, grad_name)
+        outputs = primal.function_type.outputs.data
+        results = self.results if self.results is not None else tuple(range(len(outputs)))
+        grad_func = build_gradient(op, primal, wrt, results, grad_name)
         op.body.block.insert_op_after(grad_func, primal)
