@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 from xdsl.builder import Builder
 from xdsl.context import Context
-from xdsl.dialects import func, linalg, memref, tensor
+from xdsl.dialects import func, memref, tensor
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
@@ -53,6 +53,7 @@ from xdsl.dialects.builtin import (
     TensorType,
     i64,
 )
+from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -93,7 +94,7 @@ def writable_in_place(value: SSAValue) -> bool:
     this function (by a generic or a call) that nothing else reads."""
     return (
         isinstance(value, OpResult)
-        and isinstance(value.op, linalg.GenericOp | func.CallOp)
+        and isinstance(value.op, GenericOp | func.CallOp)
         and value.has_one_use()
     )
 
@@ -104,7 +105,7 @@ def buffer_site(value: SSAValue) -> BufferSite | None:
         op = value.op
         if isinstance(op, func.CallOp):
             return (op, value.index)
-        if not isinstance(op, linalg.GenericOp):
+        if not isinstance(op, GenericOp):
             return None
         init = op.outputs[value.index]
         if is_empty_tensor(init) or not writable_in_place(init):
@@ -189,7 +190,7 @@ class FunctionBufferizer:
         builder = Builder(InsertPoint.before(op))
         if isinstance(op, tensor.EmptyOp):
             return True  # each use allocates its own buffer
-        if isinstance(op, linalg.GenericOp):
+        if isinstance(op, GenericOp):
             if not op.res:
                 return False  # already on memrefs
             self.bufferize_generic(builder, op)
@@ -226,7 +227,7 @@ class FunctionBufferizer:
             return False
         return True
 
-    def bufferize_generic(self, builder: Builder, op: linalg.GenericOp) -> None:
+    def bufferize_generic(self, builder: Builder, op: GenericOp) -> None:
         inputs = [self.read_buffer(builder, v) for v in op.inputs]
         outputs: list[SSAValue] = []
         for index, init in enumerate(op.outputs):
@@ -239,7 +240,7 @@ class FunctionBufferizer:
                 buffer = self.new_buffer(builder, (op, index), init.type)
                 builder.insert(memref.CopyOp(self.buffer(init), buffer))
             outputs.append(buffer)
-        generic = linalg.GenericOp(
+        generic = GenericOp(
             inputs,
             outputs,
             Rewriter.move_region_contents_to_new_regions(op.body),

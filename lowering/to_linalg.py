@@ -21,14 +21,19 @@ generic is a fresh `tensor.empty`, so the result is in destination-passing style
   output map drops the reduced dims, or maps them to the constant `0` with `keepdim`.
   `mean` divides the sum by the element count in a third, elementwise generic.
 - reshape: a view, no copy: `tensor.collapse_shape` or `tensor.expand_shape` when one
-  reassociation of contiguous dims fits, otherwise a collapse to 1-D then an expand.
+  reassociation of contiguous dims fits, otherwise a collapse to 1-D then an expand. To or
+  from rank 0 it is a one-element copy generic instead: MLIR's empty reassociation for
+  that case does not pass xDSL's reshape verifier.
 - permute and broadcast_to: copy generics whose input map does the permutation/broadcast.
-- fill: a generic with no inputs that yields the constant.
+- fill (and a splat `arith.constant dense<v> : tensor<...>`): a generic with no inputs
+  that yields the constant.
 - matmul: init generic (0), then a generic over `(batch..., i, j, k)` with `k` a
   reduction: `out[b, i, j] += lhs[b, i, k] * rhs[b, k, j]`, the batch dims broadcast by
   the same rule as zip.
 
-Rank-0 tensors need nothing special: the generic has zero loops and maps `() -> ()`.
+Each generic computing a tess op (not the init of a reduction) carries `tess.op = "<name>"`
+(`tess-fuse` uses it to name what it fused). Rank-0 tensors need nothing special: the
+generic has zero loops and maps `() -> ()`.
 Everything is upstream `linalg`/`tensor`/`arith`/`math`; the pass itself is ours because
 xDSL has no dialect with `tess`'s implicit broadcasting to lower from.
 """
@@ -42,17 +47,21 @@ from tessc.dialects import tess
 from tessc.dialects.tess import Shape, tensor_shape
 from xdsl.builder import Builder
 from xdsl.context import Context
-from xdsl.dialects import arith, linalg, math, tensor
+from xdsl.dialects import arith, math, tensor
 from xdsl.dialects.builtin import (
     AffineMapAttr,
+    AnyFloat,
     ArrayAttr,
+    DenseIntOrFPElementsAttr,
     FloatAttr,
     IntegerAttr,
     ModuleOp,
+    StringAttr,
     TensorType,
     i64,
 )
-from xdsl.dialects.linalg import IteratorTypeAttr
+from xdsl.dialects.linalg.attrs import IteratorTypeAttr
+from xdsl.dialects.linalg.ops import GenericOp, YieldOp
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.passes import ModulePass
@@ -64,6 +73,9 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 from xdsl.rewriter import InsertPoint
+
+ORIGIN_ATTR = "tess.op"
+"""Attribute naming the tess op a generic computes (for fusion reports and readers)."""
 
 # ---------------------------------------------------------------------------------------
 # indexing maps
@@ -120,15 +132,17 @@ def build_generic(
     maps: Sequence[AffineMap],
     iterators: Sequence[Attribute],
     body: BodyBuilder,
-) -> linalg.GenericOp:
-    """Insert `linalg.generic ins(inputs) outs(init)` before the matched op."""
+    origin: str | None,
+) -> GenericOp:
+    """Insert `linalg.generic ins(inputs) outs(init)` before the matched op, tagged with
+    the name of the tess op it computes (`origin`) in `tess.op`."""
     assert isinstance(init.type, TensorType)
     element_type = init.type.element_type
     block = Block(arg_types=[element_type] * (len(inputs) + 1))
     builder = Builder(InsertPoint.at_end(block))
     yielded = body(builder, block.args)
-    builder.insert(linalg.YieldOp(yielded))
-    generic = linalg.GenericOp(
+    builder.insert(YieldOp(yielded))
+    generic = GenericOp(
         inputs,
         [init],
         Region(block),
@@ -136,6 +150,8 @@ def build_generic(
         iterators,
         [init.type],
     )
+    if origin is not None:
+        generic.attributes[ORIGIN_ATTR] = StringAttr(origin)
     rewriter.insert(generic)
     return generic
 
@@ -144,7 +160,9 @@ def empty_like(rewriter: PatternRewriter, result_type: Attribute) -> SSAValue:
     return rewriter.insert(tensor.EmptyOp([], result_type)).tensor
 
 
-def build_fill(rewriter: PatternRewriter, result_type: TensorType, value: float) -> SSAValue:
+def build_fill(
+    rewriter: PatternRewriter, result_type: TensorType, value: float, origin: str | None = None
+) -> SSAValue:
     """A generic with no inputs writing `value` everywhere: the init of reductions too."""
     rank = result_type.get_num_dims()
     element_type = result_type.element_type
@@ -155,6 +173,7 @@ def build_fill(rewriter: PatternRewriter, result_type: TensorType, value: float)
         [identity_map(rank)],
         parallel_iterators(rank),
         lambda b, args: float_constant(b, value, element_type),
+        origin,
     )
     return generic.res[0]
 
@@ -164,6 +183,7 @@ def build_elementwise(
     inputs: Sequence[SSAValue],
     result_type: TensorType,
     body: BodyBuilder,
+    origin: str,
 ) -> SSAValue:
     """A parallel generic over the result dims that broadcasts each input."""
     shape = tensor_shape(result_type)
@@ -177,6 +197,7 @@ def build_elementwise(
         [*maps, identity_map(rank)],
         parallel_iterators(rank),
         body,
+        origin,
     )
     return generic.res[0]
 
@@ -264,7 +285,7 @@ class UnaryToLinalg(RewritePattern):
     def match_and_rewrite(self, op: tess.UnaryOp, rewriter: PatternRewriter) -> None:
         scalar = UNARY_BODIES[type(op)]
         result = build_elementwise(
-            rewriter, [op.input], result_type_of(op), lambda b, args: scalar(b, args[0])
+            rewriter, [op.input], result_type_of(op), lambda b, args: scalar(b, args[0]), op.name
         )
         rewriter.replace(op, [], [result])
 
@@ -278,6 +299,7 @@ class BinaryToLinalg(RewritePattern):
             [op.lhs, op.rhs],
             result_type_of(op),
             lambda b, args: scalar(b, args[0], args[1]),
+            op.name,
         )
         rewriter.replace(op, [], [result])
 
@@ -291,14 +313,16 @@ class SelectToLinalg(RewritePattern):
             flag = b.insert(arith.CmpfOp(cond, zero, "une")).result
             return b.insert(arith.SelectOp(flag, lhs, rhs)).result
 
-        result = build_elementwise(rewriter, [op.cond, op.lhs, op.rhs], result_type_of(op), body)
+        result = build_elementwise(
+            rewriter, [op.cond, op.lhs, op.rhs], result_type_of(op), body, op.name
+        )
         rewriter.replace(op, [], [result])
 
 
 class FillToLinalg(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tess.FillOp, rewriter: PatternRewriter) -> None:
-        result = build_fill(rewriter, result_type_of(op), op.fill_value)
+        result = build_fill(rewriter, result_type_of(op), op.fill_value, op.name)
         rewriter.replace(op, [], [result])
 
 
@@ -306,7 +330,7 @@ class BroadcastToToLinalg(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tess.BroadcastToOp, rewriter: PatternRewriter) -> None:
         result = build_elementwise(
-            rewriter, [op.input], result_type_of(op), lambda b, args: args[0]
+            rewriter, [op.input], result_type_of(op), lambda b, args: args[0], op.name
         )
         rewriter.replace(op, [], [result])
 
@@ -329,6 +353,7 @@ class PermuteToLinalg(RewritePattern):
             [input_map, identity_map(rank)],
             parallel_iterators(rank),
             lambda b, args: args[0],
+            op.name,
         )
         rewriter.replace(op, [], [generic.res[0]])
 
@@ -372,6 +397,7 @@ class ReduceToLinalg(RewritePattern):
             [identity_map(rank), AffineMap(rank, 0, tuple(output_exprs))],
             iterators,
             combine,
+            op.name,
         )
         result = generic.res[0]
 
@@ -385,7 +411,7 @@ class ReduceToLinalg(RewritePattern):
                 divisor = float_constant(b, float(count), element_type)
                 return b.insert(arith.DivfOp(args[0], divisor)).result
 
-            result = build_elementwise(rewriter, [result], result_type, scale)
+            result = build_elementwise(rewriter, [result], result_type, scale, op.name)
         rewriter.replace(op, [], [result])
 
 
@@ -422,8 +448,27 @@ class MatmulToLinalg(RewritePattern):
             [operand_map(lhs_shape, i, k), operand_map(rhs_shape, k, j), output_map],
             [*parallel_iterators(batch_rank + 2), IteratorTypeAttr.reduction()],
             multiply_add,
+            op.name,
         )
         rewriter.replace(op, [], [generic.res[0]])
+
+
+class SplatConstantToLinalg(RewritePattern):
+    """`arith.constant dense<v> : tensor<...>` (a splat) is a fill; other dense constants
+    are left alone (tess-bufferize rejects them: there is no memref.global lowering yet)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: arith.ConstantOp, rewriter: PatternRewriter) -> None:
+        value = op.value
+        if not isinstance(op.result.type, TensorType):
+            return
+        if not isinstance(value, DenseIntOrFPElementsAttr) or not value.is_splat():
+            return
+        if not isinstance(op.result.type.element_type, AnyFloat):
+            return
+        splat = float(value.get_values()[0])
+        fill = build_fill(rewriter, op.result.type, splat, "tess.fill")
+        rewriter.replace(op, [], [fill])
 
 
 # ---------------------------------------------------------------------------------------
@@ -486,11 +531,33 @@ def expand(
     return rewriter.insert(op).result
 
 
+def single_element_copy(
+    rewriter: PatternRewriter, source: SSAValue, result_type: TensorType
+) -> SSAValue:
+    """Copy the one element of `source` into a tensor of `result_type` (also one element)."""
+    rank = result_type.get_num_dims()
+    zeros = tuple(AffineExpr.constant(0) for _ in tensor_shape(source))
+    generic = build_generic(
+        rewriter,
+        [source],
+        empty_like(rewriter, result_type),
+        [AffineMap(rank, 0, zeros), identity_map(rank)],
+        parallel_iterators(rank),
+        lambda b, args: args[0],
+        "tess.reshape",
+    )
+    return generic.res[0]
+
+
 def reshape_view(rewriter: PatternRewriter, source: SSAValue, result_type: TensorType) -> SSAValue:
     """Insert the collapse/expand views taking `source` to `result_type`."""
     src, dst = tensor_shape(source), tensor_shape(result_type)
     if src == dst:
         return source
+    if not src or not dst:
+        # To or from rank 0 (one element): MLIR views these with an empty reassociation,
+        # which xDSL's verifier rejects, so copy the element with a generic instead.
+        return single_element_copy(rewriter, source, result_type)
     if len(dst) <= len(src) and (groups := reassociation(src, dst)) is not None:
         return collapse(rewriter, source, result_type, groups)
     if len(dst) >= len(src) and (groups := reassociation(dst, src)) is not None:
@@ -530,6 +597,7 @@ class TessToLinalgPass(ModulePass):
                     BinaryToLinalg(),
                     SelectToLinalg(),
                     FillToLinalg(),
+                    SplatConstantToLinalg(),
                     BroadcastToToLinalg(),
                     PermuteToLinalg(),
                     ReduceToLinalg(),

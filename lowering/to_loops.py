@@ -40,10 +40,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects import arith, linalg, memref, scf
+from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp, TensorType
-from xdsl.dialects.linalg import IteratorType
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
+from xdsl.dialects.linalg.attrs import IteratorType
+from xdsl.dialects.linalg.ops import IndexOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
@@ -202,7 +203,7 @@ class LinalgToLoops(RewritePattern):
             else:
                 arg.replace_all_uses_with(operand)
 
-        for index_op in [o for o in body.ops if isinstance(o, linalg.IndexOp)]:
+        for index_op in [o for o in body.ops if isinstance(o, IndexOp)]:
             rewriter.replace(index_op, [], [induction[index_op.dim.value.data]])
 
         yield_op = body.last_op

@@ -1,0 +1,569 @@
+"""
+The lowering passes end to end: tess-to-linalg, tess-bufferize, tess-outline-kernels,
+tess-linalg-to-loops.
+
+Every program is checked at each level (it verifies, prints, re-parses, and holds only
+that level's ops) and then *executed* at the loop level by xDSL's interpreter, on tiny
+shapes, against `tessc.reference.interpret` on the tess input. The interpreter lacks a few
+ops the loop level uses (scf.parallel, divf, negf, some math, memref.copy and the view ops);
+`LoopLevelFunctions` below implements them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from tessc.dialects import tess
+from tessc.lowering.bufferize import NUM_OUTPUTS_ATTR, TessBufferizePass
+from tessc.lowering.outline_kernels import KERNEL_ATTR, TessOutlineKernelsPass
+from tessc.lowering.to_linalg import TessToLinalgPass, reassociation
+from tessc.lowering.to_loops import TessLinalgToLoopsPass, plan_loop_nest
+from xdsl.dialects import arith, func, memref, scf
+from xdsl.dialects import math as xmath
+from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType, f32, f64
+from xdsl.interpreter import (
+    Interpreter,
+    InterpreterFunctions,
+    PythonValues,
+    ReturnedValues,
+    TerminatorValue,
+    impl,
+    impl_terminator,
+    register_impls,
+)
+from xdsl.interpreters.arith import ArithFunctions
+from xdsl.interpreters.builtin import BuiltinFunctions
+from xdsl.interpreters.func import FuncFunctions
+from xdsl.interpreters.math import MathFunctions
+from xdsl.interpreters.memref import MemRefFunctions
+from xdsl.interpreters.scf import ScfFunctions
+from xdsl.interpreters.shaped_array import ShapedArray
+from xdsl.interpreters.utils.ptr import TypedPtr
+from xdsl.ir import Operation
+from xdsl.parser import Parser
+from xdsl.utils.exceptions import PassFailedException
+
+from tessc.context import make_context
+from tessc.reference import find_func, interpret
+from tessc.testing import assert_results_match, random_inputs, random_program
+
+# ---------------------------------------------------------------------------------------
+# the interpreter at the loop level
+# ---------------------------------------------------------------------------------------
+
+
+@register_impls
+class LoopLevelFunctions(InterpreterFunctions):
+    """The loop-level ops xDSL's interpreter lacks (or, for `math`, does not register)."""
+
+    @impl(scf.ParallelOp)
+    def run_parallel(
+        self, interpreter: Interpreter, op: scf.ParallelOp, args: PythonValues
+    ) -> PythonValues:
+        rank = len(op.lowerBound)
+        lower, upper, step = args[:rank], args[rank : 2 * rank], args[2 * rank : 3 * rank]
+        ranges = [range(lo, hi, st) for lo, hi, st in zip(lower, upper, step, strict=True)]
+        for point in itertools.product(*ranges):
+            interpreter.run_ssacfg_region(op.body, point, "parallel_loop")
+        return ()
+
+    @impl_terminator(scf.ReduceOp)
+    def run_reduce(
+        self, interpreter: Interpreter, op: scf.ReduceOp, args: PythonValues
+    ) -> tuple[TerminatorValue, PythonValues]:
+        return ReturnedValues(()), ()
+
+    @impl(arith.DivfOp)
+    def run_divf(self, interpreter: Interpreter, op: Operation, args: PythonValues):
+        lhs, rhs = args
+        if rhs == 0:
+            if lhs == 0 or math.isnan(lhs):
+                return (math.nan,)
+            return (math.copysign(math.inf, lhs) * math.copysign(1.0, rhs),)
+        return (lhs / rhs,)
+
+    @impl(arith.NegfOp)
+    def run_negf(self, interpreter: Interpreter, op: Operation, args: PythonValues):
+        return (-args[0],)
+
+    @impl(xmath.TanhOp)
+    def run_tanh(self, interpreter: Interpreter, op: Operation, args: PythonValues):
+        return (math.tanh(args[0]),)
+
+    @impl(xmath.AbsFOp)
+    def run_absf(self, interpreter: Interpreter, op: Operation, args: PythonValues):
+        return (abs(args[0]),)
+
+    @impl(xmath.PowFOp)
+    def run_powf(self, interpreter: Interpreter, op: Operation, args: PythonValues):
+        base, exponent = args
+        try:
+            return (math.pow(base, exponent),)
+        except (ValueError, OverflowError):
+            return (float(np.power(np.float64(base), np.float64(exponent))),)
+
+    @impl(memref.CopyOp)
+    def run_copy(self, interpreter: Interpreter, op: Operation, args: PythonValues):
+        source, destination = args
+        for index in source.indices():
+            destination.store(index, source.load(index))
+        return ()
+
+    @impl(memref.CollapseShapeOp)
+    def run_collapse(self, interpreter: Interpreter, op: memref.CollapseShapeOp, args):
+        return (view(args[0], op.result.type),)
+
+    @impl(memref.ExpandShapeOp)
+    def run_expand(self, interpreter: Interpreter, op: memref.ExpandShapeOp, args):
+        return (view(args[0], op.result.type),)
+
+
+def view(array: ShapedArray[Any], typ: Any) -> ShapedArray[Any]:
+    """The same storage with another shape (ShapedArray.with_shape would copy)."""
+    assert isinstance(typ, MemRefType)
+    return ShapedArray(array.data_ptr, list(typ.get_shape()))
+
+
+def to_shaped(array: np.ndarray) -> ShapedArray[float]:
+    values = [float(v) for v in array.reshape(-1)]
+    if array.dtype == np.float32:
+        return ShapedArray(TypedPtr.new_float32(values), list(array.shape))
+    return ShapedArray(TypedPtr.new_float64(values), list(array.shape))
+
+
+def run_loops(module: ModuleOp, entry: str, args: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
+    """Run a bufferized host with the interpreter; return its out-params as arrays."""
+    host = find_func(module, entry)
+    num_outputs = host.attributes[NUM_OUTPUTS_ATTR].value.data
+    out_types = host.function_type.inputs.data[len(host.function_type.inputs) - num_outputs :]
+    outs: list[np.ndarray] = []
+    for typ in out_types:
+        dtype = np.float32 if typ.element_type == f32 else np.float64
+        outs.append(np.full(typ.get_shape(), np.nan, dtype=dtype))
+    shaped = [to_shaped(a) for a in (*args, *outs)]
+
+    interpreter = Interpreter(module)
+    for functions in (
+        ArithFunctions(),
+        BuiltinFunctions(),
+        FuncFunctions(),
+        MathFunctions(),
+        MemRefFunctions(),
+        ScfFunctions(),
+        LoopLevelFunctions(),
+    ):
+        interpreter.register_implementations(functions)
+    interpreter.call_op(entry, tuple(shaped))
+    results = []
+    for out, array in zip(outs, shaped[len(args) :], strict=True):
+        results.append(np.array(array.data, dtype=out.dtype).reshape(out.shape))
+    return tuple(results)
+
+
+# ---------------------------------------------------------------------------------------
+# lowering, with the checks of each level
+# ---------------------------------------------------------------------------------------
+
+LEVELS = ("linalg", "buffers", "kernels", "loops")
+PASSES = {
+    "linalg": TessToLinalgPass(),
+    "buffers": TessBufferizePass(),
+    "kernels": TessOutlineKernelsPass(),
+    "loops": TessLinalgToLoopsPass(),
+}
+HOST_OPS = (
+    memref.AllocOp,
+    memref.DeallocOp,
+    memref.CollapseShapeOp,
+    memref.ExpandShapeOp,
+    memref.CopyOp,
+    func.CallOp,
+    func.ReturnOp,
+    arith.ConstantOp,
+)
+
+
+def all_types(op: Operation) -> list[Any]:
+    types = [v.type for o in op.walk() for v in (*o.operands, *o.results)]
+    types += [a.type for o in op.walk() for r in o.regions for b in r.blocks for a in b.args]
+    return types
+
+
+def check_level(module: ModuleOp, level: str) -> None:
+    """`module` verifies, round-trips through text, and holds only `level`'s ops."""
+    module.verify()
+    text = str(module)
+    reparsed = Parser(make_context(), text).parse_module()
+    reparsed.verify()
+    assert str(reparsed) == text
+    names = {op.name for op in module.walk()}
+    assert not any(n.startswith("tess.") for n in names), names
+    if level == "linalg":
+        return
+    assert not any(isinstance(t, TensorType) for t in all_types(module))
+    if level == "buffers":
+        return
+    for function in module.ops:
+        assert isinstance(function, func.FuncOp)
+        if KERNEL_ATTR in function.attributes:
+            assert function.sym_visibility is not None
+            assert function.sym_visibility.data == "private"
+        else:
+            for op in function.body.block.ops:
+                assert isinstance(op, HOST_OPS), f"{op.name} left in host"
+    if level == "kernels":
+        return
+    assert not any(n.startswith(("linalg.", "affine.")) for n in names), names
+
+
+def lower(module: ModuleOp, until: str = "loops") -> ModuleOp:
+    """Apply the passes up to `until` to a copy of `module`, checking every level."""
+    module = module.clone()
+    ctx = make_context()
+    for level in LEVELS:
+        PASSES[level].apply(ctx, module)
+        check_level(module, level)
+        if level == until:
+            break
+    return module
+
+
+def parse(text: str) -> ModuleOp:
+    module = Parser(make_context(), text).parse_module()
+    module.verify()
+    return module
+
+
+def check_execution(module: ModuleOp, entry: str = "main", seed: int = 0) -> ModuleOp:
+    """Lower `module` to loops and run it against the reference; return the loop module."""
+    args = random_inputs(find_func(module, entry), seed)
+    expected = interpret(module, entry, args)
+    loops = lower(module)
+    actual = run_loops(loops, entry, args)
+    assert_results_match(actual, expected)
+    return loops
+
+
+# ---------------------------------------------------------------------------------------
+# hand-written programs, one per feature
+# ---------------------------------------------------------------------------------------
+
+PROGRAMS: dict[str, str] = {
+    "elementwise_broadcast": """
+func.func @main(%a: tensor<3x1x5xf32>, %b: tensor<4x1xf32>) -> tensor<3x4x5xf32> {
+  %0 = tess.add %a, %b : tensor<3x1x5xf32>, tensor<4x1xf32> -> tensor<3x4x5xf32>
+  %1 = tess.mul %0, %a : tensor<3x4x5xf32>, tensor<3x1x5xf32> -> tensor<3x4x5xf32>
+  func.return %1 : tensor<3x4x5xf32>
+}""",
+    "unary_ops": """
+func.func @main(%a: tensor<2x3xf64>) -> (tensor<2x3xf64>, tensor<2x3xf64>, tensor<2x3xf64>) {
+  %0 = tess.neg %a : tensor<2x3xf64>
+  %1 = tess.exp %0 : tensor<2x3xf64>
+  %2 = tess.log %1 : tensor<2x3xf64>
+  %3 = tess.relu %2 : tensor<2x3xf64>
+  %4 = tess.sigmoid %3 : tensor<2x3xf64>
+  %5 = tess.tanh %a : tensor<2x3xf64>
+  %6 = tess.abs %5 : tensor<2x3xf64>
+  %7 = tess.sqrt %6 : tensor<2x3xf64>
+  %8 = tess.reciprocal %1 : tensor<2x3xf64>
+  func.return %4, %7, %8 : tensor<2x3xf64>, tensor<2x3xf64>, tensor<2x3xf64>
+}""",
+    "binary_ops": """
+func.func @main(%a: tensor<2x3xf32>, %b: tensor<3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>) {
+  %0 = tess.sub %a, %b : tensor<2x3xf32>, tensor<3xf32> -> tensor<2x3xf32>
+  %1 = tess.max %0, %b : tensor<2x3xf32>, tensor<3xf32> -> tensor<2x3xf32>
+  %2 = tess.min %1, %a : tensor<2x3xf32>, tensor<2x3xf32> -> tensor<2x3xf32>
+  %3 = tess.abs %b : tensor<3xf32>
+  %4 = tess.fill 1.0 : tensor<3xf32>
+  %5 = tess.add %3, %4 : tensor<3xf32>, tensor<3xf32> -> tensor<3xf32>
+  %6 = tess.div %2, %5 : tensor<2x3xf32>, tensor<3xf32> -> tensor<2x3xf32>
+  %7 = tess.pow %5, %a : tensor<3xf32>, tensor<2x3xf32> -> tensor<2x3xf32>
+  %8 = tess.lt %a, %b : tensor<2x3xf32>, tensor<3xf32> -> tensor<2x3xf32>
+  %9 = tess.gt %8, %6 : tensor<2x3xf32>, tensor<2x3xf32> -> tensor<2x3xf32>
+  %10 = tess.eq %9, %8 : tensor<2x3xf32>, tensor<2x3xf32> -> tensor<2x3xf32>
+  %11 = tess.add %10, %7 : tensor<2x3xf32>, tensor<2x3xf32> -> tensor<2x3xf32>
+  func.return %6, %11 : tensor<2x3xf32>, tensor<2x3xf32>
+}""",
+    "reduce_keepdim": """
+func.func @main(%a: tensor<2x3x4xf32>) -> (tensor<2x1x4xf32>, tensor<3xf32>, tensor<1x1x1xf32>) {
+  %0 = tess.sum %a dims = [1] keepdim : tensor<2x3x4xf32> -> tensor<2x1x4xf32>
+  %1 = tess.reduce_max %a dims = [0, 2] : tensor<2x3x4xf32> -> tensor<3xf32>
+  %2 = tess.mean %a dims = [0, 1, 2] keepdim : tensor<2x3x4xf32> -> tensor<1x1x1xf32>
+  func.return %0, %1, %2 : tensor<2x1x4xf32>, tensor<3xf32>, tensor<1x1x1xf32>
+}""",
+    "matmul_batched": """
+func.func @main(%a: tensor<2x1x3x4xf32>, %b: tensor<3x4x5xf32>) -> tensor<2x3x3x5xf32> {
+  %0 = tess.matmul %a, %b : tensor<2x1x3x4xf32>, tensor<3x4x5xf32> -> tensor<2x3x3x5xf32>
+  func.return %0 : tensor<2x3x3x5xf32>
+}""",
+    "matmul_2d": """
+func.func @main(%a: tensor<3x4xf64>, %b: tensor<4x2xf64>) -> tensor<3x2xf64> {
+  %0 = tess.matmul %a, %b : tensor<3x4xf64>, tensor<4x2xf64> -> tensor<3x2xf64>
+  func.return %0 : tensor<3x2xf64>
+}""",
+    "reshape": """
+func.func @main(%a: tensor<2x3x4xf32>) -> (tensor<6x4xf32>, tensor<4x6xf32>, tensor<2x1x12xf32>) {
+  %0 = tess.reshape %a : tensor<2x3x4xf32> -> tensor<6x4xf32>
+  %1 = tess.reshape %0 : tensor<6x4xf32> -> tensor<4x6xf32>
+  %2 = tess.reshape %a : tensor<2x3x4xf32> -> tensor<2x1x12xf32>
+  %3 = tess.neg %2 : tensor<2x1x12xf32>
+  func.return %0, %1, %3 : tensor<6x4xf32>, tensor<4x6xf32>, tensor<2x1x12xf32>
+}""",
+    "permute": """
+func.func @main(%a: tensor<2x3x4xf32>) -> tensor<4x2x3xf32> {
+  %0 = tess.permute %a dims = [2, 0, 1] : tensor<2x3x4xf32> -> tensor<4x2x3xf32>
+  %1 = tess.exp %0 : tensor<4x2x3xf32>
+  func.return %1 : tensor<4x2x3xf32>
+}""",
+    "rank0": """
+func.func @main(%s: tensor<f32>, %a: tensor<3xf32>)
+    -> (tensor<f32>, tensor<3xf32>, tensor<1x1xf32>) {
+  %0 = tess.sum %a dims = [0] : tensor<3xf32> -> tensor<f32>
+  %1 = tess.mul %0, %s : tensor<f32>, tensor<f32> -> tensor<f32>
+  %2 = tess.sub %a, %1 : tensor<3xf32>, tensor<f32> -> tensor<3xf32>
+  %3 = tess.reshape %1 : tensor<f32> -> tensor<1x1xf32>
+  func.return %1, %2, %3 : tensor<f32>, tensor<3xf32>, tensor<1x1xf32>
+}""",
+    "broadcast_to_select_fill": """
+func.func @main(%c: tensor<3x1xf32>, %a: tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<3x4xf32>) {
+  %0 = tess.broadcast_to %c : tensor<3x1xf32> -> tensor<2x3x4xf32>
+  %1 = tess.gt %c, %a : tensor<3x1xf32>, tensor<4xf32> -> tensor<3x4xf32>
+  %2 = tess.fill -2.5 : tensor<1x4xf32>
+  %3 = tess.select %1, %a, %2 : tensor<3x4xf32>, tensor<4xf32>, tensor<1x4xf32> -> tensor<3x4xf32>
+  func.return %0, %3 : tensor<2x3x4xf32>, tensor<3x4xf32>
+}""",
+    "results_aliasing": """
+func.func @main(%a: tensor<2x3xf32>)
+    -> (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<6xf32>) {
+  %0 = tess.exp %a : tensor<2x3xf32>
+  %1 = tess.reshape %0 : tensor<2x3xf32> -> tensor<6xf32>
+  func.return %a, %0, %0, %1 : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<6xf32>
+}""",
+    "calls": """
+func.func @main(%a: tensor<2x3xf32>, %b: tensor<3xf32>) -> tensor<2x3xf32> {
+  %0 = func.call @affine(%a, %b) : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %1 = func.call @affine(%0, %b) : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  func.return %1 : tensor<2x3xf32>
+}
+func.func @affine(%x: tensor<2x3xf32>, %w: tensor<3xf32>) -> tensor<2x3xf32> {
+  %0 = tess.mul %x, %w : tensor<2x3xf32>, tensor<3xf32> -> tensor<2x3xf32>
+  %1 = tess.add %0, %w : tensor<2x3xf32>, tensor<3xf32> -> tensor<2x3xf32>
+  func.return %1 : tensor<2x3xf32>
+}""",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_program_executes_like_the_reference(name: str) -> None:
+    check_execution(parse(PROGRAMS[name]))
+
+
+def test_every_tess_op_is_lowered() -> None:
+    used = {op.name for text in PROGRAMS.values() for op in parse(text).walk()}
+    assert {op.name for op in tess.Tess.operations} <= used
+
+
+def test_passes_are_deterministic() -> None:
+    module = parse(PROGRAMS["binary_ops"])
+    assert str(lower(module)) == str(lower(module))
+
+
+# ---------------------------------------------------------------------------------------
+# random programs
+# ---------------------------------------------------------------------------------------
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(program=random_program(max_ops=6, max_side=3))
+def test_random_programs_execute_like_the_reference(program: tuple[ModuleOp, str]) -> None:
+    module, entry = program
+    check_execution(module, entry)
+
+
+# ---------------------------------------------------------------------------------------
+# the pieces
+# ---------------------------------------------------------------------------------------
+
+
+def generics_of(module: ModuleOp) -> list[Operation]:
+    return [op for op in module.walk() if op.name == "linalg.generic"]
+
+
+def test_bufferize_writes_results_into_out_params_without_copies() -> None:
+    buffers = lower(parse(PROGRAMS["elementwise_broadcast"]), "buffers")
+    host = find_func(buffers, "main")
+    assert host.attributes[NUM_OUTPUTS_ATTR].value.data == 1
+    assert [str(t) for t in host.function_type.inputs.data][-1] == "memref<3x4x5xf32>"
+    assert not host.function_type.outputs.data
+    assert not [op for op in host.walk() if isinstance(op, memref.CopyOp)]
+    last = generics_of(buffers)[-1]
+    assert last.operands[-1] is host.args[-1]
+
+
+def test_bufferize_copies_arguments_and_duplicate_results() -> None:
+    buffers = lower(parse(PROGRAMS["results_aliasing"]), "buffers")
+    host = find_func(buffers, "main")
+    a, out0, out1, out2, out3 = host.args
+    copies = [(op.source, op.destination) for op in host.walk() if isinstance(op, memref.CopyOp)]
+    # %a into out0; %0 written by its generic straight into out1, then copied into out2;
+    # the reshape view of out1 copied into out3.
+    assert copies[0] == (a, out0)
+    assert copies[1] == (out1, out2)
+    assert copies[2][1] is out3 and isinstance(copies[2][0].owner, memref.CollapseShapeOp)
+    assert generics_of(buffers)[0].operands[-1] is out1
+
+
+def test_bufferize_gives_each_use_of_a_shared_empty_its_own_buffer() -> None:
+    module = parse(
+        """
+func.func @main(%a: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %e = tensor.empty() : tensor<4xf32>
+  %0 = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],
+       iterator_types = ["parallel"]} ins(%a : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %n = arith.negf %x : f32
+    linalg.yield %n : f32
+  } -> tensor<4xf32>
+  %1 = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],
+       iterator_types = ["parallel"]} ins(%0 : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %n = arith.addf %x, %x : f32
+    linalg.yield %n : f32
+  } -> tensor<4xf32>
+  %2 = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],
+       iterator_types = ["parallel"]} ins(%1 : tensor<4xf32>) outs(%0 : tensor<4xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %n = arith.addf %x, %o : f32
+    linalg.yield %n : f32
+  } -> tensor<4xf32>
+  func.return %2, %1 : tensor<4xf32>, tensor<4xf32>
+}"""
+    )
+    ctx = make_context()
+    TessBufferizePass().apply(ctx, module)
+    module.verify()
+    host = find_func(module, "main")
+    first, second, third = generics_of(module)
+    out0, out1 = host.args[1:]
+    # Two allocs for the shared empty; the third generic reads %0 again through its outs,
+    # but %0 also feeds the second generic, so it writes a copy (into out0) not %0's buffer.
+    assert first.operands[-1] is not second.operands[-1]
+    assert second.operands[-1] is out1
+    assert third.operands[-1] is out0
+    copies = [op for op in host.walk() if isinstance(op, memref.CopyOp)]
+    assert [(c.source, c.destination) for c in copies] == [(first.operands[-1], out0)]
+    a = np.arange(4, dtype=np.float32)
+    result_0, result_1 = run_loops(lower_from_buffers(module), "main", [a])
+    np.testing.assert_array_equal(result_0, -3 * a)  # (-a + -a) + -a
+    np.testing.assert_array_equal(result_1, -2 * a)
+
+
+def lower_from_buffers(module: ModuleOp) -> ModuleOp:
+    ctx = make_context()
+    TessOutlineKernelsPass().apply(ctx, module)
+    TessLinalgToLoopsPass().apply(ctx, module)
+    check_level(module, "loops")
+    return module
+
+
+def test_outline_names_kernels_and_passes_deduplicated_memrefs() -> None:
+    kernels = lower(parse(PROGRAMS["elementwise_broadcast"]), "kernels")
+    names = [f.sym_name.data for f in kernels.ops if isinstance(f, func.FuncOp)]
+    assert names == ["main", "main_kernel_0", "main_kernel_1"]
+    kernel_1 = find_func(kernels, "main_kernel_1")
+    # mul %0, %a: inputs (%0, %a) and the out-param: three distinct memrefs.
+    assert len(kernel_1.args) == 3
+    assert all(isinstance(t, MemRefType) for t in kernel_1.function_type.inputs.data)
+    select = lower(parse(PROGRAMS["results_aliasing"]), "kernels")
+    assert len(find_func(select, "main_kernel_0").args) == 2
+
+
+def test_outline_refuses_tensors() -> None:
+    linalg_level = lower(parse(PROGRAMS["permute"]), "linalg")
+    with pytest.raises(PassFailedException, match="tess-bufferize"):
+        TessOutlineKernelsPass().apply(make_context(), linalg_level)
+
+
+def test_loops_refuse_tensors() -> None:
+    linalg_level = lower(parse(PROGRAMS["permute"]), "linalg")
+    with pytest.raises(PassFailedException, match="tess-bufferize"):
+        TessLinalgToLoopsPass().apply(make_context(), linalg_level)
+
+
+def loop_nest_of(module: ModuleOp, kernel: str) -> list[tuple[str, list[str]]]:
+    """(op name, induction variable names) of each loop in `kernel`, outermost first."""
+    nest = []
+    for op in find_func(module, kernel).walk():
+        if isinstance(op, scf.ParallelOp | scf.ForOp):
+            nest.append((op.name, [a.name_hint or "" for a in op.body.block.args]))
+    return nest
+
+
+def test_matmul_loops_are_i_k_j_with_parallel_batch_and_rows() -> None:
+    loops = lower(parse(PROGRAMS["matmul_batched"]))
+    # Loops (b0, b1, i, j, k) = (d0, d1, d2, d3, d4); the init kernel, then the product.
+    assert loop_nest_of(loops, "main_kernel_1") == [
+        ("scf.parallel", ["i0", "i1", "i2"]),
+        ("scf.for", ["i4"]),
+        ("scf.for", ["i3"]),
+    ]
+
+
+def test_plan_loop_nest() -> None:
+    from xdsl.dialects.linalg.attrs import IteratorType
+    from xdsl.ir.affine import AffineMap
+
+    par, red = IteratorType.PARALLEL, IteratorType.REDUCTION
+    parse_map = AffineMap.from_callable
+    # matmul (i, j, k): i-k-j, i parallel.
+    plan = plan_loop_nest([par, par, red], [parse_map(lambda i, j, k: (i, j))])
+    assert (plan.order, plan.num_parallel) == ((0, 2, 1), 1)
+    # row sum (i, k) -> (i): the parallel loop stays outermost.
+    plan = plan_loop_nest([par, red], [parse_map(lambda i, k: (i,))])
+    assert (plan.order, plan.num_parallel) == ((0, 1), 1)
+    # keepdim sum over the middle dim: (d0, d1, d2) -> (d0, 0, d2).
+    plan = plan_loop_nest([par, red, par], [AffineMap.from_callable(lambda a, b, c: (a, 0, c))])
+    assert (plan.order, plan.num_parallel) == ((0, 1, 2), 1)
+    # a transposed elementwise write: the output's last dim innermost, all parallel.
+    plan = plan_loop_nest([par, par], [parse_map(lambda a, b: (b, a))])
+    assert (plan.order, plan.num_parallel) == ((1, 0), 2)
+    # full reduction to rank 0: sequential.
+    plan = plan_loop_nest([red, red], [AffineMap(2, 0, ())])
+    assert (plan.order, plan.num_parallel) == ((0, 1), 0)
+    # no loops at all.
+    assert plan_loop_nest([], [AffineMap(0, 0, ())]).order == ()
+
+
+@pytest.mark.parametrize(
+    ("expanded", "collapsed", "groups"),
+    [
+        ((2, 3, 4), (6, 4), [[0, 1], [2]]),
+        ((2, 1, 3), (2, 3), [[0], [1, 2]]),
+        ((1, 6), (6,), [[0, 1]]),
+        ((6, 1, 1), (6,), [[0, 1, 2]]),
+        ((1, 1), (), []),
+        ((2, 3), (3, 2), None),
+        ((2, 3), (), None),
+        ((4, 3), (2, 6), None),
+    ],
+)
+def test_reassociation(
+    expanded: tuple[int, ...], collapsed: tuple[int, ...], groups: list[list[int]] | None
+) -> None:
+    assert reassociation(expanded, collapsed) == groups
+
+
+def test_f64_element_type_survives() -> None:
+    loops = lower(parse(PROGRAMS["matmul_2d"]))
+    host = find_func(loops, "main")
+    assert all(t.element_type == f64 for t in host.function_type.inputs.data)
