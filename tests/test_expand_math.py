@@ -164,7 +164,7 @@ def check_against_reference(
     """Assert NaN/inf/zero agreement with the correctly rounded reference; max ulp error."""
     with np.errstate(all="ignore"):
         reference = reference_function(x.astype(np.longdouble))
-    rounded = reference.astype(got.dtype)
+        rounded = reference.astype(got.dtype)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(rounded), err_msg=f"NaN at {x}")
     infinite = np.isinf(rounded)
     np.testing.assert_array_equal(got[infinite], rounded[infinite])
@@ -213,7 +213,7 @@ def exp_samples(dtype: type[np.floating]) -> np.ndarray:
         np.log(info.max),
         np.log(info.tiny),
         np.log(info.smallest_subnormal),
-        np.log(float(info.smallest_subnormal) / 2),
+        np.log(float(info.smallest_subnormal)) - np.log(2.0),
     ]
     low, high = fmt.exp_lower_clamp, fmt.exp_upper_clamp
     extra = [*k_edges[(k_edges > low) & (k_edges < high)], *edges, low, high, 1.0, -1.0]
