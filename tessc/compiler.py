@@ -1,0 +1,125 @@
+"""
+The compiler's front door: print a program at any stage, or compile it to a callable.
+
+- `lower(module, stage, pipeline="cpu")`: the textual IR of `module` at `stage` (one of
+  `STAGES`), or, at `numba`, the generated Python source;
+- `compile_module(module, entry, target="cpu")`: a callable taking NumPy arrays and
+  returning the tuple of `entry`'s results. `target` is a pipeline name from
+  `tessc.pipelines.PIPELINES`: `cpu` (and `cpu-unfused`) run the passes, generate Numba
+  source and load it through the runtime's disk cache; `reference` interprets the `tess`
+  level with NumPy.
+
+The caller's module is never modified: every lowering works on a clone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from io import StringIO
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.printer import Printer
+
+from tessc.pipelines import IR_STAGES, STAGES, get_pipeline, run_passes
+
+Outputs = tuple[np.ndarray, ...]
+
+
+def print_module(module: ModuleOp) -> str:
+    stream = StringIO()
+    Printer(stream=stream).print_op(module)
+    return stream.getvalue() + "\n"
+
+
+def lower_module(module: ModuleOp, stage: str, *, pipeline: str = "cpu") -> ModuleOp:
+    """A verified copy of `module` taken to IR stage `stage` by `pipeline`'s passes."""
+    spec = get_pipeline(pipeline).passes_to(stage)
+    module.verify()
+    lowered = module.clone()
+    run_passes(lowered, spec)
+    lowered.verify()
+    return lowered
+
+
+def numba_source(module: ModuleOp, *, pipeline: str = "cpu", **codegen_options: Any) -> str:
+    """The Python source `pipeline` generates for `module` (`codegen_options` go to
+    `emit_numba`: `fastmath`, `parallel_threshold`)."""
+    if get_pipeline(pipeline).target != "numba":
+        raise ValueError(f"pipeline '{pipeline}' does not generate code")
+    from tessc.lowering.to_numba import emit_numba
+
+    return emit_numba(lower_module(module, "loops", pipeline=pipeline), **codegen_options)
+
+
+def lower(module: ModuleOp, stage: str, *, pipeline: str = "cpu", **codegen_options: Any) -> str:
+    """`module` at `stage` as text: IR for `tess`..`loops`, Python source for `numba`."""
+    if stage == "numba":
+        return numba_source(module, pipeline=pipeline, **codegen_options)
+    if stage not in IR_STAGES:
+        raise ValueError(f"unknown stage '{stage}' (choose from {', '.join(STAGES)})")
+    return print_module(lower_module(module, stage, pipeline=pipeline))
+
+
+def _check_entry(module: ModuleOp, entry: str) -> func.FuncOp:
+    for op in module.ops:
+        if isinstance(op, func.FuncOp) and op.sym_name.data == entry:
+            return op
+    names = [op.sym_name.data for op in module.ops if isinstance(op, func.FuncOp)]
+    raise ValueError(
+        f"no function '@{entry}' in the module (it defines: {', '.join(names) or 'none'})"
+    )
+
+
+class ReferenceProgram:
+    """`entry` of a `tess` module, run by the NumPy reference interpreter."""
+
+    def __init__(self, module: ModuleOp, entry: str):
+        module.verify()
+        _check_entry(module, entry)
+        self.module = module.clone()
+        self.entry = entry
+
+    def __call__(self, *args: np.ndarray) -> Outputs:
+        from tessc.reference import interpret
+
+        return interpret(self.module, self.entry, args)
+
+
+def compile_module(
+    module: ModuleOp, entry: str, target: str = "cpu", **codegen_options: Any
+) -> Callable[..., Outputs]:
+    """`entry` of `module` compiled by pipeline `target`, as a callable on NumPy arrays.
+
+    The callable checks its inputs (count, shapes, dtypes: ValueError naming the argument)
+    and returns a tuple of new output arrays.
+    """
+    pipeline = get_pipeline(target)
+    if pipeline.target == "reference":
+        if codegen_options:
+            raise ValueError(f"target '{target}' takes no codegen options")
+        return ReferenceProgram(module, entry)
+    _check_entry(module, entry)
+    from tessc.runtime import Executable, load_source
+
+    source = numba_source(module, pipeline=target, **codegen_options)
+    return Executable(load_source(source), entry)
+
+
+def run(module: ModuleOp, entry: str, args: Sequence[np.ndarray], target: str = "cpu") -> Outputs:
+    """Compile and call once: `compile_module(module, entry, target)(*args)`."""
+    return compile_module(module, entry, target)(*args)
+
+
+__all__ = [
+    "STAGES",
+    "ReferenceProgram",
+    "compile_module",
+    "lower",
+    "lower_module",
+    "numba_source",
+    "print_module",
+    "run",
+]

@@ -1,0 +1,128 @@
+"""
+Named pipelines: which passes take a `tess` program to each stage, and which target runs it.
+
+A pipeline is a sequence of stages (`STAGES`), each reached from the one before by a
+pass-pipeline string in `xdsl-opt -p` syntax:
+
+    stage    the module holds                         cpu passes that reach it
+    tess     the program as written (levels 1-2)      -
+    fused    linalg.generic on tensors (level 3)      tess-to-linalg,tess-fuse
+    buffers  memrefs, destination-passing (level 4)   tess-bufferize
+    loops    host funcs + scf kernels (level 5)       tess-outline-kernels,
+                                                      tess-linalg-to-loops,canonicalize,cse
+    numba    Python source for Numba (level 6)        codegen: emit_numba
+
+`cpu-unfused` is `cpu` without `tess-fuse` (one kernel per tess op: the baseline the
+benchmarks compare fusion against). `reference` has no passes: its target interprets the
+`tess` level with NumPy (`tessc.reference.interpret`), the oracle of every test.
+
+xDSL's `canonicalize` and `cse` run on the loop level, where they fold the index constants
+each kernel repeats and merge duplicate loads; tests run every pipeline against the
+reference to keep that honest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass, PassPipeline
+from xdsl.transforms import get_all_passes
+
+from tessc.passes import pass_loaders
+
+STAGES: tuple[str, ...] = ("tess", "fused", "buffers", "loops", "numba")
+"""Every stage `tessc.compiler.lower` can print, in pipeline order."""
+
+IR_STAGES: tuple[str, ...] = STAGES[:-1]
+"""The stages that are IR (the last one, `numba`, is Python source)."""
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A named pipeline: `passes[k]` takes the module from `STAGES[k]` to `STAGES[k + 1]`."""
+
+    name: str
+    passes: tuple[str, ...]
+    target: str  # "numba": compiled by codegen + runtime; "reference": interpreted
+    description: str
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        """The stages this pipeline reaches (a `reference` pipeline stays at `tess`)."""
+        if self.target == "reference":
+            return STAGES[:1]
+        return STAGES
+
+    def passes_to(self, stage: str) -> str:
+        """The pass-pipeline string that takes a `tess` module to IR stage `stage`."""
+        if stage not in IR_STAGES:
+            raise ValueError(f"unknown IR stage '{stage}' (choose from {', '.join(IR_STAGES)})")
+        if stage not in self.stages:
+            raise ValueError(f"pipeline '{self.name}' does not reach stage '{stage}'")
+        steps = self.passes[: IR_STAGES.index(stage)]
+        return ",".join(step for step in steps if step)
+
+    @property
+    def spec(self) -> str:
+        """All of the pipeline's passes, as one `-p` string."""
+        return ",".join(step for step in self.passes if step)
+
+
+_LOOPS = "tess-outline-kernels,tess-linalg-to-loops,canonicalize,cse"
+
+PIPELINES: dict[str, Pipeline] = {
+    pipeline.name: pipeline
+    for pipeline in (
+        Pipeline(
+            "cpu",
+            ("tess-to-linalg,tess-fuse", "tess-bufferize", _LOOPS),
+            "numba",
+            "fused kernels as parallel Numba loops",
+        ),
+        Pipeline(
+            "cpu-unfused",
+            ("tess-to-linalg", "tess-bufferize", _LOOPS),
+            "numba",
+            "one Numba kernel per tess op (the fusion baseline)",
+        ),
+        Pipeline("reference", (), "reference", "the NumPy reference interpreter"),
+    )
+}
+
+
+def get_pipeline(name: str) -> Pipeline:
+    if name not in PIPELINES:
+        raise ValueError(f"unknown pipeline '{name}' (choose from {', '.join(PIPELINES)})")
+    return PIPELINES[name]
+
+
+def available_passes() -> dict[str, Callable[[], type[ModulePass]]]:
+    """xDSL's passes and tessc's, by name (loaded lazily)."""
+    passes = dict(get_all_passes())
+    passes.update(pass_loaders())
+    return passes
+
+
+def run_passes(module: ModuleOp, spec: str, ctx: Context | None = None) -> None:
+    """Apply the pass-pipeline string `spec` to `module` in place."""
+    if not spec:
+        return
+    if ctx is None:
+        from tessc.context import make_context
+
+        ctx = make_context()
+    PassPipeline.parse_spec(available_passes(), spec).apply(ctx, module)
+
+
+__all__ = [
+    "IR_STAGES",
+    "PIPELINES",
+    "STAGES",
+    "Pipeline",
+    "available_passes",
+    "get_pipeline",
+    "run_passes",
+]
