@@ -54,22 +54,25 @@ from __future__ import annotations
 
 import math as pymath
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tessc.dialects.tess import PatternKind
 from xdsl.context import Context
-from xdsl.dialects import arith, linalg, tensor
+from xdsl.dialects import arith, tensor
 from xdsl.dialects.builtin import (
     AffineMapAttr,
     ArrayAttr,
     DenseIntOrFPElementsAttr,
+    FloatAttr,
     ModuleOp,
     ShapedType,
     StringAttr,
     TensorType,
 )
+from xdsl.dialects.linalg.attrs import IteratorType
+from xdsl.dialects.linalg.ops import FillOp, GenericOp, YieldOp
 from xdsl.ir import Attribute, Block, Operation, OpResult, Region, SSAValue
-from xdsl.ir.affine import AffineDimExpr, AffineMap
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -100,16 +103,27 @@ _VIEW_OPS = (tensor.CollapseShapeOp, tensor.ExpandShapeOp)
 # ---------------------------------------------------------------------------------------
 
 
-def _maps(op: linalg.GenericOp) -> list[AffineMap]:
+def _maps(op: GenericOp) -> list[AffineMap]:
     return [attr.data for attr in op.indexing_maps]
 
 
-def _is_reduction(op: linalg.GenericOp) -> bool:
-    return any(it.data == linalg.IteratorType.REDUCTION for it in op.iterator_types)
+def _is_reduction(op: GenericOp) -> bool:
+    return any(it.data == IteratorType.REDUCTION for it in op.iterator_types)
 
 
 def _is_permutation(m: AffineMap) -> bool:
     return len(m.results) == m.num_dims and m.is_projected_permutation()
+
+
+def _is_projection(m: AffineMap) -> bool:
+    """Each result is a distinct loop dim or the constant 0 (a broadcast, permute or copy)."""
+    dims = [r.position for r in m.results if isinstance(r, AffineDimExpr)]
+    zeros = [r for r in m.results if isinstance(r, AffineConstantExpr) and r.value == 0]
+    return (
+        not m.num_symbols
+        and len(dims) + len(zeros) == len(m.results)
+        and len(set(dims)) == len(dims)
+    )
 
 
 def _splat_value(op: Operation) -> float | None:
@@ -124,19 +138,17 @@ def _splat_value(op: Operation) -> float | None:
 
 def pattern_kind(op: Operation) -> PatternKind:
     """TVM's FuseOps class of `op`, read off its iterators and indexing maps."""
-    if isinstance(op, linalg.FillOp) or _splat_value(op) is not None:
+    if isinstance(op, FillOp) or _splat_value(op) is not None:
         return PatternKind.ELEMENTWISE
     if isinstance(op, _VIEW_OPS):
         return PatternKind.INJECTIVE
-    if not isinstance(op, linalg.GenericOp):
+    if not isinstance(op, GenericOp):
         return PatternKind.OPAQUE
     maps = _maps(op)
-    if not all(m.is_projected_permutation(allow_zero_in_results=True) for m in maps):
+    if not all(_is_projection(m) for m in maps):
         return PatternKind.OPAQUE
     if _is_reduction(op):
-        reduced = {
-            d for d, it in enumerate(op.iterator_types) if it.data == linalg.IteratorType.REDUCTION
-        }
+        reduced = {d for d, it in enumerate(op.iterator_types) if it.data == IteratorType.REDUCTION}
         readers = [m for m in maps[: len(op.inputs)] if reduced & m.used_dims()]
         return PatternKind.MATMUL if len(readers) >= 2 else PatternKind.REDUCTION
     out_maps = maps[len(op.inputs) :]
@@ -152,9 +164,9 @@ def pattern_kind(op: Operation) -> PatternKind:
     return PatternKind.BROADCAST if in_order else PatternKind.INJECTIVE
 
 
-def _payload(op: linalg.GenericOp) -> list[Operation]:
+def _payload(op: GenericOp) -> list[Operation]:
     """The body ops that compute something (no constants, no yield)."""
-    return [o for o in op.body.block.ops if not isinstance(o, arith.ConstantOp | linalg.YieldOp)]
+    return [o for o in op.body.block.ops if not isinstance(o, arith.ConstantOp | YieldOp)]
 
 
 def _is_expensive(op: Operation) -> bool:
@@ -165,7 +177,7 @@ def _is_expensive(op: Operation) -> bool:
 
 def producer_cost(op: Operation) -> tuple[int, bool]:
     """(number of arithmetic ops per element, whether any is expensive)."""
-    if not isinstance(op, linalg.GenericOp):
+    if not isinstance(op, GenericOp):
         return 0, False
     payload = _payload(op)
     return len(payload), any(_is_expensive(o) for o in payload)
@@ -179,7 +191,7 @@ def labels(op: Operation) -> list[str]:
     origin = op.attributes.get(ORIGIN_ATTR)
     if isinstance(origin, StringAttr):
         return [origin.data]
-    if isinstance(op, linalg.GenericOp):
+    if isinstance(op, GenericOp):
         payload = _payload(op)
         if not payload:
             yielded = op.body.block.last_op
@@ -216,7 +228,7 @@ class FusionPlan:
 def _other_users(producer: Operation, consumer: Operation) -> list[Operation]:
     """Ops other than the consumer's inputs that read a result of `producer`."""
     users: list[Operation] = []
-    inputs = set(range(len(consumer.inputs))) if isinstance(consumer, linalg.GenericOp) else ()
+    inputs = set(range(len(consumer.inputs))) if isinstance(consumer, GenericOp) else ()
     for result in producer.results:
         for use in result.uses:
             if use.operation is consumer and use.index in inputs:
@@ -232,9 +244,7 @@ def _covers_all_loops(maps: Sequence[AffineMap], num_loops: int) -> int | None:
     return next((d for d in range(num_loops) if d not in seen), None)
 
 
-def plan_fusion(
-    consumer: linalg.GenericOp, index: int, policy: FusionPolicy
-) -> FusionPlan | str | None:
+def plan_fusion(consumer: GenericOp, index: int, policy: FusionPolicy) -> FusionPlan | str | None:
     """How to fuse the producer of input `index` into `consumer`: a plan, a refusal, or None."""
     value = consumer.inputs[index]
     if not isinstance(value, OpResult):
@@ -251,16 +261,14 @@ def plan_fusion(
             "finishes, which needs a grouping op, not one linalg.generic"
         )
     if kind == PatternKind.OPAQUE or (
-        isinstance(producer, linalg.GenericOp | linalg.FillOp) and not producer.results
+        isinstance(producer, GenericOp | FillOp) and not producer.results
     ):
         return f"producer {producer.name} is opaque to fusion"
     if producer.parent_block() is not consumer.parent_block():
         return "producer is in another block"
 
     maps = _maps(consumer)
-    out_maps = (
-        _maps(producer)[len(producer.inputs) :] if isinstance(producer, linalg.GenericOp) else []
-    )
+    out_maps = _maps(producer)[len(producer.inputs) :] if isinstance(producer, GenericOp) else []
     uses: list[tuple[int, int, AffineMap]] = []
     for i, operand in enumerate(consumer.inputs):
         if not isinstance(operand, OpResult) or operand.op is not producer:
@@ -313,10 +321,13 @@ def plan_fusion(
         )
 
     fused_maps = [m for i, m in enumerate(maps) if i not in {u[0] for u in uses}]
-    if isinstance(producer, linalg.GenericOp):
+    if isinstance(producer, GenericOp):
         producer_maps = _maps(producer)
+        kept_maps = [producer_maps[len(producer.inputs) + r] for r in kept]
         for t in transforms:
-            fused_maps += [m.compose(t) for m in producer_maps]
+            fused_maps += [
+                m.compose(t) for m in (*producer_maps[: len(producer.inputs)], *kept_maps)
+            ]
     missing = _covers_all_loops(fused_maps, len(extents))
     if missing is not None:
         return f"the fused op would lose the extent of loop d{missing}"
@@ -352,22 +363,25 @@ class _OperandList:
 
 def _scalar_of(producer: Operation, block: Block) -> SSAValue:
     """The scalar a fill or splat constant stands for, materialised as a constant in `block`."""
-    if isinstance(producer, linalg.FillOp):
+    if isinstance(producer, FillOp):
         scalar = producer.inputs[0]
-        if isinstance(scalar, OpResult) and isinstance(scalar.op, arith.ConstantOp):
-            return block.add_op(scalar.op.clone()).results[0]
-        return scalar
-    value = _splat_value(producer)
-    assert value is not None and isinstance(producer.results[0].type, TensorType)
-    element_type = producer.results[0].type.get_element_type()
-    return block.add_op(arith.ConstantOp.from_float_and_width(value, element_type)).result
+        if not (isinstance(scalar, OpResult) and isinstance(scalar.op, arith.ConstantOp)):
+            return scalar  # defined above the consumer, so still visible from its body
+        constant = scalar.op.clone()
+    else:
+        value = _splat_value(producer)
+        assert value is not None and isinstance(producer.results[0].type, TensorType)
+        element_type = producer.results[0].type.get_element_type()
+        constant = arith.ConstantOp(FloatAttr(value, element_type))
+    block.add_op(constant)
+    return constant.result
 
 
 def _prune_dead_ops(block: Block) -> None:
     """Drop side-effect-free body ops whose results nobody reads (from unused yields)."""
     for op in reversed(list(block.ops)):
         if (
-            not isinstance(op, linalg.YieldOp)
+            not isinstance(op, YieldOp)
             and all(not r.uses for r in op.results)
             and is_side_effect_free(op)
         ):
@@ -375,11 +389,11 @@ def _prune_dead_ops(block: Block) -> None:
             op.erase()
 
 
-def build_fused(consumer: linalg.GenericOp, plan: FusionPlan) -> linalg.GenericOp:
+def build_fused(consumer: GenericOp, plan: FusionPlan) -> GenericOp:
     """The generic computing `consumer` with the producer's body inlined into it."""
     producer = plan.producer
     consumer_maps = _maps(consumer)
-    producer_maps = _maps(producer) if isinstance(producer, linalg.GenericOp) else []
+    producer_maps = _maps(producer) if isinstance(producer, GenericOp) else []
     by_index = {i: (r, t) for i, r, t in plan.uses}
     transforms = list(dict.fromkeys(t for _, _, t in plan.uses))
 
@@ -391,7 +405,7 @@ def build_fused(consumer: linalg.GenericOp, plan: FusionPlan) -> linalg.GenericO
             inputs.add(value, consumer_maps[i])
             continue
         t = by_index[i][1]
-        if t in inlined or not isinstance(producer, linalg.GenericOp):
+        if t in inlined or not isinstance(producer, GenericOp):
             continue
         body = producer.body.block
         slots: list[int | None] = [
@@ -417,7 +431,7 @@ def build_fused(consumer: linalg.GenericOp, plan: FusionPlan) -> linalg.GenericO
     mapper: dict[SSAValue, SSAValue] = {}
     yielded: dict[AffineMap, list[SSAValue]] = {}
     for t in transforms:
-        if not isinstance(producer, linalg.GenericOp):
+        if not isinstance(producer, GenericOp):
             yielded[t] = [_scalar_of(producer, block)]
             continue
         body = producer.body.block
@@ -428,9 +442,9 @@ def build_fused(consumer: linalg.GenericOp, plan: FusionPlan) -> linalg.GenericO
         for r, slot in kept_slots.items():
             mapper[body.args[len(producer.inputs) + r]] = block.args[n_in + slot]
         for op in body.ops:
-            if not isinstance(op, linalg.YieldOp):
+            if not isinstance(op, YieldOp):
                 block.add_op(op.clone(mapper))
-        assert isinstance(body.last_op, linalg.YieldOp)
+        assert isinstance(body.last_op, YieldOp)
         yielded[t] = [mapper.get(v, v) for v in body.last_op.operands]
 
     consumer_body = consumer.body.block
@@ -443,15 +457,15 @@ def build_fused(consumer: linalg.GenericOp, plan: FusionPlan) -> linalg.GenericO
     for j, arg in enumerate(consumer_body.args[len(consumer.inputs) :]):
         mapper[arg] = block.args[n_in + j]
     for op in consumer_body.ops:
-        if not isinstance(op, linalg.YieldOp):
+        if not isinstance(op, YieldOp):
             block.add_op(op.clone(mapper))
-    assert isinstance(consumer_body.last_op, linalg.YieldOp)
+    assert isinstance(consumer_body.last_op, YieldOp)
     results = [mapper.get(v, v) for v in consumer_body.last_op.operands]
     results += [yielded[transforms[0]][r] for r in plan.kept_results]
-    block.add_op(linalg.YieldOp(*results))
+    block.add_op(YieldOp(*results))
     _prune_dead_ops(block)
 
-    fused = linalg.GenericOp(
+    fused = GenericOp(
         inputs.values,
         outputs.values,
         Region(block),
@@ -460,10 +474,12 @@ def build_fused(consumer: linalg.GenericOp, plan: FusionPlan) -> linalg.GenericO
         [*consumer.result_types, *(producer.results[r].type for r in plan.kept_results)],
     )
     fused.attributes.update(
-        {k: v for k, v in consumer.attributes.items() if k not in (REFUSED_ATTR, KIND_ATTR)}
+        {
+            k: v
+            for k, v in consumer.attributes.items()
+            if k not in (FUSED_ATTR, REFUSED_ATTR, KIND_ATTR)
+        }
     )
-    merged = labels(producer) + labels(consumer)
-    fused.attributes[FUSED_ATTR] = ArrayAttr([StringAttr(s) for s in merged])
     return fused
 
 
@@ -472,14 +488,29 @@ def build_fused(consumer: linalg.GenericOp, plan: FusionPlan) -> linalg.GenericO
 # ---------------------------------------------------------------------------------------
 
 
+Origins = dict[Operation, list[tuple[int, str]]]
+"""For each op made by fusion, the (program position, label) of every op merged into it."""
+
+
+def _origins(
+    op: Operation, origins: Origins, positions: dict[Operation, int]
+) -> list[tuple[int, str]]:
+    if op in origins:
+        return origins[op]
+    return [(positions.get(op, len(positions)), label) for label in labels(op)]
+
+
 @dataclass(frozen=True)
 class FuseProducerIntoGeneric(RewritePattern):
     """Fuse the first fusable producer of a generic's inputs into it."""
 
     policy: FusionPolicy
+    positions: dict[Operation, int] = field(default_factory=dict[Operation, int])
+    """Program order of the ops before fusion, so that `tess.fused` lists them in order."""
+    origins: Origins = field(default_factory=Origins)
 
     @op_type_rewrite_pattern
-    def match_and_rewrite(self, consumer: linalg.GenericOp, rewriter: PatternRewriter) -> None:
+    def match_and_rewrite(self, consumer: GenericOp, rewriter: PatternRewriter) -> None:
         if not consumer.results:
             return  # memref semantics: not this level
         for index in range(len(consumer.inputs)):
@@ -489,18 +520,24 @@ class FuseProducerIntoGeneric(RewritePattern):
         else:
             return
         fused = build_fused(consumer, plan)
+        self.origins[fused] = sorted(
+            _origins(plan.producer, self.origins, self.positions)
+            + _origins(consumer, self.origins, self.positions)
+        )
+        self.origins.pop(consumer, None)
         num_results = len(consumer.results)
         rewriter.replace(consumer, fused, fused.results[:num_results])
         for k, r in enumerate(plan.kept_results):
             rewriter.replace_all_uses_with(plan.producer.results[r], fused.results[num_results + k])
         if all(not r.uses for r in plan.producer.results):
             rewriter.erase(plan.producer)
+            self.origins.pop(plan.producer, None)
 
 
 def annotate(module: ModuleOp, policy: FusionPolicy) -> None:
     """Write each generic's kind and the reason each of its remaining input edges was refused."""
     for op in module.walk():
-        if not isinstance(op, linalg.GenericOp):
+        if not isinstance(op, GenericOp):
             continue
         op.attributes[KIND_ATTR] = StringAttr(pattern_kind(op).name.lower())
         reasons: list[str] = []
@@ -532,13 +569,12 @@ class TessFusePass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         policy = FusionPolicy(max_cheap_ops=self.max_cheap_ops, multi_output=self.multi_output)
+        pattern = FuseProducerIntoGeneric(policy, {o: i for i, o in enumerate(op.walk())})
         PatternRewriteWalker(
-            GreedyRewritePatternApplier([FuseProducerIntoGeneric(policy)]),
-            apply_recursively=True,
+            GreedyRewritePatternApplier([pattern]), apply_recursively=True
         ).rewrite_module(op)
         if self.report:
+            for fused, merged in pattern.origins.items():
+                names = ArrayAttr([StringAttr(label) for _, label in merged])
+                fused.attributes[FUSED_ATTR] = names
             annotate(op, policy)
-        else:
-            for generic in op.walk():
-                if isinstance(generic, linalg.GenericOp):
-                    generic.attributes.pop(FUSED_ATTR, None)
