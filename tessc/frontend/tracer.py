@@ -664,12 +664,14 @@ class JitFunction:
         return self._lookup(args, kwargs)[0]
 
     def ir(self, *args: Any, stage: str = "tess", **kwargs: Any) -> str:
-        """The program for these arguments as text at `stage` ("tess" ... "numba")."""
+        """The program for these arguments as text at `stage` ("tess" ... "numba"), as the
+        target's pipeline lowers it (the `cpu` pipeline's for the `reference` target)."""
         traced = self.trace(*args, **kwargs)
         if importlib.util.find_spec("tessc.compiler") is not None:
             from tessc.compiler import lower
 
-            return lower(traced.module.clone(), stage)
+            pipeline = "cpu" if self.target == "reference" else self.target
+            return lower(traced.module.clone(), stage, pipeline=pipeline)
         if stage == "tess":
             return str(traced.module)
         raise RuntimeError(f"stage {stage!r} needs tessc.compiler, which is not available")
@@ -679,7 +681,7 @@ class JitFunction:
         compiled = self._compiled.get(traced.signature)
         if compiled is None:
             compiled = self._compiled[traced.signature] = compile_traced(traced, self.target)
-        inputs = [np.ascontiguousarray(a) for a in arrays]
+        inputs = [np.asarray(a, order="C") for a in arrays]  # keeps rank 0
         outputs = compiled(*inputs, *traced.constants)
         return _unflatten(traced.output_tree, list(outputs))
 
