@@ -29,6 +29,7 @@ expected there, a shape error names the shapes and quotes the expression.
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import os
@@ -154,11 +155,33 @@ def _describe_terminal(name: str) -> str:
     return name
 
 
+def _accepted_terminals(state: Any) -> set[str]:
+    """The terminals the LALR parser in `state` can shift (as `InteractiveParser.accepts`)."""
+    try:
+        conf = copy.copy(state.parse_conf)
+        conf.callbacks = {}
+        accepted = set()
+        for name in state.parse_conf.parse_table.states[state.position]:
+            if name.isupper():
+                cursor = state.copy(deepcopy_values=False)
+                cursor.parse_conf = conf
+                try:
+                    cursor.feed_token(Token(name, ""))
+                except UnexpectedToken:
+                    continue
+                accepted.add(name)
+        return accepted
+    except AttributeError:  # no parser state (another parser or lexer)
+        return set()
+
+
 def _syntax_error(error: UnexpectedInput, text: str, filename: str) -> TessSourceError:
     expected: set[str] = set()
     if isinstance(error, UnexpectedToken):
         token = error.token
-        expected = set(error.expected)
+        # LALR's expected set holds lookaheads of merged states; ask the parser instead.
+        parser = error.interactive_parser
+        expected = set(parser.accepts() if parser is not None else error.expected)
         if token.type == "$END":
             found, offset = "end of file", len(text)
         elif token.type in ("_NL", "_INDENT", "_DEDENT"):
@@ -171,7 +194,7 @@ def _syntax_error(error: UnexpectedInput, text: str, filename: str) -> TessSourc
             found, offset = repr(str(token)), token.start_pos or 0
     elif isinstance(error, UnexpectedCharacters):
         found, offset = repr(text[error.pos_in_stream]), error.pos_in_stream
-        expected = set(error.allowed or ())
+        expected = _accepted_terminals(error.state) or set(error.allowed or ())
     elif isinstance(error, UnexpectedEOF):
         found, offset = "end of file", len(text)
         expected = set(error.expected)
@@ -429,8 +452,10 @@ class _Lowering:
                                 node, f"a function returns tensors, not {_kind(value)}"
                             )
                     return values, statement
-                *targets, expression = statement.children
-                self.assign(targets, self.expr(expression, env, b), env, statement)
+                targets = [c for c in statement.children if isinstance(c, Token)]
+                expressions = [c for c in statement.children if isinstance(c, Tree)]
+                values = tuple(self.expr(e, env, b) for e in expressions)
+                self.assign(targets, values[0] if len(values) == 1 else values, env, statement)
             raise self.error(funcdef.children[0], f"`{name}` has no `return` statement")
         finally:
             self.call_stack.pop()
