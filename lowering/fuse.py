@@ -71,7 +71,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.dialects.linalg.attrs import IteratorType
 from xdsl.dialects.linalg.ops import FillOp, GenericOp, YieldOp
-from xdsl.ir import Attribute, Block, Operation, OpResult, Region, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, Region, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -247,7 +247,7 @@ def _covers_all_loops(maps: Sequence[AffineMap], num_loops: int) -> int | None:
 def plan_fusion(consumer: GenericOp, index: int, policy: FusionPolicy) -> FusionPlan | str | None:
     """How to fuse the producer of input `index` into `consumer`: a plan, a refusal, or None."""
     value = consumer.inputs[index]
-    if not isinstance(value, OpResult):
+    if not isinstance(value, OpResult) or not isinstance(value.type, TensorType):
         return None
     producer = value.op
     if isinstance(producer, tensor.EmptyOp):
@@ -322,12 +322,12 @@ def plan_fusion(consumer: GenericOp, index: int, policy: FusionPolicy) -> Fusion
 
     fused_maps = [m for i, m in enumerate(maps) if i not in {u[0] for u in uses}]
     if isinstance(producer, GenericOp):
-        producer_maps = _maps(producer)
-        kept_maps = [producer_maps[len(producer.inputs) + r] for r in kept]
-        for t in transforms:
-            fused_maps += [
-                m.compose(t) for m in (*producer_maps[: len(producer.inputs)], *kept_maps)
-            ]
+        # The producer's inputs, kept results and inits its body reads join the fused op.
+        n, args = len(producer.inputs), producer.body.block.args
+        carried = [
+            m for j, m in enumerate(_maps(producer)) if j < n or j - n in kept or args[j].uses
+        ]
+        fused_maps += [m.compose(t) for t in transforms for m in carried]
     missing = _covers_all_loops(fused_maps, len(extents))
     if missing is not None:
         return f"the fused op would lose the extent of loop d{missing}"
@@ -464,6 +464,9 @@ def build_fused(consumer: GenericOp, plan: FusionPlan) -> GenericOp:
     results += [yielded[transforms[0]][r] for r in plan.kept_results]
     block.add_op(YieldOp(*results))
     _prune_dead_ops(block)
+    for old, new in mapper.items():  # keep readable names: the first source arg names it
+        if isinstance(old, BlockArgument) and new.owner is block and not new.name_hint:
+            new.name_hint = old.name_hint
 
     fused = GenericOp(
         inputs.values,

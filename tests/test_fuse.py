@@ -11,11 +11,14 @@ tiny shapes should be.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from tessc.dialects import tess as tess_dialect
+from tessc.dialects.tess import PatternKind
 from tessc.lowering.fuse import FusionPolicy, TessFusePass, pattern_kind, plan_fusion
 from xdsl.dialects import arith, func, tensor
 from xdsl.dialects.arith import CMPF_COMPARISON_OPERATIONS
@@ -31,7 +34,12 @@ from xdsl.ir import Operation, SSAValue
 
 from tessc.context import make_context
 from tessc.reference import interpret, numpy_dtype, parse_module, shape_and_dtype
-from tessc.testing import assert_results_match, random_inputs, random_program
+from tessc.testing import (
+    assert_results_match,
+    build_single_op_module,
+    random_inputs,
+    random_program,
+)
 
 # ---------------------------------------------------------------------------------------
 # a NumPy evaluator of linalg on tensors
@@ -454,6 +462,49 @@ def test_fill_and_splat_constant_become_scalars():
     assert count_ops(fused, "linalg.fill") == 0
     x = np.arange(4, dtype=np.float32)
     np.testing.assert_array_equal(run_linalg(fused, "f", [x])[0], x * 2 + 0.5)
+
+
+FILECHECK_INPUTS = sorted((Path(__file__).parent / "filecheck" / "fusion").glob("*.mlir"))
+
+
+@pytest.mark.parametrize("path", FILECHECK_INPUTS, ids=lambda p: p.name)
+def test_filecheck_inputs_fused_match_unfused(path: Path):
+    """Every func of the FileCheck inputs computes the same before and after tess-fuse."""
+    module = parse_module(path.read_text())
+    fused = apply(module, TessFusePass())
+    assert len(generics(fused)) < len(generics(module))
+    for func_op in (op for op in module.ops if isinstance(op, func.FuncOp)):
+        name = func_op.sym_name.data
+        args = random_inputs(func_op, 2)
+        expected = run_linalg(module, name, args)
+        assert_results_match(run_linalg(fused, name, args), expected)
+
+
+KIND_CASES = [
+    ("exp", [(3, 4)], {}),
+    ("add", [(3, 1), (4,)], {}),
+    ("select", [(3, 4), (4,), (1, 1)], {}),
+    ("broadcast_to", [(3, 1)], {"shape": (2, 3, 4)}),
+    ("permute", [(3, 4)], {"dims": [1, 0]}),
+    ("sum", [(3, 4)], {"dims": [1]}),
+    ("reduce_max", [(3, 4)], {"dims": [0], "keepdim": True}),
+    ("matmul", [(2, 3), (3, 4)], {}),
+]
+
+
+@pytest.mark.parametrize(("op", "shapes", "props"), KIND_CASES, ids=[c[0] for c in KIND_CASES])
+def test_kind_from_maps_agrees_with_the_tess_op(op: str, shapes: list, props: dict):
+    module = build_single_op_module(op, [(s, "f32") for s in shapes], **props)
+    (kernel,) = kernels(to_linalg(module))
+    (tess_op,) = (o for o in tess_dialect.Tess.operations if o.name == f"tess.{op}")
+    assert pattern_kind(kernel) == tess_op.PATTERN_KIND
+    assert kernel.attributes["tess.op"] == StringAttr(f"tess.{op}")
+
+
+def test_fill_generic_is_elementwise():
+    module = build_single_op_module("fill", [], value=1.0, type=((3,), "f32"))
+    (fill,) = generics(to_linalg(module))
+    assert pattern_kind(fill) == PatternKind.ELEMENTWISE
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
