@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import importlib.util
 import inspect
 import linecache
 import os
@@ -157,10 +156,6 @@ class Trace:
         self.constants: list[np.ndarray] = []
         self.active = True
 
-    @staticmethod
-    def current() -> Trace | None:
-        return _CURRENT_TRACE.get()
-
     def input(self, shape: Sequence[int], dtype: DTypeLike, name: str | None) -> Tensor:
         arg = self.block.insert_arg(tensor_type(shape, dtype), len(self.block.args))
         if name is not None and SSAValue.is_valid_name(name):
@@ -212,7 +207,7 @@ def _trace_of(*values: Any) -> Trace:
             if not value.trace.active:
                 raise TessError("this Tensor belongs to a finished trace")
             return value.trace
-    trace = Trace.current()
+    trace = _CURRENT_TRACE.get()
     if trace is None:
         raise TessError("expected a traced Tensor: call this inside a @tessc.jit function")
     return trace
@@ -557,10 +552,10 @@ class TracedFunction:
 
 
 def flatten_arguments(
-    fn: Callable, args: Sequence[Any], kwargs: dict[str, Any]
+    parameters: inspect.Signature, args: Sequence[Any], kwargs: dict[str, Any]
 ) -> tuple[Signature, list[tuple[str, np.ndarray]]]:
     """The call's signature and its array leaves, named by parameter path (`params_w1`)."""
-    bound = inspect.signature(fn).bind(*args, **kwargs)
+    bound = parameters.bind(*args, **kwargs)
     bound.apply_defaults()
     children = [_flatten(value, _is_array, name) for name, value in bound.arguments.items()]
     tree = ("arguments", tuple(bound.arguments), tuple(c[0] for c in children))
@@ -579,7 +574,7 @@ def flatten_arguments(
 
 def trace(fn: Callable, *args: Any, **kwargs: Any) -> TracedFunction:
     """Trace `fn` on example arguments into a verified `tess` module with one function."""
-    signature, arrays = flatten_arguments(fn, args, kwargs)
+    signature, arrays = flatten_arguments(inspect.signature(fn), args, kwargs)
     return trace_signature(fn, signature, [name for name, _ in arrays])
 
 
@@ -619,20 +614,6 @@ def trace_signature(fn: Callable, signature: Signature, names: Sequence[str]) ->
 # ---------------------------------------------------------------------------------------
 
 
-def compile_traced(traced: TracedFunction, target: str) -> Callable[..., tuple[np.ndarray, ...]]:
-    """The compiled entry of `traced` for `target` (`tessc.compiler.compile_module`)."""
-    if importlib.util.find_spec("tessc.compiler") is not None:
-        from tessc.compiler import compile_module
-
-        return compile_module(traced.module.clone(), traced.entry, target)
-    if target == "reference":
-        from tessc.reference import interpret
-
-        module, entry = traced.module, traced.entry
-        return lambda *arrays: interpret(module, entry, arrays)
-    raise RuntimeError(f"target {target!r} needs tessc.compiler, which is not available")
-
-
 class JitFunction:
     """A function compiled once per input signature; call it on NumPy arrays."""
 
@@ -641,6 +622,7 @@ class JitFunction:
         self.fn = fn
         self.target = target
         self.trace_count = 0
+        self._parameters = inspect.signature(fn)
         self._traces: dict[Signature, TracedFunction] = {}
         self._compiled: dict[Signature, Callable[..., tuple[np.ndarray, ...]]] = {}
 
@@ -651,7 +633,7 @@ class JitFunction:
         return self if instance is None else functools.partial(self, instance)
 
     def _lookup(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple:
-        signature, arrays = flatten_arguments(self.fn, args, kwargs)
+        signature, arrays = flatten_arguments(self._parameters, args, kwargs)
         traced = self._traces.get(signature)
         if traced is None:
             traced = trace_signature(self.fn, signature, [name for name, _ in arrays])
@@ -666,21 +648,20 @@ class JitFunction:
     def ir(self, *args: Any, stage: str = "tess", **kwargs: Any) -> str:
         """The program for these arguments as text at `stage` ("tess" ... "numba"), as the
         target's pipeline lowers it (the `cpu` pipeline's for the `reference` target)."""
-        traced = self.trace(*args, **kwargs)
-        if importlib.util.find_spec("tessc.compiler") is not None:
-            from tessc.compiler import lower
+        from tessc.compiler import lower
 
-            pipeline = "cpu" if self.target == "reference" else self.target
-            return lower(traced.module.clone(), stage, pipeline=pipeline)
-        if stage == "tess":
-            return str(traced.module)
-        raise RuntimeError(f"stage {stage!r} needs tessc.compiler, which is not available")
+        traced = self.trace(*args, **kwargs)
+        pipeline = "cpu" if self.target == "reference" else self.target
+        return lower(traced.module, stage, pipeline=pipeline)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         traced, arrays = self._lookup(args, kwargs)
         compiled = self._compiled.get(traced.signature)
         if compiled is None:
-            compiled = self._compiled[traced.signature] = compile_traced(traced, self.target)
+            from tessc.compiler import compile_module  # loads Numba: only when first called
+
+            compiled = compile_module(traced.module, traced.entry, self.target)
+            self._compiled[traced.signature] = compiled
         inputs = [np.asarray(a, order="C") for a in arrays]  # keeps rank 0
         outputs = compiled(*inputs, *traced.constants)
         return _unflatten(traced.output_tree, list(outputs))
