@@ -405,6 +405,28 @@ def test_function_forms_need_a_trace():
         ts.exp(np.ones(3))
 
 
+def test_jit_on_a_method():
+    class Model:
+        def __init__(self, scale):
+            self.scale = scale
+
+        @ts.jit(target="reference")
+        def forward(self, x):
+            return x * self.scale
+
+    x = data(3)
+    assert_close(Model(3.0).forward(x), 3 * x)
+
+
+def test_importing_tessc_loads_neither_numba_nor_xdsl():
+    import subprocess
+    import sys
+
+    code = "import sys, tessc; print('numba' in sys.modules, 'xdsl' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.split() == ["False", "False"]
+
+
 # ---------------------------------------------------------------------------------------
 # the compiled CPU target
 # ---------------------------------------------------------------------------------------
@@ -412,8 +434,10 @@ def test_function_forms_need_a_trace():
 
 @pytest.mark.skipif(not HAS_COMPILER, reason="tessc.compiler is not available yet")
 def test_cpu_target_matches_reference_and_caches():
+    scale = np.array([1.0, -2.0, 0.5, 3.0, 1.5])  # captured as an extra input
+
     def f(x, w, b):
-        h = (x @ w + b).relu()
+        h = (x @ w + b).relu() * scale
         return (h - h.mean(dim=1, keepdim=True)).tanh().sum(dim=0), h.max()
 
     args = data(4, 3), data(3, 5), data(5)
