@@ -14,8 +14,9 @@ values of one type when a value fans out.
 
 Rules emit `tess` ops only, through `GradEmitter`, which folds the trivial cases as it
 builds them — a reshape, broadcast or sum of a `tess.fill` is a fill, multiplying by a fill
-of 1 or adding a fill of 0 is the other operand, arithmetic on two fills is a fill — so the
-gradient IR stays small without a `tess` canonicalizer. Nothing is folded that could change
+of 1 or adding a fill of 0 is the other operand, arithmetic on two fills is a fill, a zip
+broadcasts a `tess.broadcast_to`'s input itself — so the gradient IR stays small without a
+`tess` canonicalizer. Nothing is folded that could change
 a NaN or an infinity (no `x * 0 -> 0`).
 
 Conventions where the derivative is undefined follow PyTorch, so the results compare with
@@ -145,11 +146,25 @@ class GradEmitter:
             return rhs
         return None
 
+    @staticmethod
+    def _implicit_broadcasts(*operands: SSAValue) -> list[SSAValue]:
+        """Operands of a broadcasting op with `tess.broadcast_to`s looked through where the
+        op's own broadcasting gives the same result shape (saving a copy kernel)."""
+        shape = broadcast_shapes(*(tensor_shape(v) for v in operands))
+        result = list(operands)
+        for i, value in enumerate(operands):
+            if isinstance(value.owner, BroadcastToOp):
+                source = value.owner.input
+                others = [tensor_shape(v) for j, v in enumerate(result) if j != i]
+                if broadcast_shapes(tensor_shape(source), *others) == shape:
+                    result[i] = source
+        return result
+
     def binary(self, op_type: type[BinaryOp], lhs: SSAValue, rhs: SSAValue) -> SSAValue:
         folded = self._fold_binary(op_type, lhs, rhs)
         if folded is not None:
             return folded
-        return self._insert(op_type(lhs, rhs))
+        return self._insert(op_type(*self._implicit_broadcasts(lhs, rhs)))
 
     def unary(self, op_type: type[UnaryOp], value: SSAValue) -> SSAValue:
         return self._insert(op_type(value))
@@ -173,7 +188,7 @@ class GradEmitter:
         return self.unary(NegOp, value)
 
     def select(self, cond: SSAValue, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
-        return self._insert(SelectOp(cond, lhs, rhs))
+        return self._insert(SelectOp(*self._implicit_broadcasts(cond, lhs, rhs)))
 
     # -- shapes -------------------------------------------------------------------------
 

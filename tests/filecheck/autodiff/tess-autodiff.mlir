@@ -85,7 +85,8 @@ func.func @reduce_max(%x: tensor<3x4xf32>) -> tensor<3xf32> {
 // CHECK-NEXT:    func.return %[[M]], %[[DX]]
 
 // view/permute/broadcast_to: the inverse shape op (broadcast_to's is a sum). mean scales by
-// 1/72, folded with the seed into one constant.
+// 1/72, folded with the seed into one constant. The gradient's zip broadcasts %y itself
+// rather than use the broadcast_to copy.
 func.func @shape_ops(%x: tensor<2x3xf32>, %y: tensor<3x1xf32>) -> tensor<f32> {
   %0 = tess.permute %x dims = [1, 0] : tensor<2x3xf32> -> tensor<3x2xf32>
   %1 = tess.reshape %0 : tensor<3x2xf32> -> tensor<6xf32>
@@ -96,7 +97,7 @@ func.func @shape_ops(%x: tensor<2x3xf32>, %y: tensor<3x1xf32>) -> tensor<f32> {
 }
 // CHECK-LABEL: func.func @shape_ops_grad(
 // CHECK:         %[[SCALE:.*]] = tess.fill 0.013888888888888888 : tensor<4x3x6xf32>
-// CHECK-NEXT:    %[[G1:.*]] = tess.mul %[[SCALE]], %{{.*}} : tensor<4x3x6xf32>, tensor<4x3x6xf32> -> tensor<4x3x6xf32>
+// CHECK-NEXT:    %[[G1:.*]] = tess.mul %[[SCALE]], %y : tensor<4x3x6xf32>, tensor<3x1xf32> -> tensor<4x3x6xf32>
 // CHECK-NEXT:    %[[G2:.*]] = tess.mul %[[SCALE]], %{{.*}} : tensor<4x3x6xf32>, tensor<6xf32> -> tensor<4x3x6xf32>
 // CHECK-NEXT:    %[[D1:.*]] = tess.sum %[[G1]] dims = [0, 1] : tensor<4x3x6xf32> -> tensor<6xf32>
 // CHECK-NEXT:    %[[DB:.*]] = tess.sum %[[G2]] dims = [0, 2] keepdim : tensor<4x3x6xf32> -> tensor<1x3x1xf32>
