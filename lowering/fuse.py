@@ -148,9 +148,12 @@ def pattern_kind(op: Operation) -> PatternKind:
     if not all(_is_projection(m) for m in maps):
         return PatternKind.OPAQUE
     if _is_reduction(op):
+        # A contraction (matmul-like) reduces two inputs that each carry a parallel dim the
+        # other lacks, as (i,k) and (k,j) do; anything else is a plain reduction.
         reduced = {d for d, it in enumerate(op.iterator_types) if it.data == IteratorType.REDUCTION}
-        readers = [m for m in maps[: len(op.inputs)] if reduced & m.used_dims()]
-        return PatternKind.MATMUL if len(readers) >= 2 else PatternKind.REDUCTION
+        kept = [m.used_dims() - reduced for m in maps[: len(op.inputs)] if reduced & m.used_dims()]
+        contraction = any(not a <= b and not b <= a for a in kept for b in kept)
+        return PatternKind.MATMUL if contraction else PatternKind.REDUCTION
     out_maps = maps[len(op.inputs) :]
     if not all(_is_permutation(m) for m in out_maps):
         return PatternKind.OPAQUE

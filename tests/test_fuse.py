@@ -501,6 +501,20 @@ def test_kind_from_maps_agrees_with_the_tess_op(op: str, shapes: list, props: di
     assert kernel.attributes["tess.op"] == StringAttr(f"tess.{op}")
 
 
+def test_bias_then_max_is_a_reduction_not_a_contraction():
+    # Both inputs are read along the reduced dim, but (d0, d1) and (d1) are no (i,k)x(k,j).
+    fused = check_fusion(
+        tess("""
+        func.func @f(%z: tensor<3x4xf32>, %b: tensor<4xf32>) -> tensor<3xf32> {
+          %a = tess.add %z, %b : tensor<3x4xf32>, tensor<4xf32> -> tensor<3x4xf32>
+          %m = tess.reduce_max %a dims = [1] : tensor<3x4xf32> -> tensor<3xf32>
+          func.return %m : tensor<3xf32>
+        }""")
+    )
+    (kernel,) = kernels(fused)
+    assert pattern_kind(kernel) == PatternKind.REDUCTION
+
+
 def test_fill_generic_is_elementwise():
     module = build_single_op_module("fill", [], value=1.0, type=((3,), "f32"))
     (fill,) = generics(to_linalg(module))
