@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -74,6 +75,11 @@ class LocatingParser(Parser):
     def __init__(self, ctx: Context, input: str | bytes, name: str, line_offset: int = 0):
         super().__init__(ctx, input, name)
         self.line_offset = line_offset
+        # Ops are parsed in source order, so lines are counted from the previous op on
+        # (`Span.get_location` counts from the start of the input: quadratic in file size).
+        self._counted_to = 0
+        self._line = 1 + line_offset
+        self._filename = StringAttr(name)
 
     def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
         # Like mlir-opt, an input without operations (e.g. after a trailing `// -----`)
@@ -83,14 +89,19 @@ class LocatingParser(Parser):
         return super().parse_module(allow_implicit_module)
 
     def parse_operation(self) -> Operation:
-        start = self._current_token.span
+        line, column = self._line_and_column(self._current_token.span.start)
         op = super().parse_operation()
         if isinstance(op.location, UnknownLoc):
-            location = dataclasses.replace(start, line_offset=self.line_offset).get_location()
-            op.location = FileLineColLoc(
-                StringAttr(location.file), IntAttr(location.line), IntAttr(location.col)
-            )
+            op.location = FileLineColLoc(self._filename, IntAttr(line), IntAttr(column))
         return op
+
+    def _line_and_column(self, position: int) -> tuple[int, int]:
+        input = self.lexer.input
+        if position < self._counted_to:  # never in practice; stay correct anyway
+            self._counted_to, self._line = 0, 1 + self.line_offset
+        self._line += input.content.count(input.newline, self._counted_to, position)
+        self._counted_to = position
+        return self._line, position - input.get_start_of_line(position) + 1
 
 
 @dataclass(frozen=True)
@@ -284,10 +295,12 @@ class TesscOptMain(xDSLOptMain):
 
     _source: SourceChunk
     _current_pass: ModulePass | None
+    _pass_start: float
 
     def __init__(self, args: list[str] | None = None):
-        self._source = SourceChunk("<stdin>", "")
+        self._source = SourceChunk("stdin", "")
         self._current_pass = None
+        self._pass_start = time.perf_counter()
         super().__init__(description="tessc modular optimizer driver", args=args)
 
     # registration ----------------------------------------------------------------------
@@ -341,9 +354,12 @@ class TesscOptMain(xDSLOptMain):
         except (ParseError, DiagnosticException):
             raise
         except Exception as error:
-            # A frontend error that is not an xDSL ParseError: locate it if it says where
-            # (lark's UnexpectedInput has `line`/`column`), and never show a traceback.
-            raise _as_parse_error(error, text, self.get_input_name()) from None
+            # A source error that is not an xDSL ParseError: a ValueError (the builders'
+            # shape errors) or anything that says where it is (lark's `line`/`column`).
+            # Anything else is a bug in the frontend and keeps its traceback.
+            if isinstance(error, ValueError) or hasattr(error, "line"):
+                raise _as_parse_error(error, text, self.get_input_name()) from None
+            raise
 
     # passes ----------------------------------------------------------------------------
 
@@ -393,7 +409,12 @@ class TesscOptMain(xDSLOptMain):
         except (OSError, ValueError) as error:
             raise CommandLineError(str(error)) from None
         status = 0
-        output = self.prepare_output()
+        try:
+            output = self.prepare_output()
+        except OSError as error:
+            for chunk, _ in chunks:
+                chunk.close()
+            raise CommandLineError(str(error)) from None
         try:
             with recording_failing_ops():
                 for index, (chunk, offset) in enumerate(chunks):
@@ -481,7 +502,11 @@ def main(args: list[str] | None = None) -> int:
     except CommandLineError as error:
         print(f"tessc-opt: error: {error}", file=sys.stderr)
         status = 1
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`tessc-opt x.mlir | head`): not an error of ours.
+        sys.stdout = open(os.devnull, "w")
     if args is None:
         sys.exit(status)
     return status
