@@ -296,16 +296,18 @@ def test_both_lerps_are_one_kernel_with_each_input_read_once(text: str):
     assert len(set(kernel.inputs)) == len(kernel.inputs) == 3  # a, b, w: duplicates merged
 
 
+MULTI_OUTPUT = """
+func.func @f(%x: tensor<3x4xf32>, %y: tensor<3x4xf32>) -> (tensor<3x4xf32>, tensor<3x4xf32>) {
+  %e = tess.exp %x : tensor<3x4xf32>
+  %s = tess.mul %e, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  func.return %s, %e : tensor<3x4xf32>, tensor<3x4xf32>
+}"""
+
+
 def test_multi_use_expensive_producer_becomes_multi_output():
     # `e` is both returned (a saved activation) and used: one kernel, two results.
     fused = check_fusion(
-        tess("""
-        func.func @f(%x: tensor<3x4xf32>, %y: tensor<3x4xf32>)
-            -> (tensor<3x4xf32>, tensor<3x4xf32>) {
-          %e = tess.exp %x : tensor<3x4xf32>
-          %s = tess.mul %e, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
-          func.return %s, %e : tensor<3x4xf32>, tensor<3x4xf32>
-        }"""),
+        tess(MULTI_OUTPUT),
         report=True,
     )
     (kernel,) = generics(fused)
@@ -413,16 +415,20 @@ def test_output_is_deterministic():
     assert first == str(apply(parse_module(str(module)), TessFusePass(report=True)))
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="xDSL 0.74 prints a multi-result linalg.generic as `-> (t1, t2)` but its parser "
+    "reads only `-> t1, t2`",
+)
+def test_multi_output_generic_round_trips_through_text():
+    module = to_linalg(tess(MULTI_OUTPUT))
+    fused = apply(module, TessFusePass())
+    assert len(generics(fused)[0].results) == 2
+    assert str(parse_module(str(fused))) == str(fused)
+
+
 def test_no_multi_output_option_refuses_instead():
-    module = to_linalg(
-        tess("""
-        func.func @f(%x: tensor<3x4xf32>, %y: tensor<3x4xf32>)
-            -> (tensor<3x4xf32>, tensor<3x4xf32>) {
-          %e = tess.exp %x : tensor<3x4xf32>
-          %s = tess.mul %e, %y : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
-          func.return %s, %e : tensor<3x4xf32>, tensor<3x4xf32>
-        }""")
-    )
+    module = to_linalg(tess(MULTI_OUTPUT))
     fused = apply(module, TessFusePass(multi_output=False))
     assert len(generics(fused)) == 2
     consumer = generics(fused)[1]
