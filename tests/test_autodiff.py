@@ -8,7 +8,10 @@ compared with central differences of seed · f in float64 on hypothesis-drawn sh
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -545,3 +548,43 @@ def test_cpu_gradients_match_central_differences(
     build: Callable[[], ModuleOp], name: str, positive: bool
 ) -> None:
     check_gradients(build(), name, positive=positive, target="cpu")
+
+
+@needs_compiler
+@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
+@given(program=random_program(dtypes=("f64",), max_ops=5, max_side=3))
+def test_cpu_gradients_of_random_programs(program: tuple[ModuleOp, str]) -> None:
+    """Hypothesis-drawn shapes and ops through the whole cpu pipeline (few: each compiles)."""
+    module, name = program
+    check_gradients(module, name, target="cpu")
+
+
+MLP_TO_NUMBA = Path(__file__).parent / "filecheck" / "autodiff" / "mlp-grad-to-numba.mlir"
+MLP_TO_NUMBA_PIPELINE = (
+    "tess-autodiff{func=loss wrt=1,2,3,4},tess-to-linalg,tess-fuse,tess-bufferize,"
+    "tess-outline-kernels,tess-linalg-to-loops,canonicalize,cse"
+)
+
+
+@needs_compiler
+def test_mlp_gradient_from_one_tessc_opt_pipeline_runs() -> None:
+    """The Numba source that one `tessc-opt -p ... -t numba` run writes for the MLP's
+    gradient computes the reference interpreter's gradient (f32)."""
+    from tessc.runtime.cache import load_source
+    from tessc.runtime.executor import Executable
+
+    assert MLP_TO_NUMBA_PIPELINE in MLP_TO_NUMBA.read_text()
+    tool = Path(sys.executable).parent / "tessc-opt"
+    completed = subprocess.run(
+        [str(tool), str(MLP_TO_NUMBA), "-p", MLP_TO_NUMBA_PIPELINE, "-t", "numba"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    loss_grad = Executable(load_source(completed.stdout), "loss_grad")
+    module = parse_module(MLP_TO_NUMBA.read_text())
+    args = draw_inputs(find_func(module, "loss"), 12)
+    one_hot_labels(args, 12)
+    expected = interpret(differentiate(module, "loss", wrt=[1, 2, 3, 4]), "loss_grad", args)
+    for actual, reference in zip(loss_grad(*args), expected, strict=True):
+        assert_allclose_by_dtype(actual, reference, rtol=1e-4, atol=1e-5)
