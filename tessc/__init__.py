@@ -15,6 +15,7 @@ tessc: a small multi-level tensor compiler on xDSL, lowering to Numba kernels.
 The function forms (`ts.exp(x)`, `ts.sum(x, dim=1)`, `ts.maximum(a, b)`, ...) are the
 `Tensor` methods of the same name; `ts.max`/`ts.min` reduce (like `Tensor.max`), the
 elementwise forms are `ts.maximum`/`ts.minimum`. `ts.where(c, a, b)` selects.
+`ts.parse_tess(text, filename)` reads the `.tess` language into the same `tess` IR.
 
 Every name is loaded on first use (PEP 562), so `import tessc` costs nothing and tools such
 as `tessc-opt`, which import only `tessc.cli`, never load the tracer; Numba loads only when
@@ -30,6 +31,7 @@ from typing import Any
 _TRACER = "tessc.frontend.tracer"
 _BUILDER = "tessc.frontend.builder"
 _GRAD = "tessc.frontend.grad"
+_TESS_LANG = "tessc.frontend.tess_lang"
 
 _EXPORTS: dict[str, str] = {
     "jit": _TRACER,
@@ -45,6 +47,8 @@ _EXPORTS: dict[str, str] = {
     "TessError": _BUILDER,
     "build_function": _BUILDER,
     "build_module": _BUILDER,
+    "parse_tess": _TESS_LANG,
+    "TessSourceError": _TESS_LANG,
     "grad": _GRAD,
     "value_and_grad": _GRAD,
 }
