@@ -7,17 +7,21 @@ can turn into `prange`, a loop order that keeps the innermost loop unit-stride, 
 `affine` left over. This pass does that for every `linalg` structured op (`linalg.generic`
 and named ops alike, through their indexing maps and body) on memrefs:
 
-1. Loop order. With `P` the parallel and `R` the other (reduction) iterators, both in
-   iterator order, and `u` the loop that indexes the last (unit-stride) dim of the first
-   output, when `u` is parallel and indexes every output:
-   - no reductions: `P` with `u` moved last;
-   - reductions, and some parallel loop other than `u`: `P - u`, then `R`, then `u`
-     (a matmul `(i, j, k)` becomes `i-k-j`);
-   - otherwise (e.g. a row sum, where `u` is the only parallel loop): `P` then `R`, so the
-     parallel loop stays outermost.
-   Moving `u` inwards is legal: distinct values of `u` write distinct output elements, and
-   each output element still sees its reduction iterations in the same order, so results
-   are bit-identical to iterator order.
+1. Loop order. The innermost loop is the one that makes the accesses cheapest: each
+   memref access costs 0 if the loop does not move it (a reduction's output, a
+   broadcast input), 1 if it walks the operand's last dim of size > 1 (unit stride), and
+   8 otherwise; ties go to the loop indexing the first output's last dim, then to the
+   later loop. The other loops keep iterator order, parallel ones first: `P - inner`,
+   then the reductions `R`, then `inner`. So a matmul `(i, j, k)` becomes `i-k-j` (j
+   walks B and C with unit stride, A not at all), a row sum `(i, k) -> (i)` stays `i-k`
+   (a register accumulation), a transposed copy writes its output with unit stride, and
+   a column sum `(i, j) -> (j)` becomes `i-j`, unit stride but sequential (the price of
+   vectorising it; `tess-tile` can add parallel blocks). This is legal: a parallel loop
+   only sinks below the reductions if its iterations write disjoint output elements, and
+   a reduction loop is only innermost if it is the last one, so every output element
+   sees its reduction iterations in the same order and results are bit-identical to
+   iterator order. Loops of extent 1 are never chosen innermost when another loop is
+   larger.
 2. The leading loops of that order that are parallel and index every output (so distinct
    iterations write distinct elements) become ONE `scf.parallel`, outermost; the rest are
    nested `scf.for`, 0 to the static loop range, step 1.
@@ -71,27 +75,64 @@ def dims_of(affine_map: AffineMap) -> set[int]:
     return {e.position for e in affine_map.results if isinstance(e, AffineDimExpr)}
 
 
+STRIDED_ACCESS_COST = 8
+"""What a strided access in the innermost loop costs, against 1 for a unit-stride one and 0
+for one the innermost loop does not move (a register, after LLVM hoists it)."""
+
+
+def access_cost(loop: int, affine_map: AffineMap, shape: Sequence[int]) -> int:
+    """The cost of accessing an operand of `shape` through `affine_map` when `loop` is the
+    innermost loop: 0 if the loop does not move the access, 1 if it walks the operand's
+    last dim of size > 1 (unit stride), `STRIDED_ACCESS_COST` otherwise."""
+    if loop not in dims_of(affine_map):
+        return 0
+    results = list(affine_map.results)
+    while results and shape[len(results) - 1] == 1:
+        results.pop()  # size-1 trailing dims do not change the stride
+    if results and results[-1] == AffineDimExpr(loop):
+        return 1
+    return STRIDED_ACCESS_COST
+
+
 def plan_loop_nest(
-    iterator_types: Sequence[IteratorType], output_maps: Sequence[AffineMap]
+    iterator_types: Sequence[IteratorType],
+    indexing_maps: Sequence[AffineMap],
+    shapes: Sequence[Sequence[int]],
+    num_inputs: int,
+    ranges: Sequence[int],
 ) -> LoopNestPlan:
-    """The loop order and parallel prefix of the module docstring, steps 1 and 2."""
+    """
+    The loop order and parallel prefix of the module docstring, steps 1 and 2, for an op
+    with these iterators and maps over operands of `shapes` (`()` for a scalar) whose first
+    `num_inputs` are inputs, and loops of extents `ranges`.
+    """
+    num_loops = len(iterator_types)
     parallel = [d for d, t in enumerate(iterator_types) if t == IteratorType.PARALLEL]
     sequential = [d for d, t in enumerate(iterator_types) if t != IteratorType.PARALLEL]
-    writes_distinct = set(range(len(iterator_types)))
+    output_maps = indexing_maps[num_inputs:]
+    writes_distinct = set(range(num_loops))
     for output_map in output_maps:
         writes_distinct &= dims_of(output_map)
 
-    unit_stride: int | None = None
+    def legal_innermost(d: int) -> bool:
+        # A parallel loop may sink below the reductions if its iterations write disjoint
+        # outputs; a reduction loop only if it is the last one (summation order unchanged).
+        return d in writes_distinct if d in parallel else d == sequential[-1]
+
+    candidates = [d for d in range(num_loops) if ranges[d] != 1] or list(range(num_loops))
+    candidates = [d for d in candidates if legal_innermost(d)]
+    output_last: int | None = None
     if output_maps and output_maps[0].results:
         last = output_maps[0].results[-1]
-        if isinstance(last, AffineDimExpr) and last.position in parallel:
-            unit_stride = last.position
-    if unit_stride is not None and unit_stride not in writes_distinct:
-        unit_stride = None
+        output_last = last.position if isinstance(last, AffineDimExpr) else None
 
-    if unit_stride is not None and (not sequential or len(parallel) > 1):
-        outer = [d for d in parallel if d != unit_stride]
-        order = (*outer, *sequential, unit_stride)
+    def score(d: int) -> tuple[int, bool, int]:
+        cost = sum(access_cost(d, m, shape) for m, shape in zip(indexing_maps, shapes, strict=True))
+        return (cost, d != output_last, -d)
+
+    innermost = min(candidates, key=score) if candidates else None
+    if innermost is not None and innermost in parallel:
+        order = (*(d for d in parallel if d != innermost), *sequential, innermost)
     else:
         order = (*parallel, *sequential)
 
@@ -185,8 +226,9 @@ class LinalgToLoops(RewritePattern):
         maps = [m.data for m in op.get_indexing_maps()]
         iterator_types = [t.data for t in op.get_iterator_types()]
         num_inputs = len(op.inputs)
-        plan = plan_loop_nest(iterator_types, maps[num_inputs:])
         ranges = op.get_static_loop_ranges() if iterator_types else ()
+        shapes = [v.type.get_shape() if isinstance(v.type, MemRefType) else () for v in op.operands]
+        plan = plan_loop_nest(iterator_types, maps, shapes, num_inputs, ranges)
         constant = IndexConstants(rewriter, InsertPoint.before(op))
         induction, at = build_loop_nest(rewriter, plan, ranges, constant, InsertPoint.before(op))
 
