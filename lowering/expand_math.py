@@ -18,7 +18,8 @@ exp(x)
     2. k = fptosi(x * log2(e) +- 0.5) (round half away from zero), r = x - k*ln2 with
        Cody-Waite's two-constant split ln2 = ln2_hi + ln2_lo: ln2_hi has enough trailing
        zero bits that k * ln2_hi and x - k * ln2_hi are exact, so |r| <= ln2/2 carries
-       only the rounding of the small k * ln2_lo term.
+       only the rounding of the small k * ln2_lo term. (A no-op select sits between the
+       two steps; see fast-math below.)
     3. exp(r) = 1 + (r + r^2 q(r)), q by Horner, q the minimax polynomial (relative error of
        exp, Remez exchange in 60-digit decimal arithmetic) on [-ln2/2, ln2/2]: degree 4
        for f32 (exp(r) error 3.1e-9 = 0.026 ulp), degree 9 for f64 (3.6e-18 = 0.016 ulp).
@@ -59,16 +60,20 @@ op with NumPy, so without FMA contraction):
     sigmoid as 1/(1+exp(-x)), f32: 2.08 ulp (NumPy's own float32 formula: 2.84)
 Specials: exp(+-inf) = inf / 0, exp(NaN) = NaN, overflow -> +inf, underflow -> 0 with
 correctly rounded subnormals on the way; tanh(+-inf) = +-1, tanh(+-0) = +-0; log as
-above. Compiled by Numba (bench/bench_exp.py, 2^24 f32) the errors are the same with
-`contract`, `arcp` and `nsz`.
+above.
 
 Fast-math: only `contract` of the source op's flags is carried over to the new float ops
-(FMA contraction only helps). `reassoc` together with `nsz` lets LLVM fold Cody-Waite's
-two-step subtraction back into one multiply by a rounded ln2 (measured in Numba: exp
-4.5 ulp with contract, 68 ulp without; log 1.9 ulp), and `nnan`/`ninf` would make the
-+inf intermediates of tanh and the NaN/inf selects poison. The same holds for a code
-generator's whole-kernel fast-math: kernels holding these expansions need a flag set
-without `reassoc` (`arcp, contract, nsz` is measured safe).
+(FMA contraction only helps). A code generator may still compile the whole kernel with
+more flags; measured in Numba over 2^20 inputs (max ulp, f32 / f64):
+    flags                          exp          tanh         log
+    none                           0.96 / 0.98  1.31 / 1.30  0.75 / 0.74
+    contract                       0.98 / 1.01  1.31 / 1.30  0.75 / 0.74
+    arcp, contract, nsz, reassoc   1.23 / 1.27  1.30 / 1.46  1.13 / 1.37
+    fast (adds nnan, ninf, afn)    4.5          1.30         1.9
+`reassoc` with `nsz` would merge Cody-Waite's k*ln2_hi and k*ln2_lo back into one product
+with a rounded ln2 (exp: 68 ulp without contract, 4.5 with); a `reassociation_barrier`
+select between the two steps prevents that. `nnan` lets LLVM delete the barrier and the
+NaN selects, so kernels holding these expansions must not be compiled with `nnan`/`ninf`.
 
 Options: `functions` (default exp,tanh; log, which costs a division, is opt-in) and
 `dtypes` (default f32,f64).
@@ -330,9 +335,24 @@ def emit_power_of_two(emitter: ArithEmitter, exponent: SSAValue) -> SSAValue:
     return emitter.float_of_bits(emitter.shli(biased, emitter.int_const(fmt.mantissa_bits)))
 
 
+def reassociation_barrier(
+    emitter: ArithEmitter, value: SSAValue, is_nan: SSAValue, x: SSAValue
+) -> SSAValue:
+    """
+    `value`, passed through `select(isnan(x), x, value)`.
+
+    Where x is NaN the expansion's result is x anyway, so this changes nothing, but LLVM's
+    reassociation does not look through a select: under whole-kernel `reassoc, nsz` it can
+    no longer merge k*ln2_hi and k*ln2_lo into one product with a rounded ln2 (measured in
+    Numba, f32: exp 4.5 -> 1.2 ulp, log 1.9 -> 1.15 ulp). It costs one blend per element.
+    """
+    return emitter.select(is_nan, x, value)
+
+
 def emit_exp(emitter: ArithEmitter, x: SSAValue) -> SSAValue:
     """exp(x): clamp, Cody-Waite reduction, polynomial, 2^k as two bit-built factors."""
     fmt, e = emitter.fmt, emitter
+    is_nan = e.cmp("uno", x, x)
     # `ult` is also true for NaN: the integer path below never sees NaN.
     lower = e.const(fmt.exp_lower_clamp)
     clamped = e.select(e.cmp("ult", x, lower), lower, x)
@@ -343,7 +363,7 @@ def emit_exp(emitter: ArithEmitter, x: SSAValue) -> SSAValue:
     k = e.to_int(e.add(e.mul(clamped, e.const(fmt.log2_e)), half))
     k_float = e.to_float(k)
     r = e.sub(clamped, e.mul(k_float, e.const(fmt.ln2_hi)))
-    r = e.sub(r, e.mul(k_float, e.const(fmt.ln2_lo)))
+    r = e.sub(reassociation_barrier(e, r, is_nan, x), e.mul(k_float, e.const(fmt.ln2_lo)))
     # 1 + (r + r^2 q(r)): adding the 1 last keeps the rounding of the small part small
     # (0.80 ulp in isolation against 1.0 for Horner through the 1 + r terms).
     exp_r = e.add(e.const(1.0), e.add(r, e.mul(e.mul(r, r), e.horner(r, fmt.exp_coefficients))))
@@ -351,7 +371,7 @@ def emit_exp(emitter: ArithEmitter, x: SSAValue) -> SSAValue:
     k_low = e.shrsi(k, e.int_const(1))
     k_high = e.subi(k, k_low)
     scaled = e.mul(e.mul(exp_r, emit_power_of_two(e, k_low)), emit_power_of_two(e, k_high))
-    return e.select(e.cmp("uno", x, x), x, scaled)
+    return e.select(is_nan, x, scaled)
 
 
 def emit_tanh(emitter: ArithEmitter, x: SSAValue) -> SSAValue:
@@ -379,6 +399,7 @@ def emit_tanh(emitter: ArithEmitter, x: SSAValue) -> SSAValue:
 def emit_log(emitter: ArithEmitter, x: SSAValue) -> SSAValue:
     """log(x): exponent and mantissa from the bits, atanh-series polynomial, specials."""
     fmt, e = emitter.fmt, emitter
+    is_nan = e.cmp("uno", x, x)
     subnormal_shift = fmt.mantissa_bits + 2
     is_subnormal = e.cmp("olt", x, e.const(fmt.min_normal))
     normal = e.select(is_subnormal, e.mul(x, e.const(float(2**subnormal_shift))), x)
@@ -399,13 +420,14 @@ def emit_log(emitter: ArithEmitter, x: SSAValue) -> SSAValue:
     # musl's order: the small terms first, f, then the large k * ln2_hi.
     small_terms = e.add(e.mul(s, e.add(half_f_squared, r)), e.mul(k_float, e.const(fmt.ln2_lo)))
     log_1pf = e.add(e.sub(small_terms, half_f_squared), f)
+    log_1pf = reassociation_barrier(e, log_1pf, is_nan, x)
     result = e.add(log_1pf, e.mul(k_float, e.const(fmt.ln2_hi)))
 
     inf = e.const(float("inf"))
     result = e.select(e.cmp("oeq", x, e.const(0.0)), e.const(float("-inf")), result)
     result = e.select(e.cmp("olt", x, e.const(0.0)), e.const(float("nan")), result)
     result = e.select(e.cmp("oeq", x, inf), inf, result)
-    return e.select(e.cmp("uno", x, x), x, result)
+    return e.select(is_nan, x, result)
 
 
 def make_emitter(

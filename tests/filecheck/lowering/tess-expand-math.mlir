@@ -5,7 +5,8 @@
 // RUN: tessc-opt %s -p 'tess-expand-math{functions=exp,log dtypes=f32}' | filecheck %s --check-prefix=OPTS
 
 // exp(x) = 2^k * exp(r): clamp (NaN -> the lower clamp, so fptosi never sees it),
-// k = fptosi(x*log2(e) +- 0.5), Cody-Waite r = (x - k*ln2_hi) - k*ln2_lo,
+// k = fptosi(x*log2(e) +- 0.5), Cody-Waite r = (x - k*ln2_hi) - k*ln2_lo with a no-op
+// select on isnan(x) between the steps (a reassociation barrier for LLVM),
 // 1 + (r + r^2 q(r)), then 2^k as two factors built by shifting biased exponents.
 func.func @exp_f32(%x: f32) -> f32 {
   %y = math.exp %x : f32
@@ -13,7 +14,8 @@ func.func @exp_f32(%x: f32) -> f32 {
 }
 // CHECK-LABEL: func.func @exp_f32(%x: f32) -> f32 {
 // CHECK-NOT:     math.
-// CHECK:         %[[LO:.*]] = arith.constant -1.040000e+02 : f32
+// CHECK:         %[[ISNAN:.*]] = arith.cmpf uno, %x, %x : f32
+// CHECK-NEXT:    %[[LO:.*]] = arith.constant -1.040000e+02 : f32
 // CHECK-NEXT:    %[[BELOW:.*]] = arith.cmpf ult, %x, %[[LO]] : f32
 // CHECK-NEXT:    %[[X1:.*]] = arith.select %[[BELOW]], %[[LO]], %x : f32
 // CHECK-NEXT:    %[[HI:.*]] = arith.constant 8.900000e+01 : f32
@@ -27,7 +29,8 @@ func.func @exp_f32(%x: f32) -> f32 {
 // CHECK-NEXT:    %[[KF:.*]] = arith.sitofp %[[K]] : i32 to f32
 // CHECK-NEXT:    %[[LN2HI:.*]] = arith.constant 0.693145752 : f32
 // CHECK-NEXT:    %[[KHI:.*]] = arith.mulf %[[KF]], %[[LN2HI]] : f32
-// CHECK-NEXT:    %[[R1:.*]] = arith.subf %[[XC]], %[[KHI]] : f32
+// CHECK-NEXT:    %[[R0:.*]] = arith.subf %[[XC]], %[[KHI]] : f32
+// CHECK-NEXT:    %[[R1:.*]] = arith.select %[[ISNAN]], %x, %[[R0]] : f32
 // CHECK-NEXT:    %[[LN2LO:.*]] = arith.constant 1.42860677e-06 : f32
 // CHECK-NEXT:    %[[KLO:.*]] = arith.mulf %[[KF]], %[[LN2LO]] : f32
 // CHECK-NEXT:    %[[R:.*]] = arith.subf %[[R1]], %[[KLO]] : f32
@@ -50,7 +53,6 @@ func.func @exp_f32(%x: f32) -> f32 {
 // CHECK-NEXT:    %[[E2:.*]] = arith.shli %[[B2]], %[[MBITS]] : i32
 // CHECK-NEXT:    %[[S2:.*]] = arith.bitcast %[[E2]] : i32 to f32
 // CHECK-NEXT:    %[[RES:.*]] = arith.mulf %[[PS1]], %[[S2]] : f32
-// CHECK-NEXT:    %[[ISNAN:.*]] = arith.cmpf uno, %x, %x : f32
 // CHECK-NEXT:    %y = arith.select %[[ISNAN]], %x, %[[RES]] : f32
 // CHECK-NEXT:    func.return %y : f32
 
@@ -73,7 +75,7 @@ func.func @exp_f64(%x: f64) -> f64 {
 // CHECK:         arith.constant 52 : i64
 // CHECK-NEXT:    arith.shli %{{.*}}, %{{.*}} : i64
 // CHECK-NEXT:    arith.bitcast %{{.*}} : i64 to f64
-// CHECK:         arith.cmpf uno, %x, %x : f64
+// CHECK:         arith.select %{{.*}}, %x, %{{.*}} : f64
 // CHECK-NOT:     math.
 // CHECK:         func.return
 
@@ -137,6 +139,10 @@ func.func @log_and_vector(%x: f32, %v: vector<4xf32>) -> (f32, vector<4xf32>) {
 // OPTS-NEXT:    %[[MB:.*]] = arith.constant 23 : i32
 // OPTS-NEXT:    %[[EXPO:.*]] = arith.shrsi %[[ADJ]], %[[MB]] : i32
 // OPTS:         %[[S:.*]] = arith.divf
-// OPTS:         arith.cmpf uno, %x, %x : f32
-// OPTS-NEXT:    %y = arith.select
+// k*ln2_hi is added last, behind the reassociation barrier.
+// OPTS:         %[[BARRIER:.*]] = arith.select %[[ISNAN:.*]], %x, %{{.*}} : f32
+// OPTS-NEXT:    %[[LN2HI:.*]] = arith.constant 0.693145752 : f32
+// OPTS-NEXT:    %[[KHI:.*]] = arith.mulf %{{.*}}, %[[LN2HI]] : f32
+// OPTS-NEXT:    %{{.*}} = arith.addf %[[BARRIER]], %[[KHI]] : f32
+// OPTS:         %y = arith.select %[[ISNAN]], %x, %{{.*}} : f32
 // OPTS-NEXT:    %w = math.exp %v : vector<4xf32>
