@@ -9,9 +9,9 @@ below: typed constants, `np.int32(v).view(np.float32)` for `arith.bitcast`). Whe
 `arith.bitcast`), its kernel is timed too.
 
 For reference: a copy kernel (the memory-bandwidth limit: 64 MiB read + 64 MiB written),
-the fused `relu(x*w+b)*sigmoid(x) - 0.5x` of DESIGN.md, and each expanded kernel's max
-error in ulps over the same 2^24 inputs as compiled (LLVM may contract to FMAs; with
-`reassoc` it may also undo Cody-Waite's split, which the error column shows).
+the fused `relu(x*w+b)*sigmoid(x) - 0.5x` of DESIGN.md, and each kernel's max error in
+ulps over the same 2^24 inputs as compiled, for three fast-math flag sets (LLVM may
+contract to FMAs and, with `reassoc`, reorder the expansions: the error column shows it).
 
 Run: /work/venv/bin/python bench/bench_exp.py [--n-log2 24] [--repeat 10]
 """
@@ -36,8 +36,8 @@ from tessc.context import make_context
 FASTMATH_VARIANTS: dict[str, set[str] | bool] = {
     "none": False,
     "safe": {"arcp", "contract", "nsz"},
-    # to_numba's DEFAULT_FASTMATH: reassoc + nsz lets LLVM fold Cody-Waite's two-step
-    # subtraction (measured: exp 4.5 ulp, 68 ulp without contract; log 1.9 ulp).
+    # to_numba's DEFAULT_FASTMATH. Without the pass's reassociation barrier, reassoc + nsz
+    # folds Cody-Waite's two steps into one (exp 4.5 ulp); with it, ~1.2 ulp.
     "codegen-default": {"arcp", "contract", "nsz", "reassoc"},
 }
 
