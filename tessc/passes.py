@@ -18,6 +18,7 @@ TESS_PASSES: dict[str, str] = {
     "tess-fuse": "tessc.lowering.fuse:TessFusePass",
     "tess-fuse-horizontal": "tessc.lowering.fuse_horizontal:TessFuseHorizontalPass",
     "tess-bufferize": "tessc.lowering.bufferize:TessBufferizePass",
+    "tess-memory-plan": "tessc.lowering.memory_plan:TessMemoryPlanPass",
     "tess-outline-kernels": "tessc.lowering.outline_kernels:TessOutlineKernelsPass",
     "tess-linalg-to-loops": "tessc.lowering.to_loops:TessLinalgToLoopsPass",
     "tess-tile": "tessc.lowering.tile:TessTilePass",
