@@ -348,6 +348,10 @@ class _FunctionEmitter:
         self.lines: list[str] = []
         self.indent = 1
         self.uses_math = False
+        self.used_prange = False
+        # 0-d memrefs in parallel kernels, seen through 1-element views: Numba's parfor
+        # lowering cannot index a 0-d array (`x[()]`) inside a prange body.
+        self.scalar_views: dict[SSAValue, str] = {}
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -371,6 +375,19 @@ class _FunctionEmitter:
     def assign(self, op: Operation, text: str) -> None:
         (result,) = op.results
         self.line(f"{self.define(result, _stem(op))} = {text}")
+        self.view_if_scalar(result)
+
+    def view_if_scalar(self, value: SSAValue) -> None:
+        if self.parallel and isinstance(value.type, MemRefType) and not value.type.get_shape():
+            view = self.names.hinted(f"{self.exprs[value]}_1d")
+            self.line(f"{view} = {self.exprs[value]}.reshape((1,))")
+            self.scalar_views[value] = view
+
+    def element(self, memory: SSAValue, indices: Sequence[SSAValue]) -> str:
+        """`x[i, j]`; `x[()]` for a 0-d memref, or `x_1d[0]` through its view."""
+        if memory in self.scalar_views:
+            return f"{self.scalar_views[memory]}[0]"
+        return f"{self.expr(memory)}[{self.indices(indices)}]"
 
     def argument_names(self, num_outputs: int) -> list[str]:
         args = self.fn.body.block.args
@@ -390,6 +407,8 @@ class _FunctionEmitter:
                 name = self.names.hinted(f"{stem}{position}")
                 self.exprs[arg] = name
                 names.append(name)
+        for arg in args:
+            self.view_if_scalar(arg)
         return names
 
     # -- walking ------------------------------------------------------------------------
@@ -410,10 +429,9 @@ class _FunctionEmitter:
             predicate = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
             self.emit_expression(op, f"{{0}} {_CMPI[predicate]} {{1}}")
         elif isinstance(op, memref.LoadOp):
-            self.assign(op, f"{self.expr(op.memref)}[{self.indices(op.indices)}]")
+            self.assign(op, self.element(op.memref, op.indices))
         elif isinstance(op, memref.StoreOp):
-            target = f"{self.expr(op.memref)}[{self.indices(op.indices)}]"
-            self.line(f"{target} = {self.expr(op.value)}")
+            self.line(f"{self.element(op.memref, op.indices)} = {self.expr(op.value)}")
         elif isinstance(op, memref.AllocOp | memref.AllocaOp):
             self.emit_alloc(op)
         elif isinstance(op, memref.DeallocOp):
@@ -481,8 +499,12 @@ class _FunctionEmitter:
             bound = size if size >= 0 else f"{source}.shape[{dim}]"
             self.line(f"for {index} in range({bound}):")
             self.indent += 1
-        subscript = ", ".join(indices) if indices else "()"
-        self.line(f"{target}[{subscript}] = {source}[{subscript}]")
+        if indices:
+            subscript = ", ".join(indices)
+            self.line(f"{target}[{subscript}] = {source}[{subscript}]")
+        else:
+            destination = self.element(op.destination, ())
+            self.line(f"{destination} = {self.element(op.source, ())}")
         self.indent -= len(indices)
 
     def emit_reshape(self, op: memref.CollapseShapeOp | memref.ExpandShapeOp) -> None:
@@ -597,11 +619,13 @@ class _FunctionEmitter:
                 flat = self.names.numbered("flat")
                 count = trips if trips is not None else self.trip_expr(lb, ub, step)
                 self.line(f"for {flat} in prange({count}):")
+                self.used_prange = True
                 self.indent += 1
                 self.line(f"{name} = {self.expr(lb)} + {flat} * {self.expr(step)}")
             else:
                 self.line(f"for {name} in {self.range_call(lb, ub, step, loop)}:")
                 self.indent += 1
+                self.used_prange |= loop == "prange"
             loop = "range"
         self.indent -= 1  # emit_body indents by one itself
         self.emit_body(block)
@@ -618,6 +642,7 @@ class _FunctionEmitter:
         trips = [d[4] or 0 for d in group]
         flat = self.names.numbered("flat")
         self.line(f"for {flat} in prange({math.prod(trips)}):")
+        self.used_prange = True
         self.indent += 1
         for k, (iv, lb, _, step, _) in enumerate(group):
             inner = math.prod(trips[k + 1 :])
@@ -761,8 +786,8 @@ def emit_numba(
         emitter.indent = 0
         emitter.emit_body(fn.body.block)
         uses_math |= emitter.uses_math
-        uses_prange |= parallel
-        if parallel:
+        uses_prange |= emitter.used_prange
+        if emitter.used_prange:
             decorator = '@njit(parallel=True, cache=True, fastmath=FASTMATH, error_model="numpy")'
         elif is_kernel:
             decorator = '@njit(cache=True, fastmath=FASTMATH, error_model="numpy")'

@@ -1,0 +1,180 @@
+"""
+`tessc-run`: compile a `tess` program and run one of its functions, like `xdsl-run`.
+
+    tessc-run prog.mlir --entry f                      # random inputs (seed 0), cpu pipeline
+    tessc-run prog.mlir --entry f --seed 3 --pipeline reference
+    tessc-run prog.tess --entry f --inputs x.npy w.npy
+
+Inputs are the `.npy` files given to `--inputs` (one per argument, in order) or, without
+them, arrays of the declared shapes and dtypes drawn uniformly from [-2, 2) with
+`--seed`. Each output is printed as
+
+    output 0 (3,4) float32
+    [[...]]
+
+with `np.array2string` under fixed print options (`--precision` digits), so the text is
+stable and FileCheck can match it. Every error — bad file, failing verifier or pass,
+wrong input shapes — is one diagnostic (`file:line:col: error: ...` when the error has an
+op with a location, else `file: error: ...`) on stderr and exit status 1, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.exceptions import DiagnosticException, ParseError
+
+from tessc.cli.opt import (
+    LocatingParser,
+    SourceChunk,
+    describe_op_error,
+    describe_parse_error,
+    error_message,
+    failing_op,
+    recording_failing_ops,
+    verify_located,
+)
+from tessc.context import make_context
+from tessc.pipelines import PIPELINES
+
+
+class RunError(Exception):
+    """An error to report as `file: error: message`."""
+
+
+def parse_file(path: Path, text: str) -> ModuleOp:
+    if path.suffix == ".tess":
+        from tessc.frontend.tess_lang import parse_tess
+
+        try:
+            return parse_tess(text, str(path))
+        except (ParseError, DiagnosticException):
+            raise
+        except Exception as error:  # lark's errors: report, never a traceback
+            raise RunError(str(error).strip().split("\n")[0] or type(error).__name__) from None
+    return LocatingParser(make_context(), text, str(path)).parse_module()
+
+
+def entry_function(module: ModuleOp, entry: str | None) -> func.FuncOp:
+    functions = [op for op in module.ops if isinstance(op, func.FuncOp)]
+    names = ", ".join(f"@{f.sym_name.data}" for f in functions) or "none"
+    if entry is None:
+        if len(functions) != 1:
+            raise RunError(f"choose the function to run with --entry (the module defines {names})")
+        return functions[0]
+    for function in functions:
+        if function.sym_name.data == entry:
+            return function
+    raise RunError(f"no function '@{entry}' to run (the module defines {names})")
+
+
+def make_inputs(function: func.FuncOp, files: Sequence[str] | None, seed: int) -> list[np.ndarray]:
+    from tessc.reference import shape_and_dtype
+
+    specs = [shape_and_dtype(t) for t in function.function_type.inputs.data]
+    if files is None:
+        rng = np.random.default_rng(seed)
+        return [rng.uniform(-2.0, 2.0, size=shape).astype(dtype) for shape, dtype in specs]
+    if len(files) != len(specs):
+        raise RunError(
+            f"@{function.sym_name.data} takes {len(specs)} inputs, {len(files)} files given"
+        )
+    arrays: list[np.ndarray] = []
+    for name in files:
+        try:
+            arrays.append(np.load(name, allow_pickle=False))
+        except (OSError, ValueError) as error:
+            raise RunError(f"cannot read input '{name}': {error}") from None
+    return arrays
+
+
+def format_output(index: int, array: np.ndarray, precision: int) -> str:
+    shape = "(" + ",".join(str(d) for d in array.shape) + ")"
+    body = np.array2string(
+        array,
+        precision=precision,
+        suppress_small=True,
+        separator=", ",
+        threshold=10_000,
+        max_line_width=100,
+        floatmode="fixed",
+    )
+    return f"output {index} {shape} {array.dtype.name}\n{body}"
+
+
+def run(args: argparse.Namespace) -> int:
+    from tessc.compiler import compile_module
+
+    path = Path(args.file)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise RunError(f"cannot read the file: {error}") from None
+    source = SourceChunk(str(path), text)
+    try:
+        with recording_failing_ops():
+            module = parse_file(path, text)
+            verify_located(module)
+            function = entry_function(module, args.entry)
+            inputs = make_inputs(function, args.inputs, args.seed)
+            program = compile_module(module, function.sym_name.data, args.pipeline)
+            outputs = program(*inputs)
+    except ParseError as error:
+        print(describe_parse_error(error), file=sys.stderr)
+        return 1
+    except DiagnosticException as error:
+        print(describe_op_error(error_message(error), failing_op(error), source), file=sys.stderr)
+        return 1
+    except (RunError, ValueError) as error:
+        print(f"{path}: error: {error}", file=sys.stderr)
+        return 1
+    except Exception as error:
+        # Codegen's UnsupportedOpError and anything else a pass raises: still a diagnostic.
+        print(f"{path}: error: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    for index, array in enumerate(outputs):
+        print(format_output(index, array, args.precision))
+    return 0
+
+
+def argument_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tessc-run", description="Compile a tess program and run one of its functions."
+    )
+    parser.add_argument("file", help="a .mlir (tess level) or .tess file")
+    parser.add_argument("--entry", help="the function to run (default: the only one)")
+    parser.add_argument("--pipeline", default="cpu", choices=sorted(PIPELINES), help="default: cpu")
+    inputs = parser.add_mutually_exclusive_group()
+    inputs.add_argument("--inputs", nargs="+", metavar="NPY", help="one .npy file per input")
+    inputs.add_argument(
+        "--seed", type=int, default=0, help="seed of the random inputs in [-2, 2) (default 0)"
+    )
+    parser.add_argument(
+        "--precision", type=int, default=4, help="digits printed after the point (default 4)"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The `tessc-run` console script; returns (and exits with) the status."""
+    args = argument_parser().parse_args(argv)
+    try:
+        status = run(args)
+    except RunError as error:
+        print(f"{args.file}: error: {error}", file=sys.stderr)
+        status = 1
+    sys.stdout.flush()
+    if argv is None:
+        sys.exit(status)
+    return status
+
+
+if __name__ == "__main__":
+    main()
