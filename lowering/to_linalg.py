@@ -104,10 +104,6 @@ def broadcast_map(
     return AffineMap(num_loops, 0, tuple(results))
 
 
-def identity_map(rank: int) -> AffineMap:
-    return AffineMap.identity(rank)
-
-
 def parallel_iterators(count: int) -> list[Attribute]:
     return [IteratorTypeAttr.parallel()] * count
 
@@ -170,7 +166,7 @@ def build_fill(
         rewriter,
         [],
         empty_like(rewriter, result_type),
-        [identity_map(rank)],
+        [AffineMap.identity(rank)],
         parallel_iterators(rank),
         lambda b, args: float_constant(b, value, element_type),
         origin,
@@ -194,7 +190,7 @@ def build_elementwise(
         rewriter,
         inputs,
         empty_like(rewriter, result_type),
-        [*maps, identity_map(rank)],
+        [*maps, AffineMap.identity(rank)],
         parallel_iterators(rank),
         body,
         origin,
@@ -350,7 +346,7 @@ class PermuteToLinalg(RewritePattern):
             rewriter,
             [op.input],
             empty_like(rewriter, result_type_of(op)),
-            [input_map, identity_map(rank)],
+            [input_map, AffineMap.identity(rank)],
             parallel_iterators(rank),
             lambda b, args: args[0],
             op.name,
@@ -394,7 +390,7 @@ class ReduceToLinalg(RewritePattern):
             rewriter,
             [op.input],
             init,
-            [identity_map(rank), AffineMap(rank, 0, tuple(output_exprs))],
+            [AffineMap.identity(rank), AffineMap(rank, 0, tuple(output_exprs))],
             iterators,
             combine,
             op.name,
@@ -541,7 +537,7 @@ def single_element_copy(
         rewriter,
         [source],
         empty_like(rewriter, result_type),
-        [AffineMap(rank, 0, zeros), identity_map(rank)],
+        [AffineMap(rank, 0, zeros), AffineMap.identity(rank)],
         parallel_iterators(rank),
         lambda b, args: args[0],
         "tess.reshape",

@@ -351,6 +351,12 @@ func.func @main(%a: tensor<2x3xf32>)
   %1 = tess.reshape %0 : tensor<2x3xf32> -> tensor<6xf32>
   func.return %a, %0, %0, %1 : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<6xf32>
 }""",
+    "splat_constant": """
+func.func @main(%a: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %c = arith.constant dense<2.500000e-01> : tensor<3xf32>
+  %0 = tess.mul %a, %c : tensor<2x3xf32>, tensor<3xf32> -> tensor<2x3xf32>
+  func.return %0 : tensor<2x3xf32>
+}""",
     "calls": """
 func.func @main(%a: tensor<2x3xf32>, %b: tensor<3xf32>) -> tensor<2x3xf32> {
   %0 = func.call @affine(%a, %b) : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
@@ -527,6 +533,20 @@ def test_outline_refuses_tensors() -> None:
     linalg_level = lower(parse(PROGRAMS["permute"]), "linalg")
     with pytest.raises(PassFailedException, match="tess-bufferize"):
         TessOutlineKernelsPass().apply(make_context(), linalg_level)
+
+
+def test_bufferize_refuses_non_splat_constants() -> None:
+    module = parse(
+        """
+func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {
+  %c = arith.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %0 = tess.mul %a, %c : tensor<2xf32>, tensor<2xf32> -> tensor<2xf32>
+  func.return %0 : tensor<2xf32>
+}"""
+    )
+    linalg_level = lower(module, "linalg")
+    with pytest.raises(PassFailedException, match="cannot bufferize 'arith.constant'"):
+        TessBufferizePass().apply(make_context(), linalg_level)
 
 
 def test_loops_refuse_tensors() -> None:
