@@ -6,46 +6,42 @@ its consumer when that saves memory traffic without adding work, as MLIR's
 `FuseElementwiseOps` does: the producer's body is inlined into the consumer's, the consumer
 reads the producer's inputs directly, and the intermediate tensor disappears.
 
-Indexing maps. Let `Mc` be the consumer's map for the fused operand (consumer loops ->
-producer result indices) and `Mp` the producer's map for that result, a permutation because
-the producer is all-parallel. `T = inverse(Mp) . Mc` maps consumer loops to producer loops,
-and every producer input map `Mi` becomes `Mi . T`. Broadcasts compose through `T`: a
-constant-0 result of `Mc` pins the producer loop to 0, and dropped leading dims simply do
-not appear. So the seed's `(3,5,1) * (1,5,4)` zip followed by a sum over dim 1 becomes one
-generic over `(3,5,4)` reading `(d0,d1,0)` and `(0,d1,d2)`, accumulating into the reduce's
-unchanged init: the `tensor<3x5x4xf32>` intermediate never exists.
+Indexing maps. With `Mc` the consumer's map of the fused operand and `Mp` the producer's
+map of that result (a permutation: the producer is all-parallel), `T = inverse(Mp) . Mc`
+maps consumer loops to producer loops and each producer input map `Mi` becomes `Mi . T`.
+Broadcasts compose through `T`: a constant-0 result of `Mc` pins a producer loop to 0, and
+dropped leading dims do not appear. So the seed's `(3,5,1) * (1,5,4)` zip then sum over
+dim 1 becomes one generic over `(3,5,4)` reading `(d0,d1,0)` and `(0,d1,d2)` into the
+reduce's unchanged init: the `tensor<3x5x4xf32>` intermediate never exists.
 
-Rules, not luck. Every op gets a `PatternKind` (TVM's FuseOps classes, from
-`tessc.dialects.tess`) derived from its iterators and maps, and an edge producer->consumer
-is fused only when all of these hold (otherwise the reason is what `report` prints):
+Rules, not luck. Each op has a `PatternKind` (TVM's FuseOps classes, from
+`tessc.dialects.tess`) read off its iterators and maps. An edge is fused only if all hold
+(otherwise `report` prints which failed):
 
-- the producer is elementwise, broadcast or injective (all-parallel). A reduction or
-  matmul-like producer is never fused into its consumer: an epilogue (bias add, relu) must
-  run after the reduction has finished, which one `linalg.generic` cannot express. That is
-  left to a later grouping op (kernel boundaries at level 3), not done here;
-- the producer is not recomputed in a way that multiplies work: if the consumer visits a
-  producer element more than once (a broadcast, or a matmul operand indexed without `j`),
-  only a free producer (a copy, transpose or constant: no arithmetic) may be fused into a
-  reduction, and only a cheap one (at most `max-cheap-ops` arithmetic ops, none of them
-  transcendental or a division) into an all-parallel consumer. A zip into a reduce is fine
-  exactly when the zip's iteration space is the reduce's (each product computed once);
-- a producer that keeps other uses after the fusion is duplicated only when cheap. An
-  expensive one is instead fused *multi-output*: the fused generic also yields the
-  producer's result (e.g. a forward value and a saved activation), provided the consumer is
-  all-parallel over exactly the producer's iteration space and every other use comes after
-  the consumer. Otherwise the edge is refused and the producer stays a kernel of its own;
+- the producer is elementwise, broadcast or injective. A reduction or matmul-like producer
+  is not fused into its consumer: an epilogue (bias add, relu) must run after the
+  reduction finishes, which one `linalg.generic` cannot express; that is left to a later
+  grouping op (kernel boundaries at level 3);
+- no work is multiplied: where the consumer visits a producer element more than once (a
+  broadcast, or a matmul operand indexed without `j`), only a free producer (copy,
+  transpose, constant) may go into a reduction, and only a cheap one (at most
+  `max-cheap-ops` ops, no transcendental or division) into an all-parallel consumer. A zip
+  into a reduce is fine exactly when the zip's iteration space is the reduce's;
+- a producer with other uses is duplicated only when cheap; an expensive one is fused
+  *multi-output* instead (the fused generic also yields its result, e.g. a forward value
+  and a saved activation) when the consumer is all-parallel over exactly the producer's
+  iteration space and all other uses come after the consumer; else the edge is refused;
 - every loop of the fused op still has its extent given by some operand.
 
-Fusion is a greedy fixpoint, so it does not depend on how an expression was written:
-`a + (b - a) * w` and `a * (1 - w) + b * w` both end as one generic (a `linalg.fill` or a
-splat constant is inlined as a scalar, and duplicate inputs are merged). Fused producers
-are erased; the greedy driver removes the `tensor.empty` ops left unused.
+The greedy fixpoint makes fusion independent of how an expression is written:
+`a + (b - a) * w` and `a * (1 - w) + b * w` both end as one generic (fills and splat
+constants become scalars, duplicate inputs merge). Fused producers are erased; the greedy
+driver removes the `tensor.empty` ops left unused.
 
-With `report=true` every generic gets `tess.kind` (its pattern kind), every fused generic
-`tess.fused` (the ops it merged, in order; a generic lowered from `tess.mul` is named by
-its `tess.op` attribute when `tess-to-linalg` sets one, else by its body), and every
-consumer with refused edges `tess.fusion_refused`, one `operand <i> (<producer>): <reason>`
-clause per edge, joined by "; ". Output is deterministic.
+`report=true` writes `tess.kind` on every generic, `tess.fused` (the merged ops in program
+order, named by the `tess.op` attribute `tess-to-linalg` sets, else by their bodies) on
+every fused one, and `tess.fusion_refused` (`operand <i> (<producer>): <reason>` clauses
+joined by "; ") on consumers with refused edges. Output is deterministic.
 
 xDSL has no fusion pass for `linalg.generic`, hence this one.
 """
@@ -71,7 +67,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.dialects.linalg.attrs import IteratorType
 from xdsl.dialects.linalg.ops import FillOp, GenericOp, YieldOp
-from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, Region, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, OpResult, Region, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -130,10 +126,10 @@ def _splat_value(op: Operation) -> float | None:
     """The element of an `arith.constant` splat tensor, else None."""
     if not isinstance(op, arith.ConstantOp) or not isinstance(op.value, DenseIntOrFPElementsAttr):
         return None
-    values = op.value.get_values()
-    if not values or any(v != values[0] for v in values):
+    raw, size = op.value.data.data, op.value.get_element_type().compile_time_size
+    if not raw or raw != raw[:size] * (len(raw) // size):  # bytes: fast on big constants
         return None
-    return float(values[0])
+    return float(next(iter(op.value.iter_values())))
 
 
 def pattern_kind(op: Operation) -> PatternKind:
@@ -173,9 +169,8 @@ def _payload(op: GenericOp) -> list[Operation]:
 
 
 def _is_expensive(op: Operation) -> bool:
-    if op.name.startswith("math."):
-        return op.name not in _CHEAP_MATH_OPS
-    return op.name in _EXPENSIVE_ARITH_OPS
+    math_op = op.name.startswith("math.") and op.name not in _CHEAP_MATH_OPS
+    return math_op or op.name in _EXPENSIVE_ARITH_OPS
 
 
 def producer_cost(op: Operation) -> tuple[int, bool]:
@@ -194,15 +189,13 @@ def labels(op: Operation) -> list[str]:
     origin = op.attributes.get(ORIGIN_ATTR)
     if isinstance(origin, StringAttr):
         return [origin.data]
-    if isinstance(op, GenericOp):
-        payload = _payload(op)
-        if not payload:
-            yielded = op.body.block.last_op
-            is_copy = yielded is not None and any(
-                isinstance(v.owner, Block) for v in yielded.operands
-            )
-            return ["linalg.copy" if is_copy else "linalg.fill"]
+    if isinstance(op, GenericOp) and (payload := _payload(op)):
         return ["+".join(o.name for o in payload)]
+    if isinstance(op, GenericOp):  # no arithmetic: it yields an input or a constant
+        yielded = op.body.block.last_op.operands if op.body.block.last_op else ()
+        return [
+            "linalg.copy" if any(isinstance(v, BlockArgument) for v in yielded) else "linalg.fill"
+        ]
     return [op.name]
 
 
@@ -228,17 +221,13 @@ class FusionPlan:
     """Producer results the fused op also yields (multi-output fusion)."""
 
 
-def _other_users(producer: Operation, consumer: Operation) -> list[Operation]:
-    """Ops other than the consumer's inputs that read a result of `producer`."""
-    users: list[Operation] = []
-    inputs = set(range(len(consumer.inputs))) if isinstance(consumer, GenericOp) else ()
-    for result in producer.results:
-        for use in result.uses:
-            if use.operation is consumer and use.index in inputs:
-                continue
-            if use.operation not in users:
-                users.append(use.operation)
-    return users
+def _other_users(producer: Operation, consumer: GenericOp) -> list[Operation]:
+    """Ops other than the consumer's inputs that read a result of `producer`, in use order."""
+    uses = (u for r in producer.results for u in r.uses)
+    others = (
+        u.operation for u in uses if u.operation is not consumer or u.index >= len(consumer.inputs)
+    )
+    return list(dict.fromkeys(others))
 
 
 def _covers_all_loops(maps: Sequence[AffineMap], num_loops: int) -> int | None:
@@ -342,11 +331,6 @@ def plan_fusion(consumer: GenericOp, index: int, policy: FusionPolicy) -> Fusion
 # ---------------------------------------------------------------------------------------
 
 
-def _element_type(value: SSAValue) -> Attribute:
-    assert isinstance(value.type, ShapedType)
-    return value.type.get_element_type()
-
-
 class _OperandList:
     """Operands of the fused op with their maps; an identical (value, map) is merged."""
 
@@ -364,8 +348,8 @@ class _OperandList:
         return len(self.values) - 1
 
 
-def _scalar_of(producer: Operation, block: Block) -> SSAValue:
-    """The scalar a fill or splat constant stands for, materialised as a constant in `block`."""
+def _scalar_of(producer: Operation, block: Block, before: Operation | None) -> SSAValue:
+    """The scalar a fill or splat constant stands for, as a constant in `block` before `before`."""
     if isinstance(producer, FillOp):
         scalar = producer.inputs[0]
         if not (isinstance(scalar, OpResult) and isinstance(scalar.op, arith.ConstantOp)):
@@ -376,24 +360,61 @@ def _scalar_of(producer: Operation, block: Block) -> SSAValue:
         assert value is not None and isinstance(producer.results[0].type, TensorType)
         element_type = producer.results[0].type.get_element_type()
         constant = arith.ConstantOp(FloatAttr(value, element_type))
-    block.add_op(constant)
+    block.insert_op_before(constant, before) if before else block.add_op(constant)
     return constant.result
 
 
-def _prune_dead_ops(block: Block) -> None:
+def _prune_dead_ops(block: Block, rewriter: PatternRewriter) -> None:
     """Drop side-effect-free body ops whose results nobody reads (from unused yields)."""
     for op in reversed(list(block.ops)):
-        if (
-            not isinstance(op, YieldOp)
-            and all(not r.uses for r in op.results)
-            and is_side_effect_free(op)
-        ):
-            op.detach()
-            op.erase()
+        if not isinstance(op, YieldOp) and not any(r.uses for r in op.results):
+            if is_side_effect_free(op):
+                rewriter.erase(op)
 
 
-def build_fused(consumer: GenericOp, plan: FusionPlan) -> GenericOp:
-    """The generic computing `consumer` with the producer's body inlined into it."""
+def _splice(
+    body: Block,
+    params: Sequence[BlockArgument],
+    args: Sequence[SSAValue | None],
+    into: Block,
+    *,
+    move: bool,
+    before: Operation | None = None,
+) -> list[SSAValue]:
+    """
+    Put `body`'s ops (not its yield) into `into` before `before` (default: at the end),
+    with its parameters `params` replaced by `args`, and return the values it yields. If
+    `body` is `into`, its ops stay where they are; otherwise they move, or are cloned.
+    """
+    terminator = body.last_op
+    assert isinstance(terminator, YieldOp)
+    for param, value in zip(params, args, strict=True):
+        if isinstance(value, BlockArgument) and value.owner is into and not value.name_hint:
+            value.name_hint = param.name_hint  # readable names: the first source arg names it
+    if not move and body is not into:
+        mapper = {p: v for p, v in zip(params, args, strict=True) if v is not None}
+        for op in body.ops:
+            if op is not terminator:
+                clone = op.clone(mapper)
+                into.insert_op_before(clone, before) if before else into.add_op(clone)
+        return [mapper.get(v, v) for v in terminator.operands]
+    for param, value in zip(params, args, strict=True):
+        if value is not None:
+            param.replace_all_uses_with(value)
+    if body is not into:
+        for op in list(body.ops):
+            if op is not terminator:
+                op.detach()
+                into.insert_op_before(op, before) if before else into.add_op(op)
+    return list(terminator.operands)
+
+
+def build_fused(consumer: GenericOp, plan: FusionPlan, rewriter: PatternRewriter) -> GenericOp:
+    """
+    The generic computing `consumer` with the producer's body inlined into it. The bodies
+    are moved, not copied, where their ops are going away anyway: `consumer` and `plan`
+    are spent afterwards (the caller replaces the consumer and erases a dead producer).
+    """
     producer = plan.producer
     consumer_maps = _maps(consumer)
     producer_maps = _maps(producer) if isinstance(producer, GenericOp) else []
@@ -429,47 +450,63 @@ def build_fused(consumer: GenericOp, plan: FusionPlan) -> GenericOp:
         out_map = producer_maps[len(producer.inputs) + r].compose(transforms[0])
         kept_slots[r] = outputs.add(producer.outputs[r], out_map, merge=False)
 
+    # The consumer is replaced and a producer without other uses erased, so their bodies
+    # can move; only a producer that stays (or is inlined twice) is cloned. The larger
+    # body's block is reused, so that fusing a long chain stays linear.
+    move_producer = len(transforms) == 1 and (
+        bool(plan.kept_results) or not _other_users(producer, consumer)
+    )
+    producer_body = producer.body.block if isinstance(producer, GenericOp) else None
+    consumer_body = consumer.body.block
+    reuse_producer = (
+        move_producer
+        and producer_body is not None
+        and len(producer_body.ops) > len(consumer_body.ops)
+    )
+    block = producer_body if reuse_producer and producer_body else consumer_body
+    terminators = (consumer_body.last_op, producer_body.last_op if producer_body else None)
+    producer_params = list(producer_body.args) if producer_body else []
+    consumer_params = list(consumer_body.args)
     n_in = len(inputs.values)
-    block = Block(arg_types=[_element_type(v) for v in (*inputs.values, *outputs.values)])
-    mapper: dict[SSAValue, SSAValue] = {}
+    for value in (*inputs.values, *outputs.values):
+        assert isinstance(value.type, ShapedType)
+        block.insert_arg(value.type.get_element_type(), len(block.args))
+    new_args = block.args[-(n_in + len(outputs.values)) :]
+
+    first_consumer_op = consumer_body.first_op
     yielded: dict[AffineMap, list[SSAValue]] = {}
     for t in transforms:
-        if not isinstance(producer, GenericOp):
-            yielded[t] = [_scalar_of(producer, block)]
+        if producer_body is None:
+            yielded[t] = [_scalar_of(producer, block, first_consumer_op)]
             continue
-        body = producer.body.block
-        slots = inlined[t]
-        for arg, slot in zip(body.args, slots, strict=True):
-            if slot is not None:
-                mapper[arg] = block.args[slot]
+        args: list[SSAValue | None] = [None if k is None else new_args[k] for k in inlined[t]]
         for r, slot in kept_slots.items():
-            mapper[body.args[len(producer.inputs) + r]] = block.args[n_in + slot]
-        for op in body.ops:
-            if not isinstance(op, YieldOp):
-                block.add_op(op.clone(mapper))
-        assert isinstance(body.last_op, YieldOp)
-        yielded[t] = [mapper.get(v, v) for v in body.last_op.operands]
+            args[len(producer.inputs) + r] = new_args[n_in + slot]
+        before = None if reuse_producer else first_consumer_op
+        yielded[t] = _splice(
+            producer_body, producer_params, args, block, move=move_producer, before=before
+        )
 
-    consumer_body = consumer.body.block
-    for i, arg in enumerate(consumer_body.args[: len(consumer.inputs)]):
+    consumer_args: list[SSAValue | None] = []
+    for i, value in enumerate(consumer.inputs):
         if i in by_index:
             r, t = by_index[i]
-            mapper[arg] = yielded[t][r]
+            consumer_args.append(yielded[t][r])
         else:
-            mapper[arg] = block.args[inputs.add(consumer.inputs[i], consumer_maps[i])]
-    for j, arg in enumerate(consumer_body.args[len(consumer.inputs) :]):
-        mapper[arg] = block.args[n_in + j]
-    for op in consumer_body.ops:
-        if not isinstance(op, YieldOp):
-            block.add_op(op.clone(mapper))
-    assert isinstance(consumer_body.last_op, YieldOp)
-    results = [mapper.get(v, v) for v in consumer_body.last_op.operands]
+            consumer_args.append(new_args[inputs.add(value, consumer_maps[i])])
+    consumer_args += new_args[n_in : n_in + len(consumer.outputs)]
+    results = _splice(consumer_body, consumer_params, consumer_args, block, move=True)
     results += [yielded[transforms[0]][r] for r in plan.kept_results]
     block.add_op(YieldOp(*results))
-    _prune_dead_ops(block)
-    for old, new in mapper.items():  # keep readable names: the first source arg names it
-        if isinstance(old, BlockArgument) and new.owner is block and not new.name_hint:
-            new.name_hint = old.name_hint
+    for terminator in terminators:
+        if terminator is not None and terminator.parent is block:
+            rewriter.erase(terminator)
+    for param in producer_params if reuse_producer else consumer_params:
+        block.erase_arg(param)
+    assert block.parent is not None
+    block.parent.detach_block(block)
+    if len(producer.results) > 1:
+        _prune_dead_ops(block, rewriter)  # the inlined producer computed results nobody reads
 
     fused = GenericOp(
         inputs.values,
@@ -479,13 +516,8 @@ def build_fused(consumer: GenericOp, plan: FusionPlan) -> GenericOp:
         consumer.iterator_types,
         [*consumer.result_types, *(producer.results[r].type for r in plan.kept_results)],
     )
-    fused.attributes.update(
-        {
-            k: v
-            for k, v in consumer.attributes.items()
-            if k not in (FUSED_ATTR, REFUSED_ATTR, KIND_ATTR)
-        }
-    )
+    ours = (FUSED_ATTR, REFUSED_ATTR, KIND_ATTR)
+    fused.attributes.update({k: v for k, v in consumer.attributes.items() if k not in ours})
     return fused
 
 
@@ -525,11 +557,12 @@ class FuseProducerIntoGeneric(RewritePattern):
                 break
         else:
             return
-        fused = build_fused(consumer, plan)
-        self.origins[fused] = sorted(
+        merged = sorted(
             _origins(plan.producer, self.origins, self.positions)
             + _origins(consumer, self.origins, self.positions)
         )
+        fused = build_fused(consumer, plan, rewriter)
+        self.origins[fused] = merged
         self.origins.pop(consumer, None)
         num_results = len(consumer.results)
         rewriter.replace(consumer, fused, fused.results[:num_results])
