@@ -288,7 +288,7 @@ def plan_fusion(consumer: GenericOp, index: int, policy: FusionPolicy) -> Fusion
         if _is_reduction(consumer):
             return f"would recompute the producer {visits} times per element inside a reduction"
         if not cheap:
-            return f"expensive producer would be recomputed {visits} times (broadcast)"
+            return f"expensive producer would be recomputed {visits} times per element"
 
     kept: tuple[int, ...] = ()
     others = _other_users(producer, consumer)

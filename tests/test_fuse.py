@@ -334,6 +334,25 @@ def test_multi_use_expensive_producer_is_not_duplicated_into_reductions():
     )
 
 
+def test_expensive_value_read_in_two_layouts_is_computed_once():
+    # e + transpose(e): the transpose takes exp as a second output (written through the
+    # transposed map); the add would need exp at two points per element, so it is refused.
+    fused = check_fusion(
+        tess("""
+        func.func @f(%x: tensor<3x3xf32>) -> tensor<3x3xf32> {
+          %e = tess.exp %x : tensor<3x3xf32>
+          %t = tess.permute %e dims = [1, 0] : tensor<3x3xf32> -> tensor<3x3xf32>
+          %s = tess.add %e, %t : tensor<3x3xf32>, tensor<3x3xf32> -> tensor<3x3xf32>
+          func.return %s : tensor<3x3xf32>
+        }"""),
+        report=True,
+    )
+    transpose, add = generics(fused)
+    assert len(transpose.results) == 2 and count_ops(fused, "math.exp") == 1
+    refused = add.attributes["tess.fusion_refused"]
+    assert isinstance(refused, StringAttr) and "recomputed 2 times per element" in refused.data
+
+
 def test_cheap_multi_use_producer_is_duplicated_into_all_consumers():
     fused = check_fusion(
         tess("""
