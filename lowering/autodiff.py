@@ -124,9 +124,9 @@ class _PrimalCloner:
         _fail(f"@{name} has no func.return", function)
 
 
-def _active_values(ops: Sequence[Operation], seeds: Sequence[SSAValue]) -> set[SSAValue]:
-    """The values that depend differentiably on `seeds` (the differentiated arguments)."""
-    active = set(seeds)
+def _active_values(ops: Sequence[Operation], differentiated: Sequence[SSAValue]) -> set[SSAValue]:
+    """The values that depend differentiably on the `differentiated` arguments."""
+    active = set(differentiated)
     for op in ops:
         if isinstance(op, ZERO_GRADIENT_OPS):
             continue
