@@ -243,7 +243,7 @@ class ArithEmitter:
     float_type: AnyFloat
     fmt: FloatFormat
     fastmath: arith.FastMathFlagsAttr
-    _constants: dict[tuple[str, float | int], SSAValue] = field(default_factory=dict)
+    _constants: dict[tuple[str, str], SSAValue] = field(default_factory=dict)
 
     @property
     def int_type(self) -> IntegerType:
@@ -254,13 +254,13 @@ class ArithEmitter:
         return op.results[0]
 
     def const(self, value: float) -> SSAValue:
-        key = ("f", value)
+        key = ("f", repr(value))  # repr: keeps -0.0 apart from 0.0 and finds NaN again
         if key not in self._constants:
             self._constants[key] = self._emit(arith.ConstantOp(FloatAttr(value, self.float_type)))
         return self._constants[key]
 
     def int_const(self, value: int) -> SSAValue:
-        key = ("i", value)
+        key = ("i", repr(value))
         if key not in self._constants:
             self._constants[key] = self._emit(arith.ConstantOp(IntegerAttr(value, self.int_type)))
         return self._constants[key]
