@@ -4,7 +4,7 @@
 Runs on level-4/5 host functions, after `tess-bufferize` and before or after
 `tess-outline-kernels` (a host op that touches memory is then a `linalg` op or a
 `func.call` of a kernel; the plan only needs to know which ops use which buffers). A host
-is a `func.func` with a body and without `tess.kernel`. For each host:
+is a `func.func` on memrefs with a body and without `tess.kernel`. For each host:
 
 1. Buffers. Every `memref.alloc` of static shape at the top level of the host is an
    intermediate, unless one of its views reaches `func.return` (it escapes). A buffer's
@@ -21,12 +21,12 @@ is a `func.func` with a body and without `tess.kernel`. For each host:
    - an out-param aliases a donated input of the same type (`tess.aliases_input = k : i64`
      on the out-param; the runtime then passes input k's array as that output) when the
      first op W that touches the out-param uses it once and directly, no use of the input
-     (or of its views) comes after W, and W is either `memref.copy(input, out)` (erased: the data is already there) or a
-     `linalg.generic` (directly, or the single generic of a called `tess.kernel`) with only
-     parallel iterators that writes the out-param through an identity map and reads the
-     input, if at all, only directly (not through a view) and only through identity maps:
-     every element of the input is read at the index it is then written to, before it is
-     written. Each donated input backs at most one out-param.
+     (or of its views) comes after W, and W is either `memref.copy(input, out)` (erased:
+     the data is already there) or a `linalg.generic` (directly, or the single generic of
+     a called `tess.kernel`) with only parallel iterators that writes the out-param
+     through an identity map and reads the input, if at all, only directly (not through a
+     view) and only through identity maps: every element of the input is read at the index
+     it is then written to, before it is written. Each input backs at most one out-param.
    - an intermediate of exactly the input's type lives in the input's storage when its
      interval starts after the input's last use and ends before the first use of the
      out-param aliasing the input, if any (its alloc is replaced by the input; several such
@@ -86,6 +86,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     ModuleOp,
+    TensorType,
     UnitAttr,
     i8,
     i64,
@@ -455,7 +456,11 @@ def reuse_donated(
 
 
 def is_host(function: func.FuncOp) -> bool:
-    return bool(function.body.blocks) and KERNEL_ATTR not in function.attributes
+    """A bufferized function with a body that is not a kernel."""
+    if not function.body.blocks or KERNEL_ATTR in function.attributes:
+        return False
+    types = (*function.function_type.inputs.data, *function.function_type.outputs.data)
+    return not any(isinstance(t, TensorType) for t in types)
 
 
 def hosts_callees_first(module: ModuleOp) -> list[func.FuncOp]:
@@ -554,8 +559,8 @@ def rewrite_buffers(plan: HostPlan, workspace_arg: bool) -> None:
         assert arena is not None and buffer.offset is not None
         offset = arith.ConstantOp(IntegerAttr(buffer.offset, IndexType()))
         view = memref.ViewOp(arena, offset, [], buffer.alloc.memref.type)
-        view.result.name_hint = buffer.alloc.memref.name_hint
-        Rewriter.replace_op(buffer.alloc, [offset, view], [view.result])
+        Rewriter.insert_op(offset, InsertPoint.before(buffer.alloc))
+        Rewriter.replace_op(buffer.alloc, view)
 
 
 def plan_host(
