@@ -95,10 +95,8 @@ def main() -> None:
 
     x_train, y_train, x_test, y_test = load_digits_data()
     n_batches = len(x_train) // args.batch
-    batches = [
-        (x_train[i * args.batch : (i + 1) * args.batch], y_train[i * args.batch : (i + 1) * args.batch])
-        for i in range(n_batches)
-    ]
+    bounds = [slice(i * args.batch, (i + 1) * args.batch) for i in range(n_batches)]
+    batches = [(x_train[b], y_train[b]) for b in bounds]
 
     step = make_train_step(args.lr, args.target)
     params = init_params(args.hidden)
