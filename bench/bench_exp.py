@@ -22,6 +22,7 @@ import argparse
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit, prange
@@ -214,14 +215,24 @@ def fused_expanded_source(function: func.FuncOp) -> str:
 # -- measurement --------------------------------------------------------------------------
 
 
-def best_time(kernel: Callable[..., None], x: np.ndarray, out: np.ndarray, repeat: int) -> float:
-    kernel(x, out)  # compile and fault the pages in
-    times = []
+@dataclass
+class Case:
+    label: str
+    kernel: Callable[..., None]
+    x: np.ndarray
+    reference: Callable[[np.ndarray], np.ndarray] | None
+    best_ms: float = float("inf")
+
+
+def time_interleaved(cases: list[Case], out: np.ndarray, repeat: int) -> None:
+    """Best time of each case, timing them in turn so machine load hits all alike."""
+    for case in cases:
+        case.kernel(case.x, out)  # compile and fault the pages in
     for _ in range(repeat):
-        start = time.perf_counter()
-        kernel(x, out)
-        times.append(time.perf_counter() - start)
-    return min(times)
+        for case in cases:
+            start = time.perf_counter()
+            case.kernel(case.x, out)
+            case.best_ms = min(case.best_ms, (time.perf_counter() - start) * 1e3)
 
 
 def max_ulp(got: np.ndarray, x: np.ndarray, reference: Callable[[np.ndarray], np.ndarray]) -> float:
@@ -254,43 +265,44 @@ def main() -> None:
     for variant, fastmath in FASTMATH_VARIANTS.items():
         print(f"\nfastmath = {variant} ({fastmath})")
         libm = libm_kernels(fastmath)
-        copy_ms = best_time(libm["copy"], inputs["exp"], out, args.repeat) * 1e3
-        print(f"  {'copy (bandwidth limit)':34s} {copy_ms:7.2f} ms")
+        cases = [Case("copy (bandwidth limit)", libm["copy"], inputs["exp"], None)]
         for name, reference in references.items():
             x = inputs[name]
-            libm_ms = best_time(libm[name], x, out, args.repeat) * 1e3
-            libm_err = max_ulp(out.copy(), x, reference)
             source = scalar_kernel_source(functions[name], f"{name}_expanded")
             expanded = compile_source(source, f"{name}_expanded", fastmath)
-            exp_ms = best_time(expanded, x, out, args.repeat) * 1e3
-            exp_err = max_ulp(out.copy(), x, reference)
-            print(f"  {name + ' libm':34s} {libm_ms:7.2f} ms   max {libm_err:5.2f} ulp")
-            print(
-                f"  {name + ' expanded (pass output)':34s} {exp_ms:7.2f} ms   max {exp_err:5.2f}"
-                f" ulp   {libm_ms / exp_ms:4.1f}x faster, {exp_ms / copy_ms:4.2f}x copy"
-            )
+            cases += [
+                Case(f"{name} libm", libm[name], x, reference),
+                Case(f"{name} expanded (pass output)", expanded, x, reference),
+            ]
             try:
-                via_codegen = emit_numba_kernel(name, n, fastmath)
+                cases.append(
+                    Case(
+                        f"{name} via emit_numba", emit_numba_kernel(name, n, fastmath), x, reference
+                    )
+                )
             except Exception as error:  # the codegen may not translate every op yet
                 reason = str(error).strip().splitlines()[0]
-                print(f"  {name + ' via emit_numba':34s} skipped: {reason}")
-            else:
-                codegen_ms = best_time(via_codegen, x, out, args.repeat) * 1e3
-                codegen_err = max_ulp(out.copy(), x, reference)
-                print(
-                    f"  {name + ' via emit_numba':34s} {codegen_ms:7.2f} ms   max"
-                    f" {codegen_err:5.2f} ulp"
-                )
-        x = inputs["fused"]
-        fused_ms = best_time(libm["fused"], x, out, args.repeat) * 1e3
+                print(f"  {name + ' via emit_numba':36s} skipped: {reason}")
         fused_source = fused_expanded_source(functions["exp"])
         fused_expanded = compile_source(fused_source, "fused_expanded", fastmath)
-        expanded_ms = best_time(fused_expanded, x, out, args.repeat) * 1e3
-        print(f"  {'relu(x*w+b)*sigmoid(x)-0.5x libm':34s} {fused_ms:7.2f} ms")
-        print(
-            f"  {'relu(x*w+b)*sigmoid(x)-0.5x expanded':34s} {expanded_ms:7.2f} ms"
-            f"   {fused_ms / expanded_ms:4.1f}x faster, {expanded_ms / copy_ms:4.2f}x copy"
-        )
+        cases += [
+            Case("relu(x*w+b)*sigmoid(x)-0.5x libm", libm["fused"], inputs["fused"], None),
+            Case("relu(x*w+b)*sigmoid(x)-0.5x expanded", fused_expanded, inputs["fused"], None),
+        ]
+        time_interleaved(cases, out, args.repeat)
+
+        copy_ms = cases[0].best_ms
+        libm_ms = 0.0
+        for case in cases:
+            line = f"  {case.label:36s} {case.best_ms:7.2f} ms  {case.best_ms / copy_ms:5.2f}x copy"
+            if case.reference is not None:
+                case.kernel(case.x, out)
+                line += f"   max {max_ulp(out, case.x, case.reference):5.2f} ulp"
+            if "libm" in case.label:
+                libm_ms = case.best_ms
+            else:
+                line += f"   {libm_ms / case.best_ms:5.1f}x faster than libm" if libm_ms else ""
+            print(line)
 
 
 if __name__ == "__main__":
