@@ -56,7 +56,7 @@ neighbours - in ulps of the float type against x87 long double; the IR is evalua
 op with NumPy, so without FMA contraction):
     exp   f32 0.95 ulp    f64 0.99 ulp
     tanh  f32 1.32 ulp    f64 1.30 ulp   (worst just above the 0.625 cut-over)
-    log   f32 0.84 ulp    f64 0.83 ulp
+    log   f32 0.84 ulp    f64 0.82 ulp
     sigmoid as 1/(1+exp(-x)), f32: 2.08 ulp (NumPy's own float32 formula: 2.84)
 Specials: exp(+-inf) = inf / 0, exp(NaN) = NaN, overflow -> +inf, underflow -> 0 with
 correctly rounded subnormals on the way; tanh(+-inf) = +-1, tanh(+-0) = +-0; log as
