@@ -1,70 +1,69 @@
 """
-`tess-memory-plan`: liveness-based buffer reuse in one byte arena, donation, peak memory.
+`tess-memory-plan`: liveness-based buffer reuse, in-place updates, donation, peak memory.
 
-Runs on level-4/5 host functions, after `tess-bufferize` and before or after
-`tess-outline-kernels` (a host op that touches memory is then a `linalg` op or a
-`func.call` of a kernel; the plan only needs to know which ops use which buffers). A host
-is a `func.func` on memrefs with a body and without `tess.kernel`. For each host:
+Runs on level-4/5 host functions after `tess-bufferize`, before or after
+`tess-outline-kernels`: a host op that touches memory is a `linalg` op, a `func.call` (of a
+kernel or another host) or a `memref.copy`, and the plan only needs to know which ops use
+which buffers. A host is a `func.func` on memrefs with a body and no `tess.kernel`.
 
-1. Buffers. Every `memref.alloc` of static shape at the top level of the host is an
-   intermediate, unless one of its views reaches `func.return` (it escapes). A buffer's
-   uses are the uses of the alloc and, transitively, of its views (`memref.collapse_shape`,
-   `expand_shape`, `subview`, `cast`, `view`); a view op itself touches no memory, so it
-   is not a use. `memref.dealloc`s of planned buffers are erased (the arena owns them).
-2. Live intervals. Ops are numbered in block order; a use nested in a region counts at its
-   top-level ancestor (a loop that uses a buffer keeps it live for the whole loop). A
-   buffer is live on [first use, last use], both ends included, so two buffers that one op
-   reads and writes never share bytes.
-3. Donation. An input argument with the unit arg attribute `tess.donated` may be
-   overwritten by the host. Only hosts that no other function of the module calls honour
-   it (a caller's buffer may be live after the call). Supported, in this order:
-   - an out-param aliases a donated input of the same type (`tess.aliases_input = k : i64`
-     on the out-param; the runtime then passes input k's array as that output) when the
-     first op W that touches the out-param uses it once and directly, no use of the input
-     (or of its views) comes after W, and W is either `memref.copy(input, out)` (erased:
-     the data is already there) or a `linalg.generic` (directly, or the single generic of
-     a called `tess.kernel`) with only parallel iterators that writes the out-param
-     through an identity map and reads the input, if at all, only directly (not through a
-     view) and only through identity maps: every element of the input is read at the index
-     it is then written to, before it is written. Each input backs at most one out-param.
-   - an intermediate of exactly the input's type lives in the input's storage when its
-     interval starts after the input's last use and ends before the first use of the
-     out-param aliasing the input, if any (its alloc is replaced by the input; several such
-     intermediates share the input when their intervals are disjoint).
-4. Offsets. The remaining intermediates get byte offsets in one arena, greedy by size
-   (largest first; ties by first use, then program order) and best fit: each goes into the
-   smallest gap between the buffers already placed that overlap it in time and that fits
-   it at an offset aligned to `ALIGNMENT` (64 bytes, a cache line and an AVX-512 vector),
-   else after the highest of them. Buffers whose lifetimes are disjoint share bytes.
-5. Rewrite. Each planned alloc becomes `memref.view %arena[%offset][]`, viewing the arena
-   (`memref<Nxi8>`) as the buffer's type, the upstream MLIR idiom. With `workspace-arg`
-   (the default) the arena is a trailing argument after the out-params, marked with the
-   arg attribute `tess.workspace` and the function attribute `tess.workspace_bytes = N`,
-   so the runtime allocates it once and reuses it across calls (allocating a large buffer
-   on every call costs page faults: ~20 ms per 64 MiB). A call of a host that has a
-   workspace gets one carved out of the caller's arena, live at the call (so hosts are
-   planned callees first; recursion is refused). With `workspace-arg=false` the arena is
-   a `memref.alloc` with 64-byte alignment at the top of the host.
+1. Buffers. Every static `memref.alloc` at the top level of a host is an intermediate,
+   unless a view of it reaches `func.return`. Its uses are those of the alloc and,
+   transitively, of its views (`memref.collapse_shape`, `expand_shape`, `subview`, `cast`,
+   `view`); a view op touches no memory and is not a use. Ops are numbered in block order,
+   a nested use counting at its top-level ancestor, and a buffer is live on
+   [first use, last use], ends included. Arguments hold storage too: an input marked
+   `tess.donated` (a unit arg attribute) from the call's start to its last use; an
+   out-param from its first use to the end. Only hosts that no function of the module
+   calls honour `tess.donated` (a caller may read its buffer after the call).
+2. Conflicts. Two buffers may share bytes when their live intervals are disjoint, or when
+   they are in-place partners: A's last use is B's first use W, the same op, both have the
+   same type, W is `memref.copy(A, B)` or a `linalg.generic` (directly, or the single
+   generic of a called `tess.kernel`) with only parallel iterators that writes B (used once
+   and directly) through an identity map and reads A, if at all, directly and only through
+   identity maps. Then every element of A is read at the index it is written to, before it
+   is: an elementwise update in place. Partners share bytes only at the same offset.
+3. Donation. An out-param aliases a donated input of its type when their storage
+   intervals do not conflict (the input's last use comes before the out-param's first, or
+   they are in-place partners): the out-param gets `tess.aliases_input = k : i64` and the
+   runtime passes input k's array as that output; a `memref.copy(input, out)` between
+   them is erased (the data is already there). Each input backs at most one out-param.
+4. Argument storage. An intermediate of exactly the type of a donated input or an
+   out-param lives in that argument's array when it conflicts with none of what the array
+   holds (the input, the out-param, earlier tenants): before an out-param is first
+   written, after a donated input is last read. Its alloc is replaced by the argument.
+   Largest first, then by first use; arguments in order.
+5. Arena. The other intermediates get offsets in one byte arena, greedy by size (largest
+   first; ties by first use, then program order): a buffer takes the offset of an
+   in-place partner already placed if it collides with nothing else there, else the
+   smallest gap that fits it between the placed buffers it conflicts with (best fit),
+   else the offset after the highest of them. Offsets are multiples of `ALIGNMENT` (64
+   bytes: a cache line, an AVX-512 vector). Each alloc becomes
+   `memref.view %arena[%offset][]` (the upstream MLIR idiom). With `workspace-arg` (the
+   default) the arena is a trailing argument after the out-params, with the arg attribute
+   `tess.workspace` and the function attribute `tess.workspace_bytes = N`, so the runtime
+   allocates it once and reuses it across calls (allocating a large buffer per call costs
+   page faults: ~20 ms per 64 MiB); a call of a host that has a workspace gets one carved
+   out of the caller's arena, live at the call (hosts are planned callees first; recursion
+   is refused). With `workspace-arg=false` the arena is a 64-byte-aligned `memref.alloc`.
 
-The host gets these attributes (bytes, `i64`), which tests and reports read:
+The host gets these attributes (bytes, `i64`):
 
-- `tess.peak_bytes`: the static peak of the memory one call allocates: its out-params
-  (less those aliasing donated inputs) plus the arena. Inputs are the caller's and not
-  counted. The seed example, fused, peaks at its (3,4) output: 48 bytes.
-- `tess.arena_bytes`: the arena of intermediates alone (plus any static alloc the plan had
-  to keep, counted without reuse);
-- `tess.unplanned_bytes`: the same as `peak_bytes` without the plan: out-params plus every
-  intermediate in its own buffer (what `tess-bufferize` alone allocates);
-- `tess.live_peak_bytes`: out-params plus the largest sum of intermediates live at one op,
-  a lower bound on any plan (`peak - live_peak` is lost to alignment and fragmentation);
-- `tess.input_bytes`, `tess.output_bytes`, `tess.aliased_bytes` (out-params that alias
+- `tess.peak_bytes`: the static peak of what one call allocates: out-params (less those
+  aliasing donated inputs) plus the arena. Inputs are the caller's and not counted. The
+  seed example, fused, peaks at its (3,4) output: 48 bytes.
+- `tess.arena_bytes`: the arena alone (plus any static alloc kept because it escapes);
+- `tess.unplanned_bytes`: the same without the plan: out-params plus every intermediate in
+  its own buffer (what `tess-bufferize` alone allocates);
+- `tess.live_peak_bytes`: out-params plus the largest sum of arena buffers live at one op,
+  counting in-place partners once: what any arena needs (the rest is alignment and
+  fragmentation);
+- `tess.input_bytes`, `tess.output_bytes`, `tess.aliased_bytes` (out-params backed by
   donated inputs, which the runtime does not allocate).
 
-Dynamically shaped allocs, allocs nested in regions, and buffers that escape are left as
-they are. Functions that already carry `tess.peak_bytes` are not planned again. With
-`report=true` the pass prints each host's plan to stderr (buffer, type, bytes, interval,
-offset). xDSL has no memory planning pass (its buffer passes work on `bufferization`
-ops), hence this one.
+Dynamically shaped or nested allocs and escaping buffers are left as they are; functions
+that carry `tess.peak_bytes` are not planned again. `report=true` prints each plan to
+stderr (buffer, type, bytes, interval, offset or argument). xDSL has no memory planning
+pass (its buffer passes work on `bufferization` ops), hence this one.
 """
 
 from __future__ import annotations
@@ -72,6 +71,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from io import StringIO
 
 from xdsl.context import Context
@@ -93,6 +93,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.dialects.linalg.ops import GenericOp, IteratorType
 from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
 from xdsl.printer import Printer
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -125,51 +126,35 @@ VIEW_OPS = (
 )
 """Ops whose result is another name for (part of) their source's memory."""
 
-# ---------------------------------------------------------------------------------------
-# sizes
-# ---------------------------------------------------------------------------------------
-
-
-def element_bytes(typ: Attribute) -> int:
-    """Bytes per element as the generated NumPy code stores it (`i1` is one-byte bool)."""
-    if isinstance(typ, IndexType):
-        return 8
-    width = getattr(typ, "bitwidth", None)
-    if isinstance(typ, IntegerType):
-        width = typ.width.data
-    if not isinstance(width, int):
-        raise PassFailedException(f"tess-memory-plan: no byte size for element type {typ}")
-    return max(1, width // 8)
-
 
 def memref_bytes(typ: Attribute) -> int | None:
-    """The size of a memref with static shape, or None (dynamic shape, not a memref)."""
-    if not isinstance(typ, MemRefType):
+    """The size of a memref of static shape (`i1` is a one-byte bool), else None."""
+    if not isinstance(typ, MemRefType) or any(d < 0 for d in typ.get_shape()):
         return None
-    shape = typ.get_shape()
-    if any(d < 0 for d in shape):
-        return None
+    element = typ.element_type
+    if isinstance(element, IndexType):
+        width = 64
+    elif isinstance(element, IntegerType):
+        width = element.width.data
+    else:
+        width = getattr(element, "bitwidth", None)
+    if not isinstance(width, int):
+        raise PassFailedException(f"tess-memory-plan: no byte size for {element}")
     count = 1
-    for d in shape:
+    for d in typ.get_shape():
         count *= d
-    return count * element_bytes(typ.element_type)
+    return count * max(1, width // 8)
 
 
 def align_up(n: int) -> int:
     return -(-n // ALIGNMENT) * ALIGNMENT
 
 
-# ---------------------------------------------------------------------------------------
-# uses and live intervals
-# ---------------------------------------------------------------------------------------
-
-
 def views_and_uses(value: SSAValue) -> Iterator[Operation]:
     """Every op using `value` or, transitively, a view of it (view ops included)."""
     pending = [value]
     while pending:
-        current = pending.pop()
-        for use in current.uses:
+        for use in pending.pop().uses:
             yield use.operation
             if isinstance(use.operation, VIEW_OPS) and use.index == 0:
                 pending.extend(use.operation.results)
@@ -185,112 +170,12 @@ def memory_uses(value: SSAValue) -> list[Operation]:
 
 
 def top_level(op: Operation, block: Block) -> Operation:
-    """The ancestor of `op` that is an op of `block`."""
     while op.parent is not block:
         parent = op.parent_op()
         if parent is None:
             raise PassFailedException(f"tess-memory-plan: '{op.name}' is outside the host")
         op = parent
     return op
-
-
-@dataclass
-class Buffer:
-    """One intermediate: its alloc, size and live interval [start, end] in op positions."""
-
-    name: str
-    alloc: memref.AllocOp
-    nbytes: int
-    start: int
-    end: int
-    offset: int | None = None
-    donated_input: int | None = None  # lives in that input argument's storage
-
-    @property
-    def type(self) -> Attribute:
-        return self.alloc.memref.type
-
-    def overlaps(self, other: Buffer) -> bool:
-        return self.start <= other.end and other.start <= self.end
-
-
-@dataclass
-class HostPlan:
-    """What the plan decided for one host function, and its byte counts."""
-
-    function: func.FuncOp
-    buffers: list[Buffer] = field(default_factory=list)
-    kept_bytes: int = 0  # static allocs left as they are (escaping)
-    arena_bytes: int = 0
-    aliases: dict[int, int] = field(default_factory=dict)  # out-param arg -> input arg
-    input_bytes: int = 0
-    output_bytes: int = 0
-    aliased_bytes: int = 0
-
-    def live_peak_bytes(self) -> int:
-        own = [b for b in self.buffers if b.donated_input is None]
-        points = {b.start for b in own}
-        live = [sum(b.nbytes for b in own if b.start <= p <= b.end) for p in points]
-        return max(live, default=0)
-
-    def attributes(self) -> dict[str, int]:
-        """The host's byte counts, by attribute name (see the module docstring)."""
-        owned_outputs = self.output_bytes - self.aliased_bytes
-        intermediates = self.arena_bytes + self.kept_bytes
-        unplanned = self.output_bytes + self.kept_bytes + sum(b.nbytes for b in self.buffers)
-        return {
-            PEAK_BYTES_ATTR: owned_outputs + intermediates,
-            ARENA_BYTES_ATTR: intermediates,
-            UNPLANNED_BYTES_ATTR: unplanned,
-            LIVE_PEAK_BYTES_ATTR: owned_outputs + self.kept_bytes + self.live_peak_bytes(),
-            INPUT_BYTES_ATTR: self.input_bytes,
-            OUTPUT_BYTES_ATTR: self.output_bytes,
-            ALIASED_BYTES_ATTR: self.aliased_bytes,
-        }
-
-
-def positions_of(block: Block) -> dict[Operation, int]:
-    return {op: k for k, op in enumerate(block.ops)}
-
-
-def use_positions(value: SSAValue, block: Block, positions: dict[Operation, int]) -> list[int]:
-    return [positions[top_level(op, block)] for op in memory_uses(value)]
-
-
-def escapes(value: SSAValue) -> bool:
-    return any(isinstance(op, func.ReturnOp) for op in views_and_uses(value))
-
-
-# ---------------------------------------------------------------------------------------
-# offsets
-# ---------------------------------------------------------------------------------------
-
-
-def assign_offsets(buffers: Sequence[Buffer]) -> int:
-    """Greedy by size, best fit (see the module docstring); returns the arena size."""
-    order = sorted(enumerate(buffers), key=lambda kb: (-kb[1].nbytes, kb[1].start, kb[0]))
-    placed: list[Buffer] = []
-    arena = 0
-    for _, buffer in order:
-        busy = sorted(
-            ((b.offset or 0, (b.offset or 0) + b.nbytes) for b in placed if b.overlaps(buffer)),
-        )
-        best: tuple[int, int] | None = None  # (gap size, offset)
-        cursor = 0
-        for begin, end in busy:
-            gap = begin - cursor
-            if gap >= buffer.nbytes and (best is None or gap < best[0]):
-                best = (gap, cursor)
-            cursor = max(cursor, align_up(end))
-        buffer.offset = best[1] if best is not None else cursor
-        arena = max(arena, buffer.offset + buffer.nbytes)
-        placed.append(buffer)
-    return arena
-
-
-# ---------------------------------------------------------------------------------------
-# donation
-# ---------------------------------------------------------------------------------------
 
 
 def arg_attr(function: func.FuncOp, index: int, name: str) -> Attribute | None:
@@ -313,13 +198,11 @@ def num_outputs(function: func.FuncOp) -> int:
     return int(attr.value.data) if isinstance(attr, IntegerAttr) else 0
 
 
-def kernel_generic(
-    op: Operation, module: ModuleOp
-) -> tuple[GenericOp, dict[SSAValue, SSAValue]] | None:
-    """The generic `op` runs and a map from its operands to host values, if `op` is a
+def kernel_generic(op: Operation, module: ModuleOp) -> tuple[GenericOp, list[SSAValue]] | None:
+    """The generic `op` runs and the host values of its operands, if `op` is a
     linalg.generic or a call of a `tess.kernel` whose body is one generic."""
     if isinstance(op, GenericOp):
-        return op, {v: v for v in op.operands}
+        return op, list(op.operands)
     if not isinstance(op, func.CallOp):
         return None
     callee = SymbolTable.lookup_symbol(module, op.callee.root_reference.data)
@@ -328,135 +211,257 @@ def kernel_generic(
     if not callee.body.blocks:
         return None
     body = [o for o in callee.body.block.ops if not isinstance(o, arith.ConstantOp)]
-    if (
-        len(body) != 2
-        or not isinstance(body[0], GenericOp)
-        or not isinstance(body[1], func.ReturnOp)
-    ):
+    if len(body) != 2 or not isinstance(body[0], GenericOp):
         return None
     host_values = dict(zip(callee.body.block.args, op.arguments, strict=True))
-    generic = body[0]
-    if any(v not in host_values for v in generic.operands):
+    if any(v not in host_values for v in body[0].operands):
         return None
-    return generic, {v: host_values[v] for v in generic.operands}
+    return body[0], [host_values[v] for v in body[0].operands]
 
 
 def is_identity(map_attr: Attribute) -> bool:
     if not isinstance(map_attr, AffineMapAttr):
         return False
-    affine_map = map_attr.data
-    return affine_map.num_symbols == 0 and affine_map == type(affine_map).identity(
-        affine_map.num_dims
-    )
+    return map_attr.data == AffineMap.identity(map_attr.data.num_dims)
 
 
-def overwrites_in_place(
-    writer: Operation, out: SSAValue, donor: SSAValue, module: ModuleOp
-) -> bool:
-    """Whether `writer` may write `out` into `donor`'s storage (see the module docstring)."""
-    if isinstance(writer, memref.CopyOp):
-        return writer.source is donor and writer.destination is out
-    found = kernel_generic(writer, module)
-    if found is None:
-        return False
-    generic, host_value = found
-    if any(it.data != IteratorType.PARALLEL for it in generic.iterator_types.data):
-        return False
-    maps = generic.indexing_maps.data
-    donor_views = {
-        r for op in views_and_uses(donor) if isinstance(op, VIEW_OPS) for r in op.results
-    }
-    wrote = False
-    for index, operand in enumerate(generic.operands):
-        value = host_value[operand]
-        is_output = index >= len(generic.inputs)
-        if value in donor_views:
-            return False  # the donor seen through a view: its elements at other indices
-        if value is out:
-            if not is_output or not is_identity(maps[index]):
-                return False
-            wrote = True
-        elif value is donor and (is_output or not is_identity(maps[index])):
+@dataclass(eq=False)
+class Buffer:
+    """An intermediate (`alloc` set) or an argument's occupancy of its own storage, live on
+    [start, end]; `offset` in the arena or `argument` whose storage it lives in."""
+
+    name: str
+    value: SSAValue
+    nbytes: int
+    start: int
+    end: int
+    alloc: memref.AllocOp | None = None
+    offset: int | None = None
+    argument: int | None = None
+
+
+@dataclass
+class HostPlan:
+    """What the plan decided for one host function, and its byte counts."""
+
+    function: func.FuncOp
+    buffers: list[Buffer] = field(default_factory=list)
+    kept_bytes: int = 0  # static allocs left as they are (escaping)
+    arena_bytes: int = 0
+    live_arena_bytes: int = 0
+    aliases: dict[int, int] = field(default_factory=dict)  # out-param arg -> input arg
+    input_bytes: int = 0
+    output_bytes: int = 0
+    aliased_bytes: int = 0
+
+    def attributes(self) -> dict[str, int]:
+        owned_outputs = self.output_bytes - self.aliased_bytes
+        intermediates = self.arena_bytes + self.kept_bytes
+        unplanned = self.output_bytes + self.kept_bytes + sum(b.nbytes for b in self.buffers)
+        return {
+            PEAK_BYTES_ATTR: owned_outputs + intermediates,
+            ARENA_BYTES_ATTR: intermediates,
+            UNPLANNED_BYTES_ATTR: unplanned,
+            LIVE_PEAK_BYTES_ATTR: owned_outputs + self.kept_bytes + self.live_arena_bytes,
+            INPUT_BYTES_ATTR: self.input_bytes,
+            OUTPUT_BYTES_ATTR: self.output_bytes,
+            ALIASED_BYTES_ATTR: self.aliased_bytes,
+        }
+
+
+class HostPlanner:
+    """Liveness, conflicts and placement for one host (see the module docstring)."""
+
+    def __init__(self, function: func.FuncOp, module: ModuleOp, donation: bool):
+        self.function = function
+        self.module = module
+        self.block = function.body.block
+        self.positions = {op: k for k, op in enumerate(self.block.ops)}
+        self.args = list(self.block.args)
+        self.split = len(self.args) - num_outputs(function)
+        self.donors = [
+            k for k in range(self.split) if donation and arg_attr(function, k, DONATED_ATTR)
+        ]
+        self.partners = cache(self._partners)
+
+    def uses(self, value: SSAValue) -> list[int]:
+        return [self.positions[top_level(op, self.block)] for op in memory_uses(value)]
+
+    def first_writer(self, value: SSAValue) -> Operation | None:
+        """The op that first touches `value`, if it does so once and directly."""
+        touching = [top_level(op, self.block) for op in memory_uses(value)]
+        if not touching:
+            return None
+        first = min(self.positions[op] for op in touching)
+        at_first = [op for op in touching if self.positions[op] == first]
+        if len(at_first) != 1 or at_first[0] not in [u.operation for u in value.uses]:
+            return None
+        return at_first[0]
+
+    def writes_in_place(self, writer: Operation, out: SSAValue, source: SSAValue) -> bool:
+        """Whether `writer` may write `out` over `source` (the conditions of step 2)."""
+        if isinstance(writer, memref.CopyOp):
+            return writer.source is source and writer.destination is out
+        found = kernel_generic(writer, self.module)
+        if found is None:
             return False
-    return wrote
+        generic, values = found
+        if any(it.data != IteratorType.PARALLEL for it in generic.iterator_types.data):
+            return False
+        source_views = {
+            r for op in views_and_uses(source) if isinstance(op, VIEW_OPS) for r in op.results
+        }
+        wrote = False
+        for index, (value, map_attr) in enumerate(
+            zip(values, generic.indexing_maps.data, strict=True)
+        ):
+            is_output = index >= len(generic.inputs)
+            if value in source_views:
+                return False  # the source through a view: its elements at other indices
+            if value is out:
+                if not is_output or not is_identity(map_attr):
+                    return False
+                wrote = True
+            elif value is source and (is_output or not is_identity(map_attr)):
+                return False
+        return wrote
 
+    def _partners(self, first: Buffer, second: Buffer) -> bool:
+        """`second` is written in place over `first` (or the other way round)."""
+        if second.start < first.start:
+            first, second = second, first
+        if first.end != second.start or first.value.type != second.value.type:
+            return False
+        writer = self.first_writer(second.value)
+        return (
+            writer is not None
+            and self.positions[writer] == second.start
+            and self.writes_in_place(writer, second.value, first.value)
+        )
 
-def first_writer(out: SSAValue, block: Block, positions: dict[Operation, int]) -> Operation | None:
-    """The op of `block` that first touches `out`, if it does so once and directly."""
-    touching = [top_level(op, block) for op in memory_uses(out)]
-    if not touching:
-        return None
-    first = min(positions[op] for op in touching)
-    at_first = [op for op in touching if positions[op] == first]
-    direct = [use.operation for use in out.uses]
-    if len(at_first) != 1 or at_first[0] not in direct:
-        return None
-    return at_first[0]
+    def conflict(self, a: Buffer, b: Buffer) -> bool:
+        overlap = a.start <= b.end and b.start <= a.end
+        return overlap and not self.partners(a, b)
 
-
-def find_aliases(
-    function: func.FuncOp, module: ModuleOp, positions: dict[Operation, int]
-) -> list[tuple[int, int, Operation]]:
-    """Out-params that may live in a donated input: (out-param arg, input arg, first writer)."""
-    block = function.body.block
-    args = list(block.args)
-    split = len(args) - num_outputs(function)
-    donors = [k for k in range(split) if arg_attr(function, k, DONATED_ATTR) is not None]
-    aliases: list[tuple[int, int, Operation]] = []
-    for out_index in range(split, len(args)):
-        out = args[out_index]
-        writer = first_writer(out, block, positions)
-        if writer is None:
-            continue
-        for donor_index in donors:
-            donor = args[donor_index]
-            if any(d == donor_index for _, d, _ in aliases) or donor.type != out.type:
+    def intermediates(self, plan: HostPlan) -> None:
+        for op in self.block.ops:
+            if not isinstance(op, memref.AllocOp):
                 continue
-            last_use = max(use_positions(donor, block, positions), default=-1)
-            if last_use <= positions[writer] and overwrites_in_place(writer, out, donor, module):
-                aliases.append((out_index, donor_index, writer))
-                break
-    return aliases
+            nbytes = memref_bytes(op.memref.type)
+            if nbytes is None:
+                continue
+            if any(isinstance(user, func.ReturnOp) for user in views_and_uses(op.memref)):
+                plan.kept_bytes += nbytes
+                continue
+            where = self.uses(op.memref) or [self.positions[op]]
+            name = op.memref.name_hint or f"#{len(plan.buffers)}"
+            plan.buffers.append(Buffer(name, op.memref, nbytes, min(where), max(where), op))
 
+    def storage(self, plan: HostPlan) -> dict[int, list[Buffer]]:
+        """Argument arrays intermediates may live in, by argument, with what they hold;
+        decides the aliases of out-params to donated inputs on the way."""
+        end = len(self.positions)
+        held: dict[int, list[Buffer]] = {}
+        for k in self.donors:
+            arg = self.args[k]
+            held[k] = [Buffer(f"input {k}", arg, 0, -1, max(self.uses(arg), default=-1))]
+        for k in range(self.split, len(self.args)):
+            arg = self.args[k]
+            out = Buffer(f"out-param {k}", arg, 0, min(self.uses(arg), default=end), end)
+            for donor in self.donors:
+                if donor in plan.aliases.values() or arg.type != self.args[donor].type:
+                    continue
+                if not self.conflict(held[donor][0], out):
+                    plan.aliases[k] = donor
+                    held[donor].append(out)
+                    break
+            else:
+                held[k] = [out]
+        return held
 
-def reuse_donated(
-    function: func.FuncOp,
-    buffers: Sequence[Buffer],
-    aliases: dict[int, int],
-    positions: dict[Operation, int],
-) -> None:
-    """Place intermediates of a donated input's type in its storage when it is free."""
-    block = function.body.block
-    args = list(block.args)
-    end_of_block = len(positions)
-    for index, arg in enumerate(args[: len(args) - num_outputs(function)]):
-        if arg_attr(function, index, DONATED_ATTR) is None:
-            continue
-        free_from = max(use_positions(arg, block, positions), default=-1) + 1
-        free_until = end_of_block
-        for out_index, donor_index in aliases.items():
-            if donor_index == index:
-                free_until = min(use_positions(args[out_index], block, positions))
-        tenants: list[Buffer] = []
-        for buffer in sorted(buffers, key=lambda b: b.start):
-            fits = free_from <= buffer.start and buffer.end < free_until
-            if (
-                fits
-                and buffer.donated_input is None
-                and buffer.type == arg.type
-                and not any(t.overlaps(buffer) for t in tenants)
-            ):
-                buffer.donated_input = index
-                tenants.append(buffer)
+    def place_in_arguments(self, plan: HostPlan, held: dict[int, list[Buffer]]) -> None:
+        for buffer in sorted(plan.buffers, key=lambda b: (-b.nbytes, b.start)):
+            for k, holders in held.items():
+                if buffer.value.type == self.args[k].type and not any(
+                    self.conflict(buffer, h) for h in holders
+                ):
+                    buffer.argument = k
+                    holders.append(buffer)
+                    break
+
+    def fits(self, buffer: Buffer, offset: int, overlapping: Sequence[Buffer]) -> bool:
+        """No byte of `buffer` at `offset` is another's, except an in-place partner's at
+        exactly the same offset (partners have the same type)."""
+        return all(
+            (b.offset or 0) + b.nbytes <= offset
+            or offset + buffer.nbytes <= (b.offset or 0)
+            or (b.offset == offset and self.partners(b, buffer))
+            for b in overlapping
+        )
+
+    def assign_offsets(self, buffers: Sequence[Buffer]) -> int:
+        """Greedy by size, best fit, partners at one offset; returns the arena size."""
+        order = sorted(enumerate(buffers), key=lambda kb: (-kb[1].nbytes, kb[1].start, kb[0]))
+        placed: list[Buffer] = []
+        arena = 0
+        for _, buffer in order:
+            overlapping = [b for b in placed if b.start <= buffer.end and buffer.start <= b.end]
+            partner_offsets = [b.offset or 0 for b in overlapping if self.partners(b, buffer)]
+            offset = next((o for o in partner_offsets if self.fits(buffer, o, overlapping)), None)
+            if offset is None:
+                best: tuple[int, int] | None = None  # (gap, offset)
+                cursor = 0
+                for b in sorted(overlapping, key=lambda b: b.offset or 0):
+                    gap = (b.offset or 0) - cursor
+                    if gap >= buffer.nbytes and (best is None or gap < best[0]):
+                        best = (gap, cursor)
+                    cursor = max(cursor, align_up((b.offset or 0) + b.nbytes))
+                offset = best[1] if best is not None else cursor
+            buffer.offset = offset
+            arena = max(arena, offset + buffer.nbytes)
+            placed.append(buffer)
+        return arena
+
+    def live_arena_bytes(self, buffers: Sequence[Buffer]) -> int:
+        """The largest sum of live bytes at one op, a partner pair counting once."""
+        peak = 0
+        for point in {b.start for b in buffers}:
+            live = [b for b in buffers if b.start <= point <= b.end]
+            shared = sum(
+                b.nbytes
+                for b in live
+                if any(a.end == point == b.start and self.partners(a, b) for a in live)
+            )
+            peak = max(peak, sum(b.nbytes for b in live) - shared)
+        return peak
+
+    def plan(self) -> HostPlan:
+        plan = HostPlan(self.function)
+        self.intermediates(plan)
+        held = self.storage(plan)
+        self.place_in_arguments(plan, held)
+        in_arena = [b for b in plan.buffers if b.argument is None]
+        plan.arena_bytes = self.assign_offsets(in_arena)
+        plan.live_arena_bytes = self.live_arena_bytes(in_arena)
+        plan.input_bytes = sum(memref_bytes(a.type) or 0 for a in self.args[: self.split])
+        plan.output_bytes = sum(memref_bytes(a.type) or 0 for a in self.args[self.split :])
+        plan.aliased_bytes = sum(memref_bytes(self.args[k].type) or 0 for k in plan.aliases)
+        for out_index, donor_index in plan.aliases.items():
+            set_arg_attr(
+                self.function, out_index, ALIASES_INPUT_ATTR, IntegerAttr(donor_index, i64)
+            )
+            writer = self.first_writer(self.args[out_index])
+            if isinstance(writer, memref.CopyOp) and writer.source is self.args[donor_index]:
+                Rewriter.erase_op(writer)  # the donated input already holds the data
+        return plan
 
 
 # ---------------------------------------------------------------------------------------
-# planning one host
+# hosts and rewriting
 # ---------------------------------------------------------------------------------------
 
 
 def is_host(function: func.FuncOp) -> bool:
-    """A bufferized function with a body that is not a kernel."""
     if not function.body.blocks or KERNEL_ATTR in function.attributes:
         return False
     types = (*function.function_type.inputs.data, *function.function_type.outputs.data)
@@ -486,37 +491,18 @@ def hosts_callees_first(module: ModuleOp) -> list[func.FuncOp]:
     return ordered
 
 
-def called_functions(module: ModuleOp) -> set[str]:
-    return {op.callee.root_reference.data for op in module.walk() if isinstance(op, func.CallOp)}
-
-
 def pass_callee_workspaces(block: Block, workspaces: dict[str, int]) -> None:
     """Give each call of a host with a workspace a fresh buffer of that size, to plan."""
     for call in [op for op in block.ops if isinstance(op, func.CallOp)]:
-        size = workspaces.get(call.callee.root_reference.data)
-        if not size:
+        callee = call.callee.root_reference.data
+        if not workspaces.get(callee):
             continue
-        alloc = memref.AllocOp([], [], MemRefType(i8, [size]))
-        alloc.memref.name_hint = f"{call.callee.root_reference.data}_workspace"
+        alloc = memref.AllocOp([], [], MemRefType(i8, [workspaces[callee]]))
+        alloc.memref.name_hint = f"{callee}_workspace"
         new_call = func.CallOp(call.callee, [*call.arguments, alloc.memref], call.result_types)
         new_call.attributes.update(call.attributes)
         Rewriter.insert_op(alloc, InsertPoint.before(call))
         Rewriter.replace_op(call, new_call)
-
-
-def collect_buffers(block: Block, positions: dict[Operation, int], plan: HostPlan) -> None:
-    for op in block.ops:
-        if not isinstance(op, memref.AllocOp):
-            continue
-        nbytes = memref_bytes(op.memref.type)
-        if nbytes is None:
-            continue
-        if escapes(op.memref):
-            plan.kept_bytes += nbytes
-            continue
-        where = use_positions(op.memref, block, positions) or [positions[op]]
-        name = op.memref.name_hint or f"#{len(plan.buffers)}"
-        plan.buffers.append(Buffer(name, op, nbytes, min(where), max(where)))
 
 
 def add_workspace_argument(function: func.FuncOp, size: int) -> SSAValue:
@@ -533,70 +519,33 @@ def add_workspace_argument(function: func.FuncOp, size: int) -> SSAValue:
 
 
 def rewrite_buffers(plan: HostPlan, workspace_arg: bool) -> None:
-    function = plan.function
-    block = function.body.block
+    """Allocs to arena views or arguments; deallocs of planned buffers erased."""
+    block = plan.function.body.block
     args = list(block.args)
     for buffer in plan.buffers:
-        for op in list(views_and_uses(buffer.alloc.memref)):
+        for op in list(views_and_uses(buffer.value)):
             if isinstance(op, memref.DeallocOp):
                 Rewriter.erase_op(op)
-    in_arena = [b for b in plan.buffers if b.donated_input is None]
     arena: SSAValue | None = None
-    if in_arena and workspace_arg:
-        arena = add_workspace_argument(function, plan.arena_bytes)
-    elif in_arena:
-        alloc = memref.AllocOp(
-            [], [], MemRefType(i8, [plan.arena_bytes]), IntegerAttr(ALIGNMENT, i64)
-        )
-        alloc.memref.name_hint = "arena"
-        Rewriter.insert_op(alloc, InsertPoint.at_start(block))
-        arena = alloc.memref
+    if any(b.argument is None for b in plan.buffers):
+        if workspace_arg:
+            arena = add_workspace_argument(plan.function, plan.arena_bytes)
+        else:
+            typ = MemRefType(i8, [plan.arena_bytes])
+            alloc = memref.AllocOp([], [], typ, IntegerAttr(ALIGNMENT, i64))
+            alloc.memref.name_hint = "arena"
+            Rewriter.insert_op(alloc, InsertPoint.at_start(block))
+            arena = alloc.memref
     for buffer in plan.buffers:
-        if buffer.donated_input is not None:
-            buffer.alloc.memref.replace_all_uses_with(args[buffer.donated_input])
+        assert buffer.alloc is not None
+        if buffer.argument is not None:
+            buffer.value.replace_all_uses_with(args[buffer.argument])
             Rewriter.erase_op(buffer.alloc)
             continue
         assert arena is not None and buffer.offset is not None
         offset = arith.ConstantOp(IntegerAttr(buffer.offset, IndexType()))
-        view = memref.ViewOp(arena, offset, [], buffer.alloc.memref.type)
         Rewriter.insert_op(offset, InsertPoint.before(buffer.alloc))
-        Rewriter.replace_op(buffer.alloc, view)
-
-
-def plan_host(
-    function: func.FuncOp,
-    module: ModuleOp,
-    workspaces: dict[str, int],
-    donation: bool,
-    workspace_arg: bool,
-) -> HostPlan:
-    block = function.body.block
-    if workspace_arg:
-        pass_callee_workspaces(block, workspaces)
-    positions = positions_of(block)
-    plan = HostPlan(function)
-    collect_buffers(block, positions, plan)
-    aliases = find_aliases(function, module, positions) if donation else []
-    plan.aliases = {out_index: donor_index for out_index, donor_index, _ in aliases}
-    if donation:
-        reuse_donated(function, plan.buffers, plan.aliases, positions)
-    plan.arena_bytes = assign_offsets([b for b in plan.buffers if b.donated_input is None])
-
-    args = list(block.args)
-    split = len(args) - num_outputs(function)
-    plan.input_bytes = sum(memref_bytes(a.type) or 0 for a in args[:split])
-    plan.output_bytes = sum(memref_bytes(a.type) or 0 for a in args[split:])
-    plan.aliased_bytes = sum(memref_bytes(args[k].type) or 0 for k in plan.aliases)
-    for out_index, donor_index, writer in aliases:
-        set_arg_attr(function, out_index, ALIASES_INPUT_ATTR, IntegerAttr(donor_index, i64))
-        if isinstance(writer, memref.CopyOp):
-            Rewriter.erase_op(writer)  # the donated input already holds the data
-    rewrite_buffers(plan, workspace_arg)
-    if workspace_arg and plan.arena_bytes:
-        workspaces[function.sym_name.data] = plan.arena_bytes
-    for name, value in plan.attributes().items():
-        function.attributes[name] = IntegerAttr(value, i64)
-    return plan
+        Rewriter.replace_op(buffer.alloc, memref.ViewOp(arena, offset, [], buffer.value.type))
 
 
 def attribute_text(attr: Attribute) -> str:
@@ -607,34 +556,52 @@ def attribute_text(attr: Attribute) -> str:
 
 def format_report(plan: HostPlan) -> str:
     function = plan.function
-    attrs = {
-        name.removeprefix("tess."): int(attr.value.data)
+    counts = ", ".join(
+        f"{name.removeprefix('tess.')} {attr.value.data}"
         for name, attr in function.attributes.items()
         if name.endswith("_bytes") and isinstance(attr, IntegerAttr)
-    }
-    summary = ", ".join(f"{k} {v}" for k, v in attrs.items())
-    lines = [f"tess-memory-plan @{function.sym_name.data}: {summary}"]
+    )
+    lines = [f"tess-memory-plan @{function.sym_name.data}: {counts}"]
     for out_index, donor_index in sorted(plan.aliases.items()):
         lines.append(f"  out-param {out_index} aliases donated input {donor_index}")
-    if plan.buffers:
-        rows = [("buffer", "type", "bytes", "interval", "offset")]
-        for b in plan.buffers:
-            where = f"input {b.donated_input}" if b.donated_input is not None else str(b.offset)
-            rows.append(
-                (b.name, attribute_text(b.type), str(b.nbytes), f"[{b.start}, {b.end}]", where)
-            )
-        widths = [max(len(r[c]) for r in rows) for c in range(5)]
-        for row in rows:
-            lines.append(
-                "  "
-                + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-            )
+    rows = [("buffer", "type", "bytes", "interval", "offset")]
+    for b in plan.buffers:
+        where = str(b.offset) if b.argument is None else f"argument {b.argument}"
+        rows.append(
+            (b.name, attribute_text(b.value.type), str(b.nbytes), f"[{b.start}, {b.end}]", where)
+        )
+    widths = [max(len(row[c]) for row in rows) for c in range(5)]
+    for row in rows if plan.buffers else []:
+        cells = (cell.ljust(w) for cell, w in zip(row, widths, strict=True))
+        lines.append("  " + "  ".join(cells).rstrip())
     return "\n".join(lines)
+
+
+def plan_function(
+    function: func.FuncOp,
+    module: ModuleOp,
+    donation: bool,
+    workspaces: dict[str, int],
+    workspace_arg: bool,
+) -> HostPlan:
+    if len(function.body.blocks) != 1:
+        raise PassFailedException(
+            f"tess-memory-plan expects single-block hosts, @{function.sym_name.data} has several"
+        )
+    if workspace_arg:
+        pass_callee_workspaces(function.body.block, workspaces)
+    plan = HostPlanner(function, module, donation).plan()
+    rewrite_buffers(plan, workspace_arg)
+    if workspace_arg and plan.arena_bytes and any(b.argument is None for b in plan.buffers):
+        workspaces[function.sym_name.data] = plan.arena_bytes
+    for name, value in plan.attributes().items():
+        function.attributes[name] = IntegerAttr(value, i64)
+    return plan
 
 
 @dataclass(frozen=True)
 class TessMemoryPlanPass(ModulePass):
-    """Plan each host's intermediates into one arena; see the module docstring."""
+    """Plan each host's intermediates into arguments and one arena; see the docstring."""
 
     name = "tess-memory-plan"
 
@@ -642,27 +609,23 @@ class TessMemoryPlanPass(ModulePass):
     """The arena is a trailing `tess.workspace` argument (else a `memref.alloc`)."""
 
     donation: bool = True
-    """Honour `tess.donated` input arguments (in-place outputs, reused storage)."""
+    """Honour `tess.donated` input arguments (aliased out-params, reused storage)."""
 
     report: bool = False
     """Print each host's plan to stderr."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        called = called_functions(op)
+        called = {c.callee.root_reference.data for c in op.walk() if isinstance(c, func.CallOp)}
         workspaces: dict[str, int] = {}
         for function in hosts_callees_first(op):
+            name = function.sym_name.data
             if PEAK_BYTES_ATTR in function.attributes:
                 size = function.attributes.get(WORKSPACE_BYTES_ATTR)
                 if isinstance(size, IntegerAttr):
-                    workspaces[function.sym_name.data] = int(size.value.data)
+                    workspaces[name] = int(size.value.data)
                 continue
-            if len(function.body.blocks) != 1:
-                raise PassFailedException(
-                    f"tess-memory-plan expects single-block hosts, @{function.sym_name.data} "
-                    "has several"
-                )
-            donation = self.donation and function.sym_name.data not in called
-            plan = plan_host(function, op, workspaces, donation, self.workspace_arg)
+            donation = self.donation and name not in called
+            plan = plan_function(function, op, donation, workspaces, self.workspace_arg)
             if self.report:
                 print(format_report(plan), file=sys.stderr)
 
@@ -670,6 +633,7 @@ class TessMemoryPlanPass(ModulePass):
 __all__ = [
     "ALIASES_INPUT_ATTR",
     "ALIGNMENT",
+    "ARENA_BYTES_ATTR",
     "DONATED_ATTR",
     "PEAK_BYTES_ATTR",
     "UNPLANNED_BYTES_ATTR",
