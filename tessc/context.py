@@ -19,7 +19,11 @@ def _load_tess() -> Dialect:
 
 
 def register_tess_dialects(ctx: Context) -> None:
-    """Add tessc's own dialects to `ctx` (for drivers that already have xDSL's)."""
+    """Add tessc's own dialects to `ctx` (for drivers that already have xDSL's), and the
+    fixes to xDSL's parsers that tessc's IR needs (`tessc.xdsl_fixes`)."""
+    from tessc.xdsl_fixes import apply_xdsl_fixes
+
+    apply_xdsl_fixes()
     ctx.register_dialect("tess", _load_tess)
 
 
