@@ -1,0 +1,166 @@
+"""
+Contractions: tessc's matmul and the seed's zip+reduce against np.matmul (and PyTorch).
+
+Two tess programs over float32 at N = K = M (default 256 and 512):
+
+- `matmul`: `tess.matmul` of (N,K) and (K,M);
+- `seed`: `tess.mul` of (N,K,1) and (1,K,M), then `tess.sum` over dim 1, which `tess-fuse`
+  turns into one generic: a matmul in disguise that never builds the (N,K,M) product.
+
+Each runs through the `cpu` pipeline as it is ("cpu"), and with `tess-tile` after
+`tess-linalg-to-loops` ("cpu+tile", options from --tile-sizes/--register-tile), compiled by
+Numba and called through `tessc.runtime.Executable` (inputs checked, outputs allocated,
+like a user's call). The references: `np.matmul` on the same (N,K) and (K,M) data, NumPy's
+broadcast+sum for the seed (`(a * b).sum(axis=1)`, which does build the product), and
+`torch.matmul` when torch imports. Every tessc result is checked against np.matmul first.
+
+Timing: the minimum over `--rounds` rounds of the best of `--repeat` calls, rounds
+interleaving all variants, so a noisy machine (other processes on 2 cores) hurts every
+variant alike. GFLOP/s counts 2*N*K*M flops; "x np" is time / np.matmul's time (lower is
+better; the goal is <= 2). Set NUMBA_NUM_THREADS / OPENBLAS_NUM_THREADS to compare one
+core with one core.
+
+Run: /work/venv/bin/python bench/bench_matmul.py [--sizes 256,512] [--repeat 20] [--rounds 5]
+     [--tile-sizes 64,128,256] [--register-tile 4,4] [--no-untiled]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from tessc.lowering.to_numba import emit_numba
+from tessc.runtime import Executable, load_source
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.parser import Parser
+
+from tessc.context import make_context
+from tessc.pipelines import get_pipeline, run_passes
+
+
+def matmul_program(n: int, k: int, m: int) -> str:
+    return f"""
+func.func @matmul(%a: tensor<{n}x{k}xf32>, %b: tensor<{k}x{m}xf32>) -> tensor<{n}x{m}xf32> {{
+  %c = tess.matmul %a, %b : tensor<{n}x{k}xf32>, tensor<{k}x{m}xf32> -> tensor<{n}x{m}xf32>
+  func.return %c : tensor<{n}x{m}xf32>
+}}
+"""
+
+
+def seed_program(n: int, k: int, m: int) -> str:
+    return f"""
+func.func @seed(%a: tensor<{n}x{k}x1xf32>, %b: tensor<1x{k}x{m}xf32>) -> tensor<{n}x{m}xf32> {{
+  %z = tess.mul %a, %b : tensor<{n}x{k}x1xf32>, tensor<1x{k}x{m}xf32> -> tensor<{n}x{k}x{m}xf32>
+  %s = tess.sum %z dims = [1] : tensor<{n}x{k}x{m}xf32> -> tensor<{n}x{m}xf32>
+  func.return %s : tensor<{n}x{m}xf32>
+}}
+"""
+
+
+def pipeline_spec(tile: str | None) -> str:
+    """The `cpu` pipeline's passes, with `tile` (a `tess-tile{...}` spec) after the loops."""
+    spec = get_pipeline("cpu").spec
+    if tile is None:
+        return spec
+    return spec.replace("tess-linalg-to-loops", f"tess-linalg-to-loops,{tile}")
+
+
+def compile_program(text: str, entry: str, spec: str) -> Executable:
+    module: ModuleOp = Parser(make_context(), text).parse_module()
+    run_passes(module, spec)
+    module.verify()
+    return Executable(load_source(emit_numba(module)), entry)
+
+
+def best_time(fn: Callable[[], object], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="256,512")
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--tile-sizes", default=None, help="TI,TK,TJ (default: the pass's)")
+    parser.add_argument("--register-tile", default=None, help="R,U (default: the pass's)")
+    parser.add_argument("--no-untiled", action="store_true", help="skip the cpu pipeline")
+    args = parser.parse_args(argv)
+
+    options = []
+    if args.tile_sizes:
+        options.append(f"tile-sizes={args.tile_sizes}")
+    if args.register_tile:
+        options.append(f"register-tile={args.register_tile}")
+    tile = "tess-tile" + ("{" + " ".join(options) + "}" if options else "")
+    try:
+        import torch  # type: ignore[import-not-found]
+    except ImportError:
+        torch = None
+
+    print(f"# {' '.join([sys.executable, *sys.argv])}")
+    threads = {
+        v: os.environ.get(v, "default") for v in ("NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+    }
+    print(
+        f"# {platform.machine()}, {os.cpu_count()} cpus, "
+        + ", ".join(f"{k}={v}" for k, v in threads.items())
+    )
+    print(f"# cpu+tile: {pipeline_spec(tile)}")
+    print(f"{'N=K=M':>6} {'variant':<22} {'ms':>9} {'GFLOP/s':>9} {'x np':>7}")
+    specs = {"cpu+tile": pipeline_spec(tile)}
+    if not args.no_untiled:
+        specs = {"cpu": pipeline_spec(None), **specs}
+    for n in (int(s) for s in args.sizes.split(",")):
+        times = measure(n, specs, args.repeat, args.rounds, torch)
+        flops = 2.0 * n**3
+        for name, seconds in times.items():
+            ratio = seconds / times["np.matmul"]
+            rate = flops / seconds / 1e9
+            print(f"{n:>6} {name:<22} {seconds * 1e3:>9.3f} {rate:>9.1f} {ratio:>7.2f}")
+
+
+def measure(
+    n: int, specs: dict[str, str], repeat: int, rounds: int, torch: Any
+) -> dict[str, float]:
+    """Seconds per call of every variant at N = K = M = n (checked against np.matmul)."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    b = rng.standard_normal((n, n), dtype=np.float32)
+    a3, b3 = a.reshape(n, n, 1), b.reshape(1, n, n)
+    expected = a @ b
+    variants: dict[str, Callable[[], object]] = {"np.matmul": lambda: np.matmul(a, b)}
+    for label, spec in specs.items():
+        for name, text, inputs in (
+            ("matmul", matmul_program(n, n, n), (a, b)),
+            ("seed", seed_program(n, n, n), (a3, b3)),
+        ):
+            program = compile_program(text, name, spec)
+            (result,) = program(*inputs)
+            scale = float(np.abs(expected).max())
+            np.testing.assert_allclose(result, expected, rtol=1e-4, atol=1e-4 * scale)
+            variants[f"tessc {name} {label}"] = lambda p=program, x=inputs: p(*x)
+    if n <= 512:  # NumPy's broadcast+sum builds the (N,K,M) product
+        variants["np broadcast+sum seed"] = lambda: (a3 * b3).sum(axis=1)
+    if torch is not None:
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        variants["torch.matmul"] = lambda: torch.matmul(ta, tb)
+    times = dict.fromkeys(variants, float("inf"))
+    for _ in range(rounds):
+        for name, fn in variants.items():
+            times[name] = min(times[name], best_time(fn, repeat))
+    return times
+
+
+if __name__ == "__main__":
+    main()
