@@ -1,0 +1,281 @@
+"""
+`tess-tile`: tiled contraction kernels compute what the untiled ones and the reference do.
+
+Programs run through the `cpu` pipeline with `tess-tile{...}` after `tess-linalg-to-loops`,
+compiled by Numba, and are compared with `tessc.reference.interpret`: matmuls (2-D,
+batched, odd sizes, sizes the tiles do not divide, k or rows of extent 1), the seed's
+zip+reduce with and without keepdim, f32 and f64. Without fast-math the tiled kernels are
+bit-identical to the untiled ones (every output element sums its k terms in the same
+order). Structural tests pin the tiles chosen, the loops counting from 0, and the nests
+the pass must leave alone.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from tessc.lowering.tile import REGISTER_TILE_ATTR, TILE_SIZES_ATTR, TessTilePass
+from tessc.lowering.to_numba import emit_numba
+from tessc.runtime import Executable, load_source
+from xdsl.dialects import scf
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.parser import Parser
+from xdsl.utils.exceptions import PassFailedException
+
+from tessc.compiler import print_module
+from tessc.context import make_context
+from tessc.pipelines import get_pipeline, run_passes
+from tessc.reference import interpret
+from tessc.testing import assert_results_match, random_inputs, random_program
+
+SMALL_TILES = "tess-tile{tile-sizes=4,4,4 register-tile=2,3}"
+
+
+def pipeline(tile: str | None) -> str:
+    """The `cpu` pipeline's passes with `tile` right after `tess-linalg-to-loops`."""
+    spec = get_pipeline("cpu").spec
+    return (
+        spec
+        if tile is None
+        else spec.replace("tess-linalg-to-loops", f"tess-linalg-to-loops,{tile}")
+    )
+
+
+def parse(text: str) -> ModuleOp:
+    return Parser(make_context(), text).parse_module()
+
+
+def lowered(module: ModuleOp, tile: str | None) -> ModuleOp:
+    result = module.clone()
+    run_passes(result, pipeline(tile))
+    result.verify()
+    return result
+
+
+def compiled(module: ModuleOp, entry: str, tile: str | None, **codegen: object) -> Executable:
+    return Executable(load_source(emit_numba(lowered(module, tile), **codegen)), entry)  # type: ignore[arg-type]
+
+
+def matmul(lhs: tuple[int, ...], rhs: tuple[int, ...], dtype: str = "f32") -> str:
+    from tessc.dialects.tess import matmul_shape
+
+    out = matmul_shape(lhs, rhs)
+
+    def t(shape: tuple[int, ...]) -> str:
+        return f"tensor<{'x'.join(map(str, shape))}x{dtype}>"
+
+    return (
+        f"func.func @main(%a: {t(lhs)}, %b: {t(rhs)}) -> {t(out)} {{\n"
+        f"  %c = tess.matmul %a, %b : {t(lhs)}, {t(rhs)} -> {t(out)}\n"
+        f"  func.return %c : {t(out)}\n}}\n"
+    )
+
+
+def seed(n: int, k: int, m: int, *, keepdim: bool = False) -> str:
+    out = f"{n}x1x{m}" if keepdim else f"{n}x{m}"
+    keep = " keepdim" if keepdim else ""
+    return f"""
+func.func @main(%a: tensor<{n}x{k}x1xf32>, %b: tensor<1x{k}x{m}xf32>) -> tensor<{out}xf32> {{
+  %z = tess.mul %a, %b : tensor<{n}x{k}x1xf32>, tensor<1x{k}x{m}xf32> -> tensor<{n}x{k}x{m}xf32>
+  %s = tess.sum %z dims = [1]{keep} : tensor<{n}x{k}x{m}xf32> -> tensor<{out}xf32>
+  func.return %s : tensor<{out}xf32>
+}}
+"""
+
+
+MATMUL_BIAS_RELU = """
+func.func @main(%x: tensor<9x7xf32>, %w: tensor<7x11xf32>, %b: tensor<11xf32>) -> tensor<9x11xf32> {
+  %m = tess.matmul %x, %w : tensor<9x7xf32>, tensor<7x11xf32> -> tensor<9x11xf32>
+  %y = tess.add %m, %b : tensor<9x11xf32>, tensor<11xf32> -> tensor<9x11xf32>
+  %r = tess.relu %y : tensor<9x11xf32>
+  func.return %r : tensor<9x11xf32>
+}
+"""
+
+CASES: dict[str, tuple[str, str]] = {
+    "matmul-7x13x5-small-tiles": (matmul((7, 13), (13, 5)), SMALL_TILES),
+    "matmul-7x13x5-defaults": (matmul((7, 13), (13, 5)), "tess-tile"),
+    "matmul-37x29x41-not-divisible": (
+        matmul((37, 29), (29, 41)),
+        "tess-tile{tile-sizes=16,8,16 register-tile=4,4}",
+    ),
+    "matmul-64x48x80-defaults": (matmul((64, 48), (48, 80)), "tess-tile"),
+    "matmul-f64-9x11x13": (
+        matmul((9, 11), (11, 13), "f64"),
+        "tess-tile{tile-sizes=4,8,8 register-tile=3,2}",
+    ),
+    "batched-3x10x7-7x9": (matmul((3, 10, 7), (7, 9)), SMALL_TILES),
+    "batched-broadcast-2x1x5x6-3x6x4": (matmul((2, 1, 5, 6), (3, 6, 4)), SMALL_TILES),
+    "outer-product-k1": (matmul((6, 1), (1, 10)), SMALL_TILES),
+    "vector-matrix-n1": (matmul((1, 9), (9, 10)), SMALL_TILES),
+    "matrix-vector-m1": (matmul((10, 9), (9, 1)), SMALL_TILES),
+    "seed-7x13x5": (seed(7, 13, 5), SMALL_TILES),
+    "seed-keepdim-10x6x9": (seed(10, 6, 9, keepdim=True), "tess-tile{register-tile=4,4}"),
+    "matmul-bias-relu": (MATMUL_BIAS_RELU, SMALL_TILES),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_tiled_program_matches_reference(case: str) -> None:
+    text, tile = CASES[case]
+    module = parse(text)
+    (fn,) = (op for op in module.ops)
+    inputs = random_inputs(fn, seed=3)  # type: ignore[arg-type]
+    actual = compiled(module, "main", tile)(*inputs)
+    assert_results_match(actual, interpret(module, "main", inputs), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [matmul((37, 29), (29, 41)), seed(13, 30, 21, keepdim=True)],
+    ids=["matmul", "seed"],
+)
+def test_tiled_is_bit_identical_to_untiled_without_fastmath(text: str) -> None:
+    module = parse(text)
+    (fn,) = (op for op in module.ops)
+    inputs = random_inputs(fn, seed=5)  # type: ignore[arg-type]
+    tile = "tess-tile{tile-sizes=8,8,16 register-tile=4,4}"
+    (tiled,) = compiled(module, "main", tile, fastmath=())(*inputs)
+    (untiled,) = compiled(module, "main", None, fastmath=())(*inputs)
+    np.testing.assert_array_equal(tiled, untiled)
+
+
+@settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(program=random_program(kinds=("matmul", "binary", "reduce", "unary"), max_ops=4))
+def test_random_programs_with_small_tiles(program: tuple[ModuleOp, str]) -> None:
+    """Random programs (derandomized, so the kernel cache hits on reruns) with tiles that
+    split every dim."""
+    module, entry = program
+    fn = next(op for op in module.ops)
+    inputs = random_inputs(fn, seed=0)  # type: ignore[arg-type]
+    tile = "tess-tile{tile-sizes=2,3,2 register-tile=2,2}"
+    actual = compiled(module, entry, tile)(*inputs)
+    assert_results_match(actual, interpret(module, entry, inputs))
+
+
+# ---------------------------------------------------------------------------------------
+# structure
+# ---------------------------------------------------------------------------------------
+
+
+def tiled_loops(module: ModuleOp) -> list[scf.ParallelOp]:
+    return [
+        op
+        for op in module.walk()
+        if isinstance(op, scf.ParallelOp) and TILE_SIZES_ATTR in op.attributes
+    ]
+
+
+def attribute_values(op: scf.ParallelOp, name: str) -> tuple[int, ...]:
+    return tuple(op.attributes[name].iter_values())  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("lhs", "rhs", "tile", "expected"),
+    [
+        # 256 rows give 4 blocks of 64: the defaults stand (k and j clamp to the extents).
+        ((256, 100), (100, 300), "tess-tile", ((64, 100, 256), (4, 4))),
+        # 64 rows: the i tile shrinks to 16 so that there are 4 parallel blocks.
+        ((64, 48), (48, 80), "tess-tile", ((16, 48, 80), (4, 4))),
+        # A batch of 4 already gives 4 blocks; tiles are rounded to multiples of R and U.
+        (
+            (4, 64, 48),
+            (48, 80),
+            "tess-tile{tile-sizes=30,10,32 register-tile=4,4}",
+            ((28, 8, 32), (4, 4)),
+        ),
+        ((7, 13), (13, 5), "tess-tile{min-parallel-blocks=1}", ((7, 13, 5), (4, 4))),
+    ],
+)
+def test_tile_sizes_chosen(
+    lhs: tuple[int, ...], rhs: tuple[int, ...], tile: str, expected: tuple[tuple[int, ...], ...]
+) -> None:
+    (loop,) = tiled_loops(lowered(parse(matmul(lhs, rhs)), tile))
+    assert (
+        attribute_values(loop, TILE_SIZES_ATTR),
+        attribute_values(loop, REGISTER_TILE_ATTR),
+    ) == expected
+
+
+def test_tiled_nest_shape() -> None:
+    """One flat parallel dim over all blocks; every scf.for counts from 0 by 1; the zero
+    fill kernel is left alone."""
+    module = lowered(parse(matmul((2, 37, 29), (29, 41))), "tess-tile{tile-sizes=16,8,16}")
+    (loop,) = tiled_loops(module)
+    assert len(loop.body.block.args) == 1
+    assert [op.value.value.data for op in (loop.upperBound[0].owner,)] == [2 * 3]  # type: ignore[union-attr]
+    for op in loop.walk():
+        if isinstance(op, scf.ForOp):
+            assert op.lb.owner.value.value.data == 0  # type: ignore[union-attr]
+            assert op.step.owner.value.value.data == 1  # type: ignore[union-attr]
+    untiled = [op for op in module.walk() if isinstance(op, scf.ParallelOp) and op is not loop]
+    assert len(untiled) == 1 and len(untiled[0].body.block.args) == 3
+
+
+def test_generated_point_loops_count_from_zero() -> None:
+    """The Numba source of a tiled kernel has only `range(n)` loops (so Numba proves its
+    indices non-negative) and `min` for the partial blocks."""
+    module = lowered(parse(matmul((37, 29), (29, 41))), "tess-tile{tile-sizes=16,8,16}")
+    source = emit_numba(module)
+    kernel = source[source.index("def main_kernel_1") :]
+    ranges = re.findall(r"\brange\(([^)]*)\)", kernel)
+    assert ranges and all("," not in args for args in ranges), ranges
+    assert "min(16, " in kernel and "min(8, " in kernel
+
+
+def test_pass_is_deterministic() -> None:
+    module = lowered(parse(seed(13, 30, 21)), None)
+    texts = set()
+    for _ in range(2):
+        copy = module.clone()
+        TessTilePass().apply(make_context(), copy)
+        texts.add(print_module(copy))
+    assert len(texts) == 1
+
+
+UNTILED_NESTS = {
+    # reduction innermost (i-k): nothing unit-stride to block
+    "row-sum": """
+func.func @main(%x: tensor<8x16xf32>) -> tensor<8xf32> {
+  %s = tess.sum %x dims = [1] : tensor<8x16xf32> -> tensor<8xf32>
+  func.return %s : tensor<8xf32>
+}""",
+    # reduction outermost, no scf.parallel
+    "column-sum": """
+func.func @main(%x: tensor<8x16xf32>) -> tensor<16xf32> {
+  %s = tess.sum %x dims = [0] : tensor<8x16xf32> -> tensor<16xf32>
+  func.return %s : tensor<16xf32>
+}""",
+    "elementwise": """
+func.func @main(%x: tensor<8x16xf32>, %y: tensor<16xf32>) -> tensor<8x16xf32> {
+  %s = tess.mul %x, %y : tensor<8x16xf32>, tensor<16xf32> -> tensor<8x16xf32>
+  func.return %s : tensor<8x16xf32>
+}""",
+    "matrix-vector": matmul((10, 9), (9, 1)),
+}
+
+
+@pytest.mark.parametrize("case", UNTILED_NESTS)
+def test_other_nests_are_left_alone(case: str) -> None:
+    module = lowered(parse(UNTILED_NESTS[case]), None)
+    before = print_module(module)
+    TessTilePass().apply(make_context(), module)
+    assert print_module(module) == before
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"tile_sizes": (0, 4, 4)},
+        {"tile_sizes": (4, 4)},
+        {"register_tile": (4,)},
+        {"register_tile": (4, -1)},
+    ],
+)
+def test_bad_options_fail(options: dict[str, tuple[int, ...]]) -> None:
+    module = lowered(parse(matmul((7, 13), (13, 5))), None)
+    with pytest.raises(PassFailedException, match="tess-tile"):
+        TessTilePass(**options).apply(make_context(), module)  # type: ignore[arg-type]
