@@ -216,8 +216,10 @@ def test_random_hosts_never_share_live_bytes(text: str) -> None:
     assert attribute(host, "arena_bytes") <= sum(-(-n // ALIGNMENT) * ALIGNMENT for n in sizes)
 
 
-def test_a_second_run_changes_nothing() -> None:
-    module = parse_module(random_host().example())
+@settings(max_examples=20, deadline=None)
+@given(text=random_host())
+def test_a_second_run_changes_nothing(text: str) -> None:
+    module = parse_module(text)
     TessMemoryPlanPass().apply(make_context(), module)
     text = str(module)
     TessMemoryPlanPass().apply(make_context(), module)
