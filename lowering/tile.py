@@ -429,12 +429,14 @@ class NestTiler:
         flat = block.args[0]
         flat.name_hint = "blk"
         e = Emitter(block, self.constant)
+        hints = [arg.name_hint for arg in nest.parallel.body.block.args[:-1]] + ["ib"]
         ivs: list[IndexValue] = []
-        for d, count in enumerate(counts):
-            index = e.div(flat, math.prod(counts[d + 1 :]))
-            if d > 0:
-                index = e.rem(index, count)
-            ivs.append(0 if count == 1 else index)
+        for d, (count, hint) in enumerate(zip(counts, hints, strict=True)):
+            if count == 1:
+                ivs.append(0)
+                continue
+            index = e.div(flat, math.prod(counts[d + 1 :]), None if d else hint)
+            ivs.append(e.rem(index, count, hint) if d > 0 else index)
         for arg, iv in zip(nest.parallel.body.block.args[:-1], ivs[:-1], strict=True):
             self.mapping[arg] = iv
         i0 = e.mul(ivs[-1], ti, "i0")
