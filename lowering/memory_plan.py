@@ -1,78 +1,73 @@
 """
 `tess-memory-plan`: liveness-based buffer reuse, in-place updates, donation, peak memory.
 
-Runs on level-4/5 host functions after `tess-bufferize`, before or after
-`tess-outline-kernels`: a host op that touches memory is a `linalg` op, a `func.call` (of a
-kernel or another host) or a `memref.copy`, and the plan only needs to know which ops use
-which buffers. A host is a `func.func` on memrefs with a body and no `tess.kernel`.
+Runs on level-4/5 hosts (a `func.func` on memrefs with a body and no `tess.kernel`), after
+`tess-bufferize`, before or after `tess-outline-kernels`: the plan only needs to know which
+host ops (`linalg` ops, `func.call`s, `memref.copy`) use which buffers.
 
-1. Buffers. Every static `memref.alloc` at the top level of a host is an intermediate,
-   unless a view of it reaches `func.return`. Its uses are those of the alloc and,
-   transitively, of its views (`memref.collapse_shape`, `expand_shape`, `subview`, `cast`,
-   `view`); a view op touches no memory and is not a use. Ops are numbered in block order,
-   a nested use counting at its top-level ancestor, and a buffer is live on
-   [first use, last use], ends included. Arguments hold storage too: an input marked
-   `tess.donated` (a unit arg attribute) from the call's start to its last use; an
-   out-param from its first use to the end. Only hosts that no function of the module
-   calls honour `tess.donated` (a caller may read its buffer after the call).
-2. Conflicts. Two buffers may share bytes when their live intervals are disjoint, or when
-   they are in-place partners: A's last use is B's first use W, the same op, both have the
-   same type, W is `memref.copy(A, B)` or a `linalg.generic` (directly, or the single
-   generic of a called `tess.kernel`) with only parallel iterators that writes B (used once
-   and directly) through an identity map and reads A, if at all, directly and only through
-   identity maps. Then every element of A is read at the index it is written to, before it
-   is: an elementwise update in place. Partners share bytes only at the same offset.
-3. Donation. An out-param aliases a donated input of its type when their storage
-   intervals do not conflict (the input's last use comes before the out-param's first, or
-   they are in-place partners): the out-param gets `tess.aliases_input = k : i64` and the
-   runtime passes input k's array as that output; a `memref.copy(input, out)` between
-   them is erased (the data is already there). Each input backs at most one out-param.
+1. Buffers. Every static `memref.alloc` at the top level of a host is an intermediate
+   unless a view of it reaches `func.return`. Its uses are those of the alloc and of its
+   views, transitively (`memref.collapse_shape`, `expand_shape`, `subview`, `cast`, `view`:
+   a view op touches no memory and is not a use). Ops are numbered in block order, a nested
+   use counting at its top-level ancestor; a buffer is live on [first use, last use], ends
+   included. Arguments hold storage too: an input with the unit arg attribute
+   `tess.donated` from the call's start to its last use (only in hosts no function of the
+   module calls: a caller may read its buffer after the call); an out-param from its first
+   use to the end.
+2. Conflicts. Two buffers may share bytes when their intervals are disjoint, or when they
+   are in-place partners: A's last use is B's first use W, they have the same type, and W
+   is `memref.copy(A, B)` or a `linalg.generic` (directly, or the single generic of a
+   called `tess.kernel`) with only parallel iterators that writes B (used once, directly)
+   through an identity map and reads A, if at all, directly and only through identity
+   maps: each element of A is read at the index it is written to, before it is (an
+   elementwise update in place). Partners share bytes only at the same offset.
+3. Donation. An out-param aliases a donated input of its type when their storage does not
+   conflict (the input's last use comes before the out-param's first, or they are
+   partners): it gets `tess.aliases_input = k : i64` and the runtime passes input k's
+   array as that output; a `memref.copy(input, out)` is erased (the data is there). Each
+   input backs at most one out-param.
 4. Argument storage. An intermediate of exactly the type of a donated input or an
-   out-param lives in that argument's array when it conflicts with none of what the array
-   holds (the input, the out-param, earlier tenants): before an out-param is first
-   written, after a donated input is last read. Its alloc is replaced by the argument.
-   Largest first, then by first use; arguments in order.
+   out-param lives in that array (its alloc replaced by the argument) when it conflicts
+   with nothing the array holds: before an out-param is first written, after a donated
+   input is last read. Largest first, then by first use; arguments in order.
 5. Arena. The other intermediates get offsets in one byte arena, greedy by size (largest
-   first; ties by first use, then program order): a buffer takes the offset of an
-   in-place partner already placed if it collides with nothing else there, else the
-   smallest gap that fits it between the placed buffers it conflicts with (best fit),
-   else the offset after the highest of them. Offsets are multiples of `ALIGNMENT` (64
-   bytes: a cache line, an AVX-512 vector). Each alloc becomes
-   `memref.view %arena[%offset][]` (the upstream MLIR idiom). With `workspace-arg` (the
+   first; ties by first use, then program order): a buffer takes an in-place partner's
+   offset if nothing else collides there, else the smallest gap that fits between the
+   placed buffers live with it (best fit), else the end of the highest. Offsets are
+   multiples of `ALIGNMENT` (64 bytes: a cache line, an AVX-512 vector). Each alloc becomes
+   `memref.view %arena[%offset][]`, the upstream MLIR idiom. With `workspace-arg` (the
    default) the arena is a trailing argument after the out-params, with the arg attribute
-   `tess.workspace` and the function attribute `tess.workspace_bytes = N`, so the runtime
-   allocates it once and reuses it across calls (allocating a large buffer per call costs
-   page faults: ~20 ms per 64 MiB); a call of a host that has a workspace gets one carved
-   out of the caller's arena, live at the call (hosts are planned callees first; recursion
-   is refused). With `workspace-arg=false` the arena is a 64-byte-aligned `memref.alloc`.
+   `tess.workspace` and the function attribute `tess.workspace_bytes = N`, which the
+   runtime allocates once and reuses across calls (a large allocation per call costs page
+   faults: ~20 ms per 64 MiB). A call of a host with a workspace passes a slice of the
+   caller's arena, live at the call (callees are planned first; recursion is refused).
+   With `workspace-arg=false` the arena is a 64-byte-aligned `memref.alloc`.
 
 The host gets these attributes (bytes, `i64`):
 
 - `tess.peak_bytes`: the static peak of what one call allocates: out-params (less those
-  aliasing donated inputs) plus the arena. Inputs are the caller's and not counted. The
-  seed example, fused, peaks at its (3,4) output: 48 bytes.
-- `tess.arena_bytes`: the arena alone (plus any static alloc kept because it escapes);
+  aliasing donated inputs) plus the arena; inputs are the caller's. The fused seed
+  example peaks at its (3,4) output: 48 bytes.
+- `tess.arena_bytes`: the arena (plus static allocs kept because they escape);
 - `tess.unplanned_bytes`: the same without the plan: out-params plus every intermediate in
-  its own buffer (what `tess-bufferize` alone allocates);
-- `tess.live_peak_bytes`: out-params plus the largest sum of arena buffers live at one op,
-  counting in-place partners once: what any arena needs (the rest is alignment and
-  fragmentation);
-- `tess.input_bytes`, `tess.output_bytes`, `tess.aliased_bytes` (out-params backed by
-  donated inputs, which the runtime does not allocate).
+  its own buffer, as `tess-bufferize` alone allocates them;
+- `tess.live_peak_bytes`: out-params plus the most arena bytes live at one op (partners
+  counted once), what any arena needs: the rest is alignment and fragmentation;
+- `tess.input_bytes`, `tess.output_bytes`, `tess.aliased_bytes` (donation-backed outputs).
 
-Dynamically shaped or nested allocs and escaping buffers are left as they are; functions
-that carry `tess.peak_bytes` are not planned again. `report=true` prints each plan to
-stderr (buffer, type, bytes, interval, offset or argument). xDSL has no memory planning
-pass (its buffer passes work on `bufferization` ops), hence this one.
+Dynamically shaped or nested allocs and escaping buffers are left alone; functions that
+carry `tess.peak_bytes` are not planned again. `report=true` prints each plan to stderr
+(buffer, type, bytes, interval, offset or argument). xDSL has no memory planning pass (its
+buffer passes work on `bufferization` ops), hence this one.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from io import StringIO
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref
@@ -83,7 +78,6 @@ from xdsl.dialects.builtin import (
     FunctionType,
     IndexType,
     IntegerAttr,
-    IntegerType,
     MemRefType,
     ModuleOp,
     TensorType,
@@ -95,7 +89,6 @@ from xdsl.dialects.linalg.ops import GenericOp, IteratorType
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
-from xdsl.printer import Printer
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import SymbolTable
 from xdsl.utils.exceptions import PassFailedException
@@ -132,18 +125,10 @@ def memref_bytes(typ: Attribute) -> int | None:
     if not isinstance(typ, MemRefType) or any(d < 0 for d in typ.get_shape()):
         return None
     element = typ.element_type
-    if isinstance(element, IndexType):
-        width = 64
-    elif isinstance(element, IntegerType):
-        width = element.width.data
-    else:
-        width = getattr(element, "bitwidth", None)
+    width = 64 if isinstance(element, IndexType) else getattr(element, "bitwidth", None)
     if not isinstance(width, int):
         raise PassFailedException(f"tess-memory-plan: no byte size for {element}")
-    count = 1
-    for d in typ.get_shape():
-        count *= d
-    return count * max(1, width // 8)
+    return math.prod(typ.get_shape()) * max(1, width // 8)
 
 
 def align_up(n: int) -> int:
@@ -456,11 +441,6 @@ class HostPlanner:
         return plan
 
 
-# ---------------------------------------------------------------------------------------
-# hosts and rewriting
-# ---------------------------------------------------------------------------------------
-
-
 def is_host(function: func.FuncOp) -> bool:
     if not function.body.blocks or KERNEL_ATTR in function.attributes:
         return False
@@ -495,7 +475,7 @@ def pass_callee_workspaces(block: Block, workspaces: dict[str, int]) -> None:
     """Give each call of a host with a workspace a fresh buffer of that size, to plan."""
     for call in [op for op in block.ops if isinstance(op, func.CallOp)]:
         callee = call.callee.root_reference.data
-        if not workspaces.get(callee):
+        if callee not in workspaces:
             continue
         alloc = memref.AllocOp([], [], MemRefType(i8, [workspaces[callee]]))
         alloc.memref.name_hint = f"{callee}_workspace"
@@ -548,12 +528,6 @@ def rewrite_buffers(plan: HostPlan, workspace_arg: bool) -> None:
         Rewriter.replace_op(buffer.alloc, memref.ViewOp(arena, offset, [], buffer.value.type))
 
 
-def attribute_text(attr: Attribute) -> str:
-    stream = StringIO()
-    Printer(stream=stream).print_attribute(attr)
-    return stream.getvalue()
-
-
 def format_report(plan: HostPlan) -> str:
     function = plan.function
     counts = ", ".join(
@@ -567,9 +541,7 @@ def format_report(plan: HostPlan) -> str:
     rows = [("buffer", "type", "bytes", "interval", "offset")]
     for b in plan.buffers:
         where = str(b.offset) if b.argument is None else f"argument {b.argument}"
-        rows.append(
-            (b.name, attribute_text(b.value.type), str(b.nbytes), f"[{b.start}, {b.end}]", where)
-        )
+        rows.append((b.name, str(b.value.type), str(b.nbytes), f"[{b.start}, {b.end}]", where))
     widths = [max(len(row[c]) for row in rows) for c in range(5)]
     for row in rows if plan.buffers else []:
         cells = (cell.ljust(w) for cell, w in zip(row, widths, strict=True))
@@ -592,7 +564,7 @@ def plan_function(
         pass_callee_workspaces(function.body.block, workspaces)
     plan = HostPlanner(function, module, donation).plan()
     rewrite_buffers(plan, workspace_arg)
-    if workspace_arg and plan.arena_bytes and any(b.argument is None for b in plan.buffers):
+    if workspace_arg and any(b.argument is None for b in plan.buffers):
         workspaces[function.sym_name.data] = plan.arena_bytes
     for name, value in plan.attributes().items():
         function.attributes[name] = IntegerAttr(value, i64)
