@@ -327,19 +327,39 @@ def test_mlp_gradient_runs_planned_and_peaks_lower(fuse: bool, backend: tuple) -
     assert attribute(grad, "peak_bytes") >= attribute(grad, "live_peak_bytes")
 
 
+SEED = """
+func.func @seed(%a: tensor<3x5x1xf32>, %b: tensor<1x5x4xf32>) -> tensor<3x4xf32> {
+  %z = tess.mul %a, %b : tensor<3x5x1xf32>, tensor<1x5x4xf32> -> tensor<3x5x4xf32>
+  %s = tess.sum %z dims = [1] : tensor<3x5x4xf32> -> tensor<3x4xf32>
+  func.return %s : tensor<3x4xf32>
+}
+"""
+
+
 def test_seed_peak_is_the_output_alone() -> None:
-    seed = """
-    func.func @seed(%a: tensor<3x5x1xf32>, %b: tensor<1x5x4xf32>) -> tensor<3x4xf32> {
-      %z = tess.mul %a, %b : tensor<3x5x1xf32>, tensor<1x5x4xf32> -> tensor<3x5x4xf32>
-      %s = tess.sum %z dims = [1] : tensor<3x5x4xf32> -> tensor<3x4xf32>
-      func.return %s : tensor<3x4xf32>
-    }
-    """
-    fused, unfused = parse_module(seed), parse_module(seed)
+    # Fused, the broadcast (3,5,4) product is never stored; unfused, it is the arena.
+    fused, unfused = parse_module(SEED), parse_module(SEED)
     run_passes(fused, f"{TO_LINALG},tess-bufferize,tess-memory-plan,tess-outline-kernels")
     run_passes(unfused, "tess-to-linalg,tess-bufferize,tess-memory-plan,tess-outline-kernels")
     assert attribute(find_func(fused, "seed"), "peak_bytes") == 3 * 4 * 4
     assert attribute(find_func(unfused, "seed"), "peak_bytes") == 3 * 4 * 4 + 3 * 5 * 4 * 4
+
+
+def test_the_workspace_is_allocated_once_and_aligned(backend: tuple) -> None:
+    module = parse_module(SEED)
+    spec = f"tess-to-linalg,tess-bufferize,tess-memory-plan,tess-outline-kernels,{LOOPS}"
+    lowered = module.clone()
+    run_passes(lowered, spec)
+    source = backend[0](lowered)
+    assert '"workspace_bytes": 240' in source
+    assert "workspace[0:240].view(np.float32).reshape((3, 5, 4))" in source
+    program = backend[1](load_source(source), "seed")
+    args = random_inputs(find_func(module, "seed"), 0)
+    first = program(*args)
+    workspace = program.workspace()
+    assert workspace.nbytes == 240 and workspace.ctypes.data % ALIGNMENT == 0
+    assert_results_match(program(*args), first)
+    assert program.workspace() is workspace
 
 
 # ---------------------------------------------------------------------------------------
