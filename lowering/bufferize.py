@@ -23,10 +23,21 @@ time, walking the single block of each `func.func` in order:
   `memref.expand_shape` on the source's buffer: views, no copy.
 - `func.call`: tensor results become out-params of the call: fresh buffers passed after the
   arguments.
+- `kernel.group` (one future kernel, from `tess-fuse-epilogue`): a group without results
+  holding its generics on memrefs, in order. Every buffer they need is allocated (or
+  copied) right before the group, in the function's block, so the memory plan sees it and
+  the kernel allocates nothing: the buffers of the group's results and its intermediates
+  alike (an intermediate stays a full buffer). The rules above apply inside: a member
+  writes in place into the buffer of a member result only it uses (a reduction into its
+  init), and a group result's buffer is that of the value yielded for it. Only generics,
+  `tensor.empty` and scalar constants may be inside; a member whose `outs` is a member
+  result that something else reads too (which would need a copy inside the kernel) fails
+  the pass.
 - `func.return`: the final producer of a result writes straight into its out-param when
   the result's buffer is created in this function by a generic or a call (following the
-  chain of in-place `outs` back to the op that creates the buffer, and making that op's
-  buffer the out-param instead of an alloc). A result that is a function argument, a view,
+  chain of in-place `outs` back to the op that creates the buffer, through a group's
+  result to the value it yields, and making that op's buffer the out-param instead of an
+  alloc). A result that is a function argument, a view,
   or a value returned a second time is copied into its out-param with `memref.copy`.
 
 Non-tensor ops (`arith.constant`, ...) are left alone. Anything else that takes or makes a
@@ -42,7 +53,7 @@ from dataclasses import dataclass, field
 
 from xdsl.builder import Builder
 from xdsl.context import Context
-from xdsl.dialects import func, memref, tensor
+from xdsl.dialects import arith, func, memref, tensor
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
@@ -58,6 +69,8 @@ from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, SSAVal
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
+
+from tessc.dialects.kernel import GroupOp, yielded_value
 
 NUM_OUTPUTS_ATTR = "tess.num_outputs"
 
@@ -91,10 +104,10 @@ def is_empty_tensor(value: SSAValue) -> bool:
 
 def writable_in_place(value: SSAValue) -> bool:
     """A tensor whose buffer the op using it as `outs` may overwrite: a fresh buffer made in
-    this function (by a generic or a call) that nothing else reads."""
+    this function (by a generic, a call or a group) that nothing else reads."""
     return (
         isinstance(value, OpResult)
-        and isinstance(value.op, GenericOp | func.CallOp)
+        and isinstance(value.op, GenericOp | func.CallOp | GroupOp)
         and value.has_one_use()
     )
 
@@ -105,6 +118,9 @@ def buffer_site(value: SSAValue) -> BufferSite | None:
         op = value.op
         if isinstance(op, func.CallOp):
             return (op, value.index)
+        if isinstance(op, GroupOp):
+            value = yielded_value(value)
+            continue
         if not isinstance(op, GenericOp):
             return None
         init = op.outputs[value.index]
@@ -219,6 +235,10 @@ class FunctionBufferizer:
             self.bufferize_call(builder, op)
         elif isinstance(op, func.ReturnOp):
             self.bufferize_return(builder, op)
+        elif isinstance(op, GroupOp):
+            if not op.res and not has_tensors(op):
+                return False  # already on memrefs
+            self.bufferize_group(builder, op)
         elif has_tensors(op) or any(
             isinstance(v.type, TensorType) for r in op.regions for b in r.blocks for v in b.args
         ):
@@ -227,18 +247,29 @@ class FunctionBufferizer:
             return False
         return True
 
-    def bufferize_generic(self, builder: Builder, op: GenericOp) -> None:
-        inputs = [self.read_buffer(builder, v) for v in op.inputs]
+    def bufferize_generic(
+        self, builder: Builder, op: GenericOp, allocs: Builder | None = None
+    ) -> None:
+        """The generic on memrefs at `builder`; new buffers (and copies into them) at
+        `allocs` (default: `builder`)."""
+        allocs = allocs or builder
+        inputs = [self.read_buffer(allocs, v) for v in op.inputs]
         outputs: list[SSAValue] = []
         for index, init in enumerate(op.outputs):
             assert isinstance(init.type, TensorType)
             if is_empty_tensor(init):
-                buffer = self.new_buffer(builder, (op, index), init.type)
+                buffer = self.new_buffer(allocs, (op, index), init.type)
             elif writable_in_place(init):
                 buffer = self.buffer(init)
             else:
-                buffer = self.new_buffer(builder, (op, index), init.type)
-                builder.insert(memref.CopyOp(self.buffer(init), buffer))
+                if allocs is not builder and init.owner.parent_op() is op.parent_op():
+                    raise PassFailedException(
+                        f"tess-bufferize: a kernel.group member writes into a copy of "
+                        f"{init}, which another op reads too; the copy would have to be "
+                        "made inside the kernel"
+                    )
+                buffer = self.new_buffer(allocs, (op, index), init.type)
+                allocs.insert(memref.CopyOp(self.buffer(init), buffer))
             outputs.append(buffer)
         generic = GenericOp(
             inputs,
@@ -254,6 +285,27 @@ class FunctionBufferizer:
         builder.insert(generic)
         for result, buffer in zip(op.res, outputs, strict=True):
             self.buffers[result] = buffer
+
+    def bufferize_group(self, builder: Builder, group: GroupOp) -> None:
+        """The group on memrefs before `group`, its buffers allocated before it."""
+        bufferized = builder.insert(GroupOp([], []))
+        bufferized.attributes.update(group.attributes)
+        allocs = Builder(InsertPoint.before(bufferized))
+        inside = Builder(InsertPoint.before(bufferized.yield_op))
+        for op in group.members():
+            if isinstance(op, tensor.EmptyOp):
+                continue  # each use allocates its own buffer
+            if isinstance(op, GenericOp) and op.res:
+                self.bufferize_generic(inside, op, allocs=allocs)
+            elif isinstance(op, arith.ConstantOp) and not has_tensors(op):
+                op.detach()
+                inside.insert(op)
+            else:
+                raise PassFailedException(
+                    f"tess-bufferize cannot bufferize '{op.name}' inside a kernel.group"
+                )
+        for result, value in zip(group.res, group.yield_op.operands, strict=True):
+            self.buffers[result] = self.read_buffer(allocs, value)
 
     def bufferize_call(self, builder: Builder, op: func.CallOp) -> None:
         arguments = [self.read_buffer(builder, v) for v in op.arguments]

@@ -1,9 +1,9 @@
 """
-`tess-outline-kernels`: every linalg op of a host function becomes its own kernel function.
+`tess-outline-kernels`: every linalg op or `kernel.group` of a host becomes a kernel function.
 
 Level 4 -> level 5 (first half). A host is any `func.func` with a body that is not itself a
 kernel. Walking each host's top-level ops in order, the k-th linalg structured op (on
-memrefs) moves into a new function
+memrefs) or `kernel.group` moves into a new function
 
     func.func private @<host>_kernel_<k>(%arg0: memref<...>, ...) attributes {tess.kernel}
 
@@ -11,7 +11,10 @@ placed right after the host in the module, and is replaced in the host by
 `func.call @<host>_kernel_<k>(...)`. The kernel's arguments are the values the op uses
 from the host, deduplicated in first-use order: its operands, then any value its body
 captures from the host. Constants the body captures (`arith.constant`) are cloned into the
-kernel instead of passed, so kernels take only memrefs when the host passes memrefs.
+kernel instead of passed, so kernels take only memrefs when the host passes memrefs. A
+group becomes ONE kernel: its ops, in order, are the kernel's body (the group itself and its
+empty terminator are dropped), taking every buffer its ops use from the host as arguments;
+`tess-linalg-to-loops` then shares the outer parallel loop between them.
 
 Afterwards a host holds only buffer management (`memref.alloc`/`dealloc`, views,
 `memref.copy`), `func.call`, `func.return` and constants; all computation is in kernels.
@@ -32,6 +35,8 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import SymbolTable
 from xdsl.utils.exceptions import PassFailedException
+
+from tessc.dialects.kernel import GroupOp
 
 KERNEL_ATTR = "tess.kernel"
 
@@ -85,8 +90,15 @@ def outline(op: Operation, host: func.FuncOp, kernel_name: str) -> func.FuncOp:
             block.add_op(clone)
             value_map[value] = clone.results[0]
     kernel_op = op.clone(value_map)
-    block.add_op(kernel_op)
-    block.add_op(func.ReturnOp(*kernel_op.results))
+    if isinstance(kernel_op, GroupOp):
+        for member in kernel_op.members():
+            member.detach()
+            block.add_op(member)
+        block.add_op(func.ReturnOp())
+        kernel_op.erase()
+    else:
+        block.add_op(kernel_op)
+        block.add_op(func.ReturnOp(*kernel_op.results))
 
     call = func.CallOp(kernel_name, arguments, [r.type for r in op.results])
     Rewriter.replace_op(op, call)
@@ -103,7 +115,12 @@ def outline(op: Operation, host: func.FuncOp, kernel_name: str) -> func.FuncOp:
 
 def outline_host(host: func.FuncOp, module: ModuleOp) -> list[func.FuncOp]:
     host_name = host.sym_name.data
-    linalg_ops = [op for op in host.body.walk() if isinstance(op, LinalgStructuredOperation)]
+    linalg_ops = [
+        op
+        for op in host.body.walk()
+        if isinstance(op, GroupOp)
+        or (isinstance(op, LinalgStructuredOperation) and not isinstance(op.parent_op(), GroupOp))
+    ]
     kernels: list[func.FuncOp] = []
     for op in linalg_ops:
         parent = op.parent_op()
@@ -122,7 +139,7 @@ def outline_host(host: func.FuncOp, module: ModuleOp) -> list[func.FuncOp]:
 
 @dataclass(frozen=True)
 class TessOutlineKernelsPass(ModulePass):
-    """Move each linalg op of each host function into a `tess.kernel` function."""
+    """Move each linalg op and `kernel.group` of each host into a `tess.kernel` function."""
 
     name = "tess-outline-kernels"
 

@@ -1,5 +1,6 @@
 """
-The one `Context` every tessc tool and test parses in: all of xDSL's dialects plus `tess`.
+The one `Context` every tessc tool and test parses in: all of xDSL's dialects plus tessc's
+(`tess`, and `kernel` for kernel boundaries).
 
 Dialects are registered lazily (a name and a loader), so building a context imports nothing
 but the loader table; a dialect's module is imported the first time IR names it.
@@ -18,6 +19,12 @@ def _load_tess() -> Dialect:
     return Tess
 
 
+def _load_kernel() -> Dialect:
+    from tessc.dialects.kernel import Kernel
+
+    return Kernel
+
+
 def register_tess_dialects(ctx: Context) -> None:
     """Add tessc's own dialects to `ctx` (for drivers that already have xDSL's), and the
     fixes to xDSL's parsers that tessc's IR needs (`tessc.xdsl_fixes`)."""
@@ -25,10 +32,12 @@ def register_tess_dialects(ctx: Context) -> None:
 
     apply_xdsl_fixes()
     ctx.register_dialect("tess", _load_tess)
+    ctx.register_dialect("kernel", _load_kernel)
 
 
 def make_context(*, allow_unregistered: bool = False) -> Context:
-    """A fresh context with every xDSL dialect and `tess` registered (loaded on first use)."""
+    """A fresh context with every xDSL dialect, `tess` and `kernel` registered (each loaded
+    on first use)."""
     ctx = Context(allow_unregistered=allow_unregistered)
     for name, loader in get_all_dialects().items():
         ctx.register_dialect(name, loader)

@@ -16,6 +16,7 @@ TESS_PASSES: dict[str, str] = {
     "tess-autodiff": "tessc.lowering.autodiff:TessAutodiffPass",
     "tess-to-linalg": "tessc.lowering.to_linalg:TessToLinalgPass",
     "tess-fuse": "tessc.lowering.fuse:TessFusePass",
+    "tess-fuse-epilogue": "tessc.lowering.fuse_epilogue:TessFuseEpiloguePass",
     "tess-fuse-horizontal": "tessc.lowering.fuse_horizontal:TessFuseHorizontalPass",
     "tess-bufferize": "tessc.lowering.bufferize:TessBufferizePass",
     "tess-memory-plan": "tessc.lowering.memory_plan:TessMemoryPlanPass",
