@@ -12,7 +12,13 @@ The output is a self-contained Python module:
   sequence of kernel launches (Python per kernel launch is the cost to remove);
 - a literal `TESSC_SIGNATURES` records the shapes and dtypes of each host function's inputs
   and outputs (its trailing `tess.num_outputs` memref arguments), so the runtime never
-  reads IR.
+  reads IR. A host planned by `tess-memory-plan` with a workspace (function attribute
+  `tess.workspace_bytes = N`) takes one more, last argument: the byte arena its
+  intermediates live in, recorded as `"workspace_bytes": N` for the runtime to allocate
+  once and pass on every call; an out-param with `tess.aliases_input = k` is recorded in
+  `"output_aliases"` (the runtime passes input k's array as that output);
+- `memref.view %arena[%offset][]` becomes `arena[offset:offset + nbytes].view(dtype)
+  .reshape(shape)`: a typed window into the arena, no copy.
 
 The translation is one walk over the IR, one Python statement per op. Constants are not
 statements: they are inlined where used, as int literals for `index`/integer constants (so
@@ -67,9 +73,27 @@ PARALLEL_COLLAPSE_MIN = 64
 
 KERNEL_ATTR = "tess.kernel"
 NUM_OUTPUTS_ATTR = "tess.num_outputs"
+WORKSPACE_BYTES_ATTR = "tess.workspace_bytes"
+ALIASES_INPUT_ATTR = "tess.aliases_input"
 
 # Names the generated module defines or imports at the top level; locals must not shadow them.
-_MODULE_NAMES = {"np", "math", "njit", "prange", "FASTMATH", "TESSC_SIGNATURES"}
+_MODULE_NAMES = {
+    "np", "math", "njit", "prange", "types", "intrinsic", "bitcast", "FASTMATH", "TESSC_SIGNATURES",
+}  # fmt: skip
+
+# Numba has no scalar bitcast (`x.view(np.int32)` is for arrays): an LLVM one, emitted into
+# modules that use `arith.bitcast` (e.g. from `tess-expand-math`'s exponent arithmetic).
+BITCAST_INTRINSIC = '''
+@intrinsic
+def bitcast(typingctx, value, target):
+    """The bits of scalar `value` as the scalar type `target` (an LLVM bitcast)."""
+    result = target.instance_type if isinstance(target, types.NumberClass) else target
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(result))
+
+    return result(value, target), codegen
+'''.strip()
 _BUILTIN_NAMES = set(
     "abs all any bool dict divmod enumerate filter float format hash id int isinstance iter len "
     "list map max min next object pow print range reversed round set slice sorted str sum super "
@@ -91,6 +115,11 @@ class UnsupportedOpError(Exception):
 # ---------------------------------------------------------------------------------------
 
 _FLOAT_DTYPES = {16: "float16", 32: "float32", 64: "float64"}
+_ITEMSIZES = {
+    "float16": 2, "float32": 4, "float64": 8, "bool_": 1,
+    "int8": 1, "int16": 2, "int32": 4, "int64": 8,
+    "uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8,
+}  # fmt: skip
 
 
 def dtype_name(typ: Attribute) -> str:
@@ -169,100 +198,49 @@ def trip_count(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:
 # ---------------------------------------------------------------------------------------
 
 # `{0}`, `{1}`, `{2}`: operand expressions (names or literals); `{T}`: the result's scalar
-# constructor (`np.float32`), `{one}`: 1 in the result type.
+# constructor (`np.float32`), `{S}`: the first operand's, `{one}`: 1 in the result type.
 _EXPRESSIONS: dict[str, str] = {
-    "arith.addf": "{0} + {1}",
-    "arith.subf": "{0} - {1}",
-    "arith.mulf": "{0} * {1}",
-    "arith.divf": "{0} / {1}",
-    "arith.remf": "np.fmod({0}, {1})",
-    "arith.negf": "-{0}",
-    "arith.maximumf": "np.maximum({0}, {1})",
-    "arith.minimumf": "np.minimum({0}, {1})",
-    "arith.maxnumf": "np.fmax({0}, {1})",
-    "arith.minnumf": "np.fmin({0}, {1})",
-    "arith.addi": "{0} + {1}",
-    "arith.subi": "{0} - {1}",
-    "arith.muli": "{0} * {1}",
-    "arith.andi": "{0} & {1}",
-    "arith.ori": "{0} | {1}",
-    "arith.xori": "{0} ^ {1}",
-    "arith.shli": "{0} << {1}",
-    "arith.shrsi": "{0} >> {1}",
-    "arith.maxsi": "max({0}, {1})",
-    "arith.minsi": "min({0}, {1})",
+    "arith.addf": "{0} + {1}", "arith.subf": "{0} - {1}", "arith.mulf": "{0} * {1}",
+    "arith.divf": "{0} / {1}", "arith.remf": "np.fmod({0}, {1})", "arith.negf": "-{0}",
+    "arith.maximumf": "np.maximum({0}, {1})", "arith.minimumf": "np.minimum({0}, {1})",
+    "arith.maxnumf": "np.fmax({0}, {1})", "arith.minnumf": "np.fmin({0}, {1})",
+    "arith.addi": "{0} + {1}", "arith.subi": "{0} - {1}", "arith.muli": "{0} * {1}",
+    "arith.andi": "{0} & {1}", "arith.ori": "{0} | {1}", "arith.xori": "{0} ^ {1}",
+    "arith.shli": "{0} << {1}", "arith.shrsi": "{0} >> {1}",
+    "arith.maxsi": "max({0}, {1})", "arith.minsi": "min({0}, {1})",
     # Index arithmetic is non-negative in loop IR, so the unsigned ops share Python's.
-    "arith.shrui": "{0} >> {1}",
-    "arith.maxui": "max({0}, {1})",
-    "arith.minui": "min({0}, {1})",
-    "arith.divui": "{0} // {1}",
-    "arith.remui": "{0} % {1}",
-    "arith.ceildivui": "-(-{0} // {1})",
-    "arith.floordivsi": "{0} // {1}",
-    "arith.ceildivsi": "-(-{0} // {1})",
+    "arith.shrui": "{0} >> {1}", "arith.maxui": "max({0}, {1})", "arith.minui": "min({0}, {1})",
+    "arith.divui": "{0} // {1}", "arith.remui": "{0} % {1}", "arith.ceildivui": "-(-{0} // {1})",
+    "arith.floordivsi": "{0} // {1}", "arith.ceildivsi": "-(-{0} // {1})",
     # arith rounds signed division toward zero; Python's // rounds down.
     "arith.divsi": "({0} // {1} if ({0} < 0) == ({1} < 0) else -(-{0} // {1}))",
     "arith.remsi": "({0} % {1} if ({0} < 0) == ({1} < 0) or {0} % {1} == 0 else {0} % {1} - {1})",
     "arith.select": "{1} if {0} else {2}",
-    "arith.index_cast": "{T}({0})",
-    "arith.index_castui": "{T}({0})",
-    "arith.sitofp": "{T}({0})",
-    "arith.uitofp": "{T}({0})",
-    "arith.fptosi": "{T}({0})",
-    "arith.fptoui": "{T}({0})",
-    "arith.extf": "{T}({0})",
-    "arith.truncf": "{T}({0})",
-    "arith.extsi": "{T}({0})",
-    "arith.extui": "{T}({0})",
-    "arith.trunci": "{T}({0})",
-    "math.absf": "np.abs({0})",
-    "math.absi": "abs({0})",
-    "math.atan": "np.arctan({0})",
-    "math.atan2": "np.arctan2({0}, {1})",
-    "math.cbrt": "np.cbrt({0})",
-    "math.ceil": "np.ceil({0})",
-    "math.copysign": "np.copysign({0}, {1})",
-    "math.cos": "np.cos({0})",
-    "math.cosh": "np.cosh({0})",
-    "math.erf": "{T}(math.erf({0}))",
-    "math.exp": "np.exp({0})",
-    "math.exp2": "np.exp2({0})",
-    "math.expm1": "np.expm1({0})",
-    "math.floor": "np.floor({0})",
-    "math.fma": "{0} * {1} + {2}",
-    "math.log": "np.log({0})",
-    "math.log10": "np.log10({0})",
-    "math.log1p": "np.log1p({0})",
-    "math.log2": "np.log2({0})",
-    "math.powf": "np.power({0}, {1})",
-    "math.roundeven": "np.rint({0})",
+    "arith.bitcast": "bitcast({S}({0}), {T})",
+    "math.absi": "abs({0})", "math.atan2": "np.arctan2({0}, {1})",
+    "math.copysign": "np.copysign({0}, {1})", "math.erf": "{T}(math.erf({0}))",
+    "math.fma": "{0} * {1} + {2}", "math.powf": "np.power({0}, {1})",
     "math.rsqrt": "{one} / np.sqrt({0})",
-    "math.sin": "np.sin({0})",
-    "math.sinh": "np.sinh({0})",
-    "math.sqrt": "np.sqrt({0})",
-    "math.tan": "np.tan({0})",
-    "math.tanh": "np.tanh({0})",
-    "math.trunc": "np.trunc({0})",
-}
+}  # fmt: skip
+for (
+    _cast
+) in "index_cast index_castui sitofp uitofp fptosi fptoui extf truncf extsi extui trunci".split():
+    _EXPRESSIONS[f"arith.{_cast}"] = "{T}({0})"
+for _function in (
+    "absf:abs atan:arctan cbrt ceil cos cosh exp exp2 expm1 floor log log10 log1p log2 "
+    "roundeven:rint sin sinh sqrt tan tanh trunc"
+).split():
+    _math_name, _, _numpy_name = _function.partition(":")
+    _EXPRESSIONS[f"math.{_math_name}"] = f"np.{_numpy_name or _math_name}({{0}})"
 
 _CMPF: dict[str, str] = {
-    "false": "False",
-    "oeq": "{0} == {1}",
-    "ogt": "{0} > {1}",
-    "oge": "{0} >= {1}",
-    "olt": "{0} < {1}",
-    "ole": "{0} <= {1}",
-    "one": "({0} < {1} or {0} > {1})",
-    "ord": "({0} == {0} and {1} == {1})",
-    "ueq": "not ({0} < {1} or {0} > {1})",
-    "ugt": "not ({0} <= {1})",
-    "uge": "not ({0} < {1})",
-    "ult": "not ({0} >= {1})",
-    "ule": "not ({0} > {1})",
-    "une": "{0} != {1}",
-    "uno": "({0} != {0} or {1} != {1})",
-    "true": "True",
-}
+    "false": "False", "true": "True",
+    "oeq": "{0} == {1}", "ogt": "{0} > {1}", "oge": "{0} >= {1}",
+    "olt": "{0} < {1}", "ole": "{0} <= {1}", "one": "({0} < {1} or {0} > {1})",
+    "ueq": "not ({0} < {1} or {0} > {1})", "ugt": "not ({0} <= {1})", "uge": "not ({0} < {1})",
+    "ult": "not ({0} >= {1})", "ule": "not ({0} > {1})", "une": "{0} != {1}",
+    "ord": "({0} == {0} and {1} == {1})", "uno": "({0} != {0} or {1} != {1})",
+}  # fmt: skip
 
 # Signed and unsigned compare alike: loop IR compares non-negative indices.
 _CMPI: dict[str, str] = {
@@ -270,31 +248,23 @@ _CMPI: dict[str, str] = {
     "ult": "<", "ule": "<=", "ugt": ">", "uge": ">=",
 }  # fmt: skip
 
-# Name stems for values without a name hint.
+# Name stems for values without a name hint (else the op's name: `exp0`, `tanh1`).
 _STEMS: dict[str, str] = {
-    "memref.load": "ld",
-    "memref.alloc": "buf",
-    "memref.alloca": "buf",
-    "memref.collapse_shape": "view",
-    "memref.expand_shape": "view",
-    "memref.subview": "view",
-    "memref.dim": "dim",
-    "arith.cmpf": "cmp",
-    "arith.cmpi": "cmp",
-    "arith.select": "sel",
-    "func.call": "r",
-    "scf.for": "res",
-    "scf.if": "res",
-}
+    "memref.load": "ld", "memref.alloc": "buf", "memref.alloca": "buf",
+    "memref.collapse_shape": "view", "memref.expand_shape": "view", "memref.subview": "view",
+    "memref.view": "view", "memref.dim": "dim", "func.call": "r", "scf.for": "res",
+    "scf.if": "res", "arith.cmpf": "cmp", "arith.cmpi": "cmp", "arith.select": "sel",
+    "arith.addf": "add", "arith.addi": "add", "arith.subf": "sub", "arith.subi": "sub",
+    "arith.mulf": "mul", "arith.muli": "mul", "arith.divf": "div", "arith.negf": "neg",
+    "arith.maximumf": "max", "arith.minimumf": "min", "arith.fptosi": "int",
+    "arith.sitofp": "float", "arith.uitofp": "float", "arith.bitcast": "bits",
+    "arith.andi": "and_", "arith.ori": "or_", "arith.xori": "xor", "arith.shli": "shl",
+    "arith.shrsi": "shr", "arith.shrui": "shr",
+}  # fmt: skip
 
 
 def _stem(op: Operation) -> str:
-    if op.name in _STEMS:
-        return _STEMS[op.name]
-    dialect, _, short = op.name.partition(".")
-    if dialect == "arith" and short[-1:] in ("f", "i") and short not in ("remf",):
-        short = short[:-1]
-    return re.sub(r"\W", "_", short) or "v"
+    return _STEMS.get(op.name) or re.sub(r"\W", "_", op.name.partition(".")[2]) or "v"
 
 
 def python_identifier(name: str) -> str:
@@ -348,6 +318,7 @@ class _FunctionEmitter:
         self.lines: list[str] = []
         self.indent = 1
         self.uses_math = False
+        self.uses_bitcast = False
         self.used_prange = False
         # 0-d memrefs in parallel kernels, seen through 1-element views: Numba's parfor
         # lowering cannot index a 0-d array (`x[()]`) inside a prange body.
@@ -392,18 +363,24 @@ class _FunctionEmitter:
     def argument_names(self, num_outputs: int) -> list[str]:
         args = self.fn.body.block.args
         is_kernel = KERNEL_ATTR in self.fn.attributes
+        # A planned host's workspace comes after its out-params.
+        end = len(args) - (not is_kernel and WORKSPACE_BYTES_ATTR in self.fn.attributes)
         names: list[str] = []
         for k, arg in enumerate(args):
             if is_kernel:
                 stem = "arg"
-            elif k >= len(args) - num_outputs:
+            elif k >= end:
+                stem = "workspace"
+            elif k >= end - num_outputs:
                 stem = "out"
             else:
                 stem = "in"
             if arg.name_hint:
                 names.append(self.define(arg, stem))
+            elif stem == "workspace":
+                names.append(self.define(arg, stem))
             else:
-                position = k - (len(args) - num_outputs) if stem == "out" else k
+                position = k - (end - num_outputs) if stem == "out" else k
                 name = self.names.hinted(f"{stem}{position}")
                 self.exprs[arg] = name
                 names.append(name)
@@ -440,6 +417,8 @@ class _FunctionEmitter:
             self.emit_copy(op)
         elif isinstance(op, memref.CollapseShapeOp | memref.ExpandShapeOp):
             self.emit_reshape(op)
+        elif isinstance(op, memref.ViewOp):
+            self.emit_view(op)
         elif isinstance(op, memref.CastOp):
             self.exprs[op.dest] = self.expr(op.source)
         elif isinstance(op, memref.SubviewOp):
@@ -463,15 +442,24 @@ class _FunctionEmitter:
         if len(op.results) != 1:
             raise UnsupportedOpError(op, "expected exactly one result")
         result_type = op.results[0].type
+        width = result_type.width.data if isinstance(result_type, IntegerType) else 0
+        if width in (8, 16, 32):
+            # Numba widens small-integer arithmetic to int64: narrow back, wrapping like arith.
+            if op.name == "arith.shrui":
+                template = f"(np.int64({{0}}) & {(1 << width) - 1}) >> {{1}}"
+            if not template.startswith(("{T}(", "bitcast(")):
+                template = "{T}(" + template + ")"
         operands = [self.expr(v) for v in op.operands]
-        if "{T}" in template or "{one}" in template:
-            ctor = _scalar_ctor(result_type)
-            one = _float_literal(1.0, result_type) if isinstance(result_type, AnyFloat) else "1"
-            text = template.format(*operands, T=ctor, one=one)
-        else:
-            text = template.format(*operands)
-        if "math." in text:
-            self.uses_math = True
+        source = op.operands[0].type if op.operands else result_type
+        one = _float_literal(1.0, result_type) if isinstance(result_type, AnyFloat) else "1"
+        text = template.format(
+            *operands,
+            T=_scalar_ctor(result_type),
+            S=_scalar_ctor(source) if "{S}" in template else "",
+            one=one if "{one}" in template else "",
+        )
+        self.uses_math |= "math." in text
+        self.uses_bitcast |= op.name == "arith.bitcast"
         self.assign(op, text)
 
     def indices(self, indices: Sequence[SSAValue]) -> str:
@@ -516,6 +504,20 @@ class _FunctionEmitter:
         else:
             text = _tuple_literal(shape)
         self.assign(op, f"{self.expr(op.src)}.reshape({text})")
+
+    def emit_view(self, op: memref.ViewOp) -> None:
+        """A typed window into an i8 arena: slice the bytes, reinterpret, shape."""
+        typ = op.result.type
+        assert isinstance(typ, MemRefType)
+        shape = memref_shape(typ)
+        if op.sizes or any(d < 0 for d in shape):
+            raise UnsupportedOpError(op, "dynamic sizes")
+        dtype = dtype_name(typ.element_type)
+        nbytes = math.prod(shape) * _ITEMSIZES[dtype]
+        offset, start = _constant_int(op.byte_shift), self.expr(op.byte_shift)
+        end = str(offset + nbytes) if offset is not None else f"{start} + {nbytes}"
+        window = f"{self.expr(op.source)}[{start}:{end}]"
+        self.assign(op, f"{window}.view(np.{dtype}).reshape({_tuple_literal(shape)})")
 
     def emit_subview(self, op: memref.SubviewOp) -> None:
         offsets = list(op.static_offsets.get_values())
@@ -719,8 +721,16 @@ def _signature_entry(fn: func.FuncOp, pyname: str, arg_names: Sequence[str]) -> 
         for t in arg_types
         if isinstance(t, MemRefType)
     ]
-    split = len(specs) - num_outputs
     names = [f'"{n}"' for n in arg_names]
+    workspace = fn.attributes.get(WORKSPACE_BYTES_ATTR)
+    extra = ""
+    if isinstance(workspace, IntegerAttr):
+        specs, names = specs[:-1], names[:-1]
+        extra += f'        "workspace_bytes": {int(workspace.value.data)},\n'
+    split = len(specs) - num_outputs
+    aliases = [_aliased_input(fn, k) for k in range(split, len(specs))]
+    if any(a is not None for a in aliases):
+        extra += f'        "output_aliases": [{", ".join(str(a) for a in aliases)}],\n'
     return (
         f'    "{fn.sym_name.data}": {{\n'
         f'        "function": "{pyname}",\n'
@@ -728,8 +738,17 @@ def _signature_entry(fn: func.FuncOp, pyname: str, arg_names: Sequence[str]) -> 
         f'        "input_names": [{", ".join(names[:split])}],\n'
         f'        "outputs": [{", ".join(specs[split:])}],\n'
         f'        "output_names": [{", ".join(names[split:])}],\n'
+        f"{extra}"
         "    },"
     )
+
+
+def _aliased_input(fn: func.FuncOp, index: int) -> int | None:
+    """The input whose array argument `index` (an out-param) reuses, if any."""
+    if fn.arg_attrs is None or index >= len(fn.arg_attrs.data):
+        return None
+    attr = fn.arg_attrs.data[index].data.get(ALIASES_INPUT_ATTR)
+    return int(attr.value.data) if isinstance(attr, IntegerAttr) else None
 
 
 def _function_names(functions: Sequence[func.FuncOp]) -> dict[str, str]:
@@ -770,7 +789,7 @@ def emit_numba(
     flags = sorted(set(fastmath))
     bodies: list[str] = []
     signatures: list[str] = []
-    uses_math = uses_prange = False
+    uses_math = uses_prange = uses_bitcast = False
     for fn in functions:
         pyname = function_names[fn.sym_name.data]
         is_kernel = KERNEL_ATTR in fn.attributes
@@ -787,6 +806,7 @@ def emit_numba(
         emitter.emit_body(fn.body.block)
         uses_math |= emitter.uses_math
         uses_prange |= emitter.used_prange
+        uses_bitcast |= emitter.uses_bitcast
         if emitter.used_prange:
             decorator = '@njit(parallel=True, cache=True, fastmath=FASTMATH, error_model="numpy")'
         elif is_kernel:
@@ -799,11 +819,15 @@ def emit_numba(
         header = f"{decorator}\ndef {pyname}({', '.join(arg_names)}):"
         bodies.append("\n".join([header, *emitter.lines]))
 
-    imports = ["import math", ""] if uses_math else []
-    imports += [
-        "import numpy as np",
-        "from numba import njit" + (", prange" if uses_prange else ""),
+    numba_names = [
+        "njit",
+        *(["prange"] if uses_prange else []),
+        *(["types"] if uses_bitcast else []),
     ]
+    imports = ["import math", ""] if uses_math else []
+    imports += ["import numpy as np", f"from numba import {', '.join(numba_names)}"]
+    if uses_bitcast:
+        imports.append("from numba.extending import intrinsic")
     fastmath_text = "{" + ", ".join(f'"{f}"' for f in flags) + "}" if flags else "False"
     signature_text = "{\n" + "\n".join(signatures) + "\n}" if signatures else "{}"
     prologue = [
@@ -814,7 +838,8 @@ def emit_numba(
         "",
         f"TESSC_SIGNATURES = {signature_text}",
     ]
-    return "\n\n\n".join(["\n".join(prologue), *bodies]) + "\n"
+    helpers = [BITCAST_INTRINSIC] if uses_bitcast else []
+    return "\n\n\n".join(["\n".join(prologue), *helpers, *bodies]) + "\n"
 
 
 __all__ = ["UnsupportedOpError", "dtype_name", "emit_numba", "python_identifier"]

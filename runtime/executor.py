@@ -8,15 +8,27 @@ output (destination-passing style) and returns nothing; `Executable` checks the 
 against the signature, makes them C-contiguous (the compiled code assumes row-major
 layout, and one memory layout means one Numba specialisation), allocates fresh outputs,
 calls the host, and returns the outputs as a tuple.
+
+Two optional signature entries come from `tess-memory-plan`:
+
+- `"workspace_bytes": N`: the host takes one more, last argument, a byte arena holding all
+  its intermediates. It is allocated once per `Executable` and thread (64-byte aligned)
+  and reused by every call, so a call allocates nothing but its outputs.
+- `"output_aliases": [k or None, ...]`: output j is computed in place in input k's array
+  (a donated input, e.g. a parameter an optimizer step overwrites), which is then
+  returned as that output. When input k's array is read-only or shares memory with
+  another input, it is copied first, so donation never changes a result.
 """
 
 from __future__ import annotations
 
+import threading
 import types
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
 from tessc.runtime.cache import CompileStats, numba_compile_stats
 
 
@@ -72,6 +84,10 @@ class Executable:
         if any(None in spec.shape for spec in self.outputs):
             raise ValueError(f"'{entry}' has outputs of dynamic shape, which cannot be allocated")
         self.function = getattr(module, signature.get("function", entry))
+        self.workspace_bytes = int(signature.get("workspace_bytes", 0))
+        aliases = signature.get("output_aliases") or [None] * len(self.outputs)
+        self.output_aliases: tuple[int | None, ...] = tuple(aliases)
+        self._per_thread = threading.local()
 
     def check_inputs(self, args: Sequence[object]) -> list[np.ndarray]:
         """`args` as C-contiguous arrays; ValueError naming the first mismatch."""
@@ -98,10 +114,35 @@ class Executable:
             arrays.append(array)
         return arrays
 
+    def workspace(self) -> np.ndarray:
+        """This thread's arena of `workspace_bytes` bytes, allocated on first use."""
+        arena = getattr(self._per_thread, "workspace", None)
+        if arena is None:
+            raw = np.empty(self.workspace_bytes + 64, dtype=np.uint8)
+            start = -raw.ctypes.data % 64
+            arena = raw[start : start + self.workspace_bytes]
+            self._per_thread.workspace = arena
+        return arena
+
+    def donated(self, inputs: list[np.ndarray], index: int) -> np.ndarray:
+        """Input `index`'s array, to be overwritten as an output (a copy if it must not)."""
+        array = inputs[index]
+        others = (a for k, a in enumerate(inputs) if k != index)
+        if not array.flags.writeable or any(np.shares_memory(array, a) for a in others):
+            array = array.copy()
+            inputs[index] = array
+        return array
+
     def __call__(self, *args: object) -> tuple[np.ndarray, ...]:
         inputs = self.check_inputs(args)
-        outputs = [np.empty(spec.shape, dtype=spec.dtype) for spec in self.outputs]
-        self.function(*inputs, *outputs)
+        outputs = [
+            np.empty(spec.shape, dtype=spec.dtype) if alias is None else self.donated(inputs, alias)
+            for spec, alias in zip(self.outputs, self.output_aliases, strict=True)
+        ]
+        if self.workspace_bytes:
+            self.function(*inputs, *outputs, self.workspace())
+        else:
+            self.function(*inputs, *outputs)
         return tuple(outputs)
 
     def compile_stats(self) -> CompileStats:
