@@ -35,13 +35,13 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from tessc.lowering.to_numba import emit_numba
-from tessc.runtime import Executable, load_source
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 
 from tessc.context import make_context
+from tessc.lowering.to_numba import emit_numba
 from tessc.pipelines import get_pipeline, run_passes
+from tessc.runtime import Executable, load_source
 
 
 def matmul_program(n: int, k: int, m: int) -> str:

@@ -17,9 +17,6 @@ import re
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from tessc.lowering.tile import REGISTER_TILE_ATTR, TILE_SIZES_ATTR, TessTilePass
-from tessc.lowering.to_numba import emit_numba
-from tessc.runtime import Executable, load_source
 from xdsl.dialects import scf
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
@@ -27,8 +24,11 @@ from xdsl.utils.exceptions import PassFailedException
 
 from tessc.compiler import print_module
 from tessc.context import make_context
+from tessc.lowering.tile import REGISTER_TILE_ATTR, TILE_SIZES_ATTR, TessTilePass
+from tessc.lowering.to_numba import emit_numba
 from tessc.pipelines import get_pipeline, run_passes
 from tessc.reference import interpret
+from tessc.runtime import Executable, load_source
 from tessc.testing import assert_results_match, random_inputs, random_program
 
 SMALL_TILES = "tess-tile{tile-sizes=4,4,4 register-tile=2,3}"
@@ -95,6 +95,15 @@ func.func @main(%x: tensor<9x7xf32>, %w: tensor<7x11xf32>, %b: tensor<11xf32>) -
 }
 """
 
+# Summed over two dims: the outer reduction loop stays outside the k blocks.
+SEED_TWO_REDUCTIONS = """
+func.func @main(%a: tensor<6x3x4x1xf32>, %b: tensor<1x3x4x5xf32>) -> tensor<6x5xf32> {
+  %z = tess.mul %a, %b : tensor<6x3x4x1xf32>, tensor<1x3x4x5xf32> -> tensor<6x3x4x5xf32>
+  %s = tess.sum %z dims = [1, 2] : tensor<6x3x4x5xf32> -> tensor<6x5xf32>
+  func.return %s : tensor<6x5xf32>
+}
+"""
+
 CASES: dict[str, tuple[str, str]] = {
     "matmul-7x13x5-small-tiles": (matmul((7, 13), (13, 5)), SMALL_TILES),
     "matmul-7x13x5-defaults": (matmul((7, 13), (13, 5)), "tess-tile"),
@@ -115,6 +124,10 @@ CASES: dict[str, tuple[str, str]] = {
     "seed-7x13x5": (seed(7, 13, 5), SMALL_TILES),
     "seed-keepdim-10x6x9": (seed(10, 6, 9, keepdim=True), "tess-tile{register-tile=4,4}"),
     "matmul-bias-relu": (MATMUL_BIAS_RELU, SMALL_TILES),
+    "seed-two-reduction-dims": (
+        SEED_TWO_REDUCTIONS,
+        "tess-tile{tile-sizes=4,2,4 register-tile=2,2}",
+    ),
 }
 
 
@@ -154,6 +167,77 @@ def test_random_programs_with_small_tiles(program: tuple[ModuleOp, str]) -> None
     tile = "tess-tile{tile-sizes=2,3,2 register-tile=2,2}"
     actual = compiled(module, entry, tile)(*inputs)
     assert_results_match(actual, interpret(module, entry, inputs))
+
+
+# Two outputs accumulated in one nest (as a multi-result fused generic lowers), at the loop
+# level: each output is forwarded along its own chain.
+TWO_OUTPUTS = """
+func.func @main(%a: memref<11x9xf32>, %b: memref<9x13xf32>,
+                %o0: memref<11x13xf32>, %o1: memref<11x13xf32>)
+    attributes {tess.num_outputs = 2 : i64} {
+  func.call @fill(%o0, %o1) : (memref<11x13xf32>, memref<11x13xf32>) -> ()
+  func.call @two(%a, %b, %o0, %o1)
+      : (memref<11x9xf32>, memref<9x13xf32>, memref<11x13xf32>, memref<11x13xf32>) -> ()
+  func.return
+}
+func.func private @fill(%o0: memref<11x13xf32>, %o1: memref<11x13xf32>) attributes {tess.kernel} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c11 = arith.constant 11 : index
+  %c13 = arith.constant 13 : index
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant -3.0e38 : f32
+  "scf.parallel"(%c0, %c0, %c11, %c13, %c1, %c1) <{operandSegmentSizes = array<i32: 2, 2, 2, 0>}> ({
+  ^bb0(%i: index, %j: index):
+    memref.store %zero, %o0[%i, %j] : memref<11x13xf32>
+    memref.store %ninf, %o1[%i, %j] : memref<11x13xf32>
+    scf.reduce
+  }) : (index, index, index, index, index, index) -> ()
+  func.return
+}
+func.func private @two(%a: memref<11x9xf32>, %b: memref<9x13xf32>,
+                       %o0: memref<11x13xf32>, %o1: memref<11x13xf32>) attributes {tess.kernel} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c9 = arith.constant 9 : index
+  %c11 = arith.constant 11 : index
+  %c13 = arith.constant 13 : index
+  "scf.parallel"(%c0, %c11, %c1) <{operandSegmentSizes = array<i32: 1, 1, 1, 0>}> ({
+  ^bb0(%i: index):
+    scf.for %k = %c0 to %c9 step %c1 {
+      scf.for %j = %c0 to %c13 step %c1 {
+        %l = memref.load %a[%i, %k] : memref<11x9xf32>
+        %r = memref.load %b[%k, %j] : memref<9x13xf32>
+        %s0 = memref.load %o0[%i, %j] : memref<11x13xf32>
+        %m0 = memref.load %o1[%i, %j] : memref<11x13xf32>
+        %p = arith.mulf %l, %r : f32
+        %s1 = arith.addf %s0, %p : f32
+        %m1 = arith.maximumf %m0, %p : f32
+        memref.store %s1, %o0[%i, %j] : memref<11x13xf32>
+        memref.store %m1, %o1[%i, %j] : memref<11x13xf32>
+      }
+    }
+    scf.reduce
+  }) : (index, index, index) -> ()
+  func.return
+}
+"""
+
+
+def test_two_outputs_at_loop_level() -> None:
+    module = parse(TWO_OUTPUTS)
+    tiled = module.clone()
+    run_passes(tiled, "tess-tile{tile-sizes=4,4,8 register-tile=2,3 min-parallel-blocks=1}")
+    tiled.verify()
+    assert len(tiled_loops(tiled)) == 1
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((11, 9), dtype=np.float32)
+    b = rng.standard_normal((9, 13), dtype=np.float32)
+    product = a[:, :, None] * b[None, :, :]
+    for program in (module, tiled):
+        total, largest = Executable(load_source(emit_numba(program)), "main")(a, b)
+        np.testing.assert_allclose(total, product.sum(axis=1), rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(largest, product.max(axis=1))
 
 
 # ---------------------------------------------------------------------------------------
