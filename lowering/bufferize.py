@@ -236,7 +236,7 @@ class FunctionBufferizer:
         elif isinstance(op, func.ReturnOp):
             self.bufferize_return(builder, op)
         elif isinstance(op, GroupOp):
-            if not op.res and not has_tensors(op):
+            if not any(has_tensors(o) for o in op.walk()):
                 return False  # already on memrefs
             self.bufferize_group(builder, op)
         elif has_tensors(op) or any(

@@ -27,8 +27,11 @@ disjoint elements (`shared_by_chain`, the same test nest fusion applies to the m
 later). Tensors written in place count as one buffer: a reduction's result and its init.
 
 Groups. Each `linalg.generic` on tensors that is a reduction or a contraction (`tess-fuse`'s
-`pattern_kind`) and is not yet in a group roots a group that shares all of its outer loops
-(a full reduction, with none, roots nothing). Then, in program order:
+`pattern_kind`) and is not yet in a group roots a group that shares all of its outer loops.
+A reduction with none (a full sum, a column sum: its parallel loops, if any, run inside
+the reduction loop) roots a group of ops with no parallel loops either: its init and
+scalar epilogues (`sqrt(sum(x))`, a mean's scale), which then run in the same serial
+kernel instead of three. Then, in program order:
 
 1. the root's init (the generic writing its `outs`, used by nothing else) joins first;
 2. every later op that reads a result of the group is a candidate: it joins, with the init
@@ -111,6 +114,7 @@ class GroupPolicy:
 class GroupPlan:
     """The members of one group, in the order they run, and the loops they share."""
 
+    root: GenericOp
     block: Block
     shared: int
     policy: GroupPolicy
@@ -166,7 +170,7 @@ class GroupPlan:
         kind = pattern_kind(op)
         if kind == PatternKind.OPAQUE:
             return "opaque to grouping (indexing maps are not projections)"
-        if self.members and kind in _ROOT_KINDS and not self.policy.chain_reductions:
+        if op is not self.root and kind in _ROOT_KINDS and not self.policy.chain_reductions:
             return f"a further {kind.name.lower()} (chain-reductions=false)"
         for init in op.outputs:
             if self.is_member_result(init) and not init.has_one_use():
@@ -180,6 +184,8 @@ class GroupPlan:
                 f"it shares {shared} of the group's {self.shared} outer parallel loops "
                 "(it reads or writes group results at other rows, or its loops differ)"
             )
+        if self.shared == 0 and nest.outer_loops:
+            return "it has parallel loops and the group (a full reduction) has none to share"
         self.members.append(op)
         self.nests.append(nest)
         return None
@@ -215,10 +221,7 @@ def plan_group(
     nest = summarize_nest(root)
     if block is None or nest is None:
         return None, refused
-    if not nest.outer_loops:
-        refused.append((root, "no parallel loop indexes its output: there are no rows to share"))
-        return None, refused
-    plan = GroupPlan(block, len(nest.outer_loops), policy)
+    plan = GroupPlan(root, block, len(nest.outer_loops), policy)
     reason = plan.join_with_inits(root)
     assert reason is None, reason  # a nest shares its own outer loops
     op = root.next_op
