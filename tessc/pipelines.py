@@ -71,22 +71,31 @@ class Pipeline:
         return ",".join(step for step in self.passes if step)
 
 
-_LOOPS = "tess-outline-kernels,tess-linalg-to-loops,canonicalize,cse"
+_FUSE = "tess-to-linalg,tess-fuse,tess-fuse-epilogue"
+_BUFFERS = "tess-bufferize,tess-memory-plan"
+_LOOPS = "tess-outline-kernels,tess-linalg-to-loops,tess-tile,tess-expand-math,canonicalize,cse"
+_BASIC_LOOPS = "tess-outline-kernels,tess-linalg-to-loops,canonicalize,cse"
 
 PIPELINES: dict[str, Pipeline] = {
     pipeline.name: pipeline
     for pipeline in (
         Pipeline(
             "cpu",
-            ("tess-to-linalg,tess-fuse", "tess-bufferize", _LOOPS),
+            (_FUSE, _BUFFERS, _LOOPS),
             "numba",
-            "fused kernels as parallel Numba loops",
+            "fused, memory-planned, tiled kernels as parallel Numba loops",
         ),
         Pipeline(
             "cpu-unfused",
-            ("tess-to-linalg", "tess-bufferize", _LOOPS),
+            ("tess-to-linalg", _BUFFERS, _LOOPS),
             "numba",
-            "one Numba kernel per tess op (the fusion baseline)",
+            "cpu without fusion: one kernel per tess op (the baseline fusion is measured by)",
+        ),
+        Pipeline(
+            "cpu-basic",
+            ("tess-to-linalg", "tess-bufferize", _BASIC_LOOPS),
+            "numba",
+            "the minimal lowering: no fusion, memory plan, tiling or math expansion",
         ),
         Pipeline("reference", (), "reference", "the NumPy reference interpreter"),
     )

@@ -236,7 +236,7 @@ def test_broadcast_heavy_expression(
     check(module, pipelines=BOTH, parallel_threshold=parallel_threshold)
 
 
-@pytest.mark.parametrize("pipeline", BOTH)
+@pytest.mark.parametrize("pipeline", [*BOTH, "cpu-basic"])
 @given(program=random_program(max_ops=6))
 @examples(8)
 def test_random_programs(pipeline: str, program: tuple[ModuleOp, str]) -> None:
