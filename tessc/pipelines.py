@@ -2,23 +2,27 @@
 Named pipelines: which passes take a `tess` program to each stage, and which target runs it.
 
 A pipeline is a sequence of stages (`STAGES`), each reached from the one before by a
-pass-pipeline string in `xdsl-opt -p` syntax:
+pass-pipeline string in `xdsl-opt -p` syntax. For `cpu`:
 
-    stage    the module holds                         cpu passes that reach it
+    stage    the module holds                         passes that reach it
     tess     the program as written (levels 1-2)      -
-    fused    linalg.generic on tensors (level 3)      tess-to-linalg,tess-fuse
-    buffers  memrefs, destination-passing (level 4)   tess-bufferize
-    loops    host funcs + scf kernels (level 5)       tess-outline-kernels,
-                                                      tess-linalg-to-loops,canonicalize,cse
+    fused    linalg.generic on tensors (level 3)      tess-to-linalg, tess-fuse,
+                                                      tess-fuse-epilogue
+    buffers  memrefs, destination-passing (level 4)   tess-bufferize, tess-memory-plan
+    loops    host funcs + scf kernels (level 5)       tess-outline-kernels, tess-linalg-to-loops,
+                                                      tess-tile, tess-expand-math,
+                                                      canonicalize, cse
     numba    Python source for Numba (level 6)        codegen: emit_numba
 
-`cpu-unfused` is `cpu` without `tess-fuse` (one kernel per tess op: the baseline the
-benchmarks compare fusion against). `reference` has no passes: its target interprets the
-`tess` level with NumPy (`tessc.reference.interpret`), the oracle of every test.
+`cpu-unfused` is `cpu` without the two fusion passes (one kernel per tess op: the baseline
+fusion is measured against); `cpu-basic` is the minimal lowering (to-linalg, bufferize,
+outline, loops), to bisect a miscompile to an optional pass. `reference` has no passes:
+its target interprets the `tess` level with NumPy (`tessc.reference.interpret`), the
+oracle of every test.
 
-xDSL's `canonicalize` and `cse` run on the loop level, where they fold the index constants
-each kernel repeats and merge duplicate loads; tests run every pipeline against the
-reference to keep that honest.
+xDSL's `canonicalize` and `cse` run last on the loop level, where they fold the index
+constants each kernel repeats, the constants `tess-expand-math` introduces, and duplicate
+loads; tests/test_cpu_differential.py runs every pipeline against the reference.
 """
 
 from __future__ import annotations
