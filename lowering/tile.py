@@ -89,7 +89,7 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
-from xdsl.traits import is_side_effect_free
+from xdsl.traits import IsTerminator, is_side_effect_free
 from xdsl.utils.exceptions import PassFailedException
 
 TILE_SIZES_ATTR = "tess.tile_sizes"
@@ -151,55 +151,66 @@ def unit_loop_bound(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:
     return constant_index(ub)
 
 
-@dataclass
-class ContractionNest:
-    """An i-k-j nest the pass tiles (module docstring), with its static extents."""
+@dataclass(frozen=True)
+class Contraction:
+    """An i-k-j nest in a row kernel: `outer_loops`, then `k_loop` around `j_loop`."""
 
-    parallel: scf.ParallelOp
-    batch_extents: tuple[int, ...]
     outer_loops: tuple[scf.ForOp, ...]
     k_loop: scf.ForOp
     j_loop: scf.ForOp
-    rows: int  # N: the extent of i, the parallel loop's last dim
     depth: int  # K
     cols: int  # M
     stored: frozenset[SSAValue]
-
-    @property
-    def i(self) -> SSAValue:
-        return self.parallel.body.block.args[-1]
 
     @property
     def body(self) -> Block:
         return self.j_loop.body.block
 
 
-def match_contraction(op: scf.ParallelOp) -> ContractionNest | None:
-    """The nest rooted at `op` if it is an i-k-j contraction this pass tiles."""
-    if (
-        op.initVals
-        or TILE_SIZES_ATTR in op.attributes
-        or not isinstance(op.parent_op(), func.FuncOp)
-    ):
-        return None
-    extents = [unit_loop_bound(*b) for b in zip(op.lowerBound, op.upperBound, op.step, strict=True)]
-    if not extents or any(e is None or e < 1 for e in extents):
-        return None
-    loops: list[scf.ForOp] = []
-    block = op.body.block
+@dataclass(frozen=True)
+class RowSegment:
+    """Consecutive ops of a row kernel that are no contraction (a fill, an epilogue): they
+    run for one row at a time, as they did."""
+
+    ops: tuple[Operation, ...]
+
+
+@dataclass(frozen=True)
+class RowKernel:
+    """An `scf.parallel` over (batch..., i) whose body runs, for each row `i`, its
+    members in order: contractions and row segments, after ops that do not depend on the
+    row (`invariant_ops`). A lone contraction nest is a row kernel of one member."""
+
+    parallel: scf.ParallelOp
+    batch_extents: tuple[int, ...]
+    rows: int  # N: the extent of i
+    invariant_ops: tuple[Operation, ...]
+    members: tuple[Contraction | RowSegment, ...]
+
+    @property
+    def i(self) -> SSAValue:
+        return self.parallel.body.block.args[-1]
+
+    @property
+    def contractions(self) -> tuple[Contraction, ...]:
+        return tuple(m for m in self.members if isinstance(m, Contraction))
+
+
+def match_contraction(loop: scf.ForOp, i: SSAValue) -> Contraction | None:
+    """The nest rooted at `loop` if it is an i-k-j contraction (module docstring) in a row
+    kernel over `i`."""
+    loops: list[scf.ForOp] = [loop]
     while True:
-        ops = list(block.ops)
+        ops = list(loops[-1].body.block.ops)
         if len(ops) != 2 or not isinstance(ops[0], scf.ForOp):
             break
-        loop = ops[0]
-        if loop.iter_args or unit_loop_bound(loop.lb, loop.ub, loop.step) is None:
-            return None
-        loops.append(loop)
-        block = loop.body.block
-    if len(loops) < 2 or block is op.body.block:
+        loops.append(ops[0])
+    if len(loops) < 2 or any(
+        lp.iter_args or unit_loop_bound(lp.lb, lp.ub, lp.step) is None for lp in loops
+    ):
         return None
     *outer, k_loop, j_loop = loops
-    body_ops = list(block.ops)
+    body_ops = list(j_loop.body.block.ops)
     terminator = body_ops.pop()
     if not isinstance(terminator, scf.YieldOp) or terminator.operands:
         return None
@@ -210,7 +221,7 @@ def match_contraction(op: scf.ParallelOp) -> ContractionNest | None:
         for o in body_ops
     ):
         return None
-    i, k, j = op.body.block.args[-1], k_loop.body.block.args[0], j_loop.body.block.args[0]
+    k, j = k_loop.body.block.args[0], j_loop.body.block.args[0]
     stored: dict[SSAValue, memref.StoreOp] = {}
     for store in stores:
         indices = list(store.indices)
@@ -229,16 +240,87 @@ def match_contraction(op: scf.ParallelOp) -> ContractionNest | None:
             same_index(a, b) for a, b in zip(load.indices, store.indices, strict=True)
         ):
             return None
-    return ContractionNest(
-        parallel=op,
-        batch_extents=tuple(e for e in extents[:-1] if e is not None),
+    return Contraction(
         outer_loops=tuple(outer),
         k_loop=k_loop,
         j_loop=j_loop,
-        rows=extents[-1] or 0,
         depth=unit_loop_bound(k_loop.lb, k_loop.ub, k_loop.step) or 0,
         cols=unit_loop_bound(j_loop.lb, j_loop.ub, j_loop.step) or 0,
         stored=frozenset(stored),
+    )
+
+
+def rows_are_disjoint(op: scf.ParallelOp, i: SSAValue) -> bool:
+    """Whether distinct rows touch distinct elements of every memref the body writes:
+    every access to such a memref has `i` itself at one common index position. The body
+    may only touch memory through `memref.load` and `memref.store`."""
+    accesses: dict[SSAValue, list[Sequence[SSAValue]]] = {}
+    written: set[SSAValue] = set()
+    for inner in op.body.walk():
+        if isinstance(inner, memref.LoadOp | memref.StoreOp):
+            accesses.setdefault(inner.memref, []).append(list(inner.indices))
+            if isinstance(inner, memref.StoreOp):
+                written.add(inner.memref)
+        elif not (inner.regions or is_side_effect_free(inner) or inner.has_trait(IsTerminator)):
+            return False
+    for memory in written:
+        positions = [{p for p, index in enumerate(idx) if index is i} for idx in accesses[memory]]
+        if not set.intersection(*positions):
+            return False
+    return True
+
+
+def match_row_kernel(op: scf.ParallelOp) -> RowKernel | None:
+    """The row kernel rooted at `op`, if it holds at least one contraction to tile."""
+    if (
+        op.initVals
+        or TILE_SIZES_ATTR in op.attributes
+        or not isinstance(op.parent_op(), func.FuncOp)
+    ):
+        return None
+    extents = [unit_loop_bound(*b) for b in zip(op.lowerBound, op.upperBound, op.step, strict=True)]
+    if not extents or any(e is None or e < 1 for e in extents):
+        return None
+    i = op.body.block.args[-1]
+    invariant: list[Operation] = []
+    members: list[Contraction | RowSegment] = []
+    segment: list[Operation] = []
+    inside: set[SSAValue] = set(op.body.block.args)
+    for inner in list(op.body.block.ops)[:-1]:
+        if (
+            is_side_effect_free(inner)
+            and not inner.regions
+            and not any(v in inside for v in inner.operands)
+        ):
+            invariant.append(inner)
+            continue
+        inside.update(inner.results)
+        contraction = match_contraction(inner, i) if isinstance(inner, scf.ForOp) else None
+        if contraction is None:
+            segment.append(inner)
+            continue
+        if segment:
+            members.append(RowSegment(tuple(segment)))
+            segment = []
+        members.append(contraction)
+    if segment:
+        members.append(RowSegment(tuple(segment)))
+    if not any(isinstance(m, Contraction) for m in members) or not rows_are_disjoint(op, i):
+        return None
+    for member in members:  # a segment's values must not be needed outside it
+        if isinstance(member, RowSegment) and any(
+            op.body.block.find_ancestor_op_in_block(use.operation) not in member.ops
+            for inner in member.ops
+            for result in inner.results
+            for use in result.uses
+        ):
+            return None
+    return RowKernel(
+        parallel=op,
+        batch_extents=tuple(e or 0 for e in extents[:-1]),
+        rows=extents[-1] or 0,
+        invariant_ops=tuple(invariant),
+        members=tuple(members),
     )
 
 
@@ -413,23 +495,33 @@ def effective_tile(extent: int, tile: int, multiple: int, *, max_size: int | Non
 
 
 @dataclass
-class NestTiler:
-    """Builds the tiled replacement of one `ContractionNest` (module docstring)."""
+class RowKernelTiler:
+    """Builds the tiled replacement of one `RowKernel` (module docstring)."""
 
-    nest: ContractionNest
-    tile: tuple[int, int, int]
+    kernel: RowKernel
+    row_tile: int
     register_tile: tuple[int, int]
     constant: IndexConstants
+    blocks: dict[Contraction, tuple[int, int]]
+    """(TK, TJ) of each contraction."""
     mapping: dict[SSAValue, IndexValue] = field(default_factory=dict[SSAValue, IndexValue])
+    """The new values of the old nest's loop indices."""
+    invariants: dict[SSAValue, SSAValue] = field(default_factory=dict[SSAValue, SSAValue])
+    """The new values of the old row-invariant ops' results."""
+
+    def values(self, e: Emitter) -> dict[SSAValue, SSAValue]:
+        """A value map for cloning old ops at `e`."""
+        return {**self.invariants, **{iv: e.value(v) for iv, v in self.mapping.items()}}
 
     def build(self) -> scf.ParallelOp:
-        nest, (ti, _, _) = self.nest, self.tile
-        counts = [*nest.batch_extents, -(-nest.rows // ti)]
+        kernel, ti = self.kernel, self.row_tile
+        counts = [*kernel.batch_extents, -(-kernel.rows // ti)]
         block = Block(arg_types=[IndexType()])
         flat = block.args[0]
         flat.name_hint = "blk"
         e = Emitter(block, self.constant)
-        hints = [arg.name_hint for arg in nest.parallel.body.block.args[:-1]] + ["ib"]
+        old_args = kernel.parallel.body.block.args
+        hints = [arg.name_hint for arg in old_args[:-1]] + ["ib"]
         ivs: list[IndexValue] = []
         for d, (count, hint) in enumerate(zip(counts, hints, strict=True)):
             if count == 1:
@@ -437,22 +529,48 @@ class NestTiler:
                 continue
             index = e.div(flat, math.prod(counts[d + 1 :]), None if d else hint)
             ivs.append(e.rem(index, count, hint) if d > 0 else index)
-        for arg, iv in zip(nest.parallel.body.block.args[:-1], ivs[:-1], strict=True):
+        for arg, iv in zip(old_args[:-1], ivs[:-1], strict=True):
             self.mapping[arg] = iv
         i0 = e.mul(ivs[-1], ti, "i0")
-        ni = block_extent(e, nest.rows, ti, i0, "ni")
-        self.outer_loops(e, list(nest.outer_loops), i0, ni)
+        ni = block_extent(e, kernel.rows, ti, i0, "ni")
+        for op in kernel.invariant_ops:
+            clone = op.clone(self.invariants)
+            block.add_op(clone)
+        for member in kernel.members:
+            if isinstance(member, Contraction):
+                self.outer_loops(e, member, list(member.outer_loops), i0, ni)
+            else:
+                self.segment(e, member, i0, ni)
         block.add_op(scf.ReduceOp())
         zero, one = self.constant(0), self.constant(1)
         parallel = scf.ParallelOp([zero], [self.constant(math.prod(counts))], [one], Region(block))
-        parallel.attributes[TILE_SIZES_ATTR] = DenseArrayBase.from_list(i64, self.tile)
+        sizes = [ti, *(size for c in kernel.contractions for size in self.blocks[c])]
+        parallel.attributes[TILE_SIZES_ATTR] = DenseArrayBase.from_list(i64, sizes)
         parallel.attributes[REGISTER_TILE_ATTR] = DenseArrayBase.from_list(i64, self.register_tile)
         return parallel
 
-    def outer_loops(self, e: Emitter, loops: list[scf.ForOp], i0: IndexValue, ni: Extent) -> None:
-        """The loops between the parallel dims and k, unchanged, then the k blocks."""
+    def segment(self, e: Emitter, segment: RowSegment, i0: IndexValue, ni: Extent) -> None:
+        """The segment's ops for each row of the block in turn."""
+
+        def row(er: Emitter, ii: IndexValue) -> None:
+            self.mapping[self.kernel.i] = er.add(i0, ii, "i")
+            values = self.values(er)
+            for op in segment.ops:
+                er.block.add_op(op.clone(values))
+
+        emit_loop(e, ni, "ii", row)
+
+    def outer_loops(
+        self,
+        e: Emitter,
+        nest: Contraction,
+        loops: list[scf.ForOp],
+        i0: IndexValue,
+        ni: Extent,
+    ) -> None:
+        """The loops around k, unchanged, then the k blocks."""
         if not loops:
-            self.k_blocks(e, i0, ni)
+            self.k_blocks(e, nest, i0, ni)
             return
         loop, *rest = loops
         iv = loop.body.block.args[0]
@@ -460,36 +578,35 @@ class NestTiler:
 
         def body(inner: Emitter, index: IndexValue) -> None:
             self.mapping[iv] = index
-            self.outer_loops(inner, rest, i0, ni)
+            self.outer_loops(inner, nest, rest, i0, ni)
 
         emit_loop(e, make_extent(extent, {extent}), iv.name_hint or "r", body)
 
-    def k_blocks(self, e: Emitter, i0: IndexValue, ni: Extent) -> None:
-        _, tk, tj = self.tile
-        depth, cols = self.nest.depth, self.nest.cols
+    def k_blocks(self, e: Emitter, nest: Contraction, i0: IndexValue, ni: Extent) -> None:
+        tk, tj = self.blocks[nest]
 
         def k_block(ek: Emitter, kb: IndexValue) -> None:
             k0 = ek.mul(kb, tk, "k0")
-            nk = block_extent(ek, depth, tk, k0, "nk")
+            nk = block_extent(ek, nest.depth, tk, k0, "nk")
 
             def j_block(ej: Emitter, jb: IndexValue) -> None:
                 j0 = ej.mul(jb, tj, "j0")
-                nj = block_extent(ej, cols, tj, j0, "nj")
-                self.rows(ej, TileOrigin(i0, ni, k0, nk, j0, nj))
+                nj = block_extent(ej, nest.cols, tj, j0, "nj")
+                self.rows(ej, nest, TileOrigin(i0, ni, k0, nk, j0, nj))
 
-            blocks = -(-cols // tj)
+            blocks = -(-nest.cols // tj)
             emit_loop(ek, make_extent(blocks, {blocks}), "jb", j_block)
 
-        blocks = -(-depth // tk)
+        blocks = -(-nest.depth // tk)
         emit_loop(e, make_extent(blocks, {blocks}), "kb", k_block)
 
-    def rows(self, e: Emitter, tile: TileOrigin) -> None:
+    def rows(self, e: Emitter, nest: Contraction, tile: TileOrigin) -> None:
         """Groups of R rows, then the rows left over one at a time."""
         r = self.register_tile[0]
 
         def group(eg: Emitter, ir: IndexValue) -> None:
             first = eg.add(tile.i0, eg.mul(ir, r), "i")
-            self.depth(eg, tile, [eg.add(first, row) for row in range(r)])
+            self.depth(eg, nest, tile, [eg.add(first, row) for row in range(r)])
 
         groups = make_extent(e.div(tile.ni.value, r, "nir"), {s // r for s in tile.ni.sizes})
         emit_loop(e, groups, "ir", group)
@@ -498,15 +615,19 @@ class NestTiler:
             done = e.mul(groups.value, r)
             count = make_extent(e.sub(tile.ni.value, done, "nit"), leftover)
             start = e.add(tile.i0, done)
-            emit_loop(e, count, "it", lambda et, it: self.depth(et, tile, [et.add(start, it)]))
+            emit_loop(
+                e, count, "it", lambda et, it: self.depth(et, nest, tile, [et.add(start, it)])
+            )
 
-    def depth(self, e: Emitter, tile: TileOrigin, rows: Sequence[IndexValue]) -> None:
+    def depth(
+        self, e: Emitter, nest: Contraction, tile: TileOrigin, rows: Sequence[IndexValue]
+    ) -> None:
         """Groups of U steps of k, then the steps left over one at a time."""
         u = self.register_tile[1]
 
         def group(eg: Emitter, ku: IndexValue) -> None:
             first = eg.add(tile.k0, eg.mul(ku, u), "k")
-            self.cols(eg, tile, rows, [eg.add(first, step) for step in range(u)])
+            self.cols(eg, nest, tile, rows, [eg.add(first, step) for step in range(u)])
 
         groups = make_extent(e.div(tile.nk.value, u, "nku"), {s // u for s in tile.nk.sizes})
         emit_loop(e, groups, "ku", group)
@@ -515,11 +636,14 @@ class NestTiler:
             done = e.mul(groups.value, u)
             count = make_extent(e.sub(tile.nk.value, done, "nkt"), leftover)
             start = e.add(tile.k0, done)
-            emit_loop(e, count, "kt", lambda et, kt: self.cols(et, tile, rows, [et.add(start, kt)]))
+            emit_loop(
+                e, count, "kt", lambda et, kt: self.cols(et, nest, tile, rows, [et.add(start, kt)])
+            )
 
     def cols(
         self,
         e: Emitter,
+        nest: Contraction,
         tile: TileOrigin,
         rows: Sequence[IndexValue],
         steps: Sequence[IndexValue],
@@ -527,26 +651,30 @@ class NestTiler:
         """The unit-stride `jj` loop around the jammed body; invariants hoisted above it."""
 
         def body(ej: Emitter, jj: IndexValue) -> None:
-            self.jam(ej, rows, steps, ej.add(tile.j0, jj, "j"))
+            self.jam(ej, nest, rows, steps, ej.add(tile.j0, jj, "j"))
 
         loop = emit_loop(e, tile.nj, "jj", body)
         if loop is not None:
-            hoist_invariants(loop, self.nest.stored)
+            hoist_invariants(loop, nest.stored)
 
     def jam(
-        self, e: Emitter, rows: Sequence[IndexValue], steps: Sequence[IndexValue], j: IndexValue
+        self,
+        e: Emitter,
+        nest: Contraction,
+        rows: Sequence[IndexValue],
+        steps: Sequence[IndexValue],
+        j: IndexValue,
     ) -> None:
         """The body cloned for each (row, k step), row-major, with the output forwarded
         from one k step to the next and stored after the last one."""
-        nest = self.nest
         body_ops = list(nest.body.ops)[:-1]
         forwarded: dict[tuple[int, SSAValue], SSAValue] = {}
         loaded: dict[tuple[SSAValue, tuple[SSAValue, ...]], SSAValue] = {}
         k_iv, j_iv = nest.k_loop.body.block.args[0], nest.j_loop.body.block.args[0]
         for r, row in enumerate(rows):
             for u, step in enumerate(steps):
-                values = {iv: e.value(v) for iv, v in self.mapping.items()}
-                values.update({nest.i: e.value(row), k_iv: e.value(step), j_iv: e.value(j)})
+                self.mapping.update({self.kernel.i: row, k_iv: step, j_iv: j})
+                values = self.values(e)
                 for op in body_ops:
                     if isinstance(op, memref.LoadOp) and op.memref in nest.stored:
                         if (r, op.memref) in forwarded:
@@ -573,8 +701,8 @@ class NestTiler:
 
 
 @dataclass
-class TileContraction(RewritePattern):
-    """Replace an i-k-j contraction's `scf.parallel` by its tiled nest."""
+class TileRowKernel(RewritePattern):
+    """Replace a row kernel's `scf.parallel` by its tiled nest."""
 
     tile_sizes: tuple[int, int, int]
     register_tile: tuple[int, int]
@@ -582,33 +710,33 @@ class TileContraction(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: scf.ParallelOp, rewriter: PatternRewriter) -> None:
-        nest = match_contraction(op)
-        if nest is None:
+        kernel = match_row_kernel(op)
+        if kernel is None:
             return
         r, u = self.register_tile
         ti, tk, tj = self.tile_sizes
-        blocks_needed = -(-self.min_parallel_blocks // math.prod(nest.batch_extents))
-        tile = (
-            effective_tile(nest.rows, ti, r, max_size=-(-nest.rows // max(1, blocks_needed))),
-            effective_tile(nest.depth, tk, u),
-            effective_tile(nest.cols, tj, 1),
+        blocks_needed = -(-self.min_parallel_blocks // math.prod(kernel.batch_extents))
+        row_tile = effective_tile(
+            kernel.rows, ti, r, max_size=-(-kernel.rows // max(1, blocks_needed))
         )
+        blocks = {
+            c: (effective_tile(c.depth, tk, u), effective_tile(c.cols, tj, 1))
+            for c in kernel.contractions
+        }
         constant = IndexConstants()
         parent = op.parent_block()
         assert parent is not None
         for existing in parent.ops:
             if existing is op:
                 break
-            if isinstance(existing, arith.ConstantOp) and isinstance(
-                existing.result.type, IndexType
-            ):
-                value = constant_index(existing.result)
-                if value is not None:
-                    constant.made.setdefault(value, existing.result)
-        tiled = NestTiler(nest, tile, (r, u), constant).build()
+            value = constant_index(existing.results[0]) if existing.results else None
+            if value is not None and isinstance(existing.results[0].type, IndexType):
+                constant.made.setdefault(value, existing.results[0])
+        tiled = RowKernelTiler(kernel, row_tile, (r, u), constant, blocks).build()
         bounds = {*op.operands}
-        for loop in (*nest.outer_loops, nest.k_loop, nest.j_loop):
-            bounds.update((loop.lb, loop.ub, loop.step))
+        for inner in op.walk():
+            if isinstance(inner, scf.ForOp):
+                bounds.update((inner.lb, inner.ub, inner.step))
         rewriter.replace(op, [*constant.ops, tiled], [])
         for value in bounds:
             owner = value.owner
@@ -638,7 +766,7 @@ class TessTilePass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         ti, tk, tj = _positive_ints(self.tile_sizes, 3, "tile-sizes")
         r, u = _positive_ints(self.register_tile, 2, "register-tile")
-        pattern = TileContraction((ti, tk, tj), (r, u), max(1, self.min_parallel_blocks))
+        pattern = TileRowKernel((ti, tk, tj), (r, u), max(1, self.min_parallel_blocks))
         PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(op)
 
 
@@ -647,7 +775,9 @@ __all__ = [
     "DEFAULT_TILE_SIZES",
     "REGISTER_TILE_ATTR",
     "TILE_SIZES_ATTR",
-    "ContractionNest",
+    "Contraction",
+    "RowKernel",
     "TessTilePass",
     "match_contraction",
+    "match_row_kernel",
 ]

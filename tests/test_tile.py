@@ -34,9 +34,15 @@ from tessc.testing import assert_results_match, random_inputs, random_program
 SMALL_TILES = "tess-tile{tile-sizes=4,4,4 register-tile=2,3}"
 
 
-def pipeline(tile: str | None) -> str:
-    """The `cpu` pipeline's passes with `tile` right after `tess-linalg-to-loops`."""
-    spec = get_pipeline("cpu").spec
+UNGROUPED = "tess-to-linalg,tess-fuse,tess-bufferize,tess-outline-kernels,tess-linalg-to-loops"
+"""Contractions alone in their kernels (no `tess-fuse-epilogue` groups): perfect nests."""
+
+
+def pipeline(tile: str | None, base: str = "cpu") -> str:
+    """`base` (the `cpu` pipeline, or `UNGROUPED`) without its own `tess-tile`, with `tile`
+    right after `tess-linalg-to-loops`."""
+    spec = get_pipeline("cpu").spec if base == "cpu" else f"{UNGROUPED},canonicalize,cse"
+    spec = re.sub(r",tess-tile(\{[^}]*\})?", "", spec)
     return (
         spec
         if tile is None
@@ -48,15 +54,18 @@ def parse(text: str) -> ModuleOp:
     return Parser(make_context(), text).parse_module()
 
 
-def lowered(module: ModuleOp, tile: str | None) -> ModuleOp:
+def lowered(module: ModuleOp, tile: str | None, base: str = "cpu") -> ModuleOp:
     result = module.clone()
-    run_passes(result, pipeline(tile))
+    run_passes(result, pipeline(tile, base))
     result.verify()
     return result
 
 
-def compiled(module: ModuleOp, entry: str, tile: str | None, **codegen: object) -> Executable:
-    return Executable(load_source(emit_numba(lowered(module, tile), **codegen)), entry)  # type: ignore[arg-type]
+def compiled(
+    module: ModuleOp, entry: str, tile: str | None, base: str = "cpu", **codegen: object
+) -> Executable:
+    source = emit_numba(lowered(module, tile, base), **codegen)  # type: ignore[arg-type]
+    return Executable(load_source(source), entry)
 
 
 def matmul(lhs: tuple[int, ...], rhs: tuple[int, ...], dtype: str = "f32") -> str:
@@ -95,6 +104,19 @@ func.func @main(%x: tensor<9x7xf32>, %w: tensor<7x11xf32>, %b: tensor<11xf32>) -
 }
 """
 
+# Two layers: with epilogue groups, one kernel holding two contractions, a fill and an
+# epilogue per row.
+MLP = """
+func.func @main(%x: tensor<9x7xf32>, %w: tensor<7x11xf32>, %b: tensor<11xf32>,
+                %w2: tensor<11x5xf32>) -> tensor<9x5xf32> {
+  %m = tess.matmul %x, %w : tensor<9x7xf32>, tensor<7x11xf32> -> tensor<9x11xf32>
+  %y = tess.add %m, %b : tensor<9x11xf32>, tensor<11xf32> -> tensor<9x11xf32>
+  %r = tess.relu %y : tensor<9x11xf32>
+  %m2 = tess.matmul %r, %w2 : tensor<9x11xf32>, tensor<11x5xf32> -> tensor<9x5xf32>
+  func.return %m2 : tensor<9x5xf32>
+}
+"""
+
 # Summed over two dims: the outer reduction loop stays outside the k blocks.
 SEED_TWO_REDUCTIONS = """
 func.func @main(%a: tensor<6x3x4x1xf32>, %b: tensor<1x3x4x5xf32>) -> tensor<6x5xf32> {
@@ -124,6 +146,7 @@ CASES: dict[str, tuple[str, str]] = {
     "seed-7x13x5": (seed(7, 13, 5), SMALL_TILES),
     "seed-keepdim-10x6x9": (seed(10, 6, 9, keepdim=True), "tess-tile{register-tile=4,4}"),
     "matmul-bias-relu": (MATMUL_BIAS_RELU, SMALL_TILES),
+    "mlp-two-layers": (MLP, "tess-tile{tile-sizes=4,4,4 register-tile=2,2}"),
     "seed-two-reduction-dims": (
         SEED_TWO_REDUCTIONS,
         "tess-tile{tile-sizes=4,2,4 register-tile=2,2}",
@@ -131,29 +154,45 @@ CASES: dict[str, tuple[str, str]] = {
 }
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_tiled_program_matches_reference(case: str) -> None:
+RUNS = [(case, "cpu") for case in CASES] + [
+    (case, "ungrouped")
+    for case in (
+        "matmul-37x29x41-not-divisible",
+        "batched-broadcast-2x1x5x6-3x6x4",
+        "seed-7x13x5",
+        "seed-two-reduction-dims",
+        "matmul-bias-relu",
+    )
+]
+
+
+@pytest.mark.parametrize(("case", "base"), RUNS)
+def test_tiled_program_matches_reference(case: str, base: str) -> None:
+    """Through the `cpu` pipeline (contractions grouped with their inits and epilogues by
+    `tess-fuse-epilogue`) and without groups (perfect nests)."""
     text, tile = CASES[case]
     module = parse(text)
-    (fn,) = (op for op in module.ops)
+    fn = next(iter(module.ops))
     inputs = random_inputs(fn, seed=3)  # type: ignore[arg-type]
-    actual = compiled(module, "main", tile)(*inputs)
+    actual = compiled(module, "main", tile, base)(*inputs)
     assert_results_match(actual, interpret(module, "main", inputs), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("base", ["cpu", "ungrouped"])
 @pytest.mark.parametrize(
     "text",
-    [matmul((37, 29), (29, 41)), seed(13, 30, 21, keepdim=True)],
-    ids=["matmul", "seed"],
+    [matmul((37, 29), (29, 41)), seed(13, 30, 21, keepdim=True), MLP],
+    ids=["matmul", "seed", "mlp"],
 )
-def test_tiled_is_bit_identical_to_untiled_without_fastmath(text: str) -> None:
+def test_tiled_is_bit_identical_to_untiled_without_fastmath(text: str, base: str) -> None:
     module = parse(text)
-    (fn,) = (op for op in module.ops)
+    fn = next(iter(module.ops))
     inputs = random_inputs(fn, seed=5)  # type: ignore[arg-type]
     tile = "tess-tile{tile-sizes=8,8,16 register-tile=4,4}"
-    (tiled,) = compiled(module, "main", tile, fastmath=())(*inputs)
-    (untiled,) = compiled(module, "main", None, fastmath=())(*inputs)
-    np.testing.assert_array_equal(tiled, untiled)
+    tiled = compiled(module, "main", tile, base, fastmath=())(*inputs)
+    untiled = compiled(module, "main", None, base, fastmath=())(*inputs)
+    for t, u in zip(tiled, untiled, strict=True):
+        np.testing.assert_array_equal(t, u)
 
 
 @settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
@@ -286,11 +325,12 @@ def test_tile_sizes_chosen(
 
 def test_tiled_nest_shape() -> None:
     """One flat parallel dim over all blocks; every scf.for counts from 0 by 1; the zero
-    fill kernel is left alone."""
-    module = lowered(parse(matmul((2, 37, 29), (29, 41))), "tess-tile{tile-sizes=16,8,16}")
+    fill kernel (no groups here) is left alone."""
+    matmul_text = matmul((2, 37, 29), (29, 41))
+    module = lowered(parse(matmul_text), "tess-tile{tile-sizes=16,8,16}", "ungrouped")
     (loop,) = tiled_loops(module)
     assert len(loop.body.block.args) == 1
-    assert [op.value.value.data for op in (loop.upperBound[0].owner,)] == [2 * 3]  # type: ignore[union-attr]
+    assert loop.upperBound[0].owner.value.value.data == 2 * 3  # type: ignore[union-attr]
     for op in loop.walk():
         if isinstance(op, scf.ForOp):
             assert op.lb.owner.value.value.data == 0  # type: ignore[union-attr]
@@ -299,12 +339,24 @@ def test_tiled_nest_shape() -> None:
     assert len(untiled) == 1 and len(untiled[0].body.block.args) == 3
 
 
+def test_grouped_kernel_runs_each_member_over_the_block() -> None:
+    """A two-layer group: the block's rows are filled, multiplied (k blocks), put through
+    the epilogue (and the second fill), multiplied again, in that order."""
+    module = lowered(parse(MLP), "tess-tile{tile-sizes=4,4,4 register-tile=2,2}")
+    (loop,) = tiled_loops(module)
+    top = [
+        op.body.block.args[0].name_hint for op in loop.body.block.ops if isinstance(op, scf.ForOp)
+    ]
+    assert [hint.split("_")[0] for hint in top if hint] == ["ii", "kb", "ii", "kb"]
+    assert attribute_values(loop, TILE_SIZES_ATTR) == (2, 4, 4, 4, 4)
+
+
 def test_generated_point_loops_count_from_zero() -> None:
     """The Numba source of a tiled kernel has only `range(n)` loops (so Numba proves its
     indices non-negative) and `min` for the partial blocks."""
     module = lowered(parse(matmul((37, 29), (29, 41))), "tess-tile{tile-sizes=16,8,16}")
     source = emit_numba(module)
-    kernel = source[source.index("def main_kernel_1") :]
+    (kernel,) = (f for f in source.split("\n\n\n") if "blk" in f)
     ranges = re.findall(r"\brange\(([^)]*)\)", kernel)
     assert ranges and all("," not in args for args in ranges), ranges
     assert "min(16, " in kernel and "min(8, " in kernel
