@@ -1,55 +1,41 @@
 """tess-memory-plan: plans checked independently of the pass, and planned programs run.
 
 - Random straight-line hosts (allocs, views, copies and calls of opaque functions) are
-  planned, and the result is checked from the rewritten IR alone: every two arena views
-  whose bytes overlap have disjoint live intervals, offsets are aligned, the arena holds
-  them, and the byte counts add up.
+  planned, then replayed byte by byte beside the unplanned host: whenever a buffer is used
+  again, its bytes must still be its own, one op never sees two buffers overlap, the
+  arguments survive, offsets are aligned, and the byte counts add up.
 - Random `tess` programs and an MLP's forward and backward pass go through the cpu
   pipeline with the plan, Numba codegen and the runtime, and must equal the reference
   interpreter, twice in a row on different inputs (the arena is reused across calls and
   holds the last call's data).
 - Donated inputs: an SGD step updates its parameters in place, and the runtime copies a
   donated array that must not change.
-
-Codegen and the runtime learn `memref.view`, workspaces and output aliases from the
-proposal patch `/work/proposals/memplan-codegen-runtime.patch`; until it is applied, the
-end-to-end tests run patched copies of those two modules (and skip if it does not apply).
 """
 
 from __future__ import annotations
 
-import importlib.util
-import inspect
-import shutil
-import subprocess
-import sys
-import types
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tessc.lowering import to_numba
-from tessc.lowering.memory_plan import (
-    ALIGNMENT,
-    TessMemoryPlanPass,
-    memref_bytes,
-)
-from tessc.runtime import executor
-from tessc.runtime.cache import load_source
 from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, f32
 from xdsl.ir import Block, Region, SSAValue
 
 from tessc.context import make_context
-from tessc.pipelines import run_passes
+from tessc.lowering.memory_plan import (
+    ALIGNMENT,
+    TessMemoryPlanPass,
+    memref_bytes,
+)
+from tessc.lowering.to_numba import emit_numba
+from tessc.pipelines import get_pipeline, run_passes
 from tessc.reference import find_func, interpret, parse_module
+from tessc.runtime.cache import load_source
+from tessc.runtime.executor import Executable
 from tessc.testing import assert_results_match, random_inputs, random_program
-
-REPOSITORY = Path(__file__).resolve().parent.parent
-PROPOSAL = Path("/work/proposals/memplan-codegen-runtime.patch")
 
 TO_LINALG = "tess-to-linalg,tess-fuse"
 LOOPS = "tess-linalg-to-loops,canonicalize,cse"
@@ -231,62 +217,28 @@ def test_a_second_run_changes_nothing(text: str) -> None:
 # ---------------------------------------------------------------------------------------
 
 
-def _load(name: str, path: Path) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def backend(tmp_path_factory: pytest.TempPathFactory) -> tuple[Callable, type]:
-    """(emit_numba, Executable) that know the plan's IR: the installed ones once the
-    proposal patch is applied, else patched copies of them."""
-    if "ViewOp" in inspect.getsource(to_numba) and "workspace_bytes" in inspect.getsource(executor):
-        return to_numba.emit_numba, executor.Executable
-    if not PROPOSAL.exists() or shutil.which("git") is None:
-        pytest.skip("codegen lacks memref.view and the proposal patch is not available")
-    scratch = tmp_path_factory.mktemp("patched")
-    for relative in ("lowering/to_numba.py", "runtime/executor.py"):
-        (scratch / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPOSITORY / relative, scratch / relative)
-    applied = subprocess.run(
-        ["git", "apply", str(PROPOSAL)], cwd=scratch, capture_output=True, text=True
-    )
-    if applied.returncode != 0:
-        pytest.skip(f"the proposal patch does not apply: {applied.stderr.strip()}")
-    emit = _load("tessc_memplan_to_numba", scratch / "lowering/to_numba.py").emit_numba
-    runtime = _load("tessc_memplan_executor", scratch / "runtime/executor.py")
-    return emit, runtime.Executable
-
-
-def compile_planned(module: ModuleOp, entry: str, spec: str, backend: tuple) -> object:
-    emit_numba, executable = backend
+def compile_planned(module: ModuleOp, entry: str, spec: str) -> Executable:
     lowered = module.clone()
     run_passes(lowered, spec)
     lowered.verify()
-    return executable(load_source(emit_numba(lowered)), entry)
+    return Executable(load_source(emit_numba(lowered)), entry)
 
 
-def check_against_reference(module: ModuleOp, entry: str, spec: str, backend: tuple) -> object:
-    program = compile_planned(module, entry, spec, backend)
+def check_against_reference(module: ModuleOp, entry: str, spec: str) -> Executable:
+    program = compile_planned(module, entry, spec)
     for seed in (0, 1):  # the second call finds the first call's data in the arena
         args = random_inputs(find_func(module, entry), seed)
         expected = interpret(module, entry, [a.copy() for a in args])
-        assert_results_match(program(*args), expected)  # type: ignore[operator]
+        assert_results_match(program(*args), expected)
     return program
 
 
 @pytest.mark.parametrize("spec", [PLAN_BEFORE_OUTLINE, PLAN_AFTER_OUTLINE])
 @settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(program=random_program(max_ops=7, max_side=3))
-def test_random_programs_run_like_the_reference(
-    program: tuple[ModuleOp, str], spec: str, backend: tuple
-) -> None:
+def test_random_programs_run_like_the_reference(program: tuple[ModuleOp, str], spec: str) -> None:
     module, entry = program
-    check_against_reference(module, entry, spec, backend)
+    check_against_reference(module, entry, spec)
 
 
 MLP = """
@@ -314,12 +266,12 @@ func.func @loss(%x: tensor<8x4xf32>, %w1: tensor<4x16xf32>, %b1: tensor<16xf32>,
 
 
 @pytest.mark.parametrize("fuse", [True, False])
-def test_mlp_gradient_runs_planned_and_peaks_lower(fuse: bool, backend: tuple) -> None:
+def test_mlp_gradient_runs_planned_and_peaks_lower(fuse: bool) -> None:
     module = parse_module(MLP)
     run_passes(module, "tess-autodiff{func=loss wrt=1,2,3,4}")
     to_linalg = TO_LINALG if fuse else "tess-to-linalg"
     spec = f"{to_linalg},tess-bufferize,tess-memory-plan,tess-outline-kernels,{LOOPS}"
-    check_against_reference(module, "loss_grad", spec, backend)
+    check_against_reference(module, "loss_grad", spec)
     planned = module.clone()
     run_passes(planned, f"{to_linalg},tess-bufferize,tess-memory-plan")
     grad = find_func(planned, "loss_grad")
@@ -336,24 +288,23 @@ func.func @seed(%a: tensor<3x5x1xf32>, %b: tensor<1x5x4xf32>) -> tensor<3x4xf32>
 """
 
 
-def test_seed_peak_is_the_output_alone() -> None:
+@pytest.mark.parametrize(("pipeline", "peak"), [("cpu", 3 * 4 * 4), ("cpu-unfused", 288)])
+def test_seed_peak_is_the_output_alone_when_fused(pipeline: str, peak: int) -> None:
     # Fused, the broadcast (3,5,4) product is never stored; unfused, it is the arena.
-    fused, unfused = parse_module(SEED), parse_module(SEED)
-    run_passes(fused, f"{TO_LINALG},tess-bufferize,tess-memory-plan,tess-outline-kernels")
-    run_passes(unfused, "tess-to-linalg,tess-bufferize,tess-memory-plan,tess-outline-kernels")
-    assert attribute(find_func(fused, "seed"), "peak_bytes") == 3 * 4 * 4
-    assert attribute(find_func(unfused, "seed"), "peak_bytes") == 3 * 4 * 4 + 3 * 5 * 4 * 4
+    module = parse_module(SEED)
+    run_passes(module, get_pipeline(pipeline).passes_to("loops"))
+    assert attribute(find_func(module, "seed"), "peak_bytes") == peak
 
 
-def test_the_workspace_is_allocated_once_and_aligned(backend: tuple) -> None:
+def test_the_workspace_is_allocated_once_and_aligned() -> None:
     module = parse_module(SEED)
     spec = f"tess-to-linalg,tess-bufferize,tess-memory-plan,tess-outline-kernels,{LOOPS}"
     lowered = module.clone()
     run_passes(lowered, spec)
-    source = backend[0](lowered)
+    source = emit_numba(lowered)
     assert '"workspace_bytes": 240' in source
     assert "workspace[0:240].view(np.float32).reshape((3, 5, 4))" in source
-    program = backend[1](load_source(source), "seed")
+    program = Executable(load_source(source), "seed")
     args = random_inputs(find_func(module, "seed"), 0)
     first = program(*args)
     workspace = program.workspace()
@@ -377,23 +328,23 @@ func.func @sgd(%w: tensor<4x8xf32> {tess.donated}, %g: tensor<4x8xf32>,
 """
 
 
-def test_donated_parameters_are_updated_in_place(backend: tuple) -> None:
+def test_donated_parameters_are_updated_in_place() -> None:
     module = parse_module(SGD)
     spec = f"tess-to-linalg,tess-bufferize,tess-memory-plan,tess-outline-kernels,{LOOPS}"
-    program = compile_planned(module, "sgd", spec, backend)
-    assert program.output_aliases == (0, 2)  # type: ignore[attr-defined]
+    program = compile_planned(module, "sgd", spec)
+    assert program.output_aliases == (0, 2)
     w, g, m = random_inputs(find_func(module, "sgd"), 3)
     expected = interpret(module, "sgd", [w.copy(), g.copy(), m.copy()])
-    new_w, new_m = program(w, g, m)  # type: ignore[operator]
+    new_w, new_m = program(w, g, m)
     assert_results_match((new_w, new_m), expected)
     assert new_w is w and new_m is m  # updated in place, returned as the outputs
 
     frozen = w.copy()
     frozen.flags.writeable = False
-    new_w, _ = program(frozen, g, m.copy())  # type: ignore[operator]
+    new_w, _ = program(frozen, g, m.copy())
     assert new_w is not frozen
     np.testing.assert_array_equal(frozen, w)
 
     same = g.copy()  # one array as a donated and a plain input: donation copies it
     expected = interpret(module, "sgd", [same.copy(), same.copy(), m.copy()])
-    assert_results_match(program(same, same, m.copy()), expected)  # type: ignore[operator]
+    assert_results_match(program(same, same, m.copy()), expected)
