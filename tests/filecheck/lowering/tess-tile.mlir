@@ -1,4 +1,4 @@
-// tess-tile: an i-k-j contraction nest becomes one scf.parallel over row blocks, scf.for
+// tess-tile: a row kernel holding an i-k-j contraction becomes one scf.parallel over row blocks, scf.for
 // loops over k and j blocks, point loops counting from 0 (R rows x U k steps jammed into
 // the unit-stride jj loop: the output loaded once and stored once per U steps, the
 // left-hand side loaded above jj), min() extents for partial blocks and remainder loops
@@ -188,6 +188,75 @@ func.func private @batched_seed(%a: memref<3x5x4x1xf32>, %b: memref<1x4x6xf32>, 
 // BLOCKS-NEXT:     %ib = arith.remui %blk, %c3 : index
 // BLOCKS-NEXT:     %i0 = arith.muli %ib, %{{.*}} : index
 // BLOCKS:        {tess.tile_sizes = array<i64: 2, 4, 6>, tess.register_tile = array<i64: 2, 2>}
+
+// A row kernel from tess-fuse-epilogue: per row, the zero fill, the contraction, the bias
+// + relu epilogue. Tiled, each block of rows runs the fill, then the blocked contraction,
+// then the epilogue; a row-invariant constant moves to the block's start.
+func.func private @grouped(%m: memref<6x8xf32>, %x: memref<6x5xf32>, %w: memref<5x8xf32>, %b: memref<8xf32>, %out: memref<6x8xf32>) attributes {tess.kernel} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c6 = arith.constant 6 : index
+  %c8 = arith.constant 8 : index
+  %c5 = arith.constant 5 : index
+  "scf.parallel"(%c0, %c6, %c1) <{operandSegmentSizes = array<i32: 1, 1, 1, 0>}> ({
+  ^bb0(%i: index):
+    %zero = arith.constant 0.000000e+00 : f32
+    scf.for %j = %c0 to %c8 step %c1 {
+      memref.store %zero, %m[%i, %j] : memref<6x8xf32>
+    }
+    scf.for %k = %c0 to %c5 step %c1 {
+      scf.for %j = %c0 to %c8 step %c1 {
+        %l = memref.load %x[%i, %k] : memref<6x5xf32>
+        %r = memref.load %w[%k, %j] : memref<5x8xf32>
+        %acc = memref.load %m[%i, %j] : memref<6x8xf32>
+        %p = arith.mulf %l, %r : f32
+        %s = arith.addf %acc, %p : f32
+        memref.store %s, %m[%i, %j] : memref<6x8xf32>
+      }
+    }
+    scf.for %j = %c0 to %c8 step %c1 {
+      %v = memref.load %m[%i, %j] : memref<6x8xf32>
+      %bj = memref.load %b[%j] : memref<8xf32>
+      %y = arith.addf %v, %bj : f32
+      %relu = arith.maximumf %y, %zero : f32
+      memref.store %relu, %out[%i, %j] : memref<6x8xf32>
+    }
+    scf.reduce
+  }) : (index, index, index) -> ()
+  func.return
+}
+// BLOCKS-LABEL: func.func private @grouped(
+// BLOCKS:         "scf.parallel"(%c0, %[[NB:.+]], %c1) <{operandSegmentSizes = array<i32: 1, 1, 1, 0>}> ({
+// BLOCKS-NEXT:    ^{{.*}}(%blk: index):
+// BLOCKS-NEXT:      %i0 = arith.muli %blk, %[[TI:.+]] : index
+// BLOCKS-NEXT:      %zero = arith.constant 0.000000e+00 : f32
+// BLOCKS-NEXT:      scf.for %ii = %c0 to %[[TI]] step %c1 {
+// BLOCKS-NEXT:        %[[I:.+]] = arith.addi %i0, %ii : index
+// BLOCKS-NEXT:        scf.for %[[J:.+]] = %c0 to %c8 step %c1 {
+// BLOCKS-NEXT:          memref.store %zero, %m[%[[I]], %[[J]]] : memref<6x8xf32>
+// BLOCKS-NEXT:        }
+// BLOCKS-NEXT:      }
+// BLOCKS-NEXT:      %[[I1:.+]] = arith.addi %i0, %c1 : index
+// BLOCKS-NEXT:      scf.for %ku =
+// BLOCKS:               scf.for %jj = %c0 to %c8 step %c1 {
+// BLOCKS:                 memref.store %{{.*}}, %m[%{{.*}}, %jj] : memref<6x8xf32>
+// BLOCKS:           scf.for %ii{{.*}} = %c0 to %[[TI]] step %c1 {
+// BLOCKS-NEXT:        %[[I2:.+]] = arith.addi %i0, %ii{{.*}} : index
+// BLOCKS-NEXT:        scf.for %[[J2:.+]] = %c0 to %c8 step %c1 {
+// BLOCKS-NEXT:          %{{.*}} = memref.load %m[%[[I2]], %[[J2]]] : memref<6x8xf32>
+// BLOCKS:               %{{.*}} = arith.maximumf %{{.*}}, %zero : f32
+// BLOCKS-NEXT:          memref.store %{{.*}}, %out[%[[I2]], %[[J2]]] : memref<6x8xf32>
+// BLOCKS-NEXT:        }
+// BLOCKS-NEXT:      }
+// BLOCKS-NEXT:      scf.reduce
+// BLOCKS-NEXT:    }) {tess.tile_sizes = array<i64: 2, 5, 8>, tess.register_tile = array<i64: 2, 2>}
+
+// With one block of all 6 rows, the row loops have constant bounds.
+// CHECK-LABEL: func.func private @grouped(
+// CHECK:         ^{{.*}}(%blk: index):
+// CHECK-NEXT:      %zero = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:      scf.for %ii = %c0 to %c6 step %c1 {
+// CHECK:         {tess.tile_sizes = array<i64: 6, 5, 8>, tess.register_tile = array<i64: 2, 2>}
 
 // A row sum (the reduction innermost) is not a contraction with a unit-stride loop: unchanged.
 func.func private @row_sum(%x: memref<8x16xf32>, %out: memref<8xf32>) attributes {tess.kernel} {
