@@ -66,6 +66,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.traits import IsTerminator
+from xdsl.utils.exceptions import DiagnosticException
 
 DEFAULT_FASTMATH: tuple[str, ...] = ("arcp", "contract", "nsz", "reassoc")
 DEFAULT_PARALLEL_THRESHOLD = 1 << 15
@@ -101,8 +102,11 @@ _BUILTIN_NAMES = set(
 )
 
 
-class UnsupportedOpError(Exception):
-    """The IR holds an op (or an op form) that has no Numba translation."""
+class UnsupportedOpError(DiagnosticException):
+    """The IR holds an op (or an op form) that has no Numba translation.
+
+    Raised through `op.emit_error`, like a verifier error, so drivers report it at the op.
+    """
 
     def __init__(self, op: Operation, reason: str = "no Numba translation"):
         self.op = op
@@ -775,6 +779,13 @@ def emit_numba(
     iteration count below which a kernel's `scf.parallel` runs as a serial loop. Raises
     `UnsupportedOpError` naming the first op that has no translation.
     """
+    try:
+        return _emit_module(module, sorted(set(fastmath)), parallel_threshold)
+    except UnsupportedOpError as error:
+        error.op.emit_error(str(error), error)
+
+
+def _emit_module(module: ModuleOp, flags: list[str], parallel_threshold: int) -> str:
     functions: list[func.FuncOp] = []
     for op in module.ops:
         if not isinstance(op, func.FuncOp):
@@ -786,7 +797,6 @@ def emit_numba(
         functions.append(op)
     function_names = _function_names(functions)
 
-    flags = sorted(set(fastmath))
     bodies: list[str] = []
     signatures: list[str] = []
     uses_math = uses_prange = uses_bitcast = False
