@@ -37,8 +37,8 @@ time, walking the single block of each `func.func` in order:
   the result's buffer is created in this function by a generic or a call (following the
   chain of in-place `outs` back to the op that creates the buffer, through a group's
   result to the value it yields, and making that op's buffer the out-param instead of an
-  alloc). A result that is a function argument, a view,
-  or a value returned a second time is copied into its out-param with `memref.copy`.
+  alloc). A result that is a function argument, a view, or a value returned a second time
+  is copied into its out-param with `memref.copy`.
 
 Non-tensor ops (`arith.constant`, ...) are left alone. Anything else that takes or makes a
 tensor (ops with tensor-typed regions such as `scf.for` over tensors, `tensor.extract`,
