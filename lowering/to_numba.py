@@ -379,24 +379,16 @@ class _FunctionEmitter:
                 stem = "out"
             else:
                 stem = "in"
-            if arg.name_hint:
-                names.append(self.define(arg, stem))
-            elif stem == "workspace":
-                names.append(self.define(arg, stem))
-            else:
-                position = k - (end - num_outputs) if stem == "out" else k
-                name = self.names.hinted(f"{stem}{position}")
-                self.exprs[arg] = name
-                names.append(name)
+            # Unnamed: `in0, in1, out0` like the contract's host signature; kernels `arg0`.
+            position = {"out": k - (end - num_outputs), "workspace": ""}.get(stem, k)
+            name = self.names.hinted(arg.name_hint or f"{stem}{position}")
+            self.exprs[arg] = name
+            names.append(name)
         for arg in args:
             self.view_if_scalar(arg)
         return names
 
     # -- walking ------------------------------------------------------------------------
-
-    def emit_block(self, block: Block) -> None:
-        for op in block.ops:
-            self.emit_op(op)
 
     def emit_op(self, op: Operation) -> None:
         if isinstance(op, arith.ConstantOp):
