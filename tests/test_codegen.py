@@ -122,7 +122,9 @@ def test_kernels_become_prange_nests_and_the_host_is_compiled() -> None:
     assert "np.maximum(add0, np.float32(0.0))" in kernel_0
     assert "mul0 = max0 * np.float32(0.5)" in kernel_0
     host = source[source.index("def f(") : source.index("def f_kernel_0")]
-    assert '@njit(cache=True, error_model="numpy")\ndef f(x, b, out, s):' in source
+    assert (
+        '@njit(cache=True, fastmath=FASTMATH, error_model="numpy")\ndef f(x, b, out, s):' in source
+    )
     assert "t = np.empty((64, 128), dtype=np.float32)" in host
     assert "f_kernel_0(x, b, t)" in host and "f_kernel_1(t, s)" in host
     assert "prange" not in host
@@ -168,11 +170,15 @@ def test_output_is_deterministic() -> None:
     compile(first, "<generated>", "exec")
 
 
-def test_small_kernels_run_serially() -> None:
+def test_small_kernels_run_serially_inlined_into_the_host() -> None:
     source = emit_numba(parse(BIAS_RELU_SUM))  # 64*128 iterations: below the threshold
     assert "prange" not in source and "parallel=True" not in source
     assert "from numba import njit\n" in source
     assert "    for i in range(64):\n        for j in range(128):\n" in source
+    inlined = '@njit(inline="always", fastmath=FASTMATH, error_model="numpy")\ndef f_kernel_0('
+    assert inlined in source
+    separate = emit_numba(parse(BIAS_RELU_SUM), inline_serial_kernels=False)
+    assert '@njit(cache=True, fastmath=FASTMATH, error_model="numpy")\ndef f_kernel_0(' in separate
 
 
 def test_copies_are_loop_nests() -> None:
@@ -181,9 +187,11 @@ def test_copies_are_loop_nests() -> None:
     assert "            out[c0, c1] = t[c0, c1]\n" in source
 
 
-@pytest.mark.parametrize("threshold", [0, 1 << 30])
-def test_generated_module_runs(threshold: int) -> None:
-    source = emit_numba(parse(BIAS_RELU_SUM), parallel_threshold=threshold)
+@pytest.mark.parametrize(("threshold", "inline"), [(0, True), (1 << 30, True), (1 << 30, False)])
+def test_generated_module_runs(threshold: int, inline: bool) -> None:
+    source = emit_numba(
+        parse(BIAS_RELU_SUM), parallel_threshold=threshold, inline_serial_kernels=inline
+    )
     program = Executable(load_source(source), "f")
     rng = np.random.default_rng(1)
     x = rng.standard_normal((64, 128)).astype(np.float32)

@@ -17,7 +17,7 @@ func.func @layer(%x: tensor<256x128xf32>, %w: tensor<128x256xf32>, %b: tensor<25
 // CHECK-NEXT:         "input_names": ["x", "w", "b"],
 // CHECK-NEXT:         "outputs": [((256, 256), "float32")],
 
-// CHECK:      @njit(cache=True, error_model="numpy")
+// CHECK:      @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 // CHECK-NEXT: def layer(x, w, b, [[OUT:.*]]):
 // CHECK:          layer_kernel_{{[0-9]+}}(x, w, [[MM:.*]])
 // CHECK:          layer_kernel_{{[0-9]+}}([[MM]], b, [[BIAS:.*]])

@@ -74,7 +74,7 @@ func.func private @f_kernel_1(%t: memref<256x256xf32>, %s: memref<256xf32>) attr
 // CHECK-NEXT: }
 
 // The host: compiled too, so one call runs every kernel.
-// CHECK:      @njit(cache=True, error_model="numpy")
+// CHECK:      @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 // CHECK-NEXT: def f(x, b, y, s):
 // CHECK-NEXT:     t = np.empty((256, 256), dtype=np.float32)
 // CHECK-NEXT:     f_kernel_0(x, b, t)
