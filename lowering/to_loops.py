@@ -57,8 +57,10 @@ and named ops alike, through their indexing maps and body) on memrefs:
    out-params; `tess-memory-plan` never overlaps buffers live in the same call). A single
    op, or a chain of one, is lowered as in steps 1-3.
 
-A rank-0 op (no loops) becomes its body between the loads and stores. Afterwards no linalg
-op is left; an op still on tensors fails the pass (run `tess-bufferize` first).
+A generic's `tess.chunk_size` (from `tess-fuse-horizontal`) moves to its `scf.parallel`: a
+scheduling hint for the code generator. A rank-0 op (no loops) becomes its body between the
+loads and stores. Afterwards no linalg op is left; an op still on tensors fails the pass
+(run `tess-bufferize` first).
 """
 
 from __future__ import annotations
@@ -93,6 +95,10 @@ from xdsl.transforms.lower_affine import affine_expr_ops
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.lowering.outline_kernels import KERNEL_ATTR
+
+CHUNK_SIZE_ATTR = "tess.chunk_size"
+"""On a generic, copied to its outermost `scf.parallel`: run it in chunks of that many
+iterations (see `tess-fuse-horizontal` and codegen)."""
 
 
 @dataclass(frozen=True)
@@ -398,6 +404,10 @@ def lower_structured_op(
     shapes = [v.type.get_shape() if isinstance(v.type, MemRefType) else () for v in op.operands]
     plan = plan_loop_nest(iterator_types, maps, shapes, num_inputs, ranges)
     induction, at = build_loop_nest(rewriter, plan, ranges, constant, at, bound)
+    chunk = op.attributes.get(CHUNK_SIZE_ATTR)
+    loop = induction[plan.order[0]].owner.parent_op() if plan.num_parallel and not bound else None
+    if chunk is not None and isinstance(loop, scf.ParallelOp):
+        loop.attributes[CHUNK_SIZE_ATTR] = chunk
 
     body = op.body.block
     for arg, operand, affine_map in zip(body.args, op.operands, maps, strict=True):
