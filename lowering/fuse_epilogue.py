@@ -48,9 +48,18 @@ group, their results are available before it. A group of at least two ops replac
 members at the place of the last one: `kernel.group` holds them, in order, with the
 `tensor.empty` ops only they use, and yields the results read after it.
 
+In place (`in-place`, on by default). A member that is all-parallel, writes a fresh tensor
+and reads another member's result that nothing else reads, of its output's type and at the
+element it writes (an epilogue reading the matmul's accumulator), takes that result as its
+`outs` and reads the element through its output instead. Bufferized, it overwrites the
+buffer it reads: matmul + bias + relu writes the out-param three times and allocates
+nothing. (`tess-memory-plan`'s in-place partners cover kernels of one op, not the members
+of a group; MLIR's one-shot bufferization would find this by analysis.)
+
 `report=true` writes on each group `tess.grouped` (its members' labels, as `tess.fused`
-names them) and `tess.shared_loops` (how many outer loops its ops share), and on each
-generic that was refused `tess.group_refused` (why). Output is deterministic.
+names them), `tess.shared_loops` (how many outer loops its ops share) and `tess.in_place`
+(the members that overwrite their input), and on each generic that was refused
+`tess.group_refused` (why). Output is deterministic.
 
 MLIR groups such ops by tiling the consumer and fusing producers into the tile loop
 (`transform.structured.fuse_into_containing_op`); xDSL has neither that nor a kernel
@@ -85,6 +94,7 @@ from tessc.lowering.to_loops import NestSummary, shared_by_chain, summarize_nest
 GROUPED_ATTR = "tess.grouped"
 SHARED_LOOPS_ATTR = "tess.shared_loops"
 GROUP_REFUSED_ATTR = "tess.group_refused"
+IN_PLACE_ATTR = "tess.in_place"
 
 _ROOT_KINDS = (PatternKind.REDUCTION, PatternKind.MATMUL)
 
@@ -270,12 +280,66 @@ def build_group(plan: GroupPlan, rewriter: PatternRewriter) -> GroupOp:
     return group
 
 
+def reusable_input(member: GenericOp) -> int | None:
+    """The input whose buffer `member` can write its result into, or None: `member` is
+    all-parallel with one fresh output whose init it does not read, and the input is a
+    result of another member of the group, read by nothing else, of the output's type and
+    read at the element the output is written to."""
+    group = member.parent_op()
+    if len(member.outputs) != 1 or not _all_parallel(member):
+        return None
+    init, out_arg = member.outputs[0], member.body.block.args[len(member.inputs)]
+    if not isinstance(init.owner, tensor.EmptyOp) or out_arg.uses:
+        return None
+    maps = [m.data for m in member.indexing_maps]
+    for index, value in enumerate(member.inputs):
+        if (
+            isinstance(value, OpResult)
+            and isinstance(value.op, GenericOp)
+            and value.op.parent_op() is group
+            and value.has_one_use()
+            and value.type == init.type
+            and maps[index] == maps[-1]
+        ):
+            return index
+    return None
+
+
+def write_in_place(member: GenericOp, index: int, rewriter: PatternRewriter) -> GenericOp:
+    """`member` with input `index` made its `outs`: it reads the element from its output
+    and overwrites it, so the result lives in that input's buffer."""
+    body = rewriter.move_region_contents_to_new_regions(member.body)
+    args = body.block.args
+    args[index].replace_all_uses_with(args[len(member.inputs)])
+    body.block.erase_arg(args[index])
+    maps = list(member.indexing_maps)
+    del maps[index]
+    inputs = [v for i, v in enumerate(member.inputs) if i != index]
+    rewritten = GenericOp(
+        inputs,
+        [member.inputs[index]],
+        body,
+        maps,
+        member.iterator_types,
+        member.result_types,
+        member.doc,
+        member.library_call,
+    )
+    rewritten.attributes.update(member.attributes)
+    empty = member.outputs[0].owner
+    rewriter.replace(member, rewritten)
+    if isinstance(empty, tensor.EmptyOp) and not empty.tensor.uses:
+        rewriter.erase(empty)
+    return rewritten
+
+
 @dataclass(frozen=True)
 class GroupReductionEpilogue(RewritePattern):
     """Root a `kernel.group` at a reduction or contraction (module docstring)."""
 
     policy: GroupPolicy
     report: bool
+    in_place: bool
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, root: GenericOp, rewriter: PatternRewriter) -> None:
@@ -291,9 +355,18 @@ class GroupReductionEpilogue(RewritePattern):
             return
         names = [StringAttr(label) for member in plan.members for label in labels(member)]
         group = build_group(plan, rewriter)
+        in_place: list[StringAttr] = []
+        if self.in_place:
+            for member in list(plan.members):
+                index = reusable_input(member)
+                if index is not None:
+                    in_place += [StringAttr(label) for label in labels(member)]
+                    write_in_place(member, index, rewriter)
         if self.report:
             group.attributes[GROUPED_ATTR] = ArrayAttr(names)
             group.attributes[SHARED_LOOPS_ATTR] = IntegerAttr(plan.shared, i64)
+            if in_place:
+                group.attributes[IN_PLACE_ATTR] = ArrayAttr(in_place)
 
 
 @dataclass(frozen=True)
@@ -302,23 +375,27 @@ class TessFuseEpiloguePass(ModulePass):
     Group each reduction or contraction with the ops after it that need only its finished
     rows into one `kernel.group` (see the module docstring).
 
-    Options: `report` writes `tess.grouped`, `tess.shared_loops` and `tess.group_refused`;
-    `chain-reductions` lets further reductions and contractions join a group.
+    Options: `report` writes `tess.grouped`, `tess.shared_loops`, `tess.in_place` and
+    `tess.group_refused`; `chain-reductions` lets further reductions and contractions join
+    a group; `in-place` lets an elementwise member write into the buffer it reads.
     """
 
     name = "tess-fuse-epilogue"
 
     report: bool = False
     chain_reductions: bool = True
+    in_place: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        pattern = GroupReductionEpilogue(GroupPolicy(self.chain_reductions), self.report)
+        policy = GroupPolicy(self.chain_reductions)
+        pattern = GroupReductionEpilogue(policy, self.report, self.in_place)
         PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(op)
 
 
 __all__ = [
     "GROUPED_ATTR",
     "GROUP_REFUSED_ATTR",
+    "IN_PLACE_ATTR",
     "SHARED_LOOPS_ATTR",
     "TessFuseEpiloguePass",
     "plan_group",

@@ -31,6 +31,7 @@ from tessc.frontend.builder import TessBuilder, build_function, build_module
 from tessc.lowering.fuse_epilogue import (
     GROUP_REFUSED_ATTR,
     GROUPED_ATTR,
+    IN_PLACE_ATTR,
     TessFuseEpiloguePass,
 )
 from tessc.lowering.outline_kernels import is_kernel
@@ -380,6 +381,35 @@ def test_group_result_read_by_a_later_op_in_place() -> None:
         return hidden, b.sum(hidden, 0)
 
     check(module_of("reuse", [(4, 6), (6, 5)], body))
+
+
+def allocs(module: ModuleOp, in_place: bool) -> int:
+    lowered = module.clone()
+    spec = f"tess-to-linalg,tess-fuse,tess-fuse-epilogue{{in-place={str(in_place).lower()}}}"
+    run_passes(lowered, f"{spec},tess-bufferize")
+    return sum(op.name == "memref.alloc" for op in lowered.walk())
+
+
+def test_epilogue_overwrites_the_matmul_result_in_place() -> None:
+    module = dense_relu(6, 5, 7)
+    assert allocs(module, in_place=False) == 1  # the matmul's result
+    assert allocs(module, in_place=True) == 0  # all three write the out-param
+    labels = group_labels(grouped(module, report=True))
+    assert labels == [["linalg.fill", "tess.matmul", "tess.relu"]]
+    (group,) = groups(grouped(module, report=True))
+    assert str(group.attributes[IN_PLACE_ATTR]) == '["tess.relu"]'
+
+
+def test_no_in_place_when_the_input_is_read_elsewhere() -> None:
+    def body(b: TessBuilder, x: SSAValue, w: SSAValue, bias: SSAValue) -> tuple[SSAValue, ...]:
+        product = b.matmul(x, w)
+        return b.relu(b.add(product, bias)), product
+
+    module = module_of("both", [(4, 6), (6, 5), (5,)], body)
+    (group,) = groups(grouped(module, report=True))
+    assert IN_PLACE_ATTR not in group.attributes
+    assert len(group.res) == 2
+    check(module)
 
 
 # ---------------------------------------------------------------------------------------

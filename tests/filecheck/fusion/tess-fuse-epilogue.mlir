@@ -7,54 +7,68 @@
 // RUN: tessc-opt %s -p 'tess-fuse,tess-fuse-epilogue{report=true}' | filecheck %s --check-prefix=REPORT
 // RUN: tessc-opt %s -p 'tess-fuse,tess-fuse-epilogue{chain-reductions=false report=true}' | filecheck %s --check-prefix=NOCHAIN
 // RUN: tessc-opt %s -p tess-fuse,tess-fuse-epilogue,tess-bufferize | filecheck %s --check-prefix=BUFFERS
+// RUN: tessc-opt %s -p 'tess-fuse,tess-fuse-epilogue{in-place=false},tess-bufferize' | filecheck %s --check-prefix=COPY
 // RUN: tessc-opt %s -p tess-fuse,tess-fuse-epilogue,tess-bufferize,tess-outline-kernels | filecheck %s --check-prefix=KERNELS
 // RUN: tessc-opt %s -p tess-fuse,tess-fuse-epilogue,tess-bufferize,tess-outline-kernels,tess-linalg-to-loops | filecheck %s --check-prefix=LOOPS
 // RUN: tessc-opt %s -p tess-fuse,tess-fuse-epilogue | tessc-opt --print-op-generic | tessc-opt | filecheck %s
+// RUN: tessc-opt %s -p tess-fuse,tess-fuse-epilogue | filecheck %s --check-prefix=QUIET
 
 // Without `report`, the pass leaves no attributes of its own.
-// CHECK-NOT: tess.grouped
-// CHECK-NOT: tess.shared_loops
-// CHECK-NOT: tess.group_refused
+// QUIET: builtin.module
+// QUIET-NOT: tess.grouped
+// QUIET-NOT: tess.shared_loops
+// QUIET-NOT: tess.group_refused
+// QUIET-NOT: tess.in_place
 
 // matmul + bias + relu: the init (a fill), the matmul and the fused bias+relu are one group
-// that yields the relu's result; the intermediate matmul result stays inside.
+// that yields the relu's result. The relu reads the matmul's result only at the element it
+// writes, and nothing else reads it: the relu takes it as its `outs` and overwrites it
+// (`in-place`), so that, bufferized, all three write the out-param.
 // CHECK-LABEL: func.func @dense_relu(
 // CHECK-NEXT:    %out = kernel.group -> (tensor<4x16xf32>) {
 // CHECK-NEXT:      %e0 = tensor.empty() : tensor<4x16xf32>
 // CHECK-NEXT:      %zero = linalg.generic {{.*}} outs(%e0 : tensor<4x16xf32>)
 // CHECK:           %mm = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%x, %w : {{.*}}) outs(%zero : tensor<4x16xf32>)
-// CHECK:           %e2 = tensor.empty() : tensor<4x16xf32>
-// CHECK-NEXT:      %[[RELU:.+]] = linalg.generic {{.*}} ins(%mm, %b : {{.*}}) outs(%e2 : tensor<4x16xf32>)
-// CHECK:             arith.addf
-// CHECK:             arith.maximumf
+// CHECK:           %[[RELU:.+]] = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>], {{.*}} ins(%b : tensor<16xf32>) outs(%mm : tensor<4x16xf32>)
+// CHECK-NEXT:      ^bb0(%bb: f32, %[[ACC:.+]]: f32):
+// CHECK-NEXT:        arith.addf %[[ACC]], %bb
+// CHECK-NEXT:        arith.constant
+// CHECK-NEXT:        arith.maximumf
 // CHECK:           kernel.yield %[[RELU]] : tensor<4x16xf32>
 // CHECK-NEXT:    }
 // CHECK-NEXT:    func.return %out : tensor<4x16xf32>
 // REPORT-LABEL: func.func @dense_relu(
-// REPORT:         kernel.group -> (tensor<4x16xf32>) attributes {tess.grouped = ["linalg.fill", "tess.matmul", "tess.relu"], tess.shared_loops = 1 : i64} {
+// REPORT:         kernel.group -> (tensor<4x16xf32>) attributes {tess.grouped = ["linalg.fill", "tess.matmul", "tess.relu"], tess.shared_loops = 1 : i64, tess.in_place = ["tess.relu"]} {
 // NOCHAIN-LABEL: func.func @dense_relu(
-// NOCHAIN:         kernel.group -> (tensor<4x16xf32>) attributes {tess.grouped = ["linalg.fill", "tess.matmul", "tess.relu"], tess.shared_loops = 1 : i64} {
+// NOCHAIN:         kernel.group -> (tensor<4x16xf32>) attributes {tess.grouped = ["linalg.fill", "tess.matmul", "tess.relu"], tess.shared_loops = 1 : i64, tess.in_place = ["tess.relu"]} {
 
-// On buffers, the group has no results: the matmul's buffer (a full one) and the
-// out-param, which the relu writes directly, are allocated outside it.
+// On buffers, the group has no results and allocates nothing here: all three write the
+// out-param. Without `in-place`, the matmul's result is an intermediate buffer (a full
+// one), allocated before the group.
 // BUFFERS-LABEL: func.func @dense_relu(
-// BUFFERS-NEXT:    %[[C:.+]] = memref.alloc() : memref<4x16xf32>
 // BUFFERS-NEXT:    kernel.group {
-// BUFFERS-NEXT:      linalg.generic {{.*}} outs(%[[C]] : memref<4x16xf32>)
-// BUFFERS:           linalg.generic {{.*}} ins(%x, %w : {{.*}}) outs(%[[C]] : memref<4x16xf32>)
-// BUFFERS:           linalg.generic {{.*}} ins(%[[C]], %b : {{.*}}) outs(%out0 : memref<4x16xf32>)
+// BUFFERS-NEXT:      linalg.generic {{.*}} outs(%out0 : memref<4x16xf32>)
+// BUFFERS:           linalg.generic {{.*}} ins(%x, %w : {{.*}}) outs(%out0 : memref<4x16xf32>)
+// BUFFERS:           linalg.generic {{.*}} ins(%b : {{.*}}) outs(%out0 : memref<4x16xf32>)
 // BUFFERS:       {{^    [}]$}}
 // BUFFERS-NEXT:    func.return
+// COPY-LABEL: func.func @dense_relu(
+// COPY-NEXT:    %[[C:.+]] = memref.alloc() : memref<4x16xf32>
+// COPY-NEXT:    kernel.group {
+// COPY-NEXT:      linalg.generic {{.*}} outs(%[[C]] : memref<4x16xf32>)
+// COPY:           linalg.generic {{.*}} ins(%x, %w : {{.*}}) outs(%[[C]] : memref<4x16xf32>)
+// COPY:           linalg.generic {{.*}} ins(%[[C]], %b : {{.*}}) outs(%out0 : memref<4x16xf32>)
+// COPY:       {{^    [}]$}}
+// COPY-NEXT:    func.return
 
 // One kernel for the whole group.
 // KERNELS-LABEL: func.func @dense_relu(
-// KERNELS-NEXT:    %[[C:.+]] = memref.alloc() : memref<4x16xf32>
-// KERNELS-NEXT:    func.call @dense_relu_kernel_0(%[[C]], %x, %w, %b, %out0)
+// KERNELS-NEXT:    func.call @dense_relu_kernel_0(%out0, %x, %w, %b)
 // KERNELS-NEXT:    func.return
 // KERNELS:       func.func private @dense_relu_kernel_0({{.*}}) attributes {tess.kernel} {
 // KERNELS-NEXT:    linalg.generic
 // KERNELS:         linalg.generic {{.*}} ins(%x, %w
-// KERNELS:         linalg.generic {{.*}} ins(%0, %b
+// KERNELS:         linalg.generic {{.*}} ins(%b
 // KERNELS:         func.return
 // KERNELS-NOT:   dense_relu_kernel_1
 
@@ -64,16 +78,16 @@
 // LOOPS:         "scf.parallel"({{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 0>}> ({
 // LOOPS-NEXT:    ^{{.*}}(%[[I:.+]]: index):
 // LOOPS-NEXT:      scf.for %[[J0:.+]] = {{.*}} {
-// LOOPS:             memref.store %c0, %0[%[[I]], %[[J0]]]
+// LOOPS:             memref.store %c0, %out0[%[[I]], %[[J0]]]
 // LOOPS:           scf.for %[[K:.+]] = {{.*}} {
 // LOOPS-NEXT:        scf.for %[[J1:.+]] = {{.*}} {
 // LOOPS-NEXT:          %l = memref.load %x[%[[I]], %[[K]]]
 // LOOPS-NEXT:          %r = memref.load %w[%[[K]], %[[J1]]]
-// LOOPS-NEXT:          %acc = memref.load %0[%[[I]], %[[J1]]]
-// LOOPS:               memref.store %s, %0[%[[I]], %[[J1]]]
+// LOOPS-NEXT:          %acc = memref.load %out0[%[[I]], %[[J1]]]
+// LOOPS:               memref.store %s, %out0[%[[I]], %[[J1]]]
 // LOOPS:           scf.for %[[J2:.+]] = {{.*}} {
-// LOOPS-NEXT:        %m = memref.load %0[%[[I]], %[[J2]]]
 // LOOPS-NEXT:        %bb = memref.load %b[%[[J2]]]
+// LOOPS-NEXT:        %o = memref.load %out0[%[[I]], %[[J2]]]
 // LOOPS:             arith.maximumf
 // LOOPS-NEXT:        memref.store %{{.*}}, %out0[%[[I]], %[[J2]]]
 // LOOPS-NEXT:      }
@@ -236,7 +250,7 @@ func.func @transposed(%x: tensor<4x8xf32>, %w: tensor<8x4xf32>) -> tensor<4x4xf3
 // CHECK:           %sum = linalg.generic {{.*}} iterator_types = ["reduction", "reduction"]
 // CHECK:           math.sqrt
 // REPORT-LABEL: func.func @total(
-// REPORT:         tess.grouped = ["linalg.fill", "tess.sum", "tess.sqrt"], tess.shared_loops = 0 : i64
+// REPORT:         tess.grouped = ["linalg.fill", "tess.sum", "tess.sqrt"], tess.shared_loops = 0 : i64, tess.in_place = ["tess.sqrt"]
 // LOOPS-LABEL: func.func private @total_kernel_0(
 // LOOPS-NOT:     scf.parallel
 // LOOPS:         math.sqrt
