@@ -19,6 +19,11 @@ The output is a self-contained Python module:
   intermediates live in, recorded as `"workspace_bytes": N` for the runtime to allocate
   once and pass on every call; an out-param with `tess.aliases_input = k` is recorded in
   `"output_aliases"` (the runtime passes input k's array as that output);
+- a host packed by `tess-fuse-horizontal` (function attribute `tess.arena_layout`) records
+  the caller's inputs and outputs in `"arenas"`: which host argument holds each, from which
+  element offset, so the runtime keeps the caller's calling convention;
+- an `scf.parallel` with `tess.chunk_size = C` (a horizontally fused arena loop) becomes a
+  `prange` over chunks of C iterations, each a unit-stride loop with a `uint64` index;
 - `memref.view %arena[%offset][]` becomes `arena[offset:offset + nbytes].view(dtype)
   .reshape(shape)`: a typed window into the arena, no copy.
 
@@ -58,6 +63,7 @@ from collections.abc import Iterable, Sequence
 from xdsl.dialects import arith, func, memref, scf
 from xdsl.dialects.builtin import (
     AnyFloat,
+    DictionaryAttr,
     FloatAttr,
     IndexType,
     IntegerAttr,
@@ -66,7 +72,7 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     Signedness,
 )
-from xdsl.ir import Attribute, Block, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue, Use
 from xdsl.traits import IsTerminator
 from xdsl.utils.exceptions import DiagnosticException
 
@@ -78,6 +84,8 @@ KERNEL_ATTR = "tess.kernel"
 NUM_OUTPUTS_ATTR = "tess.num_outputs"
 WORKSPACE_BYTES_ATTR = "tess.workspace_bytes"
 ALIASES_INPUT_ATTR = "tess.aliases_input"
+ARENA_LAYOUT_ATTR = "tess.arena_layout"
+CHUNK_SIZE_ATTR = "tess.chunk_size"
 
 # Names the generated module defines or imports at the top level; locals must not shadow them.
 _MODULE_NAMES = {
@@ -599,6 +607,8 @@ class _FunctionEmitter:
                 self.exprs[iv] = self.expr(lb)  # a unit dim is no loop
                 continue
             dims.append((iv, lb, ub, step, trips))
+        if self.parallel and self.emit_chunked(op, dims):
+            return
         loop = "prange" if self.parallel else "range"
         outer_indent = self.indent
         group = dims[:1]
@@ -630,6 +640,39 @@ class _FunctionEmitter:
         self.indent -= 1  # emit_body indents by one itself
         self.emit_body(block)
         self.indent = outer_indent
+
+    def emit_chunked(
+        self,
+        op: scf.ParallelOp,
+        dims: Sequence[tuple[SSAValue, SSAValue, SSAValue, SSAValue, int | None]],
+    ) -> bool:
+        """A 1-D loop with `tess.chunk_size = C` (from `tess-fuse-horizontal`) as a `prange`
+        over chunks of C iterations, each a unit-stride inner loop; False if not applicable.
+
+        The inner index is `uint64`: with a signed `chunk * C + k`, Numba cannot prove the
+        index non-negative, keeps its wraparound check and the loop does not vectorise
+        (4x slower, measured). So the index may only index memrefs, not enter arithmetic.
+        """
+        chunk = op.attributes.get(CHUNK_SIZE_ATTR)
+        if not isinstance(chunk, IntegerAttr) or len(dims) != 1:
+            return False
+        iv, lb, _, step, trips = dims[0]
+        size = int(chunk.value.data)
+        if trips is None or not 0 < size < trips or _constant_int(lb) != 0:
+            return False
+        if _constant_int(step) != 1 or not all(_is_memref_index(use) for use in iv.uses):
+            return False
+        chunk_index = self.names.numbered("chunk")
+        start = self.names.numbered("start")
+        self.line(f"for {chunk_index} in prange({-(-trips // size)}):")
+        self.used_prange = True
+        self.indent += 1
+        self.line(f"{start} = np.uint64({chunk_index}) * np.uint64({size})")
+        stop = f"min({start} + np.uint64({size}), np.uint64({trips}))"
+        self.line(f"for {self.define(iv, 'i')} in range({start}, {stop}):")
+        self.emit_body(op.body.block)
+        self.indent -= 1
+        return True
 
     def trip_expr(self, lb: SSAValue, ub: SSAValue, step: SSAValue) -> str:
         lo, hi, st = self.expr(lb), self.expr(ub), self.expr(step)
@@ -686,6 +729,13 @@ class _FunctionEmitter:
 # ---------------------------------------------------------------------------------------
 
 
+def _is_memref_index(use: Use) -> bool:
+    """Whether `use` is an index operand of a `memref.load` or `memref.store`."""
+    if isinstance(use.operation, memref.LoadOp):
+        return use.index >= 1
+    return isinstance(use.operation, memref.StoreOp) and use.index >= 2
+
+
 def static_work(block: Block) -> float:
     """Iterations of the loop nests in `block` when their trip counts are constants."""
     total = 0.0
@@ -729,6 +779,7 @@ def _signature_entry(fn: func.FuncOp, pyname: str, arg_names: Sequence[str]) -> 
     aliases = [_aliased_input(fn, k) for k in range(split, len(specs))]
     if any(a is not None for a in aliases):
         extra += f'        "output_aliases": [{", ".join(str(a) for a in aliases)}],\n'
+    extra += _arena_layout_entry(fn, arg_types, split)
     return (
         f'    "{fn.sym_name.data}": {{\n'
         f'        "function": "{pyname}",\n'
@@ -738,6 +789,32 @@ def _signature_entry(fn: func.FuncOp, pyname: str, arg_names: Sequence[str]) -> 
         f'        "output_names": [{", ".join(names[split:])}],\n'
         f"{extra}"
         "    },"
+    )
+
+
+def _arena_layout_entry(fn: func.FuncOp, arg_types: Sequence[Attribute], split: int) -> str:
+    """`"arenas"`: the caller's inputs and outputs when `tess-fuse-horizontal` packed some
+    into arenas (`tess.arena_layout`): `(shape, dtype, host argument, element offset)` each,
+    offset -1 for an array passed as it is (see `tessc.runtime.executor`)."""
+    layout = fn.attributes.get(ARENA_LAYOUT_ATTR)
+    if not isinstance(layout, DictionaryAttr):
+        return ""
+
+    def entries(kind: str, base: int) -> str:
+        items: list[str] = []
+        for entry in layout.data[kind].data:
+            host, offset, *shape = entry.get_values()
+            dtype = dtype_name(arg_types[base + host].element_type)
+            items.append(f'({_tuple_literal(shape)}, "{dtype}", {host}, {offset})')
+        return ", ".join(items)
+
+    names = ", ".join(f'"{n.data}"' for n in layout.data["input_names"].data)
+    return (
+        '        "arenas": {\n'
+        f'            "inputs": [{entries("inputs", 0)}],\n'
+        f'            "input_names": [{names}],\n'
+        f'            "outputs": [{entries("outputs", split)}],\n'
+        "        },\n"
     )
 
 

@@ -18,6 +18,16 @@ Two optional signature entries come from `tess-memory-plan`:
   (a donated input, e.g. a parameter an optimizer step overwrites), which is then
   returned as that output. When input k's array is read-only or shares memory with
   another input, it is copied first, so donation never changes a result.
+
+One comes from `tess-fuse-horizontal`: `"arenas"` when the host takes some inputs packed
+into 1-D arenas and returns some outputs packed the same way. It lists the caller's inputs
+and outputs, each `(shape, dtype, host argument, element offset)` (offset -1: passed as
+is), and `Executable` keeps the caller's convention — separate arrays in, separate arrays
+out. The arrays packed into one arena are passed without a copy when they are already views
+of one buffer at their offsets (as `tessc.arena` makes them; checked by data pointer, and
+remembered for the same array objects), else copied into a new arena. Each output is a view
+of its output arena; when that arena is a donated input arena the caller passed without a
+copy, the outputs are the caller's own arrays, updated in place.
 """
 
 from __future__ import annotations
@@ -63,6 +73,52 @@ def _specs(entry: dict, kind: str) -> tuple[ArraySpec, ...]:
     )
 
 
+@dataclass(frozen=True)
+class ArenaSlot:
+    """Where one of the caller's arrays lives in the host call: argument `host`, from
+    element `offset` (`NOT_PACKED`: the argument is the array itself)."""
+
+    spec: ArraySpec
+    host: int
+    offset: int
+
+    @property
+    def size(self) -> int:
+        size = 1
+        for d in self.spec.shape:
+            size *= d or 0
+        return size
+
+
+NOT_PACKED = -1
+
+
+def _slots(entry: dict, kind: str) -> tuple[ArenaSlot, ...]:
+    names = entry.get(f"{kind[:-1]}_names") or [f"{kind[:-1]}{k}" for k in range(len(entry[kind]))]
+    return tuple(
+        ArenaSlot(ArraySpec(name, tuple(shape), np.dtype(dtype)), host, offset)
+        for name, (shape, dtype, host, offset) in zip(names, entry[kind], strict=True)
+    )
+
+
+def arena_of(arrays: Sequence[np.ndarray], offsets: Sequence[int], size: int) -> np.ndarray | None:
+    """The 1-D array of `size` elements whose elements from `offsets[k]` on are `arrays[k]`
+    (C-contiguous, one dtype), if they are views of one buffer laid out so; else None."""
+    itemsize = arrays[0].dtype.itemsize
+    start = arrays[0].__array_interface__["data"][0] - offsets[0] * itemsize
+    for array, offset in zip(arrays, offsets, strict=True):
+        if array.__array_interface__["data"][0] != start + offset * itemsize:
+            return None
+    root = arrays[0] if arrays[0].base is None else arrays[0].base
+    if not isinstance(root, np.ndarray) or not root.flags.c_contiguous:
+        return None
+    begin = start - root.__array_interface__["data"][0]
+    if begin < 0 or begin + size * itemsize > root.nbytes:
+        return None
+    flat = root.reshape(-1).view(np.uint8)[begin : begin + size * itemsize]
+    return flat.view(arrays[0].dtype)
+
+
 class Executable:
     """The host function `entry` of a loaded module, called on NumPy arrays.
 
@@ -79,13 +135,29 @@ class Executable:
         signature = signatures[entry]
         self.module = module
         self.entry = entry
-        self.inputs = _specs(signature, "inputs")
-        self.outputs = _specs(signature, "outputs")
-        if any(None in spec.shape for spec in self.outputs):
+        self.host_inputs = _specs(signature, "inputs")
+        self.host_outputs = _specs(signature, "outputs")
+        self.inputs, self.outputs = self.host_inputs, self.host_outputs
+        arenas = signature.get("arenas")
+        self.input_slots: tuple[ArenaSlot, ...] = ()
+        self.output_slots: tuple[ArenaSlot, ...] = ()
+        if arenas is not None:
+            self.input_slots, self.output_slots = (
+                _slots(arenas, "inputs"),
+                _slots(arenas, "outputs"),
+            )
+            self.inputs = tuple(slot.spec for slot in self.input_slots)
+            self.outputs = tuple(slot.spec for slot in self.output_slots)
+        self._members: dict[int, list[int]] = {}
+        for k, slot in enumerate(self.input_slots):
+            if slot.offset != NOT_PACKED:
+                self._members.setdefault(slot.host, []).append(k)
+        self._zero_copy: dict[int, tuple[tuple[object, ...], np.ndarray]] = {}
+        if any(None in spec.shape for spec in self.host_outputs):
             raise ValueError(f"'{entry}' has outputs of dynamic shape, which cannot be allocated")
         self.function = getattr(module, signature.get("function", entry))
         self.workspace_bytes = int(signature.get("workspace_bytes", 0))
-        aliases = signature.get("output_aliases") or [None] * len(self.outputs)
+        aliases = signature.get("output_aliases") or [None] * len(self.host_outputs)
         self.output_aliases: tuple[int | None, ...] = tuple(aliases)
         self._per_thread = threading.local()
 
@@ -93,26 +165,86 @@ class Executable:
         """`args` as C-contiguous arrays; ValueError naming the first mismatch."""
         if len(args) != len(self.inputs):
             raise ValueError(f"'{self.entry}' takes {len(self.inputs)} inputs, got {len(args)}")
-        arrays: list[np.ndarray] = []
-        for k, (arg, spec) in enumerate(zip(args, self.inputs, strict=True)):
-            array = np.asarray(arg)
-            where = f"'{self.entry}' input {k} ('{spec.name}')"
-            if array.dtype != spec.dtype:
-                raise ValueError(
-                    f"{where} has dtype {array.dtype.name}, expected {spec.dtype.name}"
-                )
-            matches = len(array.shape) == len(spec.shape) and all(
-                want is None or want == got
-                for want, got in zip(spec.shape, array.shape, strict=False)
+        return [self.check_input(k, arg) for k, arg in enumerate(args)]
+
+    def check_input(self, k: int, arg: object) -> np.ndarray:
+        """Input `k` as a C-contiguous array of its spec; ValueError if it does not fit."""
+        spec = self.inputs[k]
+        array = np.asarray(arg)
+        where = f"'{self.entry}' input {k} ('{spec.name}')"
+        if array.dtype != spec.dtype:
+            raise ValueError(f"{where} has dtype {array.dtype.name}, expected {spec.dtype.name}")
+        matches = len(array.shape) == len(spec.shape) and all(
+            want is None or want == got for want, got in zip(spec.shape, array.shape, strict=False)
+        )
+        if not matches:
+            raise ValueError(
+                f"{where} has shape {_format_shape(array.shape)}, expected {spec.shape_text()}"
             )
-            if not matches:
-                raise ValueError(
-                    f"{where} has shape {_format_shape(array.shape)}, expected {spec.shape_text()}"
-                )
-            if not array.flags.c_contiguous:
-                array = array.copy(order="C")
-            arrays.append(array)
-        return arrays
+        if not array.flags.c_contiguous:
+            array = array.copy(order="C")
+        return array
+
+    def pack_inputs(self, args: Sequence[object]) -> tuple[list[np.ndarray], dict[int, np.ndarray]]:
+        """The host's inputs for the caller's `args`, and the host inputs that are arenas the
+        caller's arrays are views of (passed without a copy), by index."""
+        if len(args) != len(self.inputs):
+            raise ValueError(f"'{self.entry}' takes {len(self.inputs)} inputs, got {len(args)}")
+        host: list[np.ndarray | None] = [None] * len(self.host_inputs)
+        for k, slot in enumerate(self.input_slots):
+            if slot.offset == NOT_PACKED:
+                host[slot.host] = self.check_input(k, args[k])
+        zero_copy: dict[int, np.ndarray] = {}
+        for h, members in self._members.items():
+            given = tuple(args[k] for k in members)
+            cached = self._zero_copy.get(h)
+            if cached is not None and all(a is b for a, b in zip(given, cached[0], strict=True)):
+                host[h] = zero_copy[h] = cached[1]
+                continue
+            arrays = [self.check_input(k, args[k]) for k in members]
+            offsets = [self.input_slots[k].offset for k in members]
+            size = self.host_inputs[h].shape[0] or 0
+            arena = arena_of(arrays, offsets, size)
+            if arena is None:
+                arena = np.empty(size, dtype=self.host_inputs[h].dtype)
+                for array, k in zip(arrays, members, strict=True):
+                    slot = self.input_slots[k]
+                    arena[slot.offset : slot.offset + slot.size] = array.reshape(-1)
+            else:
+                # The same array objects next time are the same views: no check needed.
+                self._zero_copy[h] = (given, arena)
+                zero_copy[h] = arena
+            host[h] = arena
+        missing = [h for h, a in enumerate(host) if a is None]
+        if missing:  # pragma: no cover - codegen lists every host input in "arenas"
+            raise ValueError(f"'{self.entry}': no caller input fills host input {missing[0]}")
+        return [a for a in host if a is not None], zero_copy
+
+    def unpack_outputs(
+        self,
+        outputs: list[np.ndarray],
+        args: Sequence[object],
+        zero_copy: dict[int, np.ndarray],
+    ) -> tuple[np.ndarray, ...]:
+        """The caller's outputs: host outputs, or views of the output arenas (the caller's
+        own arrays where the arena is the donated input arena they are views of)."""
+        own: dict[tuple[int, int, tuple], object] = {}
+        for h, alias in enumerate(self.output_aliases):
+            if alias is not None and outputs[h] is zero_copy.get(alias):
+                for k in self._members[alias]:
+                    slot = self.input_slots[k]
+                    own[(h, slot.offset, slot.spec.shape)] = args[k]
+        results: list[np.ndarray] = []
+        for slot in self.output_slots:
+            arena = outputs[slot.host]
+            if slot.offset == NOT_PACKED:
+                results.append(arena)
+            elif (mine := own.get((slot.host, slot.offset, slot.spec.shape))) is not None:
+                results.append(mine)  # type: ignore[arg-type]
+            else:
+                view = arena[slot.offset : slot.offset + slot.size]
+                results.append(view.reshape(slot.spec.shape))
+        return tuple(results)
 
     def workspace(self) -> np.ndarray:
         """This thread's arena of `workspace_bytes` bytes, allocated on first use."""
@@ -134,15 +266,20 @@ class Executable:
         return array
 
     def __call__(self, *args: object) -> tuple[np.ndarray, ...]:
-        inputs = self.check_inputs(args)
+        if self.input_slots:
+            inputs, zero_copy = self.pack_inputs(args)
+        else:
+            inputs, zero_copy = self.check_inputs(args), {}
         outputs = [
             np.empty(spec.shape, dtype=spec.dtype) if alias is None else self.donated(inputs, alias)
-            for spec, alias in zip(self.outputs, self.output_aliases, strict=True)
+            for spec, alias in zip(self.host_outputs, self.output_aliases, strict=True)
         ]
         if self.workspace_bytes:
             self.function(*inputs, *outputs, self.workspace())
         else:
             self.function(*inputs, *outputs)
+        if self.output_slots:
+            return self.unpack_outputs(outputs, args, zero_copy)
         return tuple(outputs)
 
     def compile_stats(self) -> CompileStats:
@@ -155,4 +292,4 @@ class Executable:
         return f"<Executable {self.entry}({ins}) -> ({outs})>"
 
 
-__all__ = ["ArraySpec", "Executable"]
+__all__ = ["ArenaSlot", "ArraySpec", "Executable", "arena_of"]
