@@ -16,6 +16,8 @@ The function forms (`ts.exp(x)`, `ts.sum(x, dim=1)`, `ts.maximum(a, b)`, ...) ar
 `Tensor` methods of the same name; `ts.max`/`ts.min` reduce (like `Tensor.max`), the
 elementwise forms are `ts.maximum`/`ts.minimum`. `ts.where(c, a, b)` selects.
 `ts.parse_tess(text, filename)` reads the `.tess` language into the same `tess` IR.
+`ts.arena(arrays)` copies arrays into one contiguous buffer and returns views of it, the
+layout a horizontally fused optimizer step (`tess-fuse-horizontal`) reads without a copy.
 
 Every name is loaded on first use (PEP 562), so `import tessc` costs nothing and tools such
 as `tessc-opt`, which import only `tessc.cli`, never load the tracer; Numba loads only when
@@ -32,6 +34,7 @@ _TRACER = "tessc.frontend.tracer"
 _BUILDER = "tessc.frontend.builder"
 _GRAD = "tessc.frontend.grad"
 _TESS_LANG = "tessc.frontend.tess_lang"
+_ARENA = "tessc.frontend.arena"
 
 _EXPORTS: dict[str, str] = {
     "jit": _TRACER,
@@ -51,6 +54,8 @@ _EXPORTS: dict[str, str] = {
     "TessSourceError": _TESS_LANG,
     "grad": _GRAD,
     "value_and_grad": _GRAD,
+    "arena": _ARENA,
+    "arena_buffer": _ARENA,
 }
 
 # The Tensor methods offered as functions: tessc.<name>(x, ...) == x.<name>(...).
