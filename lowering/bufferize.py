@@ -20,7 +20,9 @@ time, walking the single block of each `func.func` in order:
   call whose only use is this `outs`. Otherwise (a function argument, a view, a value with
   other readers) the generic gets a fresh `memref.alloc` initialised by `memref.copy`.
 - `tensor.collapse_shape` / `tensor.expand_shape`: `memref.collapse_shape` /
-  `memref.expand_shape` on the source's buffer: views, no copy.
+  `memref.expand_shape` on the source's buffer: views, no copy. `tensor.extract_slice`
+  (static; from `tess-fuse-horizontal`, a member of an arena): `memref.subview`, whose
+  `strided` layout (offset) the reshaped views of it keep.
 - `func.call`: tensor results become out-params of the call: fresh buffers passed after the
   arguments.
 - `kernel.group` (one future kernel, from `tess-fuse-epilogue`): a group without results
@@ -49,6 +51,7 @@ collected by the generated host code, and reusing buffers is the memory plan's j
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from xdsl.builder import Builder
@@ -61,6 +64,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     MemRefType,
     ModuleOp,
+    StridedLayoutAttr,
     TensorType,
     i64,
 )
@@ -92,6 +96,18 @@ def converted_signature(function_type: FunctionType) -> tuple[list[Attribute], l
     outs = [memref_type_for(t) for t in function_type.outputs.data if isinstance(t, TensorType)]
     results = [t for t in function_type.outputs.data if not isinstance(t, TensorType)]
     return [*inputs, *outs], results
+
+
+def view_type(typ: Attribute, source: SSAValue) -> Attribute:
+    """The type of a reshaped view of `source`: contiguous row-major, at `source`'s offset
+    when `source` is a slice (a `strided` layout with an offset, from `tensor.extract_slice`)."""
+    layout = source.type.layout if isinstance(source.type, MemRefType) else None
+    if not isinstance(typ, TensorType) or not isinstance(layout, StridedLayoutAttr):
+        return convert_type(typ)
+    offset = layout.get_offset()
+    shape = typ.get_shape()
+    strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
+    return MemRefType(typ.element_type, shape, StridedLayoutAttr(strides, offset or 0))
 
 
 def has_tensors(op: Operation) -> bool:
@@ -213,16 +229,18 @@ class FunctionBufferizer:
         elif isinstance(op, tensor.CollapseShapeOp):
             view = memref.CollapseShapeOp(
                 operands=[self.buffer(op.src)],
-                result_types=[convert_type(op.result.type)],
+                result_types=[view_type(op.result.type, self.buffer(op.src))],
                 properties={"reassociation": op.reassociation},
             )
             self.buffers[op.result] = builder.insert(view).result
+        elif isinstance(op, tensor.ExtractSliceOp):
+            self.buffers[op.result] = builder.insert(self.subview(op)).result
         elif isinstance(op, tensor.ExpandShapeOp):
             if op.dynamic_output_shape:
                 raise PassFailedException("tess-bufferize supports static shapes only")
             view = memref.ExpandShapeOp(
                 operands=[self.buffer(op.src), []],
-                result_types=[convert_type(op.result.type)],
+                result_types=[view_type(op.result.type, self.buffer(op.src))],
                 properties={
                     "reassociation": op.reassociation,
                     "static_output_shape": op.static_output_shape,
@@ -246,6 +264,20 @@ class FunctionBufferizer:
         else:
             return False
         return True
+
+    def subview(self, op: tensor.ExtractSliceOp) -> memref.SubviewOp:
+        """`memref.subview` of the source's buffer (static offsets, sizes, strides)."""
+        if op.offsets or op.sizes or op.strides:
+            raise PassFailedException("tess-bufferize supports static slices only")
+        source = self.buffer(op.source)
+        assert isinstance(source.type, MemRefType)
+        return memref.SubviewOp.from_static_parameters(
+            source,
+            source.type,
+            op.static_offsets.get_values(),
+            op.static_sizes.get_values(),
+            op.static_strides.get_values(),
+        )
 
     def bufferize_generic(
         self, builder: Builder, op: GenericOp, allocs: Builder | None = None
