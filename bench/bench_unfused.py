@@ -9,11 +9,12 @@ Two workloads:
 - a matmul `(512, 1024) @ (1024, 512)` in f32: a parallel i-k-j loop nest against BLAS.
 
 Each program is compiled (or loaded from the disk cache) and called once before timing;
-the figure is the median of `--repeat` calls, the contenders timed round-robin so that
-load from other processes hits all of them alike. Ratios are tessc's time over the other's:
-below 1 means tessc is faster. Reproduce with
+the figure is the median over `--rounds` rounds of `--repeat` back-to-back calls, the
+contenders alternating between rounds (see `timed_medians`). Ratios are tessc's time over
+the other's: below 1 means tessc is faster. Reproduce with
 
-    python bench/bench_unfused.py [--sizes 22 23 24] [--repeat 10] [--pipelines cpu-unfused cpu]
+    python bench/bench_unfused.py [--sizes 22 23 24] [--repeat 5] [--rounds 3]
+                                  [--pipelines cpu-unfused cpu]
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ import numpy as np
 
 from tessc.compiler import compile_module
 from tessc.reference import parse_module
+
+PAUSE_S = 0.3
 
 CHAIN = """
 func.func @chain(%x: tensor<{n}xf32>, %w: tensor<{n}xf32>, %b: tensor<{n}xf32>)
@@ -55,17 +58,25 @@ func.func @matmul(%a: tensor<{m}x{k}xf32>, %b: tensor<{k}x{n}xf32>) -> tensor<{m
 """
 
 
-def interleaved_medians(contenders: dict[str, Callable[[], object]], repeat: int) -> dict:
-    """Median ms of each contender, timed round-robin so that load from other processes
-    hits all of them alike (the ratios stay meaningful on a busy machine)."""
-    for function in contenders.values():
-        function()  # warm: compile or load, fault in pages
+def timed_medians(
+    contenders: dict[str, Callable[[], object]], repeat: int, rounds: int
+) -> dict[str, float]:
+    """Median ms of each contender over `rounds` rounds of `repeat` back-to-back calls.
+
+    Rounds alternate the contenders so that load from other processes hits all of them
+    alike; within a round a contender runs alone after a pause, because the thread pools
+    of OpenBLAS, PyTorch and Numba spin for a while after a call and would steal the cores
+    of whoever runs next (measured: NumPy's matmul 5x slower right after PyTorch's).
+    """
     times: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(repeat):
+    for _ in range(rounds):
         for name, function in contenders.items():
-            start = time.perf_counter()
-            function()
-            times[name].append(time.perf_counter() - start)
+            time.sleep(PAUSE_S)
+            function()  # warm: compile or load, fault in pages
+            for _ in range(repeat):
+                start = time.perf_counter()
+                function()
+                times[name].append(time.perf_counter() - start)
     return {name: statistics.median(ts) * 1e3 for name, ts in times.items()}
 
 
@@ -82,7 +93,7 @@ def torch_module() -> Any:
     return torch
 
 
-def bench_chain(n: int, repeat: int, pipelines: list[str]) -> dict:
+def bench_chain(n: int, repeat: int, rounds: int, pipelines: list[str]) -> dict:
     module = parse_module(CHAIN.format(n=n))
     rng = np.random.default_rng(0)
     x, w, b = (rng.uniform(-2, 2, n).astype(np.float32) for _ in range(3))
@@ -97,10 +108,13 @@ def bench_chain(n: int, repeat: int, pipelines: list[str]) -> dict:
     if torch is not None:
         tx, tw, tb = (torch.from_numpy(v) for v in (x, w, b))
         contenders["torch"] = lambda: torch.relu(tx * tw + tb) * torch.sigmoid(tx) - 0.5 * tx
-    return {"workload": f"chain 2^{n.bit_length() - 1}", **interleaved_medians(contenders, repeat)}
+    return {
+        "workload": f"chain 2^{n.bit_length() - 1}",
+        **timed_medians(contenders, repeat, rounds),
+    }
 
 
-def bench_matmul(m: int, k: int, n: int, repeat: int, pipelines: list[str]) -> dict:
+def bench_matmul(m: int, k: int, n: int, repeat: int, rounds: int, pipelines: list[str]) -> dict:
     module = parse_module(MATMUL.format(m=m, k=k, n=n))
     rng = np.random.default_rng(0)
     a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
@@ -115,7 +129,7 @@ def bench_matmul(m: int, k: int, n: int, repeat: int, pipelines: list[str]) -> d
     if torch is not None:
         ta, tb = torch.from_numpy(a), torch.from_numpy(b)
         contenders["torch"] = lambda: torch.matmul(ta, tb)
-    row = {"workload": f"matmul ({m},{k})@({k},{n})", **interleaved_medians(contenders, repeat)}
+    row = {"workload": f"matmul ({m},{k})@({k},{n})", **timed_medians(contenders, repeat, rounds)}
     row["gflops"] = {name: 2 * m * k * n / (row[name] * 1e6) for name in contenders}
     return row
 
@@ -142,7 +156,8 @@ def print_table(rows: list[dict], contenders: list[str]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[22, 23, 24], help="log2 sizes")
-    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=5, help="calls per round")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
         "--pipelines",
         nargs="+",
@@ -160,8 +175,8 @@ def main() -> None:
         f"({numba.config.NUMBA_NUM_THREADS} threads)"
     )
     print(f"# reproduce: python bench/bench_unfused.py {' '.join(sys.argv[1:])}".rstrip())
-    rows = [bench_chain(1 << log2, args.repeat, pipelines) for log2 in args.sizes]
-    matmul = bench_matmul(512, 1024, 512, args.repeat, pipelines)
+    rows = [bench_chain(1 << log2, args.repeat, args.rounds, pipelines) for log2 in args.sizes]
+    matmul = bench_matmul(512, 1024, 512, args.repeat, args.rounds, pipelines)
     rows.append(matmul)
     print_table(rows, [*pipelines, "numpy", "torch"])
     rates = ", ".join(f"{p} {g:.1f}" for p, g in matmul["gflops"].items())
