@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tessc.dialects import tess
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 
 from tessc.compiler import compile_module
+from tessc.dialects import tess
 from tessc.frontend.builder import TessBuilder, build_function, build_module
 from tessc.reference import interpret, parse_module
 from tessc.testing import (

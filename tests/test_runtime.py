@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from tessc.runtime import Executable, cache, load_source
 
 # A generated module in miniature: what codegen emits, without compiling any IR.
