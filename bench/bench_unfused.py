@@ -172,7 +172,9 @@ def main() -> None:
     print(
         f"# {platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}, "
         f"NumPy {np.__version__}, Numba {numba.__version__} "
-        f"({numba.config.NUMBA_NUM_THREADS} threads)"
+        f"({numba.config.NUMBA_NUM_THREADS} threads), load average "
+        f"{os.getloadavg()[0]:.2f} (parallel kernels need every core: on a busy machine they "
+        "wait for the scheduler)"
     )
     print(f"# reproduce: python bench/bench_unfused.py {' '.join(sys.argv[1:])}".rstrip())
     rows = [bench_chain(1 << log2, args.repeat, args.rounds, pipelines) for log2 in args.sizes]
