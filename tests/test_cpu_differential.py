@@ -16,9 +16,10 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 
-from tessc.compiler import compile_module
+from tessc.compiler import STAGES, compile_module, lower
 from tessc.dialects import tess
 from tessc.frontend.builder import TessBuilder, build_function, build_module
+from tessc.pipelines import get_pipeline
 from tessc.reference import interpret, parse_module
 from tessc.testing import (
     assert_results_match,
@@ -249,3 +250,62 @@ def test_large_parallel_elementwise_and_reduction() -> None:
     module = broadcast_expression_module((256, 1), (1, 300), (300,), "f32")
     check(module, pipelines=BOTH)
     check(softmax_module((300, 257), 1, "f32"), pipelines=BOTH)
+
+
+# ---------------------------------------------------------------------------------------
+# tessc.compiler and tessc.pipelines
+# ---------------------------------------------------------------------------------------
+
+LAYER = """
+func.func @layer(%x: tensor<4x3xf32>, %w: tensor<3x5xf32>, %b: tensor<5xf32>)
+    -> tensor<4x5xf32> {
+  %0 = tess.matmul %x, %w : tensor<4x3xf32>, tensor<3x5xf32> -> tensor<4x5xf32>
+  %1 = tess.add %0, %b : tensor<4x5xf32>, tensor<5xf32> -> tensor<4x5xf32>
+  %2 = tess.relu %1 : tensor<4x5xf32>
+  func.return %2 : tensor<4x5xf32>
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("stage", "present", "absent"),
+    [
+        ("tess", "tess.matmul %", "linalg"),
+        ("fused", "linalg.generic", "tess.matmul %"),
+        ("buffers", "memref<4x5xf32>", "tensor<"),
+        ("loops", "scf.parallel", "linalg"),
+        ("numba", "@njit(", "func.func"),
+    ],
+)
+def test_lower_prints_each_stage(stage: str, present: str, absent: str) -> None:
+    module = parse_module(LAYER)
+    before = str(module)
+    text = lower(module, stage)
+    assert present in text and absent not in text
+    assert str(module) == before  # lowering works on a copy
+
+
+def test_pipelines_reach_every_stage_in_order() -> None:
+    assert STAGES == ("tess", "fused", "buffers", "loops", "numba")
+    cpu = get_pipeline("cpu")
+    assert cpu.passes_to("tess") == ""
+    assert cpu.passes_to("fused").startswith("tess-to-linalg,tess-fuse")
+    assert cpu.spec.startswith(cpu.passes_to("buffers"))
+    assert "tess-fuse" not in get_pipeline("cpu-unfused").spec
+    with pytest.raises(ValueError, match="unknown pipeline 'gpu'"):
+        get_pipeline("gpu")
+    with pytest.raises(ValueError, match="unknown stage 'bytes'"):
+        lower(parse_module(LAYER), "bytes")
+    with pytest.raises(ValueError, match="does not reach stage 'loops'"):
+        get_pipeline("reference").passes_to("loops")
+
+
+def test_compile_module_checks_the_entry_and_targets() -> None:
+    module = parse_module(LAYER)
+    with pytest.raises(ValueError, match=r"no function '@dense'.*layer"):
+        compile_module(module, "dense")
+    with pytest.raises(ValueError, match="unknown pipeline"):
+        compile_module(module, "layer", "tpu")
+    args = random_inputs(entry(module), 0)
+    expected = compile_module(module, "layer", "reference")(*args)
+    assert_results_match(compile_module(module, "layer", "cpu")(*args), expected)
