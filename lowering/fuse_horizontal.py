@@ -364,6 +364,8 @@ def classify(op: GenericOp, block: Block, ret: func.ReturnOp) -> Update | str:
             )
         else:
             return f"operand {index} is not an argument of the function"
+    if not arguments:
+        return "reads no tensor argument: nothing to pack"
     if len(set(arguments)) != len(arguments):
         return "one argument at two operand positions"
     returned: list[int] = []
@@ -429,10 +431,10 @@ def _view(value: SSAValue, offset: int, shape: Sequence[int], before: Operation)
     return view.results[0]
 
 
-def _arena_name(values: Sequence[SSAValue], fallback: str) -> str:
+def _arena_name(values: Sequence[SSAValue], suffix: str, fallback: str) -> str:
     """`p_arena` for members `%p0, %p1, ...`; `fallback` when their names share no stem."""
     stem = os.path.commonprefix([v.name_hint or "" for v in values]).rstrip("0123456789_")
-    return f"{stem}_arena" if stem else fallback
+    return f"{stem}_arena{suffix}" if stem else fallback
 
 
 def _shape(value: SSAValue) -> list[int]:
@@ -459,12 +461,12 @@ def plan_arenas(group: Group, number: int) -> tuple[list[Update], list[Arena], l
         total += update.size
     arena_type = TensorType(element_type(updates[0].op), [total])
     inputs = [
-        Arena(members, offsets, arena_type, _arena_name(members, f"arena{number}_{position}"))
+        Arena(members, offsets, arena_type, _arena_name(members, "", f"arena{number}_{position}"))
         for position in range(len(updates[0].arguments))
         for members in [[u.arguments[position] for u in updates]]
     ]
     outputs = [
-        Arena(members, offsets, arena_type, _arena_name(members, f"arena{number}_out{r}"))
+        Arena(members, offsets, arena_type, _arena_name(members, "_new", f"arena{number}_new{r}"))
         for r in range(len(updates[0].op.results))
         for members in [[u.op.results[r] for u in updates]]
     ]
