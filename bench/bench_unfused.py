@@ -15,6 +15,10 @@ the other's: below 1 means tessc is faster. Reproduce with
 
     python bench/bench_unfused.py [--sizes 22 23 24] [--repeat 5] [--rounds 3]
                                   [--pipelines cpu-unfused cpu]
+
+On a machine shared with other work, parallel kernels wait for the scheduler at every
+launch (all their threads must run); prefix `NUMBA_NUM_THREADS=1 OMP_NUM_THREADS=1
+OPENBLAS_NUM_THREADS=1` for stable single-thread ratios.
 """
 
 from __future__ import annotations
