@@ -524,7 +524,7 @@ class FunctionPacker:
         old_args = list(block.args)
         old_attrs = list(function.arg_attrs.data) if function.arg_attrs else []
         attrs: dict[SSAValue, DictionaryAttr] = dict(zip(old_args, old_attrs, strict=False))
-        names = [a.name_hint or f"in{k}" for k, a in enumerate(old_args)]
+        names = _unique_names([a.name_hint or f"in{k}" for k, a in enumerate(old_args)])
         old_returned = list(ret.operands)
         input_slot: dict[SSAValue, tuple[SSAValue, int]] = {}
         output_slot: dict[SSAValue, tuple[SSAValue, int]] = {}
@@ -605,6 +605,18 @@ class FunctionPacker:
                 "input_names": ArrayAttr([StringAttr(n) for n in names]),
             }
         )
+
+
+def _unique_names(names: Sequence[str]) -> list[str]:
+    """`names` with repeats numbered as the printer does (xDSL drops a `_<n>` suffix from
+    name hints, so `params_0, params_1` are both `params`): `params, params_1, ...`."""
+    seen: dict[str, int] = {}
+    unique: list[str] = []
+    for name in names:
+        count = seen.get(name, 0)
+        seen[name] = count + 1
+        unique.append(f"{name}_{count}" if count else name)
+    return unique
 
 
 def _layout_entry(host: int, offset: int, value: SSAValue) -> DenseArrayBase:
