@@ -6,8 +6,10 @@ functions that allocate buffers and call kernels, and `tess.kernel` functions wh
 are `scf.parallel`/`scf.for` nests over `memref.load`/`memref.store`, `arith` and `math`.
 The output is a self-contained Python module:
 
-- every kernel becomes `@njit(parallel=True, cache=True, fastmath=FASTMATH, ...)`; the
-  outermost `scf.parallel` becomes a `prange` loop and every other loop a `range` loop;
+- every kernel becomes `@njit(parallel=True, fastmath=FASTMATH, ...)`; the outermost
+  `scf.parallel` becomes a `prange` loop and every other loop a `range` loop. Only
+  functions nothing else calls get `cache=True`: a host's disk-cache entry holds its
+  kernels (see `_emit_module` for the Numba bug that rules out caching callees);
 - every host function becomes `@njit(cache=True, ...)` so one compiled call runs the whole
   sequence of kernel launches (Python per kernel launch is the cost to remove); serial
   kernels are `inline="always"`: Numba compiles them into the host, one compilation
@@ -874,6 +876,7 @@ def _emit_module(
             raise UnsupportedOpError(op, f"@{op.sym_name.data} has more than one block")
         functions.append(op)
     function_names = _function_names(functions)
+    called = {op.callee.root_reference.data for op in module.walk() if isinstance(op, func.CallOp)}
 
     bodies: list[str] = []
     signatures: list[str] = []
@@ -895,18 +898,23 @@ def _emit_module(
         uses_math |= emitter.uses_math
         uses_prange |= emitter.used_prange
         uses_bitcast |= emitter.uses_bitcast
+        # Only functions no other function calls are cached on disk. Numba writes a broken
+        # cache entry (a segfault when the next process loads it, reproduced with Numba
+        # 0.68) for a function compiled against a parallel callee that was itself loaded
+        # from the disk cache; so callees are never cached, and a cached host always
+        # holds callees compiled with it.
+        options = [] if fn.sym_name.data in called else ["cache=True"]
         if emitter.used_prange:
-            decorator = '@njit(parallel=True, cache=True, fastmath=FASTMATH, error_model="numpy")'
+            options.insert(0, "parallel=True")
         elif is_kernel and inline_serial_kernels:
-            # Inlined into the host, which compiles (and caches) it with its own flags.
-            decorator = '@njit(inline="always", fastmath=FASTMATH, error_model="numpy")'
-        elif is_kernel:
-            decorator = '@njit(cache=True, fastmath=FASTMATH, error_model="numpy")'
-        else:
-            decorator = '@njit(cache=True, fastmath=FASTMATH, error_model="numpy")'
+            # Inlined into the host, which compiles it with its own flags.
+            options = ['inline="always"']
+        if not is_kernel:
             entry = _signature_entry(fn, pyname, arg_names)
             if entry is not None:
                 signatures.append(entry)
+        options += ["fastmath=FASTMATH", 'error_model="numpy"']
+        decorator = f"@njit({', '.join(options)})"
         header = f"{decorator}\ndef {pyname}({', '.join(arg_names)}):"
         bodies.append("\n".join([header, *emitter.lines]))
 

@@ -212,3 +212,69 @@ def test_executable_repr(program: Executable) -> None:
     assert repr(program) == (
         "<Executable scale(x: (2,3) float32, s: () float32) -> ((2,3) float32, (3) float32)>"
     )
+
+
+# A host calling a parallel kernel, as codegen emits it (kernel uncached, host cached).
+PARALLEL_SOURCE = textwrap.dedent(
+    """
+    import numpy as np
+    from numba import njit, prange
+
+    TESSC_SIGNATURES = {
+        "host": {
+            "inputs": [((64, 32), "float64")],
+            "outputs": [((64, 32), "float64")],
+        },
+    }
+
+
+    @njit(parallel=True, error_model="numpy")
+    def host_kernel_0(x, y):
+        for i in prange(64):
+            for j in range(32):
+                y[i, j] = x[i, j] * 2.0 + 1.0
+
+
+    @njit(cache=True, error_model="numpy")
+    def host(x, y):
+        host_kernel_0(x, y)
+    """
+)
+
+# Step "kernel" compiles only the kernel; step "host" runs the program.
+PARALLEL_CHILD = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    from tessc.runtime import Executable, load_source
+    module = load_source(sys.stdin.read())
+    x = np.arange(64 * 32, dtype=np.float64).reshape(64, 32)
+    if sys.argv[1] == "kernel":
+        module.host_kernel_0(x, np.empty_like(x))
+    else:
+        (y,) = Executable(module, "host")(x)
+        assert np.array_equal(y, x * 2 + 1)
+    print(Executable(module, "host").compile_stats().compiled)
+    """
+)
+
+
+def test_cached_host_with_a_parallel_kernel_reloads_in_every_order(tmp_path: Path) -> None:
+    # With the kernel cached too, a host compiled in a process that loaded the kernel from
+    # disk is cached broken and the next process segfaults (Numba 0.68): codegen never
+    # caches callees. Each step is a fresh process.
+    env = dict(os.environ, TESSC_CACHE_DIR=str(tmp_path))
+    env.pop("NUMBA_CACHE_DIR", None)
+    compiled = []
+    for step in ("kernel", "host", "host", "kernel", "host"):
+        result = subprocess.run(
+            [sys.executable, "-c", PARALLEL_CHILD, step],
+            input=PARALLEL_SOURCE,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
+        assert result.returncode == 0, (step, result.stderr[-2000:])
+        compiled.append(int(result.stdout.split()[-1]))
+    assert compiled[2] == compiled[4] == 0  # the host came from the disk cache

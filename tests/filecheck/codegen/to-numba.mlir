@@ -85,7 +85,7 @@ func.func private @f_kernel_1(%t: memref<256x256xf32>, %s: memref<256xf32>) attr
 // CHECK-NEXT:         for c1 in range(256):
 // CHECK-NEXT:             y[c0, c1] = y2[c0, c1]
 
-// CHECK:      @njit(parallel=True, cache=True, fastmath=FASTMATH, error_model="numpy")
+// CHECK:      @njit(parallel=True, fastmath=FASTMATH, error_model="numpy")
 // CHECK-NEXT: def f_kernel_0(x, b, out):
 // CHECK-NEXT:     for i in prange(256):
 // CHECK-NEXT:         for j in range(256):
@@ -102,7 +102,7 @@ func.func private @f_kernel_1(%t: memref<256x256xf32>, %s: memref<256xf32>) attr
 // CHECK-NEXT:             out[i, j] = r
 
 // 256 * 256 iterations: parallel; the carried max starts at -inf, in f32.
-// CHECK:      @njit(parallel=True, cache=True, fastmath=FASTMATH, error_model="numpy")
+// CHECK:      @njit(parallel=True, fastmath=FASTMATH, error_model="numpy")
 // CHECK-NEXT: def f_kernel_1(t, s):
 // CHECK-NEXT:     for i in prange(256):
 // CHECK-NEXT:         acc = np.float32(-np.inf)
