@@ -7,14 +7,15 @@ pass-pipeline string in `xdsl-opt -p` syntax. For `cpu`:
     stage    the module holds                         passes that reach it
     tess     the program as written (levels 1-2)      -
     fused    linalg.generic on tensors (level 3)      tess-to-linalg, tess-fuse,
-                                                      tess-fuse-epilogue
+                                                      tess-fuse-epilogue,
+                                                      tess-fuse-horizontal
     buffers  memrefs, destination-passing (level 4)   tess-bufferize, tess-memory-plan
     loops    host funcs + scf kernels (level 5)       tess-outline-kernels, tess-linalg-to-loops,
                                                       tess-tile, tess-expand-math,
                                                       canonicalize, cse
     numba    Python source for Numba (level 6)        codegen: emit_numba
 
-`cpu-unfused` is `cpu` without the two fusion passes (one kernel per tess op: the baseline
+`cpu-unfused` is `cpu` without the fusion passes (one kernel per tess op: the baseline
 fusion is measured against); `cpu-basic` is the minimal lowering (to-linalg, bufferize,
 outline, loops), to bisect a miscompile to an optional pass. `reference` has no passes:
 its target interprets the `tess` level with NumPy (`tessc.reference.interpret`), the
@@ -75,7 +76,7 @@ class Pipeline:
         return ",".join(step for step in self.passes if step)
 
 
-_FUSE = "tess-to-linalg,tess-fuse,tess-fuse-epilogue"
+_FUSE = "tess-to-linalg,tess-fuse,tess-fuse-epilogue,tess-fuse-horizontal"
 _BUFFERS = "tess-bufferize,tess-memory-plan"
 _LOOPS = "tess-outline-kernels,tess-linalg-to-loops,tess-tile,tess-expand-math,canonicalize,cse"
 _BASIC_LOOPS = "tess-outline-kernels,tess-linalg-to-loops,canonicalize,cse"
