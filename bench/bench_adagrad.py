@@ -100,9 +100,10 @@ def compile_step(module: Any, chunk_size: int | None) -> Callable[..., tuple[np.
     from tessc.lowering.to_numba import emit_numba
     from tessc.runtime import Executable, load_source
 
-    spec = get_pipeline("cpu").spec.replace(
-        "tess-fuse-horizontal", f"tess-fuse-horizontal{{chunk-size={chunk_size}}}"
-    )
+    default = "tess-fuse-horizontal{donated-only=true}"
+    spec = get_pipeline("cpu").spec
+    assert default in spec
+    spec = spec.replace(default, f"{default[:-1]} chunk-size={chunk_size}}}")
     lowered = module.clone()
     run_passes(lowered, spec)
     return Executable(load_source(emit_numba(lowered)), "adagrad")

@@ -206,7 +206,7 @@ class Executable:
             size = self.host_inputs[h].shape[0] or 0
             arena = arena_of(arrays, offsets, size)
             if arena is None:
-                arena = np.empty(size, dtype=self.host_inputs[h].dtype)
+                arena = self.packing_buffer(h, size)
                 for array, k in zip(arrays, members, strict=True):
                     slot = self.input_slots[k]
                     arena[slot.offset : slot.offset + slot.size] = array.reshape(-1)
@@ -219,6 +219,18 @@ class Executable:
         if missing:  # pragma: no cover - codegen lists every host input in "arenas"
             raise ValueError(f"'{self.entry}': no caller input fills host input {missing[0]}")
         return [a for a in host if a is not None], zero_copy
+
+    def packing_buffer(self, h: int, size: int) -> np.ndarray:
+        """A new array for host input `h`'s arena, or, if no output aliases that input
+        (nothing refers to it after the call), this thread's reused one: a fresh large
+        array costs page faults on every call."""
+        dtype = self.host_inputs[h].dtype
+        if h in self.output_aliases:
+            return np.empty(size, dtype=dtype)
+        buffers = self._per_thread.__dict__.setdefault("packing", {})
+        if h not in buffers:
+            buffers[h] = np.empty(size, dtype=dtype)
+        return buffers[h]
 
     def unpack_outputs(
         self,

@@ -119,6 +119,9 @@ def test_sgd_updates_become_one_kernel() -> None:
     shapes = [(i % 5 + 1, 3) if i % 2 else (i + 2,) for i in range(12)]
     module = tessc.trace(sgd, scalar(0.1), arrays(shapes, 0), arrays(shapes, 1)).module
     assert len(kernels(module, "cpu-unfused")) == 2 * len(shapes)  # a mul and a sub each
+    # The cpu pipeline packs only the updates of donated arguments (`donated-only`).
+    assert len(kernels(module)) == len(shapes)
+    donate(module, ("params",))
     (kernel,) = kernels(module)
     fused = lower_module(module, "fused")
     generics = [op for op in fused.walk() if isinstance(op, GenericOp)]
@@ -147,7 +150,7 @@ def test_kernel_count_with_a_given_learning_rate() -> None:
 
     params, grads, states = initial_state()
     module = tessc.trace(step, scalar(0.1), params, grads, states).module
-    assert len(kernels(module)) == 1
+    assert len(kernels(donate(module, ("params", "states")))) == 1
 
 
 # ---------------------------------------------------------------------------------------
@@ -157,11 +160,16 @@ def test_kernel_count_with_a_given_learning_rate() -> None:
 
 def test_sgd_matches_the_reference() -> None:
     shapes = [(3,), (2, 2), (5, 1), (1, 7)]
-    compiled, reference = tessc.jit(sgd), tessc.jit(sgd, target="reference")
     params, grads = arrays(shapes, 3), arrays(shapes, 4)
-    for got, want in zip(
-        compiled(scalar(0.3), params, grads), reference(scalar(0.3), params, grads), strict=True
-    ):
+    # Through tessc.jit (nothing donated: not packed) and donated (packed).
+    expected = tessc.jit(sgd, target="reference")(scalar(0.3), params, grads)
+    for got, want in zip(tessc.jit(sgd)(scalar(0.3), params, grads), expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    module = donate(tessc.trace(sgd, scalar(0.3), params, grads).module, ("params",))
+    program = compile_module(module, "sgd")
+    assert program.input_slots  # packed
+    outputs = program(scalar(0.3), *[p.copy() for p in params], *grads)
+    for got, want in zip(outputs, expected, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
         assert got.shape == want.shape
 
@@ -245,6 +253,20 @@ def test_separate_arrays_are_packed_and_left_unchanged(adagrad_program) -> None:
     assert outputs[0].shape == SHAPES[0] and outputs[1].shape == SHAPES[1]
 
 
+def test_outputs_fed_back_are_passed_without_a_copy(adagrad_program) -> None:
+    params, grads, states = initial_state()
+    outputs = adagrad_program(scalar(1.0), *params, *grads, *states)  # packed
+    new_params, new_states = outputs[: len(SHAPES)], outputs[len(SHAPES) :]
+    args = [scalar(2.0), *new_params, *grads, *new_states]
+    assert sorted(adagrad_program.pack_inputs(args)[1]) == [1, 3]  # views of the arenas
+    expected = numpy_adagrad(1, params, grads, states)
+    expected = numpy_adagrad(2, expected[0], grads, expected[1])
+    again = adagrad_program(*args)
+    assert all(o is a for o, a in zip(again, [*new_params, *new_states], strict=True))
+    for got, want in zip(again, [*expected[0], *expected[1]], strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 def test_views_of_one_buffer_in_another_order_are_packed(adagrad_program) -> None:
     params, grads, states = initial_state()
     reversed_params = tessc.arena(params[::-1])[::-1]  # each at another offset
@@ -287,9 +309,8 @@ def test_chunked_arena_loop() -> None:
 
     shapes = [(7,), (3, 5), (11,)]  # 33 elements: 4 chunks of 9, the last one short
     module = tessc.trace(sgd, scalar(0.5), arrays(shapes, 5), arrays(shapes, 6)).module
-    spec = get_pipeline("cpu").spec.replace(
-        "tess-fuse-horizontal", "tess-fuse-horizontal{chunk-size=9}"
-    )
+    spec = get_pipeline("cpu").spec.replace("donated-only=true", "chunk-size=9")
+    assert "tess-fuse-horizontal{chunk-size=9}" in spec
     lowered = module.clone()
     run_passes(lowered, spec)
     source = emit_numba(lowered, parallel_threshold=0)
@@ -376,3 +397,16 @@ def test_groups_are_reported_and_the_pass_is_idempotent() -> None:
     text = str(module)
     TessFuseHorizontalPass(report=True).apply(make_context(), module)
     assert str(module) == text
+
+
+def test_donated_only_leaves_undonated_updates_apart() -> None:
+    shapes = [(3,), (2, 2)]
+    module = tessc.trace(sgd, scalar(0.1), arrays(shapes, 0), arrays(shapes, 1)).module
+    run_passes(module, "tess-to-linalg,tess-fuse")
+    TessFuseHorizontalPass(report=True, donated_only=True).apply(make_context(), module)
+    reasons = refusals(module)
+    assert len(reasons) == 2 and all("donated-only" in r for r in reasons)
+    donate(module, ("params",))
+    TessFuseHorizontalPass(report=True, donated_only=True).apply(make_context(), module)
+    (function,) = module.ops
+    assert LAYOUT_ATTR in function.attributes
