@@ -32,6 +32,7 @@ copy, the outputs are the caller's own arrays, updated in place.
 
 from __future__ import annotations
 
+import operator
 import threading
 import types
 from collections.abc import Sequence
@@ -160,6 +161,19 @@ class Executable:
         aliases = signature.get("output_aliases") or [None] * len(self.host_outputs)
         self.output_aliases: tuple[int | None, ...] = tuple(aliases)
         self._per_thread = threading.local()
+        self._same_as_input = [self._input_in_place(slot) for slot in self.output_slots]
+
+    def _input_in_place(self, output: ArenaSlot) -> int | None:
+        """The caller input that output `output` is (when its arena is that input's
+        donated arena, passed without a copy): same arena, offset and shape."""
+        alias = self.output_aliases[output.host]
+        if output.offset == NOT_PACKED or alias is None:
+            return None
+        for k in self._members.get(alias, []):
+            slot = self.input_slots[k]
+            if (slot.offset, slot.spec.shape) == (output.offset, output.spec.shape):
+                return k
+        return None
 
     def check_inputs(self, args: Sequence[object]) -> list[np.ndarray]:
         """`args` as C-contiguous arrays; ValueError naming the first mismatch."""
@@ -196,9 +210,9 @@ class Executable:
                 host[slot.host] = self.check_input(k, args[k])
         zero_copy: dict[int, np.ndarray] = {}
         for h, members in self._members.items():
-            given = tuple(args[k] for k in members)
+            given = tuple(map(args.__getitem__, members))
             cached = self._zero_copy.get(h)
-            if cached is not None and all(a is b for a, b in zip(given, cached[0], strict=True)):
+            if cached is not None and all(map(operator.is_, given, cached[0])):
                 host[h] = zero_copy[h] = cached[1]
                 continue
             arrays = [self.check_input(k, args[k]) for k in members]
@@ -240,19 +254,17 @@ class Executable:
     ) -> tuple[np.ndarray, ...]:
         """The caller's outputs: host outputs, or views of the output arenas (the caller's
         own arrays where the arena is the donated input arena they are views of)."""
-        own: dict[tuple[int, int, tuple], object] = {}
-        for h, alias in enumerate(self.output_aliases):
-            if alias is not None and outputs[h] is zero_copy.get(alias):
-                for k in self._members[alias]:
-                    slot = self.input_slots[k]
-                    own[(h, slot.offset, slot.spec.shape)] = args[k]
+        in_place = [
+            alias is not None and outputs[h] is zero_copy.get(alias)
+            for h, alias in enumerate(self.output_aliases)
+        ]
         results: list[np.ndarray] = []
-        for slot in self.output_slots:
+        for slot, k in zip(self.output_slots, self._same_as_input, strict=True):
             arena = outputs[slot.host]
             if slot.offset == NOT_PACKED:
                 results.append(arena)
-            elif (mine := own.get((slot.host, slot.offset, slot.spec.shape))) is not None:
-                results.append(mine)  # type: ignore[arg-type]
+            elif k is not None and in_place[slot.host]:
+                results.append(args[k])  # type: ignore[arg-type]
             else:
                 view = arena[slot.offset : slot.offset + slot.size]
                 results.append(view.reshape(slot.spec.shape))
