@@ -30,6 +30,7 @@ import importlib
 import importlib.util
 from typing import Any
 
+_JIT = "tessc.frontend.jit"
 _TRACER = "tessc.frontend.tracer"
 _BUILDER = "tessc.frontend.builder"
 _GRAD = "tessc.frontend.grad"
@@ -37,11 +38,11 @@ _TESS_LANG = "tessc.frontend.tess_lang"
 _ARENA = "tessc.frontend.arena"
 
 _EXPORTS: dict[str, str] = {
-    "jit": _TRACER,
-    "JitFunction": _TRACER,
+    "jit": _JIT,
+    "JitFunction": _JIT,
     "Tensor": _TRACER,
     "TraceError": _TRACER,
-    "trace": _TRACER,
+    "trace": _JIT,
     "where": _TRACER,
     "full": _TRACER,
     "zeros": _TRACER,

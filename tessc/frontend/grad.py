@@ -2,7 +2,7 @@
 `grad` and `value_and_grad`: gradients of traced Python functions, by the `tess-autodiff` pass.
 
 There is no second autodiff here. `grad(f, argnums)` traces `f` into a `tess` function
-(`tessc.frontend.tracer.trace`), runs `tess-autodiff` on it, and splices the resulting
+(`tessc.frontend.jit.trace`), runs `tess-autodiff` on it, and splices the resulting
 `@f_grad` — primal and backward, all `tess` ops — into the program being traced:
 
 - called inside a trace (within `jit`, or within another `grad`), on `Tensor`s: the
@@ -38,15 +38,14 @@ from xdsl.ir import Operation, SSAValue
 
 from tessc.context import make_context
 from tessc.frontend.builder import TessError, shape_of
-from tessc.frontend.tracer import (
+from tessc.frontend.jit import (
     JitFunction,
-    Tensor,
-    Trace,
     TracedFunction,
-    _flatten,  # the tracer's own argument flattening, so leaf order is the same by design
-    _unflatten,
+    flatten_tree,  # jit's own argument flattening, so leaf order is the same by design
     trace,
+    unflatten_tree,
 )
+from tessc.frontend.tracer import Tensor, Trace
 from tessc.lowering.autodiff import TessAutodiffPass
 
 
@@ -56,7 +55,7 @@ def _is_leaf(value: Any) -> bool:
 
 
 def _contains_tensor(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
-    _, leaves = _flatten((tuple(args), kwargs), _is_leaf, "")
+    _, leaves = flatten_tree((tuple(args), kwargs), _is_leaf, "")
     return any(isinstance(leaf, Tensor) for _, leaf in leaves)
 
 
@@ -81,7 +80,7 @@ def _positional_leaf_ranges(
         kind = parameters[name].kind
         items = value if kind is inspect.Parameter.VAR_POSITIONAL else (value,)
         for item in items:
-            tree, leaves = _flatten(item, _is_leaf, name)
+            tree, leaves = flatten_tree(item, _is_leaf, name)
             positional = kind in (
                 inspect.Parameter.POSITIONAL_ONLY,
                 inspect.Parameter.POSITIONAL_OR_KEYWORD,
@@ -95,11 +94,11 @@ def _positional_leaf_ranges(
 
 def _example(value: Any) -> Any:
     """`value` with each Tensor replaced by zeros of its shape and dtype (to trace with)."""
-    tree, leaves = _flatten(value, _is_leaf, "")
+    tree, leaves = flatten_tree(value, _is_leaf, "")
     examples = [
         np.zeros(leaf.shape, leaf.dtype) if isinstance(leaf, Tensor) else leaf for _, leaf in leaves
     ]
-    return _unflatten(tree, examples)
+    return unflatten_tree(tree, examples)
 
 
 def _live_ops(block_ops: Sequence[Operation], outputs: Sequence[SSAValue]) -> list[Operation]:
@@ -211,7 +210,7 @@ class GradFunction:
 
     def _splice(self, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
         """Trace `fn`, differentiate it, and insert the gradient into the current trace."""
-        _, leaves = _flatten((tuple(args), kwargs), _is_leaf, "")
+        _, leaves = flatten_tree((tuple(args), kwargs), _is_leaf, "")
         outer = next(leaf.trace for _, leaf in leaves if isinstance(leaf, Tensor))
         traced = trace(self.fn, *[_example(a) for a in args], **_example(kwargs))
         wrt = self._wrt_leaves(args, kwargs)
@@ -228,7 +227,7 @@ class GradFunction:
         assert isinstance(gradient, func.FuncOp)
 
         # The gradient function's arguments: the argument leaves, then captured constants.
-        _, argument_leaves = _flatten(_argument_values(self.fn, args, kwargs), _is_leaf, "")
+        _, argument_leaves = flatten_tree(_argument_values(self.fn, args, kwargs), _is_leaf, "")
         inputs = [
             outer.own(leaf)
             if isinstance(leaf, Tensor)
@@ -245,12 +244,12 @@ class GradFunction:
         gradient_tensors = [Tensor(by_result[v], outer) for v in returned[primal_count:]]
         grads, offset = [], 0
         for leaf_range, tree in wrt:
-            grads.append(_unflatten(tree, gradient_tensors[offset : offset + len(leaf_range)]))
+            grads.append(unflatten_tree(tree, gradient_tensors[offset : offset + len(leaf_range)]))
             offset += len(leaf_range)
         grads_out = grads[0] if self.single else tuple(grads)
         if not (self.with_value or self.has_aux):
             return grads_out
-        value = _unflatten(
+        value = unflatten_tree(
             traced.output_tree, [Tensor(by_result[v], outer) for v in returned[:primal_count]]
         )
         if self.with_value:

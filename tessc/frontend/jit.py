@@ -1,0 +1,241 @@
+"""
+`jit`: a Python function on NumPy arrays, traced into `tess` IR once per input signature and
+run compiled.
+
+`jit(f)` runs `f` once per input signature (the shapes and dtypes of its array arguments,
+the values of its other arguments) with `Tensor`s (`tessc.frontend.tracer`) standing in for
+the arrays. Every operator and method of a `Tensor` emits one `tess` op, so the trace is the
+`tess` program of `f`; it is compiled (`tessc.compiler.compile_module`) and cached, and later
+calls with the same signature run the compiled program directly. Constants the trace
+captured are passed, after the user's arrays, on every call.
+
+Arguments may be arrays or (nested) tuples, lists and dicts of them; any other argument
+(a Python number, a string, None) is static: its value is part of the signature and it is
+passed to `f` as is. A function returns a Tensor, or a tuple/list/dict of Tensors.
+`flatten_tree`/`unflatten_tree` take such a nest apart and put it back together; `grad`
+(`tessc.frontend.grad`) flattens with them too, so its leaves come in the tracer's order.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+
+from tessc.frontend.builder import finish_function
+from tessc.frontend.tracer import Tensor, Trace
+
+# ---------------------------------------------------------------------------------------
+# argument structure
+# ---------------------------------------------------------------------------------------
+
+TreeDef: TypeAlias = tuple[Any, ...]
+"""The structure of nested tuples/lists/dicts around the leaves, and the static values."""
+_CONTAINERS = (tuple, list, dict)
+
+
+def flatten_tree(obj: Any, is_leaf: Callable[[Any], bool], path: str) -> tuple[TreeDef, list]:
+    """(structure, [(path, leaf), ...]) of a nest of tuples, lists and dicts."""
+    if is_leaf(obj):
+        return ("leaf",), [(path, obj)]
+    if isinstance(obj, tuple | list):
+        children = [flatten_tree(item, is_leaf, f"{path}_{i}") for i, item in enumerate(obj)]
+        return (type(obj), tuple(c[0] for c in children)), [x for c in children for x in c[1]]
+    if isinstance(obj, dict):
+        keys = sorted(obj, key=repr)
+        children = [flatten_tree(obj[k], is_leaf, f"{path}_{k}") for k in keys]
+        tree = (dict, tuple(keys), tuple(c[0] for c in children))
+        return tree, [x for c in children for x in c[1]]
+    try:
+        hash(obj)
+    except TypeError:
+        raise TypeError(
+            f"argument `{path}` of type {type(obj).__name__} is neither an array nor hashable"
+        ) from None
+    return ("static", type(obj), obj), []
+
+
+def unflatten_tree(tree: TreeDef, leaves: list[Any]) -> Any:
+    """The nest `tree` describes, its leaves taken in order from `leaves`."""
+    iterator = iter(leaves)
+
+    def build(node: TreeDef) -> Any:
+        kind = node[0]
+        if kind == "leaf":
+            return next(iterator)
+        if kind == "static":
+            return node[2]
+        if kind is dict:
+            return {k: build(child) for k, child in zip(node[1], node[2], strict=True)}
+        if kind == "arguments":
+            return [build(child) for child in node[2]]
+        children = [build(child) for child in node[1]]
+        return kind(*children) if hasattr(kind, "_fields") else kind(children)
+
+    return build(tree)
+
+
+# ---------------------------------------------------------------------------------------
+# tracing a function
+# ---------------------------------------------------------------------------------------
+
+
+def _is_array(value: Any) -> bool:
+    return isinstance(value, np.ndarray | np.floating)
+
+
+def _ssa_name(path: str) -> str:
+    name = re.sub(r"[^A-Za-z0-9_$.-]", "_", path)
+    return name if name and not name[0].isdigit() else f"arg{name}"
+
+
+def _symbol_name(fn: Callable) -> str:
+    name = re.sub(r"\W", "_", getattr(fn, "__name__", "") or "")
+    return name if name and not name[0].isdigit() else f"f{name}"
+
+
+@dataclass(frozen=True)
+class Signature:
+    """What a trace depends on: the argument structure, static values and array types."""
+
+    tree: TreeDef
+    arrays: tuple[tuple[tuple[int, ...], str], ...]
+
+
+@dataclass
+class TracedFunction:
+    """One trace of a function: its `tess` module and how to call the compiled entry."""
+
+    module: ModuleOp
+    entry: str
+    signature: Signature
+    constants: tuple[np.ndarray, ...]
+    output_tree: TreeDef
+
+    def ir(self) -> str:
+        return str(self.module)
+
+
+def flatten_arguments(
+    parameters: inspect.Signature, args: Sequence[Any], kwargs: dict[str, Any]
+) -> tuple[Signature, list[tuple[str, np.ndarray]]]:
+    """The call's signature and its array leaves, named by parameter path (`params_w1`)."""
+    bound = parameters.bind(*args, **kwargs)
+    bound.apply_defaults()
+    children = [flatten_tree(value, _is_array, name) for name, value in bound.arguments.items()]
+    tree = ("arguments", tuple(bound.arguments), tuple(c[0] for c in children))
+    arrays: list[tuple[str, np.ndarray]] = []
+    for path, leaf in (leaf for c in children for leaf in c[1]):
+        array = np.asarray(leaf)
+        if array.dtype not in (np.float32, np.float64):
+            raise TypeError(
+                f"argument `{path}` has dtype {array.dtype}; tessc computes in float32 "
+                "and float64 (convert it with .astype)"
+            )
+        arrays.append((path, array))
+    signature = Signature(tree, tuple((a.shape, a.dtype.str) for _, a in arrays))
+    return signature, arrays
+
+
+def trace(fn: Callable, *args: Any, **kwargs: Any) -> TracedFunction:
+    """Trace `fn` on example arguments into a verified `tess` module with one function."""
+    signature, arrays = flatten_arguments(inspect.signature(fn), args, kwargs)
+    return trace_signature(fn, signature, [name for name, _ in arrays])
+
+
+def trace_signature(fn: Callable, signature: Signature, names: Sequence[str]) -> TracedFunction:
+    """Trace `fn` with one input Tensor per array of `signature` (named by `names`)."""
+    tracer = Trace()
+    inputs = [
+        tracer.input(shape, np.dtype(dtype), _ssa_name(name))
+        for (shape, dtype), name in zip(signature.arrays, names, strict=True)
+    ]
+    values = unflatten_tree(signature.tree, inputs)
+    bound = inspect.BoundArguments(
+        inspect.signature(fn), dict(zip(signature.tree[1], values, strict=True))
+    )
+    with tracer:
+        result = fn(*bound.args, **bound.kwargs)
+    output_tree, outputs = flatten_tree(result, lambda v: not isinstance(v, _CONTAINERS), "result")
+    if not outputs or not all(isinstance(tensor, Tensor) for _, tensor in outputs):
+        found = ", ".join(type(v).__name__ for _, v in outputs) or "nothing"
+        raise TypeError(
+            f"`{getattr(fn, '__name__', fn)}` must return a Tensor or a tuple/list/dict of "
+            f"Tensors, got {found}"
+        )
+    tracer.builder.ret(*(tracer.own(tensor) for _, tensor in outputs))
+    entry = _symbol_name(fn)
+    module = ModuleOp([finish_function(entry, tracer.block)])
+    module.verify()
+    return TracedFunction(module, entry, signature, tuple(tracer.constants), output_tree)
+
+
+# ---------------------------------------------------------------------------------------
+# jit
+# ---------------------------------------------------------------------------------------
+
+
+class JitFunction:
+    """A function compiled once per input signature; call it on NumPy arrays."""
+
+    def __init__(self, fn: Callable, *, target: str = "cpu"):
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.target = target
+        self.trace_count = 0
+        self._parameters = inspect.signature(fn)
+        self._traces: dict[Signature, TracedFunction] = {}
+        self._compiled: dict[Signature, Callable[..., tuple[np.ndarray, ...]]] = {}
+
+    def __repr__(self) -> str:
+        return f"<tessc.jit {getattr(self.fn, '__qualname__', self.fn)} target={self.target}>"
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        return self if instance is None else functools.partial(self, instance)
+
+    def _lookup(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple:
+        signature, arrays = flatten_arguments(self._parameters, args, kwargs)
+        traced = self._traces.get(signature)
+        if traced is None:
+            traced = trace_signature(self.fn, signature, [name for name, _ in arrays])
+            self._traces[signature] = traced
+            self.trace_count += 1
+        return traced, [array for _, array in arrays]
+
+    def trace(self, *args: Any, **kwargs: Any) -> TracedFunction:
+        """The (cached) trace for these arguments."""
+        return self._lookup(args, kwargs)[0]
+
+    def ir(self, *args: Any, stage: str = "tess", **kwargs: Any) -> str:
+        """The program for these arguments as text at `stage` ("tess" ... "numba"), as the
+        target's pipeline lowers it (the `cpu` pipeline's for the `reference` target)."""
+        from tessc.compiler import lower
+
+        traced = self.trace(*args, **kwargs)
+        pipeline = "cpu" if self.target == "reference" else self.target
+        return lower(traced.module, stage, pipeline=pipeline)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        traced, arrays = self._lookup(args, kwargs)
+        compiled = self._compiled.get(traced.signature)
+        if compiled is None:
+            from tessc.compiler import compile_module  # loads Numba: only when first called
+
+            compiled = compile_module(traced.module, traced.entry, self.target)
+            self._compiled[traced.signature] = compiled
+        inputs = [np.asarray(a, order="C") for a in arrays]  # keeps rank 0
+        outputs = compiled(*inputs, *traced.constants)
+        return unflatten_tree(traced.output_tree, list(outputs))
+
+
+def jit(fn: Callable | None = None, *, target: str = "cpu") -> Any:
+    """`@jit`, `@jit(target="reference")` or `jit(f, target=...)`."""
+    if fn is None:
+        return lambda f: JitFunction(f, target=target)
+    return JitFunction(fn, target=target)
