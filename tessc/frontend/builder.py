@@ -9,8 +9,10 @@ each, so a program reads like the math it builds:
 
     module = build_module(build_function("f", [tensor_type((4, 3)), tensor_type((3, 2))], body))
 
-Both frontends (the `Tensor` tracer and the `.tess` language) and the autodiff pass's VJP
-rules build through this class, which is why they print identical IR for the same program.
+Both frontends (the `Tensor` tracer and the `.tess` language) build through this class,
+which is why they print identical IR for the same program. The autodiff pass's VJP rules do
+not: `lowering` may not import the front, so `tessc.lowering.vjp_rules` has its own
+`GradEmitter`, which also folds trivial gradient terms as it builds them.
 
 Every method checks shapes and dtypes *before* building the op and raises `TessError` in
 the user's terms ("cannot broadcast (3,4,1) with (3,5)"); the frontends add where it
