@@ -20,8 +20,8 @@ Rules, not luck. Each op has a `PatternKind` (TVM's FuseOps classes, from
 
 - the producer is elementwise, broadcast or injective. A reduction or matmul-like producer
   is not fused into its consumer: an epilogue (bias add, relu) must run after the
-  reduction finishes, which one `linalg.generic` cannot express; that is left to a later
-  grouping op (kernel boundaries at level 3);
+  reduction finishes, which one `linalg.generic` cannot express; `tess-fuse-epilogue`
+  (`tessc.lowering.fuse_epilogue`, next in the pipeline) groups them into one kernel;
 - no work is multiplied: where the consumer visits a producer element more than once (a
   broadcast, or a matmul operand indexed without `j`), only a free producer (copy,
   transpose, constant) may go into a reduction, and only a cheap one (at most
@@ -52,7 +52,6 @@ import math as pymath
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tessc.dialects.tess import PatternKind
 from xdsl.context import Context
 from xdsl.dialects import arith, tensor
 from xdsl.dialects.builtin import (
@@ -78,6 +77,8 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 from xdsl.traits import is_side_effect_free
+
+from tessc.dialects.tess import PatternKind
 
 FUSED_ATTR = "tess.fused"
 REFUSED_ATTR = "tess.fusion_refused"
@@ -250,7 +251,7 @@ def plan_fusion(consumer: GenericOp, index: int, policy: FusionPolicy) -> Fusion
     if kind in (PatternKind.REDUCTION, PatternKind.MATMUL):
         return (
             f"producer is a {kind.name.lower()}: its epilogue must run after the reduction "
-            "finishes, which needs a grouping op, not one linalg.generic"
+            "finishes, which one linalg.generic cannot express (tess-fuse-epilogue groups them)"
         )
     if kind == PatternKind.OPAQUE or (
         isinstance(producer, GenericOp | FillOp) and not producer.results

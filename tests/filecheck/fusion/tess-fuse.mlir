@@ -207,7 +207,7 @@ func.func @saved_activation(%x: tensor<3x4xf32>, %y: tensor<3x4xf32>) -> (tensor
 // CHECK-NEXT:      arith.maximumf
 // REPORT-LABEL: func.func @matmul_bias_relu
 // REPORT:        %m = linalg.generic {{.*}}tess.kind = "matmul", tess.fusion_refused = "operand 0 (tess.neg): would recompute the producer 4 times per element inside a reduction"
-// REPORT:        %r = linalg.generic {{.*}}tess.fused = ["tess.add", "tess.relu"], tess.kind = "broadcast", tess.fusion_refused = "operand 0 (tess.matmul): producer is a matmul: its epilogue must run after the reduction finishes, which needs a grouping op, not one linalg.generic"
+// REPORT:        %r = linalg.generic {{.*}}tess.fused = ["tess.add", "tess.relu"], tess.kind = "broadcast", tess.fusion_refused = "operand 0 (tess.matmul): producer is a matmul: its epilogue must run after the reduction finishes, which one linalg.generic cannot express (tess-fuse-epilogue groups them)"
 func.func @matmul_bias_relu(%x: tensor<2x3xf32>, %w: tensor<3x4xf32>, %b: tensor<4xf32>) -> tensor<2x4xf32> {
   %0 = tensor.empty() : tensor<2x3xf32>
   %n = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%x : tensor<2x3xf32>) outs(%0 : tensor<2x3xf32>) attrs =  {tess.op = "tess.neg"} {
