@@ -26,13 +26,13 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import njit, prange
-from tessc.lowering.expand_math import TessExpandMathPass
 from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp
 from xdsl.ir import SSAValue
 from xdsl.parser import Parser
 
 from tessc.context import make_context
+from tessc.lowering.expand_math import TessExpandMathPass
 
 FASTMATH_VARIANTS: dict[str, set[str] | bool] = {
     "none": False,

@@ -43,8 +43,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
-from tessc.dialects.tess import tensor_shape
-from tessc.lowering.vjp_rules import VJP_RULES, ZERO_GRADIENT_OPS, GradEmitter
 from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import func
@@ -56,6 +54,9 @@ from xdsl.traits import SymbolTable
 from xdsl.transforms.common_subexpression_elimination import cse
 from xdsl.transforms.dead_code_elimination import region_dce
 from xdsl.utils.exceptions import PassFailedException
+
+from tessc.dialects.tess import tensor_shape
+from tessc.lowering.vjp_rules import VJP_RULES, ZERO_GRADIENT_OPS, GradEmitter
 
 
 def _fail(message: str, op: Operation | None = None) -> NoReturn:

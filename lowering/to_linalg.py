@@ -43,8 +43,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tessc.dialects import tess
-from tessc.dialects.tess import Shape, tensor_shape
 from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith, math, tensor
@@ -73,6 +71,9 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 from xdsl.rewriter import InsertPoint
+
+from tessc.dialects import tess
+from tessc.dialects.tess import Shape, tensor_shape
 
 ORIGIN_ATTR = "tess.op"
 """Attribute naming the tess op a generic computes (for fusion reports and readers)."""

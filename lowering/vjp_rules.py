@@ -34,6 +34,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from xdsl.builder import Builder
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Attribute, Operation, SSAValue
+
 from tessc.dialects.tess import (
     AbsOp,
     AddOp,
@@ -70,10 +75,6 @@ from tessc.dialects.tess import (
     reduced_shape,
     tensor_shape,
 )
-from xdsl.builder import Builder
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import TensorType
-from xdsl.ir import Attribute, Operation, SSAValue
 
 Shape = tuple[int, ...]
 Contributions = list[SSAValue | None]

@@ -17,15 +17,15 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tessc.dialects import tess
-from tessc.lowering.autodiff import TessAutodiffPass
-from tessc.lowering.vjp_rules import VJP_RULES
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.context import make_context
+from tessc.dialects import tess
 from tessc.frontend.builder import TessBuilder, build_function, build_module, tensor_type
+from tessc.lowering.autodiff import TessAutodiffPass
+from tessc.lowering.vjp_rules import VJP_RULES
 from tessc.passes import load_pass
 from tessc.reference import find_func, interpret, parse_module
 from tessc.testing import (

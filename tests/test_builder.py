@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tessc.dialects import tess
 from xdsl.dialects import func
 from xdsl.dialects.builtin import Float64Type, TensorType, f32, f64
 from xdsl.ir import SSAValue
 
+from tessc.dialects import tess
 from tessc.frontend.builder import (
     TessBuilder,
     TessError,

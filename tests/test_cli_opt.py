@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from tessc.dialects.tess import AddOp, NegOp
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
@@ -23,6 +22,7 @@ from xdsl.utils.diagnostic import Diagnostic
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.cli.opt import TesscOptMain, main
+from tessc.dialects.tess import AddOp, NegOp
 from tessc.passes import TESS_PASSES
 
 VALID = """\

@@ -16,8 +16,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import pytest
-from tessc.lowering.expand_math import F32_FORMAT, F64_FORMAT, TessExpandMathPass
-from tessc.lowering.to_linalg import TessToLinalgPass
 from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp
 from xdsl.dialects.linalg.ops import GenericOp, YieldOp
@@ -26,6 +24,8 @@ from xdsl.parser import Parser
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.context import make_context
+from tessc.lowering.expand_math import F32_FORMAT, F64_FORMAT, TessExpandMathPass
+from tessc.lowering.to_linalg import TessToLinalgPass
 
 NUMPY_TYPES: dict[str, type[np.generic]] = {
     "f32": np.float32,

@@ -19,11 +19,6 @@ from typing import Any
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-from tessc.dialects import tess
-from tessc.lowering.bufferize import NUM_OUTPUTS_ATTR, TessBufferizePass
-from tessc.lowering.outline_kernels import KERNEL_ATTR, TessOutlineKernelsPass
-from tessc.lowering.to_linalg import TessToLinalgPass, reassociation
-from tessc.lowering.to_loops import TessLinalgToLoopsPass, plan_loop_nest
 from xdsl.dialects import arith, func, memref, scf
 from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType, f32, f64
@@ -52,6 +47,11 @@ from xdsl.parser import Parser
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.context import make_context
+from tessc.dialects import tess
+from tessc.lowering.bufferize import NUM_OUTPUTS_ATTR, TessBufferizePass
+from tessc.lowering.outline_kernels import KERNEL_ATTR, TessOutlineKernelsPass
+from tessc.lowering.to_linalg import TessToLinalgPass, reassociation
+from tessc.lowering.to_loops import TessLinalgToLoopsPass, plan_loop_nest
 from tessc.passes import load_pass
 from tessc.reference import find_func, interpret
 from tessc.testing import assert_results_match, random_inputs, random_program

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tessc.dialects import tess
-from tessc.dialects.tess import broadcast_shapes, reduced_shape
 from xdsl.dialects.builtin import DenseArrayBase, i64
 from xdsl.utils.exceptions import VerifyException
 
+from tessc.dialects import tess
+from tessc.dialects.tess import broadcast_shapes, reduced_shape
 from tessc.reference import (
     find_func,
     interpret,

@@ -6,9 +6,9 @@ import importlib.util
 
 import numpy as np
 import pytest
-from tessc.dialects import tess
 
 import tessc as ts
+from tessc.dialects import tess
 
 RNG = np.random.default_rng(1234)
 HAS_COMPILER = importlib.util.find_spec("tessc.compiler") is not None
