@@ -257,16 +257,12 @@ class BinaryOp(TessOp, abc.ABC):
     rhs = operand_def(TensorType)
     result = result_def(TensorType)
 
-    assembly_format = (
-        "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
-    )
+    assembly_format = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
 
     def __init__(self, lhs: SSAValue | Operation, rhs: SSAValue | Operation):
         lhs, rhs = SSAValue.get(lhs), SSAValue.get(rhs)
         shape = broadcast_shapes(tensor_shape(lhs), tensor_shape(rhs))
-        super().__init__(
-            operands=[lhs, rhs], result_types=[_tensor(shape, _element_type(lhs))]
-        )
+        super().__init__(operands=[lhs, rhs], result_types=[_tensor(shape, _element_type(lhs))])
 
     def verify_(self) -> None:
         _check_float_tensors(self)
@@ -353,9 +349,7 @@ class ReduceOp(TessOp, abc.ABC):
         "`:` type($input) `->` type($result)"
     )
 
-    def __init__(
-        self, input: SSAValue | Operation, dims: Sequence[int], keepdim: bool = False
-    ):
+    def __init__(self, input: SSAValue | Operation, dims: Sequence[int], keepdim: bool = False):
         input = SSAValue.get(input)
         shape = reduced_shape(tensor_shape(input), dims, keepdim)
         super().__init__(
@@ -569,16 +563,12 @@ class MatmulOp(TessOp):
     rhs = operand_def(TensorType)
     result = result_def(TensorType)
 
-    assembly_format = (
-        "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
-    )
+    assembly_format = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
 
     def __init__(self, lhs: SSAValue | Operation, rhs: SSAValue | Operation):
         lhs, rhs = SSAValue.get(lhs), SSAValue.get(rhs)
         shape = matmul_shape(tensor_shape(lhs), tensor_shape(rhs))
-        super().__init__(
-            operands=[lhs, rhs], result_types=[_tensor(shape, _element_type(lhs))]
-        )
+        super().__init__(operands=[lhs, rhs], result_types=[_tensor(shape, _element_type(lhs))])
 
     def verify_(self) -> None:
         _check_float_tensors(self)
