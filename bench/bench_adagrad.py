@@ -17,8 +17,10 @@ over `--params` parameters (default 200) whose sizes are log-uniform in [1e3, 2e
   passes the arenas without a copy and the step updates them in place;
 - `tessc chunk=C`: the same with `tess-fuse-horizontal{chunk-size=C}` (0: one `prange`
   over the whole arena), with `--chunk-sizes`;
-- `tessc packed`: the same program called with separate arrays: the runtime packs the
-  parameters, gradients and states into new arenas on every call (one copy each);
+- `tessc packed`: the same program called with the original separate arrays on every
+  call, the worst case: the runtime packs them into arenas each time (one copy each, and
+  fresh pages for the donated arenas, whose views it returns). A caller that feeds the
+  returned arrays back passes them without a copy from the second call on;
 - `numpy`: per tensor, in place, with preallocated temporaries (six array passes each);
 - `torch foreach=False`, `foreach=True`, `fused=True`: torch.optim.Adagrad's three
   implementations (when torch is importable).
@@ -29,6 +31,24 @@ a pause before each (thread pools spin after a call). Ratios are tessc's time ov
 other's: below 1, tessc is faster. Reproduce with
 
     python bench/bench_adagrad.py [--params 200] [--repeat 10] [--rounds 5] [--chunk-sizes 0 16384]
+
+Measured here (x86_64, 2 cores, Numba 0.68.1, torch 2.13 CPU; 200 parameters, 9.29M floats,
+186 MB moved per step; `--chunk-sizes 0 4096 65536`, load average 0.2):
+
+    contender               ms  GB/s  / numpy  / torch foreach=True  / torch fused=True
+    tessc                 4.48  41.4    0.21x                 0.18x               0.59x
+    tessc chunk=0         4.24  43.8    0.20x                 0.17x               0.56x
+    tessc chunk=4096      4.35  42.8    0.21x                 0.17x               0.57x
+    tessc chunk=65536     4.40  42.3    0.21x                 0.17x               0.58x
+    tessc packed         27.96   6.6    1.33x                 1.09x               3.69x
+    numpy                21.04   8.8    1.00x                 0.82x               2.77x
+    torch foreach=False  19.27   9.6    0.92x                 0.75x               2.54x
+    torch foreach=True   25.60   7.3    1.22x                 1.00x               3.38x
+    torch fused=True      7.58  24.5    0.36x                 0.30x               1.00x
+
+The fused step is 0.5-0.8x torch's fused Adagrad over several runs (the lower end on a busy
+machine); chunk sizes from 0 to 262144 stay within the run-to-run noise (about 10%).
+Lowering and compiling the 200-parameter step takes 3-6 s (trace 0.3 s).
 """
 
 from __future__ import annotations

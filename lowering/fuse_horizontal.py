@@ -52,8 +52,8 @@ when N exceeds it; its loop becomes a `prange` over chunks of that many elements
 unit-stride loop (see codegen). The seed's cache-sized groups keep one clause's data in
 cache for the next clause; here all clauses are one loop body, so each element is read
 once anyway, and chunks only set the scheduling grain. Measured on W4 (200 Adagrad
-parameters, 9.3M floats, bench/bench_adagrad.py): 4096 and 16384 within noise of no
-chunking, 65536 and more 10-20% slower; the default is 16384.
+parameters, 9.3M floats, bench/bench_adagrad.py): chunks of 4096 to 262144 and no chunks
+(0) all within the run-to-run noise (about 10%); the default is 16384.
 
 Only functions no `func.call` calls are rewritten (their signature changes), once (a
 function with `tess.arena_layout` is left alone). Refused, with the reason under `report`:
