@@ -14,6 +14,12 @@ Arguments may be arrays or (nested) tuples, lists and dicts of them; any other a
 passed to `f` as is. A function returns a Tensor, or a tuple/list/dict of Tensors.
 `flatten_tree`/`unflatten_tree` take such a nest apart and put it back together; `grad`
 (`tessc.frontend.grad`) flattens with them too, so its leaves come in the tracer's order.
+
+`jit(f, donate_argnums=(0, 2))` donates positional arguments, as in JAX: every array leaf
+of a donated argument gets the `{tess.donated}` attribute on its argument of the traced
+function, so the compiled program may overwrite it (`tess-memory-plan` aliases an output of
+the same type to it, `tess-fuse-horizontal{donated-only=true}` packs its updates into one
+kernel).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, UnitAttr
 
 from tessc.frontend.builder import finish_function
 from tessc.frontend.tracer import Tensor, Trace
@@ -100,12 +106,18 @@ def _symbol_name(fn: Callable) -> str:
     return name if name and not name[0].isdigit() else f"f{name}"
 
 
+DONATED_ATTR = "tess.donated"
+"""The func-argument attribute of a donated input (`tessc.lowering.memory_plan`)."""
+
+
 @dataclass(frozen=True)
 class Signature:
-    """What a trace depends on: the argument structure, static values and array types."""
+    """What a trace depends on: the argument structure, static values, array types and
+    which array leaves are donated (their indices in `arrays`)."""
 
     tree: TreeDef
     arrays: tuple[tuple[tuple[int, ...], str], ...]
+    donated: tuple[int, ...] = ()
 
 
 @dataclass
@@ -122,14 +134,47 @@ class TracedFunction:
         return str(self.module)
 
 
+def _donated_leaves(
+    parameters: inspect.Signature,
+    bound: inspect.BoundArguments,
+    children: list[tuple[TreeDef, list]],
+    donate_argnums: frozenset[int],
+) -> tuple[int, ...]:
+    """The indices, among all array leaves, of those inside a donated positional argument:
+    a parameter at a donated position (passed by position or keyword) or an element of
+    `*args` at one."""
+    donated: list[int] = []
+    leaf = position = 0
+    for (name, value), (_, leaves) in zip(bound.arguments.items(), children, strict=True):
+        kind = parameters.parameters[name].kind
+        if kind == inspect.Parameter.VAR_POSITIONAL:
+            for item in value:
+                count = len(flatten_tree(item, _is_array, name)[1])
+                if position in donate_argnums:
+                    donated.extend(range(leaf, leaf + count))
+                leaf, position = leaf + count, position + 1
+            continue
+        if kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            if position in donate_argnums:
+                donated.extend(range(leaf, leaf + len(leaves)))
+            position += 1
+        leaf += len(leaves)
+    return tuple(donated)
+
+
 def flatten_arguments(
-    parameters: inspect.Signature, args: Sequence[Any], kwargs: dict[str, Any]
+    parameters: inspect.Signature,
+    args: Sequence[Any],
+    kwargs: dict[str, Any],
+    donate_argnums: frozenset[int] = frozenset(),
 ) -> tuple[Signature, list[tuple[str, np.ndarray]]]:
-    """The call's signature and its array leaves, named by parameter path (`params_w1`)."""
+    """The call's signature and its array leaves, named by parameter path (`params_w1`);
+    the leaves of the positional arguments `donate_argnums` are marked donated."""
     bound = parameters.bind(*args, **kwargs)
     bound.apply_defaults()
     children = [flatten_tree(value, _is_array, name) for name, value in bound.arguments.items()]
     tree = ("arguments", tuple(bound.arguments), tuple(c[0] for c in children))
+    donated = _donated_leaves(parameters, bound, children, donate_argnums) if donate_argnums else ()
     arrays: list[tuple[str, np.ndarray]] = []
     for path, leaf in (leaf for c in children for leaf in c[1]):
         array = np.asarray(leaf)
@@ -139,7 +184,7 @@ def flatten_arguments(
                 "and float64 (convert it with .astype)"
             )
         arrays.append((path, array))
-    signature = Signature(tree, tuple((a.shape, a.dtype.str) for _, a in arrays))
+    signature = Signature(tree, tuple((a.shape, a.dtype.str) for _, a in arrays), donated)
     return signature, arrays
 
 
@@ -171,7 +216,17 @@ def trace_signature(fn: Callable, signature: Signature, names: Sequence[str]) ->
         )
     tracer.builder.ret(*(tracer.own(tensor) for _, tensor in outputs))
     entry = _symbol_name(fn)
-    module = ModuleOp([finish_function(entry, tracer.block)])
+    function = finish_function(entry, tracer.block)
+    if signature.donated:
+        # Captured constants follow the user's arrays; they are never donated.
+        donated = set(signature.donated)
+        function.properties["arg_attrs"] = ArrayAttr(
+            [
+                DictionaryAttr({DONATED_ATTR: UnitAttr()} if k in donated else {})
+                for k in range(len(function.body.block.args))
+            ]
+        )
+    module = ModuleOp([function])
     module.verify()
     return TracedFunction(module, entry, signature, tuple(tracer.constants), output_tree)
 
@@ -182,25 +237,55 @@ def trace_signature(fn: Callable, signature: Signature, names: Sequence[str]) ->
 
 
 class JitFunction:
-    """A function compiled once per input signature; call it on NumPy arrays."""
+    """A function compiled once per input signature; call it on NumPy arrays.
 
-    def __init__(self, fn: Callable, *, target: str = "cpu"):
+    `donate_argnums` (an index or a sequence of indices of positional arguments) lets the
+    compiled program overwrite every array of those arguments, nested ones included: their
+    func arguments carry `{tess.donated}`, an output of the same type may be computed in
+    the donated array itself, and the call may return that very array object. After the
+    call, a donated array's contents are undefined (it may hold an output, or scratch);
+    use only what the call returned. Donation is a permission, not a promise: an output
+    may still be a new array (the `reference` target never aliases), and a donated array
+    that is also passed as another argument is copied first, so results never change.
+    The donated positions are part of each signature (`Signature.donated`).
+    """
+
+    def __init__(
+        self, fn: Callable, *, target: str = "cpu", donate_argnums: int | Sequence[int] = ()
+    ):
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.target = target
+        numbers = (donate_argnums,) if isinstance(donate_argnums, int) else donate_argnums
+        if any(not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in numbers):
+            raise TypeError(f"donate_argnums must be non-negative ints, got {donate_argnums!r}")
+        self.donate_argnums: tuple[int, ...] = tuple(sorted(set(numbers)))
         self.trace_count = 0
         self._parameters = inspect.signature(fn)
+        kinds = [p.kind for p in self._parameters.parameters.values()]
+        positional = sum(k <= inspect.Parameter.POSITIONAL_OR_KEYWORD for k in kinds)
+        if inspect.Parameter.VAR_POSITIONAL not in kinds and any(
+            n >= positional for n in self.donate_argnums
+        ):
+            raise ValueError(
+                f"donate_argnums={self.donate_argnums}: `{getattr(fn, '__name__', fn)}` has "
+                f"{positional} positional parameters"
+            )
         self._traces: dict[Signature, TracedFunction] = {}
         self._compiled: dict[Signature, Callable[..., tuple[np.ndarray, ...]]] = {}
 
     def __repr__(self) -> str:
-        return f"<tessc.jit {getattr(self.fn, '__qualname__', self.fn)} target={self.target}>"
+        donated = f" donate_argnums={self.donate_argnums}" if self.donate_argnums else ""
+        name = getattr(self.fn, "__qualname__", self.fn)
+        return f"<tessc.jit {name} target={self.target}{donated}>"
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         return self if instance is None else functools.partial(self, instance)
 
     def _lookup(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple:
-        signature, arrays = flatten_arguments(self._parameters, args, kwargs)
+        signature, arrays = flatten_arguments(
+            self._parameters, args, kwargs, frozenset(self.donate_argnums)
+        )
         traced = self._traces.get(signature)
         if traced is None:
             traced = trace_signature(self.fn, signature, [name for name, _ in arrays])
@@ -234,8 +319,15 @@ class JitFunction:
         return unflatten_tree(traced.output_tree, list(outputs))
 
 
-def jit(fn: Callable | None = None, *, target: str = "cpu") -> Any:
-    """`@jit`, `@jit(target="reference")` or `jit(f, target=...)`."""
+def jit(
+    fn: Callable | None = None, *, target: str = "cpu", donate_argnums: int | Sequence[int] = ()
+) -> Any:
+    """`@jit`, `@jit(target="reference", donate_argnums=(0, 2))` or `jit(f, ...)`.
+
+    `donate_argnums`: the positional arguments whose arrays the call may overwrite (see
+    `JitFunction`): after the call their contents are undefined; use the returned arrays
+    (for a donated `w` and an output of its type, often `w` itself, updated in place).
+    """
     if fn is None:
-        return lambda f: JitFunction(f, target=target)
-    return JitFunction(fn, target=target)
+        return lambda f: JitFunction(f, target=target, donate_argnums=donate_argnums)
+    return JitFunction(fn, target=target, donate_argnums=donate_argnums)

@@ -1,0 +1,132 @@
+"""`jit(..., donate_argnums=...)`: `{tess.donated}` arguments, in-place updates, one kernel."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import tessc as ts
+
+LR = 0.1
+EPS = 1e-6
+
+
+def sgd(w, g):
+    return w - LR * g
+
+
+def adagrad(params, grads, states):
+    new_params, new_states = [], []
+    for p, g, s in zip(params, grads, states, strict=True):
+        s = s + g * g
+        new_params.append(p - LR * g / (ts.sqrt(s) + EPS))
+        new_states.append(s)
+    return new_params, new_states
+
+
+def numpy_adagrad(params, grads, states):
+    new_states = [s + g * g for g, s in zip(grads, states, strict=True)]
+    new_params = [
+        p - np.float32(LR) * g / (np.sqrt(s) + np.float32(EPS))
+        for p, g, s in zip(params, grads, new_states, strict=True)
+    ]
+    return new_params, new_states
+
+
+def random(shape: tuple[int, ...], seed: int, low: float = -1.0) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(low, 1.0, shape).astype(np.float32)
+
+
+def donated_args(ir: str) -> list[bool]:
+    """Whether each argument of the entry carries `{tess.donated}`, in order."""
+    header = ir[ir.index("func.func") : ir.index("{\n", ir.index("func.func"))]
+    marks = re.findall(r"%[\w$.-]+: tensor<[^>]*>( \{tess\.donated\})?", header)
+    return [bool(mark) for mark in marks]
+
+
+def kernel_count(ir: str) -> int:
+    return len(re.findall(r"func\.func [^\n]*tess\.kernel", ir))
+
+
+def test_sgd_donated_updates_the_callers_array_in_place() -> None:
+    step = ts.jit(sgd, donate_argnums=0)
+    w, g = random((4, 8), 0), random((4, 8), 1)
+    expected = w - np.float32(LR) * g
+    result = step(w, g)
+    assert result is w or np.shares_memory(result, w)
+    np.testing.assert_allclose(result, expected, rtol=1e-6)
+    np.testing.assert_array_equal(g, random((4, 8), 1))  # not donated: unchanged
+
+
+def test_sgd_without_donation_leaves_the_input_unchanged() -> None:
+    step = ts.jit(sgd)
+    w, g = random((4, 8), 0), random((4, 8), 1)
+    result = step(w, g)
+    assert not np.shares_memory(result, w)
+    np.testing.assert_array_equal(w, random((4, 8), 0))
+    np.testing.assert_allclose(result, w - np.float32(LR) * g, rtol=1e-6)
+
+
+def test_tess_ir_marks_every_leaf_of_the_donated_arguments() -> None:
+    @ts.jit(donate_argnums=(0, 2))
+    def step(params, grads, states, scale):
+        return {k: params[k] * scale + grads[k] for k in params}, [s + 1.0 for s in states]
+
+    params = {"a": random((3,), 0), "b": random((2, 2), 1)}
+    grads = {"a": random((3,), 2), "b": random((2, 2), 3)}
+    states = [random((3,), 4)]
+    ir = step.ir(params, grads, states, random((), 5), stage="tess")
+    # params_a, params_b, grads_a, grads_b, states_0, scale
+    assert donated_args(ir) == [True, True, False, False, True, False]
+    assert not any(donated_args(ts.jit(step.fn).ir(params, grads, states, random((), 5))))
+
+
+def test_donation_by_keyword_and_star_args() -> None:
+    def scaled(w, *rest):
+        return w * 2.0, [r + 1.0 for r in rest]
+
+    x, y, z = random((2,), 0), random((2,), 1), random((2,), 2)
+    assert donated_args(ts.jit(scaled, donate_argnums=(0, 2)).ir(x, y, z)) == [True, False, True]
+
+    def keyword(w, g):
+        return w - g
+
+    assert donated_args(ts.jit(keyword, donate_argnums=1).ir(w=x, g=y)) == [False, True]
+
+
+def test_donate_argnums_is_validated() -> None:
+    with pytest.raises(ValueError, match="2 positional parameters"):
+        ts.jit(sgd, donate_argnums=2)
+    with pytest.raises(TypeError, match="non-negative ints"):
+        ts.jit(sgd, donate_argnums=(-1,))
+
+
+def test_donated_and_plain_traces_are_cached_apart() -> None:
+    w, g = random((4, 8), 0), random((4, 8), 1)
+    donating, plain = ts.jit(sgd, donate_argnums=0), ts.jit(sgd)
+    donated_signature = donating.trace(w, g).signature
+    assert donated_signature.donated == (0,)
+    assert plain.trace(w, g).signature != donated_signature
+
+
+def test_adagrad_over_arena_views_is_one_in_place_kernel() -> None:
+    shapes = [(i % 4 + 1, 3) if i % 2 else (i + 2,) for i in range(20)]
+    params = ts.arena([random(s, k) for k, s in enumerate(shapes)])
+    states = ts.arena([np.zeros(s, np.float32) for s in shapes])
+    step = ts.jit(adagrad, donate_argnums=(0, 2))
+    grads0 = [random(s, 100 + k) for k, s in enumerate(shapes)]
+    assert kernel_count(step.ir(params, grads0, states, stage="loops")) == 1
+
+    expected = [p.copy() for p in params], [s.copy() for s in states]
+    for round_ in range(3):
+        grads = [random(s, 100 * round_ + k) for k, s in enumerate(shapes)]
+        expected = numpy_adagrad(expected[0], grads, expected[1])
+        new_params, new_states = step(params, grads, states)
+        got_all, want_all = [*new_params, *new_states], [*expected[0], *expected[1]]
+        for got, want in zip(got_all, want_all, strict=True):
+            np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-6)
+        assert all(np.shares_memory(n, p) for n, p in zip(new_params, params, strict=True))
+        params, states = new_params, new_states
+    assert step.trace_count == 1
