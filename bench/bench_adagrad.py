@@ -10,8 +10,9 @@ gradient g and state sum s (lr 0.01, lr_decay 1e-3, weight_decay 0.01, eps 1e-10
 over `--params` parameters (default 200) whose sizes are log-uniform in [1e3, 2e5] floats
 (seeded). Contenders, all f32 and in place:
 
-- `tessc`: the step written once per parameter in Python, traced (`tessc.trace`), the
-  parameters and states marked `{tess.donated}`, compiled by the `cpu` pipeline:
+- `tessc`: the step written once per parameter in Python, traced by
+  `tessc.jit(adagrad, donate_argnums=(1, 3))` (the parameters and states donated:
+  `{tess.donated}`), compiled by the `cpu` pipeline:
   `tess-fuse` makes each parameter's clauses one generic, `tess-fuse-horizontal` makes the
   200 one kernel over three arenas. The arrays are `tessc.arena` views, so the runtime
   passes the arenas without a copy and the step updates them in place;
@@ -99,20 +100,6 @@ def numpy_step(step: float, params, grads, states, temps) -> None:
         p -= t1
 
 
-def donate(module: Any, prefixes: Sequence[str]) -> None:
-    """Mark the entry's arguments whose names start with `prefixes` `{tess.donated}`."""
-    from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, UnitAttr
-
-    (function,) = module.ops
-    attrs = [
-        DictionaryAttr(
-            {"tess.donated": UnitAttr()} if (a.name_hint or "").startswith(tuple(prefixes)) else {}
-        )
-        for a in function.body.block.args
-    ]
-    function.properties["arg_attrs"] = ArrayAttr(attrs)
-
-
 def compile_step(module: Any, chunk_size: int | None) -> Callable[..., tuple[np.ndarray, ...]]:
     """The cpu pipeline's program, or with `tess-fuse-horizontal{chunk-size=...}`."""
     if chunk_size is None:
@@ -179,8 +166,8 @@ def main() -> None:
     expected = (expected_p, expected_s)
 
     start = time.perf_counter()
-    module = tessc.trace(adagrad, step, params0, grads0, states0).module
-    donate(module, ("params", "states"))
+    jitted = tessc.jit(adagrad, donate_argnums=(1, 3))  # params, states
+    module = jitted.trace(step, params0, grads0, states0).module
     traced = time.perf_counter() - start
     contenders: dict[str, Callable[[], object]] = {}
     for chunk in [None, *args.chunk_sizes]:
