@@ -57,20 +57,19 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from bench_unfused import timed_medians
 
 import tessc
 from tessc.compiler import compile_module
 from tessc.pipelines import get_pipeline, run_passes
 
 LR, LR_DECAY, WEIGHT_DECAY, EPS = 0.01, 1e-3, 0.01, 1e-10
-PAUSE_S = 0.05
 
 
 def adagrad(step: Any, params: list, grads: list, states: list) -> tuple[list, list]:
@@ -114,19 +113,6 @@ def compile_step(module: Any, chunk_size: int | None) -> Callable[..., tuple[np.
     lowered = module.clone()
     run_passes(lowered, spec)
     return Executable(load_source(emit_numba(lowered)), "adagrad")
-
-
-def timed_medians(contenders: dict[str, Callable[[], object]], repeat: int, rounds: int) -> dict:
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(rounds):
-        for name, function in contenders.items():
-            time.sleep(PAUSE_S)
-            function()
-            for _ in range(repeat):
-                start = time.perf_counter()
-                function()
-                times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(ts) * 1e3 for name, ts in times.items()}
 
 
 def check(name: str, params: Sequence[np.ndarray], states: Sequence[np.ndarray], expected) -> None:

@@ -10,10 +10,11 @@ What fusion buys, side by side with NumPy and PyTorch in one run (the fusion iss
   broadcast+sum and `np.matmul` on the same data. Time, and the peak extra memory: the
   static plan's `tess.peak_bytes` for tessc (outputs + arena), tracemalloc's peak for NumPy.
 
-Times are medians of `--repeat` calls timed round-robin (load from other processes hits all
-contenders alike). Ratios are tessc's time over the other's: below 1, tessc is faster.
+Times are medians of `--rounds` rounds of `--repeat` calls, contenders alternating between
+rounds (`bench_unfused.timed_medians`). Ratios are tessc's time over the other's: below 1,
+tessc is faster.
 
-    python bench/bench_fusion.py [--repeat 10] [--no-torch-compile]
+    python bench/bench_fusion.py [--repeat 5] [--rounds 3] [--no-torch-compile]
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from collections.abc import Callable
 
 import numba
 import numpy as np
-from bench_unfused import CHAIN, interleaved_medians, numpy_chain, torch_module
+from bench_unfused import CHAIN, numpy_chain, timed_medians, torch_module
 
 from tessc.compiler import compile_module, lower_module
 from tessc.reference import parse_module
@@ -66,7 +67,7 @@ def traced_peak(function: Callable[[], object]) -> int:
         tracemalloc.stop()
 
 
-def bench_w1(repeat: int, use_torch_compile: bool) -> dict[str, float]:
+def bench_w1(repeat: int, rounds: int, use_torch_compile: bool) -> dict[str, float]:
     n = 1 << 24
     module = parse_module(CHAIN.format(n=n))
     rng = np.random.default_rng(0)
@@ -96,10 +97,10 @@ def bench_w1(repeat: int, use_torch_compile: bool) -> dict[str, float]:
                 contenders["torch.compile"] = lambda: compiled(tx, tw, tb)
             except Exception as error:  # no compiler toolchain: report and go on
                 print(f"# torch.compile unavailable: {type(error).__name__}: {error}")
-    return interleaved_medians(contenders, repeat)
+    return timed_medians(contenders, repeat, rounds)
 
 
-def bench_w2(size: int, repeat: int) -> tuple[dict[str, float], dict[str, int]]:
+def bench_w2(size: int, repeat: int, rounds: int) -> tuple[dict[str, float], dict[str, int]]:
     module = parse_module(SEED_ZIP_REDUCE.format(n=size, k=size, m=size))
     rng = np.random.default_rng(0)
     a = rng.uniform(-1, 1, (size, size, 1)).astype(np.float32)
@@ -117,12 +118,13 @@ def bench_w2(size: int, repeat: int) -> tuple[dict[str, float], dict[str, int]]:
         "numpy broadcast+sum": traced_peak(lambda: (a * b).sum(axis=1)),
         "np.matmul": traced_peak(lambda: a2 @ b2),
     }
-    return interleaved_medians(contenders, repeat), memory
+    return timed_medians(contenders, repeat, rounds), memory
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=5, help="calls per round")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-torch-compile", action="store_true")
     args = parser.parse_args()
     print(
@@ -131,7 +133,7 @@ def main() -> None:
     )
     print(f"# reproduce: python bench/bench_fusion.py {' '.join(sys.argv[1:])}".rstrip())
 
-    w1 = bench_w1(args.repeat, not args.no_torch_compile)
+    w1 = bench_w1(args.repeat, args.rounds, not args.no_torch_compile)
     fused = w1["tessc cpu"]
     print("\nW1  relu(x*w+b)*sigmoid(x)-0.5x, 2^24 f32")
     print(f"{'contender':<18} {'ms':>8} {'tessc cpu / it':>15}")
@@ -139,7 +141,7 @@ def main() -> None:
         print(f"{name:<18} {ms:8.2f} {fused / ms:14.2f}x")
 
     for size in (256, 512):
-        times, memory = bench_w2(size, args.repeat)
+        times, memory = bench_w2(size, args.repeat, args.rounds)
         tessc = times["tessc cpu"]
         print(f"\nW2  seed zip+reduce N=K=M={size} f32")
         print(f"{'contender':<20} {'ms':>8} {'tessc / it':>11} {'peak extra MiB':>15}")
