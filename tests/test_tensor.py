@@ -461,3 +461,55 @@ def test_ir_at_every_stage(stage):
     text = f.ir(data(3, 4), stage=stage)
     assert text.strip()
     assert " = tess." not in text  # no tess op is left
+
+
+def test_steady_state_calls_still_retrace_and_check_on_any_change():
+    """Repeated calls take `JitFunction`'s fast path; any change of structure, shape,
+    dtype, static value, keyword or leaf type must still reach the full path."""
+
+    @ts.jit(target="reference")
+    def step(params, x, scale):
+        return {k: w * scale + x.sum() for k, w in params.items()}, x * 2.0
+
+    params = {"b": data(3), "a": data(3)}
+    x = data(2, 3)
+    for _ in range(5):
+        out, doubled = step(params, x, 0.5)
+    assert step.trace_count == 1
+    assert_close(out["a"], params["a"] * 0.5 + x.sum())
+    assert_close(doubled, 2 * x)
+    step({"a": data(4), "b": data(3)}, x, 0.5)  # a new leaf shape
+    assert step.trace_count == 2
+    step(params, x, 0.5)  # cached
+    step({"a": data(3), "c": data(3)}, x, 0.5)  # same size, other keys
+    assert step.trace_count == 3
+    wide = {k: w.astype(np.float64) for k, w in params.items()}
+    step(wide, x.astype(np.float64), 0.5)  # a new dtype
+    step(params, x, 2)  # an int static: another signature
+    assert step.trace_count == 5
+    step(params, x, scale=0.5)  # a keyword: full path, same signature
+    step(params, np.asfortranarray(x), 0.5)  # not C-contiguous: copied, same signature
+    assert_close(step(params, x[:, ::-1], 0.5)[1], 2 * x[:, ::-1])
+    assert step.trace_count == 5
+    with pytest.raises(TypeError, match="argument `x` has dtype int64"):
+        step(params, np.ones((2, 3), np.int64), 0.5)
+    with pytest.raises(TypeError, match="neither an array nor hashable"):
+        step(params, x, {0.5})
+
+
+@pytest.mark.skipif(not HAS_COMPILER, reason="tessc.compiler is not available yet")
+def test_executable_checks_inputs_after_many_good_calls():
+    from tessc.compiler import compile_module
+
+    traced = ts.jit(lambda x, y: x + y).trace(data(2, 3), data(3))
+    run_compiled = compile_module(traced.module, traced.entry, "cpu")
+    x, y = data(2, 3), data(3)
+    for _ in range(3):
+        assert_close(run_compiled(x, y)[0], x + y)
+    assert_close(run_compiled(np.asfortranarray(x), y)[0], x + y)
+    with pytest.raises(ValueError, match=r"input 0 \('x'\) has shape \(3,2\), expected \(2,3\)"):
+        run_compiled(data(3, 2), y)
+    with pytest.raises(ValueError, match=r"input 1 \('y'\) has dtype float64, expected float32"):
+        run_compiled(x, y.astype(np.float64))
+    with pytest.raises(ValueError, match="takes 2 inputs, got 1"):
+        run_compiled(x)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -232,6 +232,97 @@ def trace_signature(fn: Callable, signature: Signature, names: Sequence[str]) ->
 
 
 # ---------------------------------------------------------------------------------------
+# the steady-state call: no binding, no Signature
+# ---------------------------------------------------------------------------------------
+
+_SIMPLE_STATICS = (int, float, complex, str, bytes, bool, type(None))
+"""Static types whose `==` is cheap and plain, so a fast-path match may use it."""
+
+
+def _match_tree(node: TreeDef, obj: Any, leaves: list[np.ndarray]) -> bool:
+    """Whether `obj` has exactly structure `node` (same container types, keys, static
+    values) with plain ndarrays at its leaves; appends those leaves in flatten order."""
+    kind = node[0]
+    if kind == "leaf":
+        if type(obj) is not np.ndarray:
+            return False
+        leaves.append(obj)
+        return True
+    if kind == "static":
+        # Identity implies equality in the Signature's tuple comparison, too.
+        return type(obj) is node[1] and (
+            obj is node[2] or (node[1] in _SIMPLE_STATICS and obj == node[2])
+        )
+    if kind is dict:
+        if type(obj) is not dict or len(obj) != len(node[1]):
+            return False
+        for key, child in zip(node[1], node[2], strict=True):
+            if key not in obj or not _match_tree(child, obj[key], leaves):
+                return False
+        return True
+    if type(obj) is not kind or len(obj) != len(node[1]):
+        return False
+    return all(_match_tree(child, item, leaves) for child, item in zip(node[1], obj, strict=True))
+
+
+def _tree_builder(node: TreeDef) -> Callable[[Iterator[Any]], Any]:
+    """`unflatten_tree(node, ...)` as a closure over the structure, built once."""
+    kind = node[0]
+    if kind == "leaf":
+        return next
+    if kind == "static":
+        value = node[2]
+        return lambda _: value
+    if kind is dict:
+        keys = node[1]
+        dict_children = [_tree_builder(child) for child in node[2]]
+        return lambda it: {k: build(it) for k, build in zip(keys, dict_children, strict=True)}
+    children = [_tree_builder(child) for child in node[1]]
+    if hasattr(kind, "_fields"):
+        return lambda it: kind(*[build(it) for build in children])
+    return lambda it: kind([build(it) for build in children])
+
+
+@dataclass(frozen=True)
+class _FastPath:
+    """The last signature a `JitFunction` ran, as a plan to check the next call's
+    positional arguments against it directly: `argument_trees` are its arguments'
+    structures, `array_types` the (shape, dtype) of each array leaf."""
+
+    signature: Signature
+    argument_trees: tuple[TreeDef, ...]
+    array_types: tuple[tuple[tuple[int, ...], np.dtype], ...]
+    compiled: Callable[..., tuple[np.ndarray, ...]]
+    constants: tuple[np.ndarray, ...]
+    build_output: Callable[[Iterator[Any]], Any]
+
+    @staticmethod
+    def of(traced: TracedFunction, compiled: Callable[..., Any]) -> _FastPath:
+        return _FastPath(
+            traced.signature,
+            traced.signature.tree[2],
+            tuple((shape, np.dtype(dtype)) for shape, dtype in traced.signature.arrays),
+            compiled,
+            traced.constants,
+            _tree_builder(traced.output_tree),
+        )
+
+    def leaves(self, args: tuple[Any, ...]) -> list[np.ndarray] | None:
+        """The array leaves of `args` if the call has this signature and every leaf is a
+        C-contiguous ndarray (what the full path would pass on unchanged), else None."""
+        leaves: list[np.ndarray] = []
+        for tree, arg in zip(self.argument_trees, args, strict=True):
+            if not _match_tree(tree, arg, leaves):
+                return None
+        if len(leaves) != len(self.array_types):
+            return None
+        for array, (shape, dtype) in zip(leaves, self.array_types, strict=True):
+            if array.shape != shape or array.dtype != dtype or not array.flags.c_contiguous:
+                return None
+        return leaves
+
+
+# ---------------------------------------------------------------------------------------
 # jit
 # ---------------------------------------------------------------------------------------
 
@@ -273,6 +364,11 @@ class JitFunction:
             )
         self._traces: dict[Signature, TracedFunction] = {}
         self._compiled: dict[Signature, Callable[..., tuple[np.ndarray, ...]]] = {}
+        # The fast path takes exactly one positional argument per parameter, nothing else.
+        self._arity = (
+            len(kinds) if all(k <= inspect.Parameter.POSITIONAL_OR_KEYWORD for k in kinds) else -1
+        )
+        self._fast: _FastPath | None = None
 
     def __repr__(self) -> str:
         donated = f" donate_argnums={self.donate_argnums}" if self.donate_argnums else ""
@@ -307,6 +403,12 @@ class JitFunction:
         return lower(traced.module, stage, pipeline=pipeline)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        fast = self._fast
+        if fast is not None and not kwargs and len(args) == self._arity:
+            leaves = fast.leaves(args)
+            if leaves is not None:
+                outputs = fast.compiled(*leaves, *fast.constants)
+                return fast.build_output(iter(outputs))
         traced, arrays = self._lookup(args, kwargs)
         compiled = self._compiled.get(traced.signature)
         if compiled is None:
@@ -316,6 +418,12 @@ class JitFunction:
             self._compiled[traced.signature] = compiled
         inputs = [np.asarray(a, order="C") for a in arrays]  # keeps rank 0
         outputs = compiled(*inputs, *traced.constants)
+        if (
+            not kwargs
+            and len(args) == self._arity
+            and (fast is None or fast.signature is not traced.signature)
+        ):
+            self._fast = _FastPath.of(traced, compiled)
         return unflatten_tree(traced.output_tree, list(outputs))
 
 
