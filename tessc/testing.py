@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from xdsl.dialects import func
 from xdsl.dialects.builtin import Float32Type, Float64Type, ModuleOp, TensorType, f32, f64
@@ -532,7 +533,19 @@ def random_program(
     return module, func_name
 
 
+def compiled_examples(n: int) -> settings:
+    """Hypothesis settings for tests that compile kernels: `n` derandomized examples (the same
+    programs every run, so the on-disk kernel cache makes reruns fast), no deadline."""
+    return settings(
+        max_examples=n,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+
+
 __all__ = [
+    "compiled_examples",
     "MAGNITUDE_LIMIT",
     "MAX_RESULTS",
     "STEP_KINDS",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
@@ -26,6 +26,7 @@ from tessc.testing import (
     broadcastable_pair,
     broadcastable_triple,
     build_single_op_module,
+    compiled_examples,
     matmul_shapes,
     random_inputs,
     random_program,
@@ -37,15 +38,6 @@ from tessc.testing import (
 DTYPES = ["f32", "f64"]
 NUMPY_DTYPES = {"f32": np.float32, "f64": np.float64}
 POSITIVE_INPUTS = {"log", "sqrt", "reciprocal", "div", "pow"}
-
-
-def examples(n: int) -> settings:
-    return settings(
-        max_examples=n,
-        deadline=None,
-        derandomize=True,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
 
 
 def entry(module: ModuleOp) -> func.FuncOp:
@@ -82,7 +74,7 @@ def single_op(name: str, shapes_: list[tuple[int, ...]], dtype: str, **props: ob
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("op", [op.name.removeprefix("tess.") for op in tess.UNARY_OPS])
 @given(shape=shapes(0, 3, 5))
-@examples(2)
+@compiled_examples(2)
 def test_unary(op: str, dtype: str, shape: tuple[int, ...]) -> None:
     check(single_op(op, [shape], dtype), positive=op in POSITIVE_INPUTS)
 
@@ -90,7 +82,7 @@ def test_unary(op: str, dtype: str, shape: tuple[int, ...]) -> None:
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("op", [op.name.removeprefix("tess.") for op in tess.BINARY_OPS])
 @given(pair=broadcastable_pair(0, 3, 4))
-@examples(2)
+@compiled_examples(2)
 def test_binary(op: str, dtype: str, pair: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
     check(single_op(op, list(pair), dtype), positive=op in POSITIVE_INPUTS)
 
@@ -98,7 +90,7 @@ def test_binary(op: str, dtype: str, pair: tuple[tuple[int, ...], tuple[int, ...
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("op", [op.name.removeprefix("tess.") for op in tess.REDUCE_OPS])
 @given(data=st.data())
-@examples(3)
+@compiled_examples(3)
 def test_reduce(op: str, dtype: str, data: st.DataObject) -> None:
     shape = data.draw(shapes(1, 3, 5), label="shape")
     dims = data.draw(reduce_dims(shape, min_size=1), label="dims")
@@ -108,7 +100,7 @@ def test_reduce(op: str, dtype: str, data: st.DataObject) -> None:
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @given(data=st.data())
-@examples(3)
+@compiled_examples(3)
 def test_reshape(dtype: str, data: st.DataObject) -> None:
     shape = data.draw(shapes(0, 3, 4), label="shape")
     size = int(np.prod(shape))
@@ -119,7 +111,7 @@ def test_reshape(dtype: str, data: st.DataObject) -> None:
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @given(data=st.data())
-@examples(3)
+@compiled_examples(3)
 def test_permute(dtype: str, data: st.DataObject) -> None:
     shape = data.draw(shapes(2, 3, 4), label="shape")
     dims = data.draw(st.permutations(range(len(shape))), label="dims")
@@ -128,7 +120,7 @@ def test_permute(dtype: str, data: st.DataObject) -> None:
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @given(pair=broadcastable_pair(0, 3, 4))
-@examples(3)
+@compiled_examples(3)
 def test_broadcast_to(dtype: str, pair: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
     source, other = pair
     target = tess.broadcast_shapes(source, other)
@@ -137,21 +129,21 @@ def test_broadcast_to(dtype: str, pair: tuple[tuple[int, ...], tuple[int, ...]])
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @given(shape=shapes(0, 3, 4), value=st.sampled_from([0.0, -1.5, 3.25]))
-@examples(2)
+@compiled_examples(2)
 def test_fill(dtype: str, shape: tuple[int, ...], value: float) -> None:
     check(single_op("fill", [], dtype, value=value, type=(shape, dtype)))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @given(triple=broadcastable_triple(0, 3, 4))
-@examples(3)
+@compiled_examples(3)
 def test_select(dtype: str, triple: tuple[tuple[int, ...], ...]) -> None:
     check(single_op("select", list(triple), dtype))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @given(pair=matmul_shapes(max_batch_rank=1, max_side=5))
-@examples(4)
+@compiled_examples(4)
 def test_matmul(dtype: str, pair: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
     check(single_op("matmul", list(pair), dtype))
 
@@ -190,7 +182,7 @@ func.func @mlp(%x: {t(batch, features)}, %w1: {t(features, hidden)}, %b1: {t(hid
 @THRESHOLDS
 @pytest.mark.parametrize("dtype", DTYPES)
 @given(sizes=st.tuples(*(st.integers(1, 9) for _ in range(4))))
-@examples(2)
+@compiled_examples(2)
 def test_mlp_forward(dtype: str, parallel_threshold: int, sizes: tuple[int, ...]) -> None:
     module = mlp_module(*sizes, dtype)
     check(module, pipelines=BOTH, parallel_threshold=parallel_threshold)
@@ -207,7 +199,7 @@ def softmax_module(shape: tuple[int, ...], dim: int, dtype: str) -> ModuleOp:
 @THRESHOLDS
 @pytest.mark.parametrize("dtype", DTYPES)
 @given(data=st.data())
-@examples(2)
+@compiled_examples(2)
 def test_softmax(dtype: str, parallel_threshold: int, data: st.DataObject) -> None:
     shape = data.draw(shapes(1, 3, 6), label="shape")
     dim = data.draw(st.integers(0, len(shape) - 1), label="dim")
@@ -229,7 +221,7 @@ def broadcast_expression_module(
 @THRESHOLDS
 @pytest.mark.parametrize("dtype", DTYPES)
 @given(triple=broadcastable_triple(1, 4, 5))
-@examples(3)
+@compiled_examples(3)
 def test_broadcast_heavy_expression(
     dtype: str, parallel_threshold: int, triple: tuple[tuple[int, ...], ...]
 ) -> None:
@@ -239,7 +231,7 @@ def test_broadcast_heavy_expression(
 
 @pytest.mark.parametrize("pipeline", [*BOTH, "cpu-basic"])
 @given(program=random_program(max_ops=6))
-@examples(8)
+@compiled_examples(8)
 def test_random_programs(pipeline: str, program: tuple[ModuleOp, str]) -> None:
     module, _ = program
     check(module, pipelines=(pipeline,), parallel_threshold=0)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from xdsl.dialects import func, scf
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
@@ -44,18 +44,15 @@ from tessc.lowering.to_loops import (
 )
 from tessc.pipelines import get_pipeline, run_passes
 from tessc.reference import interpret
-from tessc.testing import assert_results_match, random_inputs, random_program, tensor_type
+from tessc.testing import (
+    assert_results_match,
+    compiled_examples,
+    random_inputs,
+    random_program,
+    tensor_type,
+)
 
 DTYPES = ["f32", "f64"]
-
-
-def examples(n: int) -> settings:
-    return settings(
-        max_examples=n,
-        deadline=None,
-        derandomize=True,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
 
 
 def parse(text: str) -> ModuleOp:
@@ -501,7 +498,7 @@ SIDES = st.integers(1, 7)
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @given(sizes=st.tuples(SIDES, SIDES, SIDES))
-@examples(4)
+@compiled_examples(4)
 def test_dense_relu_matches_reference(dtype: str, sizes: tuple[int, int, int]) -> None:
     module = dense_relu(*sizes, dtype)
     check(module, parallel_threshold=0)
@@ -509,7 +506,7 @@ def test_dense_relu_matches_reference(dtype: str, sizes: tuple[int, int, int]) -
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @given(data=st.data())
-@examples(4)
+@compiled_examples(4)
 def test_softmax_matches_reference(dtype: str, data: st.DataObject) -> None:
     shape = data.draw(st.lists(SIDES, min_size=1, max_size=3).map(tuple), label="shape")
     dim = data.draw(st.integers(0, len(shape) - 1), label="dim")
@@ -517,19 +514,19 @@ def test_softmax_matches_reference(dtype: str, data: st.DataObject) -> None:
 
 
 @given(sizes=st.tuples(SIDES, SIDES))
-@examples(3)
+@compiled_examples(3)
 def test_layer_norm_matches_reference(sizes: tuple[int, int]) -> None:
     check(layer_norm(*sizes, "f64"), parallel_threshold=0)
 
 
 @given(sizes=st.tuples(SIDES, SIDES, SIDES, SIDES))
-@examples(3)
+@compiled_examples(3)
 def test_mlp_matches_reference(sizes: tuple[int, int, int, int]) -> None:
     check(mlp(*sizes), parallel_threshold=0)
 
 
 @given(sizes=st.tuples(st.integers(1, 3), SIDES, SIDES, SIDES))
-@examples(3)
+@compiled_examples(3)
 def test_batched_matmul_epilogue_matches_reference(sizes: tuple[int, int, int, int]) -> None:
     check(batched_matmul_sigmoid(*sizes), parallel_threshold=0)
 
@@ -541,13 +538,13 @@ def test_large_shapes_with_default_codegen() -> None:
 
 
 @given(program=random_program(min_ops=3, max_ops=8, kinds=("unary", "binary", "reduce", "matmul")))
-@examples(25)
+@compiled_examples(25)
 def test_random_reduction_programs(program: tuple[ModuleOp, str]) -> None:
     check(program[0], parallel_threshold=0)
 
 
 @given(program=random_program(max_ops=7))
-@examples(15)
+@compiled_examples(15)
 def test_random_programs(program: tuple[ModuleOp, str]) -> None:
     check(program[0], parallel_threshold=0)
 
@@ -558,7 +555,7 @@ def test_random_programs_form_groups() -> None:
     found = 0
 
     @given(program=strategy)
-    @examples(25)
+    @compiled_examples(25)
     def count(program: tuple[ModuleOp, str]) -> None:
         nonlocal found
         found += bool(groups(grouped(program[0])))
