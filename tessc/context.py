@@ -33,6 +33,9 @@ def register_tess_dialects(ctx: Context) -> None:
     apply_xdsl_fixes()
     ctx.register_dialect("tess", _load_tess)
     ctx.register_dialect("kernel", _load_kernel)
+    from tessc.dialects.gpu_memory import AddressSpaceAttr
+
+    ctx.load_attr_or_type(AddressSpaceAttr)  # `#gpu.address_space`, which xDSL's gpu lacks
 
 
 def make_context(*, allow_unregistered: bool = False) -> Context:
