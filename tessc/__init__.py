@@ -73,8 +73,14 @@ def _available(name: str) -> bool:
     return module is not None and (module != _GRAD or importlib.util.find_spec(_GRAD) is not None)
 
 
+_SUBMODULES = ("optim",)
+"""Subpackages offered as attributes (`tessc.optim.Adam`), imported on first use."""
+
+
 def __getattr__(name: str) -> Any:
-    if name in _FUNCTION_FORMS:
+    if name in _SUBMODULES:
+        value = importlib.import_module(f"tessc.{name}")
+    elif name in _FUNCTION_FORMS:
         from tessc.frontend.tracer import tensor_function
 
         value = tensor_function(name)
@@ -90,4 +96,4 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
 
-__all__ = sorted([*(name for name in _EXPORTS if _available(name)), *_FUNCTION_FORMS])
+__all__ = sorted([*(name for name in _EXPORTS if _available(name)), *_FUNCTION_FORMS, *_SUBMODULES])
