@@ -9,6 +9,10 @@ The compiler's front door: print a program at any stage, or compile it to a call
   source and load it through the runtime's disk cache; `reference` interprets the `tess`
   level with NumPy.
 
+A program compiled once is found again, in any later process, without running the compiler:
+`compile_module` looks its key up in the warm-start index first (see `compile_module`).
+Every phase (each pass, codegen, loading) is timed in the active `tessc.timing` report.
+
 The caller's module is never modified: every lowering works on a clone.
 """
 
@@ -23,6 +27,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.printer import Printer
 
+from tessc import timing
 from tessc.pipelines import IR_STAGES, STAGES, get_pipeline, run_passes
 
 Outputs = tuple[np.ndarray, ...]
@@ -39,8 +44,10 @@ def lower_module(module: ModuleOp, stage: str, *, pipeline: str = "cpu") -> Modu
     spec = get_pipeline(pipeline).passes_to(stage)
     module.verify()
     lowered = module.clone()
-    run_passes(lowered, spec)
-    lowered.verify()
+    with timing.phase("passes"):
+        run_passes(lowered, spec)
+    with timing.phase("verify"):
+        lowered.verify()
     return lowered
 
 
@@ -51,7 +58,9 @@ def numba_source(module: ModuleOp, *, pipeline: str = "cpu", **codegen_options: 
         raise ValueError(f"pipeline '{pipeline}' does not generate code")
     from tessc.lowering.to_numba import emit_numba
 
-    return emit_numba(lower_module(module, "loops", pipeline=pipeline), **codegen_options)
+    lowered = lower_module(module, "loops", pipeline=pipeline)
+    with timing.phase("codegen"):
+        return emit_numba(lowered, **codegen_options)
 
 
 def lower(module: ModuleOp, stage: str, *, pipeline: str = "cpu", **codegen_options: Any) -> str:
@@ -89,12 +98,23 @@ class ReferenceProgram:
 
 
 def compile_module(
-    module: ModuleOp, entry: str, target: str = "cpu", **codegen_options: Any
+    module: ModuleOp,
+    entry: str,
+    target: str = "cpu",
+    *,
+    warm_start: bool = True,
+    **codegen_options: Any,
 ) -> Callable[..., Outputs]:
     """`entry` of `module` compiled by pipeline `target`, as a callable on NumPy arrays.
 
     The callable checks its inputs (count, shapes, dtypes: ValueError naming the argument)
     and returns a tuple of new output arrays.
+
+    With `warm_start`, a program compiled before (by any process sharing the cache
+    directory) skips the compiler: its key (`tessc.program_key`: the module's text, the
+    pipeline, codegen options, the compiler's sources and library versions) finds the
+    generated module in the warm-start index (`tessc.runtime.program_cache`), so only
+    loading remains.
     """
     pipeline = get_pipeline(target)
     if pipeline.target == "reference":
@@ -102,10 +122,23 @@ def compile_module(
             raise ValueError(f"target '{target}' takes no codegen options")
         return ReferenceProgram(module, entry)
     _check_entry(module, entry)
-    from tessc.runtime import Executable, load_source
+    from tessc.runtime import Executable, load_source, program_cache
 
-    source = numba_source(module, pipeline=target, **codegen_options)
-    return Executable(load_source(source), entry)
+    key = source = None
+    if warm_start:
+        with timing.phase("warm-start lookup"):
+            from tessc.program_key import program_key
+
+            key = program_key(print_module(module), target, pipeline.spec, codegen_options)
+            source = program_cache.lookup(key)
+    hit = source is not None
+    if source is None:
+        source = numba_source(module, pipeline=target, **codegen_options)
+    with timing.phase("load module"):
+        loaded = load_source(source)
+    if key is not None and not hit:
+        program_cache.record(key, source)
+    return Executable(loaded, entry)
 
 
 def run(module: ModuleOp, entry: str, args: Sequence[np.ndarray], target: str = "cpu") -> Outputs:

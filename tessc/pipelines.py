@@ -41,6 +41,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.transforms import get_all_passes
 
+from tessc import timing
 from tessc.passes import pass_loaders
 
 STAGES: tuple[str, ...] = ("tess", "fused", "buffers", "loops", "numba")
@@ -133,7 +134,10 @@ def run_passes(module: ModuleOp, spec: str, ctx: Context | None = None) -> None:
         from tessc.context import make_context
 
         ctx = make_context()
-    PassPipeline.parse_spec(available_passes(), spec).apply(ctx, module)
+    # One pass at a time, as `PassPipeline.apply` does, each a phase of the timing report.
+    for module_pass in PassPipeline.parse_spec(available_passes(), spec).passes:
+        with timing.phase(module_pass.name):
+            module_pass.apply(ctx, module)
 
 
 __all__ = [

@@ -61,6 +61,7 @@ from xdsl.utils.mlir_lexer import MLIRTokenKind
 from xdsl.utils.target import Target
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+from tessc import timing
 from tessc.context import register_tess_dialects
 from tessc.passes import pass_loaders
 
@@ -325,6 +326,12 @@ class TesscOptMain(xDSLOptMain):
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
         arg_parser.prog = "tessc-opt"
+        arg_parser.add_argument(
+            "--timing",
+            action="store_true",
+            help="print the wall time of parsing, each pass, verification and output to "
+            "stderr (like mlir-opt -mlir-timing)",
+        )
 
     # parsing ---------------------------------------------------------------------------
 
@@ -377,8 +384,21 @@ class TesscOptMain(xDSLOptMain):
         self, previous: ModulePass | None, module: ModuleOp, next: ModulePass | None
     ) -> None:
         """Verify (with a location), time and print between passes, like xdsl-opt."""
+        report = timing.active()
+        if previous is not None and report is not None:
+            report.add(previous.name, time.perf_counter() - self._pass_start)
         if self.args.time_passes and previous is not None:
             print(f"Pass {previous.name} took {time.perf_counter() - self._pass_start} seconds")
+        with timing.phase("(verify)"):
+            self._verify_between(module, previous)
+        if previous is not None and next is not None and self.args.print_between_passes:
+            print(f"IR after {previous.name}:")
+            Printer(stream=sys.stdout).print_op(module)
+            print("\n\n\n")
+        self._current_pass = next
+        self._pass_start = time.perf_counter()
+
+    def _verify_between(self, module: ModuleOp, previous: ModulePass | None) -> None:
         if not self.args.disable_verify:
             if previous is None:
                 verify_located(module)
@@ -389,12 +409,6 @@ class TesscOptMain(xDSLOptMain):
                     raise PassOutputVerifyError(
                         str(error), failing_op(error), previous.name
                     ) from None
-        if previous is not None and next is not None and self.args.print_between_passes:
-            print(f"IR after {previous.name}:")
-            Printer(stream=sys.stdout).print_op(module)
-            print("\n\n\n")
-        self._current_pass = next
-        self._pass_start = time.perf_counter()
 
     def apply_passes(self, prog: ModuleOp) -> None:
         self._current_pass = None
@@ -404,6 +418,12 @@ class TesscOptMain(xDSLOptMain):
 
     def run(self) -> int:
         """Process every input chunk; the exit status (1 if any reported an error)."""
+        if self.args.timing:
+            with timing.reporting("tessc-opt"):
+                return self._run_all()
+        return self._run_all()
+
+    def _run_all(self) -> int:
         try:
             chunks, file_extension = self.prepare_input()
         except (OSError, ValueError) as error:
@@ -440,10 +460,13 @@ class TesscOptMain(xDSLOptMain):
         self, chunk: IO[bytes], file_extension: str, offset: int, output: IO[str]
     ) -> int:
         try:
-            module = self.parse_chunk(chunk, file_extension, offset)
+            with timing.phase("parse"):
+                module = self.parse_chunk(chunk, file_extension, offset)
             if module is not None:
-                self.apply_passes(module)
-                output.write(self.output_resulting_program(module))
+                with timing.phase("passes"):
+                    self.apply_passes(module)
+                with timing.phase("output"):
+                    output.write(self.output_resulting_program(module))
             output.flush()
             return 0
         except ParseError as error:

@@ -20,6 +20,8 @@ of a donated argument gets the `{tess.donated}` attribute on its argument of the
 function, so the compiled program may overwrite it (`tess-memory-plan` aliases an output of
 the same type to it, `tess-fuse-horizontal{donated-only=true}` packs its updates into one
 kernel).
+
+`TESSC_TIMING=1` prints a `tessc.timing` report for every call that traces or compiles.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Any, TypeAlias
 import numpy as np
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, UnitAttr
 
+from tessc import timing
 from tessc.frontend.builder import finish_function
 from tessc.frontend.tracer import Tensor, Trace
 
@@ -384,7 +387,8 @@ class JitFunction:
         )
         traced = self._traces.get(signature)
         if traced is None:
-            traced = trace_signature(self.fn, signature, [name for name, _ in arrays])
+            with timing.phase("trace"):
+                traced = trace_signature(self.fn, signature, [name for name, _ in arrays])
             self._traces[signature] = traced
             self.trace_count += 1
         return traced, [array for _, array in arrays]
@@ -409,15 +413,18 @@ class JitFunction:
             if leaves is not None:
                 outputs = fast.compiled(*leaves, *fast.constants)
                 return fast.build_output(iter(outputs))
-        traced, arrays = self._lookup(args, kwargs)
-        compiled = self._compiled.get(traced.signature)
-        if compiled is None:
-            from tessc.compiler import compile_module  # loads Numba: only when first called
+        with timing.report_if_enabled(f"jit {getattr(self.fn, '__qualname__', '?')}"):
+            traced, arrays = self._lookup(args, kwargs)
+            compiled = self._compiled.get(traced.signature)
+            first_call = compiled is None
+            if compiled is None:
+                from tessc.compiler import compile_module  # loads Numba: only when first called
 
-            compiled = compile_module(traced.module, traced.entry, self.target)
-            self._compiled[traced.signature] = compiled
-        inputs = [np.asarray(a, order="C") for a in arrays]  # keeps rank 0
-        outputs = compiled(*inputs, *traced.constants)
+                compiled = compile_module(traced.module, traced.entry, self.target)
+                self._compiled[traced.signature] = compiled
+            inputs = [np.asarray(a, order="C") for a in arrays]  # keeps rank 0
+            with timing.phase("first call (Numba: compile or load, run)" if first_call else "call"):
+                outputs = compiled(*inputs, *traced.constants)
         if (
             not kwargs
             and len(args) == self._arity
