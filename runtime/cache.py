@@ -1,5 +1,6 @@
 """
-The on-disk kernel cache: generated Python source, stored under the hash of its content.
+The on-disk kernel cache: generated Python source, stored under the hash of its content,
+and Numba's compiled code for it, trusted only through tessc's own checksums.
 
 `load_source(source)` turns the Numba source that codegen produced into a live module:
 
@@ -15,28 +16,58 @@ The on-disk kernel cache: generated Python source, stored under the hash of its 
    its compiled functions in `__pycache__` beside the file (or `$NUMBA_CACHE_DIR`): a
    second process running the same program compiles nothing.
 
+Numba's own cache files (`<module>.<function>-<line>.pyXY.nbi`, the index of a function's
+compiled signatures, and `....<n>.nbc`, pickled machine code) are not checked by Numba: one
+flipped bit gives a wrong answer or a crash on every later run. So tessc keeps its own
+index of them, `tessc_<hash>.sums` beside the source file: a JSON map from each Numba cache
+file of the module to its SHA-256. Each cached dispatcher's `FunctionCache` is wrapped
+(`_guard_numba_cache`):
+
+- before Numba loads a function from disk, every one of its cache files on disk must be
+  in the index with its checksum; if one is not (corrupt, truncated, written by a process
+  that died before indexing it, or an unexpected directory) all of that function's files
+  are deleted and Numba compiles it again — corruption costs a compilation, never a wrong
+  answer. If they cannot be deleted, caching is switched off for that function;
+- after Numba saves a function (it writes each file atomically), the checksums of its
+  files replace the function's entries in the index, written atomically in turn.
+
+Cache directory faults — a read-only or unwritable directory, a file where the directory
+should be, a directory where a cache file should be — never stop a program: the module is
+executed from memory with Numba's disk caching off, after one `CacheWarning` naming the
+directory. A populated read-only cache is still used (its files verify; nothing is written).
+
 Within one process a source is loaded once; the same module object comes back on every
 later call. `STATS` counts what happened (files written, reused, repaired; modules
-imported), and `numba_compile_stats(module)` reports the Numba compilations and disk-cache
-hits of a module's functions, so tests can observe that nothing was compiled.
+imported; Numba functions discarded; in-memory fallbacks), and `numba_compile_stats(module)`
+reports the Numba compilations and disk-cache hits of a module's functions, so tests can
+observe that nothing was compiled.
 
-The runtime never reads IR: this module depends on the standard library only (Numba is
-looked at, not imported, by `numba_compile_stats`).
+The runtime never reads IR: this module depends on the standard library only (Numba's
+dispatchers are looked at and wrapped, not imported).
 """
 
 from __future__ import annotations
 
+import builtins
 import hashlib
+import json
 import os
 import sys
 import tempfile
 import threading
 import types
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 HEADER_PREFIX = "# tessc-sha256: "
 MODULE_PREFIX = "tessc_"
+SUMS_SUFFIX = ".sums"
+
+
+class CacheWarning(UserWarning):
+    """The kernel cache directory cannot be used; programs are compiled in memory."""
 
 
 @dataclass
@@ -47,6 +78,8 @@ class CacheStats:
     repaired: int = 0  # files rewritten because they failed verification
     reused: int = 0  # verified files used as they were
     imported: int = 0  # modules executed (at most once per source per process)
+    discarded: int = 0  # Numba cache entries (one function's files) failing their checksums
+    in_memory: int = 0  # modules executed without a disk cache (directory faults)
 
 
 @dataclass(frozen=True)
@@ -59,7 +92,8 @@ class CompileStats:
 
 STATS = CacheStats()
 _loaded: dict[str, types.ModuleType] = {}
-_lock = threading.Lock()
+_lock = threading.RLock()
+_warned: set[str] = set()
 
 
 def source_hash(source: str) -> str:
@@ -96,7 +130,7 @@ def _verified(path: Path, digest: str) -> bool:
 
 def _write_atomically(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".py", dir=path.parent)
+    fd, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=path.suffix, dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
@@ -108,8 +142,22 @@ def _write_atomically(path: Path, text: str) -> None:
         raise
 
 
+def _warn_once(directory: Path, error: BaseException, consequence: str) -> None:
+    key = str(directory)
+    if key in _warned:
+        return
+    _warned.add(key)
+    reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
+    warnings.warn(
+        f"tessc: cannot use the kernel cache directory '{directory}' ({reason}); {consequence}",
+        CacheWarning,
+        stacklevel=4,
+    )
+
+
 def store_source(source: str, cache_dir: Path | None = None) -> Path:
-    """Make sure the verified file for `source` exists; return its path."""
+    """Make sure the verified file for `source` exists; return its path (OSError when the
+    directory cannot hold it)."""
     digest = source_hash(source)
     path = cache_path(source, cache_dir)
     if _verified(path, digest):
@@ -125,30 +173,174 @@ def store_source(source: str, cache_dir: Path | None = None) -> Path:
 
 
 def load_source(source: str, cache_dir: Path | None = None) -> types.ModuleType:
-    """The module for `source`, stored in (or reused from) the content-hashed disk cache."""
+    """The module for `source`, stored in (or reused from) the content-hashed disk cache,
+    or executed from memory when the cache directory cannot be used."""
     path = cache_path(source, cache_dir)
-    key = str(path.resolve())
+    key = str(path.absolute())
     with _lock:
         module = _loaded.get(key)
         if module is not None:
             return module
-        path = store_source(source, cache_dir)
-        module_name = path.stem
-        module = types.ModuleType(module_name)
-        module.__file__ = str(path)
-        # Registered before executing so that Numba (and pickling) can find the module.
-        sys.modules[module_name] = module
         try:
-            # The header is a comment: compiling the whole file text keeps line numbers
-            # (in tracebacks and Numba's messages) equal to the file's.
-            text = _file_text(source, source_hash(source))
-            exec(compile(text, str(path), "exec"), module.__dict__)
-        except BaseException:
-            del sys.modules[module_name]
-            raise
-        STATS.imported += 1
+            path = store_source(source, cache_dir)
+        except OSError as error:
+            _warn_once(path.parent, error, "compiling in memory")
+            module = _execute(source, path, on_disk=False)
+        else:
+            module = _execute(source, path, on_disk=True)
         _loaded[key] = module
         return module
+
+
+def _execute(source: str, path: Path, *, on_disk: bool) -> types.ModuleType:
+    module_name = path.stem
+    module = types.ModuleType(module_name)
+    if on_disk:
+        module.__file__ = str(path)
+    else:
+        # Numba cannot cache a function without a source file (it raises at decoration):
+        # the module's own `from numba import njit` gets an njit that never caches.
+        module.__dict__["__builtins__"] = dict(vars(builtins), __import__=_uncached_import)
+        STATS.in_memory += 1
+    # Registered before executing so that Numba (and pickling) can find the module.
+    sys.modules[module_name] = module
+    try:
+        # The header is a comment: compiling the whole file text keeps line numbers
+        # (in tracebacks and Numba's messages) equal to the file's.
+        text = _file_text(source, source_hash(source))
+        exec(compile(text, str(path), "exec"), module.__dict__)
+    except BaseException:
+        del sys.modules[module_name]
+        raise
+    if on_disk:
+        sums = path.with_suffix(SUMS_SUFFIX)
+        for value in vars(module).values():
+            _guard_numba_cache(value, sums)
+    STATS.imported += 1
+    return module
+
+
+# ---------------------------------------------------------------------------------------
+# Numba's cache files, checked against tessc's index
+# ---------------------------------------------------------------------------------------
+
+
+def _uncached_import(name: str, *args: Any, **kwargs: Any) -> Any:
+    module = builtins.__import__(name, *args, **kwargs)
+    return _UncachedNumba(module) if name == "numba" else module
+
+
+class _UncachedNumba:
+    """`numba` as seen by a module executed from memory: `njit`/`jit` never cache."""
+
+    def __init__(self, numba: types.ModuleType):
+        self._numba = numba
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._numba, name)
+        if name not in ("njit", "jit"):
+            return value
+
+        def uncached(*args: Any, **options: Any) -> Any:
+            options["cache"] = False
+            return value(*args, **options)
+
+        return uncached
+
+
+def _sha256(path: str) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
+def _function_files(function_cache: Any) -> list[str]:
+    """The Numba cache files of one function on disk: its `.nbi` and every `.nbc`."""
+    directory = function_cache._cache_path
+    base = function_cache._cache_file._index_name.removesuffix(".nbi")
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    return sorted(
+        os.path.join(directory, name)
+        for name in names
+        if name == base + ".nbi"
+        or (name.startswith(base + ".") and name.endswith(".nbc") and ".tmp." not in name)
+    )
+
+
+def _read_sums(sums: Path) -> dict[str, str]:
+    try:
+        data = json.loads(sums.read_text(encoding="utf-8"))
+        files = data["files"]
+        if isinstance(files, dict) and all(isinstance(v, str) for v in files.values()):
+            return files
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return {}
+
+
+def _files_verify(files: list[str], sums: dict[str, str]) -> bool:
+    try:
+        return all(sums.get(path) == _sha256(path) for path in files)
+    except OSError:
+        return False
+
+
+def _discard(files: list[str]) -> bool:
+    """Delete `files`; whether none is left."""
+    for path in files:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return False
+    return True
+
+
+def _guard_numba_cache(dispatcher: Any, sums: Path) -> None:
+    """Wrap the disk cache of `dispatcher` (a Numba dispatcher with `cache=True`) so that it
+    loads only files whose checksums are in `sums`, and records them there when it saves."""
+    function_cache = getattr(dispatcher, "_cache", None)
+    if not all(
+        hasattr(function_cache, attribute)
+        for attribute in ("load_overload", "save_overload", "disable", "_cache_path")
+    ) or not hasattr(getattr(function_cache, "_cache_file", None), "_index_name"):
+        return  # not a Numba disk cache (NullCache: caching is off)
+    load, save = function_cache.load_overload, function_cache.save_overload
+
+    def load_overload(sig: Any, target_context: Any) -> Any:
+        with _lock:
+            files = _function_files(function_cache)
+            if files and not _files_verify(files, _read_sums(sums)):
+                STATS.discarded += 1
+                if not _discard(files):
+                    function_cache.disable()
+                    return None
+        return load(sig, target_context)
+
+    def save_overload(sig: Any, data: Any) -> None:
+        try:
+            save(sig, data)
+        except OSError as error:  # the directory went away or read-only since decoration
+            _warn_once(Path(function_cache._cache_path), error, "compiled kernels are not kept")
+            function_cache.disable()
+            return
+        with _lock:
+            files = _function_files(function_cache)
+            base = function_cache._cache_file._index_name.removesuffix(".nbi")
+            prefix = os.path.join(function_cache._cache_path, base + ".")
+            recorded = {k: v for k, v in _read_sums(sums).items() if not k.startswith(prefix)}
+            try:
+                recorded.update((path, _sha256(path)) for path in files)
+                _write_atomically(sums, json.dumps({"files": recorded}, indent=1) + "\n")
+            except OSError as error:
+                # Unindexed files are discarded by the next process: correct, not cached.
+                _warn_once(sums.parent, error, "compiled kernels are not kept")
+
+    function_cache.load_overload = load_overload
+    function_cache.save_overload = save_overload
 
 
 def numba_compile_stats(module: types.ModuleType) -> CompileStats:
@@ -167,6 +359,7 @@ def numba_compile_stats(module: types.ModuleType) -> CompileStats:
 __all__ = [
     "STATS",
     "CacheStats",
+    "CacheWarning",
     "CompileStats",
     "cache_path",
     "default_cache_dir",
