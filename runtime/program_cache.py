@@ -96,15 +96,20 @@ def record(key: str, source: str, cache_dir: Path | None = None) -> None:
     """Remember that `key` compiles to `source`, which is stored in the kernel cache too
     (again, if a module loaded earlier in this process has lost its file since)."""
     path = index_path(key, cache_dir)
-    store_source(source, cache_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    try:
+        store_source(source, cache_dir)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    except OSError:
+        return  # an unusable cache directory: `load_source` warned and compiled in memory
     try:
         with os.fdopen(fd, "w", encoding="ascii") as handle:
             handle.write(source_hash(source) + "\n")
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as error:
         Path(temporary).unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            return
         raise
     STATS.recorded += 1
 

@@ -194,3 +194,26 @@ def test_a_populated_read_only_cache_is_used(tmp_path: Path) -> None:
     # they cannot write, so Numba compiles, and that is the one warning.
     assert report["reused"] == 1 and report["in_memory"] == 0 and report["written"] == 0
     warned_once(report, directory)
+
+
+def test_tessc_run_with_a_file_for_a_cache_directory(tmp_path: Path) -> None:
+    # The warm-start index (runtime/program_cache.py) lives in the same directory.
+    program = tmp_path / "double.mlir"
+    program.write_text(
+        "func.func @double(%a: tensor<3xf32>) -> tensor<3xf32> {\n"
+        "  %0 = tess.add %a, %a : tensor<3xf32>, tensor<3xf32> -> tensor<3xf32>\n"
+        "  func.return %0 : tensor<3xf32>\n}\n"
+    )
+    blocker = tmp_path / "cache"
+    blocker.write_text("")
+    env = dict(os.environ, TESSC_CACHE_DIR=str(blocker))
+    result = subprocess.run(
+        [sys.executable, "-m", "tessc.cli.run", str(program)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("output 0 (3) float32")
+    assert result.stderr.count("CacheWarning") == 1 and str(blocker) in result.stderr
