@@ -24,6 +24,10 @@ TESS_PASSES: dict[str, str] = {
     "tess-linalg-to-loops": "tessc.lowering.to_loops:TessLinalgToLoopsPass",
     "tess-tile": "tessc.lowering.tile:TessTilePass",
     "tess-expand-math": "tessc.lowering.expand_math:TessExpandMathPass",
+    "tess-gpu-partition": "tessc.lowering.gpu_partition:TessGpuPartitionPass",
+    "tess-gpu-contract": "tessc.lowering.gpu_contract:TessGpuContractPass",
+    "tess-gpu-reduce": "tessc.lowering.gpu_reduce:TessGpuReducePass",
+    "tess-gpu-map": "tessc.lowering.gpu_map:TessGpuMapPass",
 }
 
 

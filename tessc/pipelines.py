@@ -15,6 +15,20 @@ pass-pipeline string in `xdsl-opt -p` syntax. For `cpu`:
                                                       canonicalize, cse
     numba    Python source for Numba (level 6)        codegen: emit_numba
 
+`cuda` shares the front (tess, fused, buffers) and then maps each kernel onto the GPU
+(lowering/GPU_LEVEL.md is the level's contract with the CUDA code generator):
+
+    stage    the module holds                         passes that reach it
+    gpu      host funcs launching `gpu.func`s of      tess-outline-kernels,
+             one `gpu.module @kernels` (level 5g)     tess-gpu-partition, tess-gpu-contract,
+                                                      tess-gpu-reduce, tess-gpu-map,
+                                                      canonicalize, cse
+    numba    Python source for Numba's CUDA target    codegen: emit_cuda
+
+It has no `loops` stage: the GPU passes read the outlined linalg kernels directly, where a
+reduction's combiner and a contraction's operands are still explicit, and build each
+thread's loops themselves (CPU tiling and polynomial math are not for GPUs).
+
 `cpu-unfused` is `cpu` without the fusion passes (one kernel per tess op: the baseline
 fusion is measured against); `cpu-basic` is the minimal lowering (to-linalg, bufferize,
 outline, loops), to bisect a miscompile to an optional pass. `reference` has no passes:
@@ -45,10 +59,13 @@ from tessc import timing
 from tessc.passes import pass_loaders
 
 STAGES: tuple[str, ...] = ("tess", "fused", "buffers", "loops", "numba")
-"""Every stage `tessc.compiler.lower` can print, in pipeline order."""
+"""The CPU pipelines' stages, in pipeline order."""
 
-IR_STAGES: tuple[str, ...] = STAGES[:-1]
-"""The stages that are IR (the last one, `numba`, is Python source)."""
+GPU_STAGES: tuple[str, ...] = ("tess", "fused", "buffers", "gpu", "numba")
+"""The `cuda` pipeline's stages, in pipeline order."""
+
+IR_STAGES: tuple[str, ...] = ("tess", "fused", "buffers", "loops", "gpu")
+"""Every stage that is IR (the last one of each pipeline, `numba`, is Python source)."""
 
 
 @dataclass(frozen=True)
@@ -57,15 +74,21 @@ class Pipeline:
 
     name: str
     passes: tuple[str, ...]
-    target: str  # "numba": compiled by codegen + runtime; "reference": interpreted
+    target: str  # "numba"/"cuda": compiled by codegen + runtime; "reference": interpreted
     description: str
+    all_stages: tuple[str, ...] = STAGES
 
     @property
     def stages(self) -> tuple[str, ...]:
         """The stages this pipeline reaches (a `reference` pipeline stays at `tess`)."""
         if self.target == "reference":
-            return STAGES[:1]
-        return STAGES
+            return self.all_stages[:1]
+        return self.all_stages
+
+    @property
+    def ir_stage(self) -> str:
+        """The last IR stage, the code generator's input."""
+        return self.stages[-2] if len(self.stages) > 1 else self.stages[0]
 
     def passes_to(self, stage: str) -> str:
         """The pass-pipeline string that takes a `tess` module to IR stage `stage`."""
@@ -73,7 +96,7 @@ class Pipeline:
             raise ValueError(f"unknown IR stage '{stage}' (choose from {', '.join(IR_STAGES)})")
         if stage not in self.stages:
             raise ValueError(f"pipeline '{self.name}' does not reach stage '{stage}'")
-        steps = self.passes[: IR_STAGES.index(stage)]
+        steps = self.passes[: self.stages.index(stage)]
         return ",".join(step for step in steps if step)
 
     @property
@@ -86,6 +109,7 @@ _FUSE = "tess-to-linalg,tess-fuse,tess-fuse-epilogue,tess-fuse-horizontal{donate
 _BUFFERS = "tess-bufferize,tess-memory-plan"
 _LOOPS = "tess-outline-kernels,tess-linalg-to-loops,tess-tile,tess-expand-math,canonicalize,cse"
 _BASIC_LOOPS = "tess-outline-kernels,tess-linalg-to-loops,canonicalize,cse"
+_GPU = "tess-outline-kernels,tess-gpu-partition,tess-gpu-map,canonicalize,cse"
 
 PIPELINES: dict[str, Pipeline] = {
     pipeline.name: pipeline
@@ -107,6 +131,13 @@ PIPELINES: dict[str, Pipeline] = {
             ("tess-to-linalg", "tess-bufferize", _BASIC_LOOPS),
             "numba",
             "the minimal lowering: no fusion, memory plan, tiling or math expansion",
+        ),
+        Pipeline(
+            "cuda",
+            (_FUSE, _BUFFERS, _GPU),
+            "cuda",
+            "fused, memory-planned kernels mapped onto the GPU (Numba CUDA)",
+            GPU_STAGES,
         ),
         Pipeline("reference", (), "reference", "the NumPy reference interpreter"),
     )
@@ -141,6 +172,7 @@ def run_passes(module: ModuleOp, spec: str, ctx: Context | None = None) -> None:
 
 
 __all__ = [
+    "GPU_STAGES",
     "IR_STAGES",
     "PIPELINES",
     "STAGES",
