@@ -102,7 +102,7 @@ def trip_count(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:
 # ---------------------------------------------------------------------------------------
 
 
-class _FunctionEmitter(OpEmitter):
+class FunctionEmitter(OpEmitter):
     """Emits the body of one `func.func` as indented Python lines: its loops, branches and
     calls here, the arith, math and memref ops between them by `OpEmitter`."""
 
@@ -360,7 +360,7 @@ def _has_parallel_loop(fn: func.FuncOp) -> bool:
     return any(isinstance(op, scf.ParallelOp) for op in fn.walk())
 
 
-def _signature_entry(fn: func.FuncOp, pyname: str, arg_names: Sequence[str]) -> str | None:
+def signature_entry(fn: func.FuncOp, pyname: str, arg_names: Sequence[str]) -> str | None:
     """The `TESSC_SIGNATURES` entry of a host function: memref args in, no results."""
     arg_types = fn.function_type.inputs.data
     if fn.function_type.outputs.data or not all(isinstance(t, MemRefType) for t in arg_types):
@@ -429,7 +429,7 @@ def _aliased_input(fn: func.FuncOp, index: int) -> int | None:
     return int(attr.value.data) if isinstance(attr, IntegerAttr) else None
 
 
-def _function_names(functions: Sequence[func.FuncOp]) -> dict[str, str]:
+def python_function_names(functions: Sequence[func.FuncOp]) -> dict[str, str]:
     names: dict[str, str] = {}
     taken = set(RESERVED_NAMES)
     for fn in functions:
@@ -476,7 +476,7 @@ def _emit_module(
         if len(op.body.blocks) > 1:
             raise UnsupportedOpError(op, f"@{op.sym_name.data} has more than one block")
         functions.append(op)
-    function_names = _function_names(functions)
+    function_names = python_function_names(functions)
     called = {op.callee.root_reference.data for op in module.walk() if isinstance(op, func.CallOp)}
 
     bodies: list[str] = []
@@ -490,7 +490,7 @@ def _emit_module(
             and _has_parallel_loop(fn)
             and static_work(fn.body.block) >= parallel_threshold
         )
-        emitter = _FunctionEmitter(fn, function_names, parallel)
+        emitter = FunctionEmitter(fn, function_names, parallel)
         attr = fn.attributes.get(NUM_OUTPUTS_ATTR)
         num_outputs = int(attr.value.data) if isinstance(attr, IntegerAttr) else 0
         arg_names = emitter.argument_names(0 if is_kernel else num_outputs)
@@ -511,7 +511,7 @@ def _emit_module(
             # Inlined into the host, which compiles it with its own flags.
             options = ['inline="always"']
         if not is_kernel:
-            entry = _signature_entry(fn, pyname, arg_names)
+            entry = signature_entry(fn, pyname, arg_names)
             if entry is not None:
                 signatures.append(entry)
         options += ["fastmath=FASTMATH", 'error_model="numpy"']

@@ -7,11 +7,28 @@ tessc's runtime: runs the Python/Numba source that codegen produced, reading no 
 - `program_cache.lookup(key)`/`record(key, source)`: the warm-start index, from a key the
   front computes for a program to the generated source it compiled to;
 - `executor.Executable(module, entry)`: the entry function, called on NumPy arrays,
-  checked against the module's `TESSC_SIGNATURES`, returning a tuple of outputs.
+  checked against the module's `TESSC_SIGNATURES`, returning a tuple of outputs;
+- `cuda.CudaExecutable(module, entry)`: the same for a CUDA module (`TESSC_TARGET = "cuda"`),
+  on host or device arrays (imported only for such a module: Numba's CUDA target is an
+  optional extra);
+- `executable(module, entry)`: whichever of the two the module's target needs.
 """
+
+from types import ModuleType
+from typing import Any
 
 from tessc.runtime import program_cache
 from tessc.runtime.cache import load_source
 from tessc.runtime.executor import Executable
 
-__all__ = ["Executable", "load_source", "program_cache"]
+
+def executable(module: ModuleType, entry: str) -> Any:
+    """The callable for host function `entry` of a loaded module, for its target."""
+    if getattr(module, "TESSC_TARGET", "cpu") == "cuda":
+        from tessc.runtime.cuda import CudaExecutable
+
+        return CudaExecutable(module, entry)
+    return Executable(module, entry)
+
+
+__all__ = ["Executable", "executable", "load_source", "program_cache"]

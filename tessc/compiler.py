@@ -53,8 +53,16 @@ def lower_module(module: ModuleOp, stage: str, *, pipeline: str = "cpu") -> Modu
 
 def numba_source(module: ModuleOp, *, pipeline: str = "cpu", **codegen_options: Any) -> str:
     """The Python source `pipeline` generates for `module` (`codegen_options` go to
-    `emit_numba`: `fastmath`, `parallel_threshold`)."""
-    if get_pipeline(pipeline).target != "numba":
+    `emit_numba`: `fastmath`, `parallel_threshold`; a `cuda` pipeline's `emit_cuda` takes
+    none)."""
+    target = get_pipeline(pipeline).target
+    if target == "cuda":
+        if codegen_options:
+            raise ValueError(f"pipeline '{pipeline}' takes no codegen options")
+        from tessc.lowering.to_cuda import emit_cuda
+
+        return emit_cuda(lower_module(module, "gpu", pipeline=pipeline))
+    if target != "numba":
         raise ValueError(f"pipeline '{pipeline}' does not generate code")
     from tessc.lowering.to_numba import emit_numba
 
@@ -122,7 +130,7 @@ def compile_module(
             raise ValueError(f"target '{target}' takes no codegen options")
         return ReferenceProgram(module, entry)
     _check_entry(module, entry)
-    from tessc.runtime import Executable, load_source, program_cache
+    from tessc.runtime import executable, load_source, program_cache
 
     key = source = None
     if warm_start:
@@ -138,7 +146,7 @@ def compile_module(
         loaded = load_source(source)
     if key is not None and not hit:
         program_cache.record(key, source)
-    return Executable(loaded, entry)
+    return executable(loaded, entry)
 
 
 def run(module: ModuleOp, entry: str, args: Sequence[np.ndarray], target: str = "cpu") -> Outputs:

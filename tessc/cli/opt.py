@@ -6,7 +6,8 @@ It is `xDSLOptMain` (every xDSL dialect, pass and target, `-p 'pass{opt=v}'`,
 
 - the `tess` dialect and every pass of `tessc.passes` (loaded lazily, by name);
 - a `numba` target (`-t numba`): the module as Python source, by
-  `tessc.lowering.to_numba.emit_numba`;
+  `tessc.lowering.to_numba.emit_numba` (loops level) or `tessc.lowering.to_cuda.emit_cuda`
+  (gpu level);
 - a frontend for `.tess` files, `tessc.frontend.tess_lang.parse_tess`;
 - errors as compiler diagnostics instead of Python tracebacks.
 
@@ -270,16 +271,19 @@ def verify_located(module: ModuleOp) -> None:
 
 @dataclass(frozen=True)
 class NumbaTarget(Target):
-    """`-t numba`: the module (at the loops level) as the Python source of Numba kernels."""
+    """`-t numba`: the module as the Python source of Numba kernels: CPU kernels from the
+    loops level, CUDA kernels (`tessc.lowering.to_cuda`) from the gpu level (a module
+    holding a `gpu.module`)."""
 
     name = "numba"
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
         try:
+            from tessc.lowering.to_cuda import emit_cuda, is_gpu_level
             from tessc.lowering.to_numba import emit_numba
         except ImportError as error:
             raise DiagnosticException(f"the numba target is not available: {error}") from None
-        output.write(emit_numba(module))
+        output.write(emit_cuda(module) if is_gpu_level(module) else emit_numba(module))
 
 
 class CommandLineError(Exception):

@@ -1,0 +1,285 @@
+"""
+`CudaExecutable`: a compiled tessc program for the CUDA target, callable on NumPy arrays and
+on device arrays.
+
+A module that `tessc.lowering.to_cuda` generated says `TESSC_TARGET = "cuda"` and carries
+the same `TESSC_SIGNATURES` as a CPU module (see `tessc.runtime.executor`). Its host
+functions are plain Python on device arrays: they take the inputs, one device array per
+output, the device workspace (when `"workspace_bytes"` is set) and last `buffers`, a dict
+in which the host keeps its intermediate device buffers. So:
+
+- intermediates live on the device and are allocated once per program (per
+  `CudaExecutable` and thread: the workspace arena and the `buffers` dict), not per call;
+- inputs: a NumPy array (or anything `np.asarray` takes) is copied to the device; a Numba
+  device array is used as it is; any other object with `__cuda_array_interface__` (CuPy,
+  PyTorch CUDA tensors) is wrapped by `cuda.as_cuda_array`, without a copy;
+- outputs: when every argument the caller passed was a host array, the outputs are copied
+  back and returned as NumPy arrays; when any was a device array, they are returned as
+  device arrays, with no host round trip. Host<->device copies happen only there, at the
+  program's boundary;
+- `"output_aliases"` (a donated input): output j is computed in input k's device array,
+  which is returned. A donated device array is updated in place; one that shares memory
+  with another input is copied first, so donation never changes a result;
+- `"arenas"` (`tess-fuse-horizontal`): the caller's arrays are packed into device arenas
+  (on the host first when they are host arrays: one upload per arena) and the outputs are
+  views of the output arenas; a donated device array whose update lives in an arena is
+  written back in place.
+
+`resident(arrays)` uploads arrays once (a jitted function's captured constants) and returns
+them wrapped as `Resident`: passed on every call, they are neither copied again nor count
+as the caller's device arrays when choosing where outputs go.
+
+The runtime never reads IR, and it imports `numba.cuda` only here, so the CPU target works
+without the `cuda` extra. Under Numba's CUDA simulator (`NUMBA_ENABLE_CUDASIM=1`) device
+arrays are the simulator's; `cuda.as_cuda_array` does not exist there.
+"""
+
+from __future__ import annotations
+
+import threading
+import types
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tessc.runtime.cache import CompileStats, numba_compile_stats
+from tessc.runtime.executor import NOT_PACKED, ArenaSlot, ArraySpec, _format_shape, _slots, _specs
+
+
+def _cuda() -> Any:
+    from numba import cuda
+
+    return cuda
+
+
+def is_device_array(value: object) -> bool:
+    """Whether `value` is an array on a CUDA device: a Numba device array (the simulator's
+    too) or an object exporting `__cuda_array_interface__`."""
+    return bool(getattr(type(value), "__cuda_ndarray__", False)) or hasattr(
+        type(value), "__cuda_array_interface__"
+    )
+
+
+def _device_span(array: Any) -> tuple[int, int]:
+    """The device address range [start, end) of a contiguous device array."""
+    interface = getattr(array, "__cuda_array_interface__", None)
+    if interface is None:  # the simulator's arrays wrap NumPy arrays
+        interface = array.__array_interface__
+    start = int(interface["data"][0])
+    return start, start + int(array.nbytes)
+
+
+def _overlap(a: Any, b: Any) -> bool:
+    (a0, a1), (b0, b1) = _device_span(a), _device_span(b)
+    return a0 < b1 and b0 < a1 and a1 > a0 and b1 > b0
+
+
+class Resident:
+    """A device array uploaded once, passed on every call (a captured constant)."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: Any):
+        self.array = array
+
+
+class CudaExecutable:
+    """The host function `entry` of a loaded CUDA module, called on host or device arrays.
+
+    `CudaExecutable(module, "f")(x, w)` returns `f`'s outputs as a tuple: NumPy arrays for
+    NumPy inputs, device arrays when any input is a device array.
+    """
+
+    def __init__(self, module: types.ModuleType, entry: str):
+        signatures = getattr(module, "TESSC_SIGNATURES", None)
+        if not isinstance(signatures, dict):
+            raise ValueError(f"module {module.__name__} has no TESSC_SIGNATURES")
+        if entry not in signatures:
+            known = ", ".join(sorted(signatures)) or "none"
+            raise ValueError(f"no entry function '{entry}' (the module defines: {known})")
+        signature = signatures[entry]
+        self.module = module
+        self.entry = entry
+        self.function = getattr(module, signature.get("function", entry))
+        self.host_inputs = _specs(signature, "inputs")
+        self.host_outputs = _specs(signature, "outputs")
+        if any(None in spec.shape for spec in self.host_outputs):
+            raise ValueError(f"'{entry}' has outputs of dynamic shape, which cannot be allocated")
+        self.inputs, self.outputs = self.host_inputs, self.host_outputs
+        self.input_slots: tuple[ArenaSlot, ...] = ()
+        self.output_slots: tuple[ArenaSlot, ...] = ()
+        arenas = signature.get("arenas")
+        if arenas is not None:
+            self.input_slots = _slots(arenas, "inputs")
+            self.output_slots = _slots(arenas, "outputs")
+            self.inputs = tuple(slot.spec for slot in self.input_slots)
+            self.outputs = tuple(slot.spec for slot in self.output_slots)
+        self.workspace_bytes = int(signature.get("workspace_bytes", 0))
+        aliases = signature.get("output_aliases") or [None] * len(self.host_outputs)
+        self.output_aliases: tuple[int | None, ...] = tuple(aliases)
+        self._per_thread = threading.local()
+
+    # -- program state ------------------------------------------------------------------
+
+    def _state(self) -> tuple[dict[str, Any], Any]:
+        """This thread's `buffers` dict and device workspace, made on first use."""
+        state = self._per_thread.__dict__
+        if "buffers" not in state:
+            state["buffers"] = {}
+            size = self.workspace_bytes
+            state["workspace"] = _cuda().device_array(size, dtype=np.uint8) if size else None
+        return state["buffers"], state["workspace"]
+
+    def resident(self, arrays: Sequence[np.ndarray]) -> tuple[Resident, ...]:
+        """`arrays` uploaded once, to pass on every call without a copy."""
+        cuda = _cuda()
+        return tuple(Resident(cuda.to_device(np.ascontiguousarray(a))) for a in arrays)
+
+    # -- inputs -------------------------------------------------------------------------
+
+    def _check(self, spec: ArraySpec, where: str, shape: tuple[int, ...], dtype: Any) -> None:
+        if np.dtype(dtype) != spec.dtype:
+            raise ValueError(
+                f"{where} has dtype {np.dtype(dtype).name}, expected {spec.dtype.name}"
+            )
+        if len(shape) != len(spec.shape) or any(
+            want is not None and want != got for want, got in zip(spec.shape, shape, strict=True)
+        ):
+            raise ValueError(
+                f"{where} has shape {_format_shape(shape)}, expected {spec.shape_text()}"
+            )
+
+    def to_device(self, spec: ArraySpec, where: str, arg: object) -> tuple[Any, bool]:
+        """(the device array for `arg`, whether the caller passed a device array)."""
+        if isinstance(arg, Resident):
+            return arg.array, False
+        cuda = _cuda()
+        if is_device_array(arg):
+            array = (
+                arg if getattr(type(arg), "__cuda_ndarray__", False) else cuda.as_cuda_array(arg)
+            )
+            self._check(spec, where, tuple(array.shape), array.dtype)
+            if not array.is_c_contiguous():
+                raise ValueError(f"{where} is a non-contiguous device array")
+            return array, True
+        host = np.asarray(arg)
+        self._check(spec, where, host.shape, host.dtype)
+        return cuda.to_device(np.ascontiguousarray(host)), False
+
+    def _where(self, k: int) -> str:
+        return f"'{self.entry}' input {k} ('{self.inputs[k].name}')"
+
+    def _pack(self, args: Sequence[object]) -> tuple[list[Any], bool, dict[int, Any]]:
+        """Host inputs (device arrays), whether the caller passed device arrays, and the
+        caller's device arrays by input index."""
+        cuda = _cuda()
+        device = False
+        caller_arrays: dict[int, Any] = {}
+        host: list[Any] = [None] * len(self.host_inputs)
+        members: dict[int, list[int]] = {}
+        for k, slot in enumerate(self.input_slots):
+            if slot.offset == NOT_PACKED:
+                host[slot.host], on_device = self.to_device(slot.spec, self._where(k), args[k])
+                device |= on_device
+            else:
+                members.setdefault(slot.host, []).append(k)
+        for h, ks in members.items():
+            spec = self.host_inputs[h]
+            size = spec.shape[0] or 0
+            if not any(is_device_array(args[k]) for k in ks):
+                packed = np.empty(size, dtype=spec.dtype)
+                for k in ks:
+                    slot, array = self.input_slots[k], np.asarray(args[k])
+                    self._check(slot.spec, self._where(k), array.shape, array.dtype)
+                    packed[slot.offset : slot.offset + slot.size] = array.reshape(-1)
+                host[h] = cuda.to_device(packed)
+                continue
+            arena = cuda.device_array(size, dtype=spec.dtype)
+            for k in ks:
+                slot = self.input_slots[k]
+                array, on_device = self.to_device(slot.spec, self._where(k), args[k])
+                device |= on_device
+                if on_device:
+                    caller_arrays[k] = array
+                arena[slot.offset : slot.offset + slot.size].copy_to_device(
+                    array.reshape(slot.size)
+                )
+            host[h] = arena
+        return host, device, caller_arrays
+
+    # -- the call -----------------------------------------------------------------------
+
+    def __call__(self, *args: object) -> tuple[Any, ...]:
+        if len(args) != len(self.inputs):
+            raise ValueError(f"'{self.entry}' takes {len(self.inputs)} inputs, got {len(args)}")
+        cuda = _cuda()
+        caller_arrays: dict[int, Any] = {}
+        if self.input_slots:
+            inputs, device, caller_arrays = self._pack(args)
+        else:
+            inputs, device = [], False
+            for k, (spec, arg) in enumerate(zip(self.inputs, args, strict=True)):
+                array, on_device = self.to_device(spec, self._where(k), arg)
+                inputs.append(array)
+                device |= on_device
+        outputs: list[Any] = []
+        for spec, alias in zip(self.host_outputs, self.output_aliases, strict=True):
+            if alias is None:
+                outputs.append(cuda.device_array(spec.shape, dtype=spec.dtype))
+                continue
+            array = inputs[alias]
+            if any(_overlap(array, other) for j, other in enumerate(inputs) if j != alias):
+                copy = cuda.device_array(spec.shape, dtype=spec.dtype)
+                copy.copy_to_device(array)
+                inputs[alias] = array = copy
+            outputs.append(array)
+        buffers, workspace = self._state()
+        extra = [workspace] if self.workspace_bytes else []
+        self.function(*inputs, *outputs, *extra, buffers)
+        results = self._unpack(outputs, caller_arrays) if self.output_slots else outputs
+        if device:
+            return tuple(results)
+        return tuple(r.copy_to_host() for r in results)
+
+    def _unpack(self, outputs: list[Any], caller_arrays: dict[int, Any]) -> list[Any]:
+        """The caller's outputs, views of the output arenas; a donated device array the
+        output updates (same arena slot as its input) gets the update in place."""
+        results: list[Any] = []
+        for slot in self.output_slots:
+            arena = outputs[slot.host]
+            if slot.offset == NOT_PACKED:
+                results.append(arena)
+                continue
+            view = arena[slot.offset : slot.offset + slot.size].reshape(slot.spec.shape)
+            alias = self.output_aliases[slot.host]
+            source = next(
+                (
+                    k
+                    for k, s in enumerate(self.input_slots)
+                    if alias is not None
+                    and s.host == alias
+                    and s.offset == slot.offset
+                    and s.spec.shape == slot.spec.shape
+                ),
+                None,
+            )
+            if source is not None and source in caller_arrays:
+                target = caller_arrays[source]
+                target.reshape(slot.size).copy_to_device(view.reshape(slot.size))
+                results.append(target)
+            else:
+                results.append(view)
+        return results
+
+    def compile_stats(self) -> CompileStats:
+        """Numba compilations and disk-cache hits of the module so far (in this process)."""
+        return numba_compile_stats(self.module)
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{s.name}: {s.describe()}" for s in self.inputs)
+        outs = ", ".join(s.describe() for s in self.outputs)
+        return f"<CudaExecutable {self.entry}({ins}) -> ({outs})>"
+
+
+__all__ = ["CudaExecutable", "Resident", "is_device_array"]
