@@ -278,12 +278,15 @@ class NumbaTarget(Target):
     name = "numba"
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
+        gpu_level = any(op.name == "gpu.module" for op in module.ops)
         try:
-            from tessc.lowering.to_cuda import emit_cuda, is_gpu_level
-            from tessc.lowering.to_numba import emit_numba
+            if gpu_level:
+                from tessc.lowering.to_cuda import emit_cuda as emit
+            else:
+                from tessc.lowering.to_numba import emit_numba as emit
         except ImportError as error:
             raise DiagnosticException(f"the numba target is not available: {error}") from None
-        output.write(emit_cuda(module) if is_gpu_level(module) else emit_numba(module))
+        output.write(emit(module))
 
 
 class CommandLineError(Exception):
