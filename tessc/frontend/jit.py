@@ -39,6 +39,7 @@ from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, UnitAttr
 from tessc import timing
 from tessc.frontend.builder import finish_function
 from tessc.frontend.tracer import Tensor, Trace
+from tessc.runtime.cuda import is_device_array
 
 # ---------------------------------------------------------------------------------------
 # argument structure
@@ -96,7 +97,19 @@ def unflatten_tree(tree: TreeDef, leaves: list[Any]) -> Any:
 
 
 def _is_array(value: Any) -> bool:
-    return isinstance(value, np.ndarray | np.floating)
+    return isinstance(value, np.ndarray | np.floating) or is_device_array(value)
+
+
+def _leaf_type(leaf: Any) -> tuple[tuple[int, ...], np.dtype]:
+    """(shape, dtype) of an array leaf: a host array, a Numba device array, or another
+    `__cuda_array_interface__` exporter (CuPy, PyTorch: its interface names the dtype)."""
+    if not is_device_array(leaf):
+        array = np.asarray(leaf)
+        return array.shape, array.dtype
+    interface = getattr(leaf, "__cuda_array_interface__", None)
+    if interface is not None and not getattr(type(leaf), "__cuda_ndarray__", False):
+        return tuple(interface["shape"]), np.dtype(interface["typestr"])
+    return tuple(leaf.shape), np.dtype(leaf.dtype)
 
 
 def _ssa_name(path: str) -> str:
@@ -179,15 +192,18 @@ def flatten_arguments(
     tree = ("arguments", tuple(bound.arguments), tuple(c[0] for c in children))
     donated = _donated_leaves(parameters, bound, children, donate_argnums) if donate_argnums else ()
     arrays: list[tuple[str, np.ndarray]] = []
+    types: list[tuple[tuple[int, ...], str]] = []
     for path, leaf in (leaf for c in children for leaf in c[1]):
-        array = np.asarray(leaf)
-        if array.dtype not in (np.float32, np.float64):
+        shape, dtype = _leaf_type(leaf)
+        if dtype not in (np.float32, np.float64):
             raise TypeError(
-                f"argument `{path}` has dtype {array.dtype}; tessc computes in float32 "
+                f"argument `{path}` has dtype {dtype}; tessc computes in float32 "
                 "and float64 (convert it with .astype)"
             )
-        arrays.append((path, array))
-    signature = Signature(tree, tuple((a.shape, a.dtype.str) for _, a in arrays), donated)
+        # Device arrays (the cuda target's) stay where they are.
+        arrays.append((path, leaf if is_device_array(leaf) else np.asarray(leaf)))
+        types.append((shape, dtype.str))
+    signature = Signature(tree, tuple(types), donated)
     return signature, arrays
 
 
@@ -296,17 +312,19 @@ class _FastPath:
     argument_trees: tuple[TreeDef, ...]
     array_types: tuple[tuple[tuple[int, ...], np.dtype], ...]
     compiled: Callable[..., tuple[np.ndarray, ...]]
-    constants: tuple[np.ndarray, ...]
+    constants: tuple[Any, ...]  # a device target's are resident on the device
     build_output: Callable[[Iterator[Any]], Any]
 
     @staticmethod
-    def of(traced: TracedFunction, compiled: Callable[..., Any]) -> _FastPath:
+    def of(
+        traced: TracedFunction, compiled: Callable[..., Any], constants: tuple[Any, ...]
+    ) -> _FastPath:
         return _FastPath(
             traced.signature,
             traced.signature.tree[2],
             tuple((shape, np.dtype(dtype)) for shape, dtype in traced.signature.arrays),
             compiled,
-            traced.constants,
+            constants,
             _tree_builder(traced.output_tree),
         )
 
@@ -367,6 +385,7 @@ class JitFunction:
             )
         self._traces: dict[Signature, TracedFunction] = {}
         self._compiled: dict[Signature, Callable[..., tuple[np.ndarray, ...]]] = {}
+        self._constants: dict[Signature, tuple[Any, ...]] = {}
         # The fast path takes exactly one positional argument per parameter, nothing else.
         self._arity = (
             len(kinds) if all(k <= inspect.Parameter.POSITIONAL_OR_KEYWORD for k in kinds) else -1
@@ -422,15 +441,20 @@ class JitFunction:
 
                 compiled = compile_module(traced.module, traced.entry, self.target)
                 self._compiled[traced.signature] = compiled
-            inputs = [np.asarray(a, order="C") for a in arrays]  # keeps rank 0
+                # A device target keeps the captured constants on the device: one upload.
+                resident = getattr(compiled, "resident", None)
+                constants = resident(traced.constants) if resident else traced.constants
+                self._constants[traced.signature] = constants
+            constants = self._constants[traced.signature]
+            inputs = [a if is_device_array(a) else np.asarray(a, order="C") for a in arrays]
             with timing.phase("first call (Numba: compile or load, run)" if first_call else "call"):
-                outputs = compiled(*inputs, *traced.constants)
+                outputs = compiled(*inputs, *constants)
         if (
             not kwargs
             and len(args) == self._arity
             and (fast is None or fast.signature is not traced.signature)
         ):
-            self._fast = _FastPath.of(traced, compiled)
+            self._fast = _FastPath.of(traced, compiled, constants)
         return unflatten_tree(traced.output_tree, list(outputs))
 
 
