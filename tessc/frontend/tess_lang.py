@@ -32,6 +32,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import math
 import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -351,6 +352,45 @@ _FOLD: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
+_MAX_CONSTANT = 2**1024  # beyond the largest f64: a constant no tensor could hold
+
+
+def _number(text: str) -> int | float:
+    """A numeric literal; out of f64's range is an error (and a 10,000-digit integer is
+    never converted: Python limits int-from-text conversions)."""
+    if text.isdigit():
+        if len(text.lstrip("0")) > 309:
+            raise TessError(f"the number {text[:20]}... is out of range (beyond f64)")
+        return int(text)
+    value = float(text)
+    if math.isinf(value):
+        raise TessError(f"the number {text} is out of range (beyond f64)")
+    return value
+
+
+def _fold(kind: str, lhs: int | float, rhs: int | float) -> int | float:
+    """`lhs <kind> rhs` of two numbers, within f64's range: `10 ** 10 ** 9` is an error
+    found from the operands' sizes, not after computing a billion-digit integer."""
+    if kind == "pow" and isinstance(lhs, int) and isinstance(rhs, int) and abs(lhs) > 1:
+        if rhs > 0 and rhs * math.log2(abs(lhs)) > 1024:
+            raise TessError("the constant is out of range (beyond f64)")
+    try:
+        value = _FOLD[kind](lhs, rhs)
+    except ZeroDivisionError:
+        raise TessError("division by zero") from None
+    except OverflowError:
+        raise TessError("the constant is out of range (beyond f64)") from None
+    if isinstance(value, complex):
+        raise TessError("the constant is not a real number")
+    if (
+        isinstance(value, int)
+        and abs(value) >= _MAX_CONSTANT
+        or (isinstance(value, float) and math.isinf(value))
+    ):
+        raise TessError("the constant is out of range (beyond f64)")
+    return value
+
+
 def _type_text(value: SSAValue) -> str:
     """A tensor's type in `.tess` notation: `f32[3, 4]`."""
     return _types_text([value.type])
@@ -412,6 +452,8 @@ class _Lowering:
         for dim in dims.children if dims is not None else ():
             if not str(dim).isdigit():
                 raise self.error(dim, f"a dimension must be a non-negative integer, got {dim}")
+            if len(str(dim).lstrip("0")) > 12:  # 10**12 elements: no machine holds them
+                raise self.error(dim, f"the dimension {str(dim)[:20]} is too large")
             shape.append(int(dim))
         return tensor_type(shape, str(dtype_token))
 
@@ -479,6 +521,8 @@ class _Lowering:
             return self.evaluate(node, env, b)
         except TessSourceError:
             raise
+        except RecursionError:
+            raise self.error(node, "expression nested too deeply") from None
         except TessError as error:
             raise self.error(node, f"{error} in `{self.source(node)}`") from None
 
@@ -493,8 +537,7 @@ class _Lowering:
                 return CONSTANTS[name]
             raise self.error(node, f"undefined name `{name}`")
         if kind == "number":
-            text = str(children[0])
-            return int(text) if text.isdigit() else float(text)
+            return _number(str(children[0]))
         if kind in ("tuple", "list"):
             return tuple(self.expr(c, env, b) for c in children if c is not None)
         if kind == "neg":
@@ -503,8 +546,22 @@ class _Lowering:
                 return -value
             return b.neg(_tensor(value))
         if kind in OPERATORS:
-            lhs, rhs = (self.expr(c, env, b) for c in children)
-            return self.operator(kind, lhs, rhs, b)
+            # A left-associative chain (`a + b + ... + z`, 400 terms deep) is evaluated in
+            # a loop from its leftmost operand: recursion would exceed Python's limit.
+            chain: list[Tree] = []
+            while isinstance(node, Tree) and node.data in OPERATORS and node.data != "pow":
+                chain.append(node)
+                node = node.children[0]
+            value = self.expr(node, env, b) if chain else self.expr(children[0], env, b)
+            if not chain:  # `pow` is right-associative: `2 ** 3 ** 2` is `2 ** 9`
+                return self.operator("pow", value, self.expr(children[1], env, b), b)
+            for link in reversed(chain):
+                rhs = self.expr(link.children[1], env, b)
+                try:
+                    value = self.operator(link.data, value, rhs, b)
+                except TessError as error:
+                    raise self.error(link, f"{error} in `{self.source(link)}`") from None
+            return value
         if kind == "call":
             name, args = children
             return self.call(node, name, [], args, env, b)
@@ -523,10 +580,7 @@ class _Lowering:
     def operator(self, kind: str, lhs: Value, rhs: Value, b: TessBuilder) -> Value:
         if not isinstance(lhs, SSAValue) and not isinstance(rhs, SSAValue):
             if kind in _FOLD and all(isinstance(v, int | float) for v in (lhs, rhs)):
-                try:
-                    return _FOLD[kind](lhs, rhs)
-                except (ZeroDivisionError, OverflowError) as error:
-                    raise TessError(str(error)) from None
+                return _fold(kind, lhs, rhs)
             raise TessError(f"`{kind}` of {_kind(lhs)} and {_kind(rhs)} needs a tensor operand")
         return getattr(b, kind)(_operand(lhs), _operand(rhs))
 

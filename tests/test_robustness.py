@@ -1,0 +1,88 @@
+"""Hostile inputs (issue 10): each is a located diagnostic and exit status 1, or a correct
+result — never a traceback, a hang or a crash. One case per input the issue lists."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tessc.cli.opt import main as tessc_opt
+
+LOCATED = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): error: (?P<message>.*)$")
+
+
+def opt(tmp_path: Path, name: str, content: str | bytes, *extra: str, capsys) -> str:
+    """Run tessc-opt on a file holding `content`; its stderr (asserting exit status 1)."""
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    status = tessc_opt([str(path), *extra])
+    captured = capsys.readouterr()
+    assert status == 1, captured.out
+    assert "Traceback" not in captured.err
+    return captured.err
+
+
+def located(stderr: str) -> re.Match[str]:
+    first = stderr.splitlines()[0]
+    match = LOCATED.match(first)
+    assert match, f"not a located diagnostic: {stderr!r}"
+    return match
+
+
+TESS_HEAD = "def f(x: f32[3]) -> f32[3]:\n    return "
+
+TESS_ERRORS = {
+    "huge-power": (TESS_HEAD + "x * 10 ** 400\n", "out of range", (2, 16)),
+    "tower-of-powers": (TESS_HEAD + "x * 10 ** 10 ** 9\n", "out of range", (2, 16)),
+    "huge-literal": (TESS_HEAD + "x * " + "9" * 400 + "\n", "out of range", (2, 16)),
+    "huge-float-literal": (TESS_HEAD + "x * 1e999\n", "out of range", (2, 16)),
+    "huge-dim": (
+        "def f(x: f32[99999999999999999999]) -> f32[3]:\n    return x\n",
+        "too large",
+        (1, 14),
+    ),
+    "complex-constant": (TESS_HEAD + "x * (-8) ** 0.5\n", "not a real number", (2, 16)),
+    "deep-negation": (TESS_HEAD + "-" * 5000 + "x\n", "nested too deeply", (2,)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TESS_ERRORS))
+def test_tess_inputs_give_located_errors(case: str, tmp_path: Path, capsys) -> None:
+    content, message, where = TESS_ERRORS[case]
+    match = located(opt(tmp_path, "bad.tess", content, capsys=capsys))
+    assert message in match["message"]
+    assert (int(match["line"]), int(match["col"]))[: len(where)] == where
+
+
+def test_a_400_term_sum_compiles(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "sum.tess"
+    path.write_text(TESS_HEAD + " + ".join(["x"] * 400) + "\n")
+    assert tessc_opt([str(path)]) == 0
+    assert capsys.readouterr().out.count("tess.add") == 399
+
+
+def test_constant_folding_keeps_python_semantics() -> None:
+    import numpy as np
+
+    from tessc.frontend.tess_lang import parse_tess
+    from tessc.reference import interpret
+
+    module = parse_tess(TESS_HEAD + "x * 2 ** 3 ** 2 - 1 - 2 * 3\n")
+    (y,) = interpret(module, "f", [np.ones(3, np.float32)])
+    assert y.tolist() == [512 - 1 - 6] * 3
+
+
+def test_tower_of_powers_does_not_hang(tmp_path: Path) -> None:
+    path = tmp_path / "tower.tess"
+    path.write_text(TESS_HEAD + "x * 10 ** 10 ** 9\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "tessc.cli.opt", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1 and "out of range" in result.stderr
