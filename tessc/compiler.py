@@ -39,10 +39,19 @@ def print_module(module: ModuleOp) -> str:
     return stream.getvalue() + "\n"
 
 
+def verify_module(module: ModuleOp) -> None:
+    """xDSL's verifiers, and SSA dominance, which they do not check (a value used in its
+    own definition would make passes loop)."""
+    from tessc.dialects.dominance import verify_dominance
+
+    module.verify()
+    verify_dominance(module)
+
+
 def lower_module(module: ModuleOp, stage: str, *, pipeline: str = "cpu") -> ModuleOp:
     """A verified copy of `module` taken to IR stage `stage` by `pipeline`'s passes."""
     spec = get_pipeline(pipeline).passes_to(stage)
-    module.verify()
+    verify_module(module)
     lowered = module.clone()
     with timing.phase("passes"):
         run_passes(lowered, spec)
@@ -94,7 +103,7 @@ class ReferenceProgram:
     """`entry` of a `tess` module, run by the NumPy reference interpreter."""
 
     def __init__(self, module: ModuleOp, entry: str):
-        module.verify()
+        verify_module(module)
         _check_entry(module, entry)
         self.module = module.clone()
         self.entry = entry
@@ -163,4 +172,5 @@ __all__ = [
     "numba_source",
     "print_module",
     "run",
+    "verify_module",
 ]

@@ -316,9 +316,11 @@ def interpret(
 def parse_module(text: str) -> ModuleOp:
     """Parse textual IR in the tessc context (all xDSL dialects plus `tess`) and verify it."""
     from tessc.context import make_context
+    from tessc.dialects.dominance import verify_dominance
 
     module = Parser(make_context(), text).parse_module()
     module.verify()
+    verify_dominance(module)
     return module
 
 

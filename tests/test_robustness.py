@@ -86,3 +86,76 @@ def test_tower_of_powers_does_not_hang(tmp_path: Path) -> None:
         timeout=60,
     )
     assert result.returncode == 1 and "out of range" in result.stderr
+
+
+# -- SSA dominance (issue 10, item 2b) ---------------------------------------------------
+
+T = "tensor<3xf32>"
+SELF_USE = f"""func.func @f(%a: {T}) -> {T} {{
+  %0 = tess.add %0, %a : {T}, {T} -> {T}
+  func.return %0 : {T}
+}}
+"""
+CYCLE = f"""func.func @f(%a: {T}) -> {T} {{
+  %0 = tess.add %1, %a : {T}, {T} -> {T}
+  %1 = tess.mul %0, %a : {T}, {T} -> {T}
+  func.return %1 : {T}
+}}
+"""
+NESTED_USE_BEFORE_DEF = """func.func @f(%n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %n step %c1 {
+    %x = arith.addi %later, %i : index
+  }
+  %later = arith.constant 2 : index
+  func.return
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (SELF_USE, "'tess.add' operand 0 is the op's own result"),
+        (CYCLE, "'tess.add' operand 0 is used before its definition"),
+        (NESTED_USE_BEFORE_DEF, "'arith.addi' operand 0 (%later) is used before"),
+    ],
+    ids=["self-use", "cycle", "nested"],
+)
+def test_uses_not_dominated_by_their_definition_are_rejected(text: str, message: str) -> None:
+    from xdsl.utils.exceptions import VerifyException
+
+    from tessc.compiler import compile_module
+    from tessc.reference import parse_module
+
+    with pytest.raises(VerifyException, match=re.escape(message)):
+        parse_module(text)
+    from xdsl.parser import Parser
+
+    from tessc.context import make_context
+
+    module = Parser(make_context(), text).parse_module()
+    with pytest.raises(VerifyException, match=re.escape(message)):
+        compile_module(module, "f", "cpu")
+
+
+def test_dominated_uses_in_nested_regions_and_blocks_are_accepted() -> None:
+    from tessc.reference import parse_module
+
+    parse_module(
+        """func.func @f(%n: index, %c: i1) -> index {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %n step %c1 {
+    %x = arith.addi %c1, %i : index
+  }
+  cf.cond_br %c, ^a, ^b
+^a:
+  %y = arith.addi %c0, %n : index
+  cf.br ^b
+^b:
+  func.return %c1 : index
+}
+"""
+    )
