@@ -159,3 +159,40 @@ def test_dominated_uses_in_nested_regions_and_blocks_are_accepted() -> None:
 }
 """
     )
+
+
+# -- the lexer's string literals (issue 10, item 2a) -------------------------------------
+
+UNTERMINATED = f"""func.func @f(%a: {T}, %b: {T}) -> {T} {{
+  %c = tess.add"(%a, %b) : ({T}, {T}) -> {T} {"x" * 60}
+  func.return %c : {T}
+}}
+"""
+
+
+def test_the_patched_string_regex_matches_what_xdsl_matches() -> None:
+    import random
+
+    from tessc.xdsl_fixes import STRING_LITERAL
+
+    original = re.compile(r'"(?:[^"\\\n\v\f]+|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"')
+    rng = random.Random(0)
+    alphabet = ['"', "\\", "n", "t", "a", "0", "F", "\n", "\v", " ", "é", "g"]
+    for _ in range(20_000):
+        text = '"' + "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 10)))
+        expected, got = original.match(text), STRING_LITERAL.match(text)
+        assert (expected and expected.group()) == (got and got.group()), text
+
+
+def test_an_unterminated_string_is_a_located_error_not_a_hang(tmp_path: Path) -> None:
+    path = tmp_path / "unterminated.mlir"
+    path.write_text(UNTERMINATED)
+    result = subprocess.run(
+        [sys.executable, "-m", "tessc.cli.opt", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    match = located(result.stderr)
+    assert (match["line"], match["col"]) == ("2", "16")
