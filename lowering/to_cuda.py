@@ -51,7 +51,7 @@ from xdsl.dialects.builtin import (
     NoneAttr,
     StringAttr,
 )
-from xdsl.ir import Attribute, Operation
+from xdsl.ir import Attribute, Operation, SSAValue
 
 from tessc.lowering.numba_ops import (
     BITCAST_INTRINSIC,
@@ -84,11 +84,12 @@ ATOMIC_KINDS: dict[int, tuple[str, str]] = {
     12: ("andi", "and_"), 13: ("maxnumf", "max"), 14: ("minnumf", "min"),
 }  # fmt: skip
 
+# The thread/block index ops: the CUDA special register, the stem of the local (`tx`).
 _DIMENSION_OPS = {
-    "gpu.thread_id": "cuda.threadIdx",
-    "gpu.block_id": "cuda.blockIdx",
-    "gpu.block_dim": "cuda.blockDim",
-    "gpu.grid_dim": "cuda.gridDim",
+    "gpu.thread_id": ("cuda.threadIdx", "t"),
+    "gpu.block_id": ("cuda.blockIdx", "b"),
+    "gpu.block_dim": ("cuda.blockDim", "bd"),
+    "gpu.grid_dim": ("cuda.gridDim", "gd"),
 }
 
 DEVICE_BUFFER_HELPER = '''
@@ -170,10 +171,15 @@ class _CudaEmitter(FunctionEmitter):
     def emit_device_op(self, op: Operation) -> bool:
         if op.name in _DIMENSION_OPS:
             axis = op.properties["dimension"].data.value  # type: ignore[union-attr]
-            self.assign(op, f"{_DIMENSION_OPS[op.name]}.{axis}")
+            special, stem = _DIMENSION_OPS[op.name]
+            self.name_index(op.results[0], f"{stem}{axis}", f"{special}.{axis}")
         elif isinstance(op, gpu.GlobalIdOp):
             axis = op.dimension.data.value
-            self.assign(op, f"cuda.blockIdx.{axis} * cuda.blockDim.{axis} + cuda.threadIdx.{axis}")
+            self.name_index(
+                op.result,
+                f"g{axis}",
+                f"cuda.blockIdx.{axis} * cuda.blockDim.{axis} + cuda.threadIdx.{axis}",
+            )
         elif isinstance(op, gpu.LaneIdOp):
             self.assign(op, "cuda.laneid")
         elif isinstance(op, gpu.BarrierOp):
@@ -187,6 +193,12 @@ class _CudaEmitter(FunctionEmitter):
         else:
             return False
         return True
+
+    def name_index(self, value: SSAValue, stem: str, text: str) -> None:
+        """`tx = cuda.threadIdx.x`: a thread/block index under its short CUDA name."""
+        name = self.names.hinted(value.name_hint or stem)
+        self.exprs[value] = name
+        self.line(f"{name} = {text}")
 
     def emit_device_alloc(self, op: memref.AllocaOp | memref.AllocOp) -> None:
         typ = op.memref.type

@@ -61,6 +61,11 @@ def is_device_array(value: object) -> bool:
     )
 
 
+def _c_contiguous(array: np.ndarray) -> np.ndarray:
+    """`array` in row-major layout, rank kept (`np.ascontiguousarray` makes 0-d arrays 1-d)."""
+    return array if array.flags.c_contiguous else array.copy(order="C")
+
+
 def _device_span(array: Any) -> tuple[int, int]:
     """The device address range [start, end) of a contiguous device array."""
     interface = getattr(array, "__cuda_array_interface__", None)
@@ -134,7 +139,7 @@ class CudaExecutable:
     def resident(self, arrays: Sequence[np.ndarray]) -> tuple[Resident, ...]:
         """`arrays` uploaded once, to pass on every call without a copy."""
         cuda = _cuda()
-        return tuple(Resident(cuda.to_device(np.ascontiguousarray(a))) for a in arrays)
+        return tuple(Resident(cuda.to_device(_c_contiguous(np.asarray(a)))) for a in arrays)
 
     # -- inputs -------------------------------------------------------------------------
 
@@ -165,7 +170,7 @@ class CudaExecutable:
             return array, True
         host = np.asarray(arg)
         self._check(spec, where, host.shape, host.dtype)
-        return cuda.to_device(np.ascontiguousarray(host)), False
+        return cuda.to_device(_c_contiguous(host)), False
 
     def _where(self, k: int) -> str:
         return f"'{self.entry}' input {k} ('{self.inputs[k].name}')"

@@ -153,3 +153,28 @@ def test_tessc_run_cuda_pipeline(tmp_path: Any, capsys: pytest.CaptureFixture[st
     assert tessc_run([str(program), "--pipeline", "reference"]) == 0
     assert cuda_out == capsys.readouterr().out
     assert cuda_out.startswith("output 0 (3) float32")
+
+
+def test_fused_optimizer_update_over_arenas() -> None:
+    """`tess-fuse-horizontal` packs donated parameters into one arena (one launch): host
+    arrays in -> NumPy out; device arrays in -> the caller's arrays updated in place."""
+
+    def step(params: dict, grads: dict, lr: np.ndarray) -> dict:
+        return {k: params[k] - lr * grads[k] for k in params}
+
+    rng = np.random.default_rng(0)
+    params = {"a": rng.random((3, 5)), "b": rng.random(7)}
+    grads = {"a": rng.random((3, 5)), "b": rng.random(7)}
+    lr = np.array(0.1)  # a 0-d input
+    update = ts.jit(step, target="cuda", donate_argnums=0)
+    assert '"arenas"' in update.ir(params, grads, lr, stage="numba")
+    expected = {k: params[k] - 0.1 * grads[k] for k in params}
+    out = update(params, grads, lr)
+    for k in params:
+        assert type(out[k]) is np.ndarray
+        np.testing.assert_allclose(out[k], expected[k])
+    on_device = {k: cuda.to_device(v) for k, v in params.items()}
+    out = update(on_device, {k: cuda.to_device(v) for k, v in grads.items()}, lr)
+    for k in params:
+        assert out[k] is on_device[k]
+        np.testing.assert_allclose(on_device[k].copy_to_host(), expected[k])
