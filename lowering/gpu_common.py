@@ -392,7 +392,12 @@ class GpuKernel:
     def finish(
         self, grid: tuple[int, int, int], threads: tuple[int, int, int], module: ModuleOp
     ) -> Launch:
-        """Close the body, add the `gpu.func` to `@kernels`; the launch that runs it."""
+        """Close the body, add the `gpu.func` to `@kernels`; the launch that runs it.
+        Arguments the body does not use are dropped."""
+        for k in reversed(range(len(self.args))):
+            if not self.block.args[k].uses:
+                self.block.erase_arg(self.block.args[k])
+                del self.args[k]
         for op in reversed(self.constants.ops):
             if self.block.first_op is None:
                 self.block.add_op(op)

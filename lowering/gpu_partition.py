@@ -37,7 +37,7 @@ from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
 from xdsl.ir import Block, Region, SSAValue
-from xdsl.ir.affine import AffineDimExpr, AffineMap
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -101,7 +101,7 @@ class LaunchGroup:
         if self.shape == "reduce":
             assert reduction is not None
             out_map = maps_of(reduction)[-1]
-            if not all(isinstance(e, AffineDimExpr) for e in out_map.results):
+            if not all(isinstance(e, AffineDimExpr | AffineConstantExpr) for e in out_map.results):
                 return False
             domain = tuple(reduction.outputs[0].type.get_shape())  # type: ignore[attr-defined]
             if len(reduction.outputs) != 1 or loop_ranges(op) != domain:

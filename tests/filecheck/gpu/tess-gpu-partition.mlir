@@ -1,0 +1,47 @@
+// tess-gpu-partition: an outlined kernel is split where its members need each other's
+// finished results across GPU blocks; each part is marked with its shape.
+// RUN: tessc-opt %s -p 'tess-to-linalg,tess-fuse,tess-fuse-epilogue,tess-bufferize,tess-memory-plan,tess-outline-kernels,tess-gpu-partition' | filecheck %s
+
+// Softmax over rows is one CPU kernel (row-wise group). On the GPU: the row max (its
+// fill folded in), then exp(x - max) over all elements (it reads the max at another
+// shape than the max's own elements: a new launch), then the row sum with the divide as
+// its per-element epilogue... except the divide runs over all (6,33) elements, not over
+// the sums: a fourth launch.
+func.func @softmax(%x: tensor<6x33xf32>) -> tensor<6x33xf32> {
+  %0 = tess.reduce_max %x dims = [1] keepdim : tensor<6x33xf32> -> tensor<6x1xf32>
+  %1 = tess.sub %x, %0 : tensor<6x33xf32>, tensor<6x1xf32> -> tensor<6x33xf32>
+  %2 = tess.exp %1 : tensor<6x33xf32>
+  %3 = tess.sum %2 dims = [1] keepdim : tensor<6x33xf32> -> tensor<6x1xf32>
+  %4 = tess.div %2, %3 : tensor<6x33xf32>, tensor<6x1xf32> -> tensor<6x33xf32>
+  func.return %4 : tensor<6x33xf32>
+}
+// CHECK-LABEL: func.func @softmax(
+// CHECK:         func.call @softmax_kernel_0_0(
+// CHECK-NEXT:    func.call @softmax_kernel_0_1(
+// CHECK-NEXT:    func.call @softmax_kernel_0_2(
+// CHECK-NEXT:    func.call @softmax_kernel_0_3(
+// CHECK-NEXT:    func.return
+// CHECK:       func.func private @softmax_kernel_0_0({{.*}}) attributes {tess.kernel, tess.gpu_shape = "reduce"}
+// CHECK-NEXT:    linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]} outs(
+// CHECK:         linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]}
+// CHECK:       func.func private @softmax_kernel_0_1({{.*}}) attributes {tess.kernel, tess.gpu_shape = "map"}
+// CHECK:         math.exp
+// CHECK:       func.func private @softmax_kernel_0_2({{.*}}) attributes {tess.kernel, tess.gpu_shape = "reduce"}
+// CHECK:       func.func private @softmax_kernel_0_3({{.*}}) attributes {tess.kernel, tess.gpu_shape = "map"}
+// CHECK:         arith.divf
+
+// A matmul with its bias and relu: fill, contraction, and the epilogue (one (8,5) element
+// per output element, same positions) stay ONE launch.
+func.func @dense(%x: tensor<8x6xf32>, %w: tensor<6x5xf32>, %b: tensor<5xf32>) -> tensor<8x5xf32> {
+  %0 = tess.matmul %x, %w : tensor<8x6xf32>, tensor<6x5xf32> -> tensor<8x5xf32>
+  %1 = tess.add %0, %b : tensor<8x5xf32>, tensor<5xf32> -> tensor<8x5xf32>
+  %2 = tess.relu %1 : tensor<8x5xf32>
+  func.return %2 : tensor<8x5xf32>
+}
+// CHECK-LABEL: func.func @dense(
+// CHECK-NEXT:    func.call @dense_kernel_0(
+// CHECK-NEXT:    func.return
+// CHECK:       func.func private @dense_kernel_0({{.*}}) attributes {tess.kernel, tess.gpu_shape = "reduce"}
+// CHECK-COUNT-3: linalg.generic
+// CHECK-NOT:     linalg.generic
+// CHECK:         func.return
