@@ -12,6 +12,8 @@ tessc's runtime: runs the Python/Numba source that codegen produced, reading no 
   on host or device arrays (imported only for such a module: Numba's CUDA target is an
   optional extra);
 - `executable(module, entry)`: whichever of the two the module's target needs.
+- `arena.arena(arrays)`: arrays as views of one contiguous buffer, the layout a
+  horizontally fused program reads without a copy (`tessc.arena`).
 """
 
 from types import ModuleType

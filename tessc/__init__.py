@@ -35,7 +35,7 @@ _TRACER = "tessc.frontend.tracer"
 _BUILDER = "tessc.frontend.builder"
 _GRAD = "tessc.frontend.grad"
 _TESS_LANG = "tessc.frontend.tess_lang"
-_ARENA = "tessc.frontend.arena"
+_ARENA = "tessc.runtime.arena"
 
 _EXPORTS: dict[str, str] = {
     "jit": _JIT,

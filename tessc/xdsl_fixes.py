@@ -1,29 +1,56 @@
-r"""
-Fixes for xDSL 0.74 bugs that tessc's IR runs into, applied once when a context is built.
+"""
+Every change tessc makes to xDSL 0.74's own code, in one place, each with the xDSL
+behaviour it works around. Nothing else in tessc assigns to an xDSL class.
 
-- `linalg.generic` with several results prints its result types as `-> (t1, t2)`, as MLIR
-  does, but xDSL 0.74 parses only `-> t1, t2`, so multi-output fused kernels (`tess-fuse`)
-  could not be read back. The parser is taught the parenthesised form MLIR uses; the
-  one-result form is unchanged.
-- The lexer's string-literal regex, `"(?:[^"\\\n\v\f]+|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"`,
-  nests `+` in `*`: on a string without its closing quote (`tess.add"(%a, %b) ...`) the
-  engine tries every way of splitting the line into runs, 2^n for n characters, and
-  `tessc-opt` (and `xdsl-opt`) hang. The same regex with possessive quantifiers (`++`,
-  `*+`, Python >= 3.11) matches exactly the same strings — a run can neither contain
-  nor end before a `"`, so giving characters back can never let the closing quote match —
-  in linear time.
+There are two kinds:
+
+- *fixes*, applied once per process by `apply_xdsl_fixes()` (which `tessc.context` calls
+  whenever it builds or extends a `Context`, so every tool and test parsing tessc IR has
+  them). Each is a function decorated with `@xdsl_fix`; to add one, write the function
+  here with a docstring naming the xDSL bug and the IR that hits it, and a test that fails
+  without it. They must be idempotent and must not change what valid input xDSL already
+  handles;
+- *scoped hooks*, active only inside a `with` block: `recording_failing_ops()`, which the
+  drivers (`tessc-opt`, `tessc-run`, via `tessc.diagnostics`) wrap around a run.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, NoReturn
 
 from xdsl.dialects.linalg.ops import GenericOp
+from xdsl.ir import IRNode, Operation
 from xdsl.parser import Parser
+from xdsl.utils.diagnostic import Diagnostic
 from xdsl.utils.mlir_lexer import MLIRLexer
 
+# ---------------------------------------------------------------------------------------
+# Fixes (process-wide, applied once)
+# ---------------------------------------------------------------------------------------
+
+_FIXES: list[Callable[[], None]] = []
 _applied = False
+
+
+def xdsl_fix(fix: Callable[[], None]) -> Callable[[], None]:
+    """Register `fix` (a function that patches xDSL) to run in `apply_xdsl_fixes()`."""
+    _FIXES.append(fix)
+    return fix
+
+
+def apply_xdsl_fixes() -> None:
+    """Apply every registered fix, once per process."""
+    global _applied
+    if not _applied:
+        for fix in _FIXES:
+            fix()
+        _applied = True
+
+
+_original_generic_parse = GenericOp.parse.__func__  # type: ignore[attr-defined]
 
 
 def _parse_generic_with_parenthesised_results(cls: type[GenericOp], parser: Parser) -> Any:
@@ -45,16 +72,80 @@ def _parse_generic_with_parenthesised_results(cls: type[GenericOp], parser: Pars
         del parser.parse_comma_separated_list
 
 
-_original_generic_parse = GenericOp.parse.__func__  # type: ignore[attr-defined]
+@xdsl_fix
+def parse_parenthesised_generic_results() -> None:
+    """`linalg.generic` with several results prints its result types as `-> (t1, t2)`, as
+    MLIR does, but xDSL 0.74 parses only `-> t1, t2`, so multi-output fused kernels
+    (`tess-fuse`) could not be read back. The parser is taught the parenthesised form MLIR
+    uses; the one-result form is unchanged."""
+    GenericOp.parse = classmethod(_parse_generic_with_parenthesised_results)  # type: ignore[method-assign]
 
 
 STRING_LITERAL = re.compile(r'"(?:[^"\\\n\v\f]++|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*+"')
 """xDSL 0.74's `MLIRLexer._unescaped_characters_regex`, without exponential backtracking."""
 
 
-def apply_xdsl_fixes() -> None:
-    global _applied
-    if not _applied:
-        GenericOp.parse = classmethod(_parse_generic_with_parenthesised_results)  # type: ignore[method-assign]
-        MLIRLexer._unescaped_characters_regex = STRING_LITERAL
-        _applied = True
+@xdsl_fix
+def string_literal_regex_in_linear_time() -> None:
+    r"""The lexer's string-literal regex, `"(?:[^"\\\n\v\f]+|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"`,
+    nests `+` in `*`: on a string without its closing quote (`tess.add"(%a, %b) ...`) the
+    engine tries every way of splitting the line into runs, 2^n for n characters, and
+    `tessc-opt` (and `xdsl-opt`) hang. The same regex with possessive quantifiers (`++`,
+    `*+`, Python >= 3.11) matches exactly the same strings — a run can neither contain
+    nor end before a `"`, so giving characters back can never let the closing quote match —
+    in linear time."""
+    MLIRLexer._unescaped_characters_regex = STRING_LITERAL
+
+
+# ---------------------------------------------------------------------------------------
+# Scoped hooks
+# ---------------------------------------------------------------------------------------
+
+_FAILING_OP = "_tessc_failing_op"
+_FAILING_MESSAGE = "_tessc_failing_message"
+
+
+@contextmanager
+def recording_failing_ops() -> Iterator[None]:
+    """While active, an exception raised by `op.emit_error` remembers `op`
+    (`recorded_failing_op`) and the message given to `emit_error` (`recorded_message`).
+
+    xDSL 0.74 raises every op error (`Operation.emit_error`, which every failing verifier
+    goes through) via `Diagnostic.raise_exception`, which puts the op into the exception's
+    *text* only: the exception does not keep the op, so a driver cannot print the op's
+    source location as MLIR does. This wraps that method to attach the first op with a
+    message to the exception; the original is restored on exit.
+    """
+    original = Diagnostic.raise_exception
+
+    def raise_exception(self: Diagnostic, ir: IRNode, underlying_error: Exception) -> NoReturn:
+        if self.op_messages and not hasattr(underlying_error, _FAILING_OP):
+            op, messages = next(iter(self.op_messages.items()))
+            setattr(underlying_error, _FAILING_OP, op)
+            setattr(underlying_error, _FAILING_MESSAGE, messages[0] if messages else "")
+        original(self, ir, underlying_error)
+
+    Diagnostic.raise_exception = raise_exception  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Diagnostic.raise_exception = original  # type: ignore[method-assign]
+
+
+def recorded_failing_op(error: BaseException) -> Operation | None:
+    """The op `recording_failing_ops` attached to `error`, if any."""
+    return getattr(error, _FAILING_OP, None)
+
+
+def recorded_message(error: BaseException) -> str:
+    """The message given to `emit_error` that `recording_failing_ops` attached, or ""."""
+    return getattr(error, _FAILING_MESSAGE, "")
+
+
+__all__ = [
+    "apply_xdsl_fixes",
+    "recorded_failing_op",
+    "recorded_message",
+    "recording_failing_ops",
+    "xdsl_fix",
+]

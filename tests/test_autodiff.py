@@ -28,7 +28,8 @@ from tessc.lowering.autodiff import TessAutodiffPass
 from tessc.lowering.vjp_rules import VJP_RULES
 from tessc.passes import load_pass
 from tessc.reference import find_func, interpret, parse_module
-from tessc.testing import (
+
+from helpers import (
     assert_allclose_by_dtype,
     broadcastable_pair,
     broadcastable_triple,

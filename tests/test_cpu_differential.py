@@ -21,7 +21,8 @@ from tessc.dialects import tess
 from tessc.frontend.builder import TessBuilder, build_function, build_module
 from tessc.pipelines import get_pipeline
 from tessc.reference import interpret, parse_module
-from tessc.testing import (
+
+from helpers import (
     assert_results_match,
     broadcastable_pair,
     broadcastable_triple,

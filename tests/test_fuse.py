@@ -34,7 +34,8 @@ from tessc.dialects import tess as tess_dialect
 from tessc.dialects.tess import PatternKind
 from tessc.lowering.fuse import FusionPolicy, TessFusePass, pattern_kind, plan_fusion
 from tessc.reference import interpret, numpy_dtype, parse_module, shape_and_dtype
-from tessc.testing import (
+
+from helpers import (
     assert_results_match,
     build_single_op_module,
     random_inputs,

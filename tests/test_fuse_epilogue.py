@@ -44,7 +44,8 @@ from tessc.lowering.to_loops import (
 )
 from tessc.pipelines import get_pipeline, run_passes
 from tessc.reference import interpret
-from tessc.testing import (
+
+from helpers import (
     assert_results_match,
     compiled_examples,
     random_inputs,

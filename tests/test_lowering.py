@@ -54,7 +54,8 @@ from tessc.lowering.to_linalg import TessToLinalgPass, reassociation
 from tessc.lowering.to_loops import TessLinalgToLoopsPass, plan_loop_nest
 from tessc.passes import load_pass
 from tessc.reference import find_func, interpret
-from tessc.testing import assert_results_match, random_inputs, random_program
+
+from helpers import assert_results_match, random_inputs, random_program
 
 # ---------------------------------------------------------------------------------------
 # the interpreter at the loop level

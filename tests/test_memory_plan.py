@@ -35,7 +35,8 @@ from tessc.pipelines import get_pipeline, run_passes
 from tessc.reference import find_func, interpret, parse_module
 from tessc.runtime.cache import load_source
 from tessc.runtime.executor import Executable
-from tessc.testing import assert_results_match, random_inputs, random_program
+
+from helpers import assert_results_match, random_inputs, random_program
 
 TO_LINALG = "tess-to-linalg,tess-fuse"
 LOOPS = "tess-linalg-to-loops,canonicalize,cse"

@@ -1,4 +1,4 @@
-"""The reference interpreter against independent NumPy computations, and tessc.testing."""
+"""The reference interpreter against independent NumPy computations, and tests/helpers."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from tessc.reference import (
     parse_module,
     shape_and_dtype,
 )
-from tessc.testing import (
+
+from helpers import (
     assert_allclose_by_dtype,
     assert_results_match,
     broadcastable_pair,

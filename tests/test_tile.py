@@ -29,7 +29,8 @@ from tessc.lowering.to_numba import emit_numba
 from tessc.pipelines import get_pipeline, run_passes
 from tessc.reference import interpret
 from tessc.runtime import Executable, load_source
-from tessc.testing import assert_results_match, random_inputs, random_program
+
+from helpers import assert_results_match, random_inputs, random_program
 
 SMALL_TILES = "tess-tile{tile-sizes=4,4,4 register-tile=2,3}"
 

@@ -11,21 +11,8 @@ It is `xDSLOptMain` (every xDSL dialect, pass and target, `-p 'pass{opt=v}'`,
 - a frontend for `.tess` files, `tessc.frontend.tess_lang.parse_tess`;
 - errors as compiler diagnostics instead of Python tracebacks.
 
-Diagnostics work like MLIR's: the parser stamps every op it reads with a
-`loc("file":line:col)` (`LocatingParser`; an explicit `loc(...)` in the source wins), so an
-op keeps its source position through every pass that keeps the op. When a verifier or a pass
-fails, the failing op is found and its location printed as
-
-    file:line:col: error: message
-      <source line>
-      ^
-
-on stderr, with exit status 1. xDSL raises op errors through `Diagnostic.raise_exception`
-(from `Operation.emit_error`, which every failing verifier goes through) without keeping the
-op on the exception, so while tessc-opt runs that method also records the op on the
-exception (`recording_failing_ops`). Errors that name no op (a structural block error, a pass
-raising `PassFailedException` directly) are found by re-verifying op by op, or else are
-reported as `file: error: message`.
+Errors are located diagnostics (`tessc.diagnostics`): `file:line:col: error: message`, the
+source line and a caret, on stderr, with exit status 1.
 
 With `--verify-diagnostics` (verifier and pass errors) or `--parsing-diagnostics` (parse
 errors) the same diagnostic goes to stdout instead, the exit status stays 0, and the next
@@ -39,18 +26,13 @@ import dataclasses
 import os
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO, ClassVar, NoReturn
+from typing import IO, ClassVar
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
-from xdsl.ir import IRNode, Operation
-from xdsl.parser import Parser
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
-from xdsl.utils.diagnostic import Diagnostic
 from xdsl.utils.exceptions import (
     ArgSpecParseError,
     DiagnosticException,
@@ -58,211 +40,25 @@ from xdsl.utils.exceptions import (
     ShrinkException,
 )
 from xdsl.utils.lexer import Input, Span
-from xdsl.utils.mlir_lexer import MLIRTokenKind
 from xdsl.utils.target import Target
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from tessc import timing
 from tessc.context import register_tess_dialects
+from tessc.diagnostics import (
+    LocatingParser,
+    PassOutputVerifyError,
+    SourceChunk,
+    SourceVerifyError,
+    decode_source,
+    describe_op_error,
+    describe_parse_error,
+    error_message,
+    failing_op,
+    recording_failing_ops,
+    verify_located,
+)
 from tessc.passes import pass_loaders
-
-# ---------------------------------------------------------------------------------------
-# Source locations
-# ---------------------------------------------------------------------------------------
-
-
-class LocatingParser(Parser):
-    """A `Parser` that gives every op it parses the `FileLineColLoc` of its first token."""
-
-    def __init__(self, ctx: Context, input: str | bytes, name: str, line_offset: int = 0):
-        super().__init__(ctx, input, name)
-        self.line_offset = line_offset
-        # Ops are parsed in source order, so lines are counted from the previous op on
-        # (`Span.get_location` counts from the start of the input: quadratic in file size).
-        self._counted_to = 0
-        self._line = 1 + line_offset
-        self._filename = StringAttr(name)
-
-    def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
-        # Like mlir-opt, an input without operations (e.g. after a trailing `// -----`)
-        # is an empty module rather than an error.
-        if allow_implicit_module and self._current_token.kind == MLIRTokenKind.EOF:
-            return ModuleOp([])
-        return super().parse_module(allow_implicit_module)
-
-    def parse_operation(self) -> Operation:
-        line, column = self._line_and_column(self._current_token.span.start)
-        op = super().parse_operation()
-        if isinstance(op.location, UnknownLoc):
-            op.location = FileLineColLoc(self._filename, IntAttr(line), IntAttr(column))
-        return op
-
-    def _line_and_column(self, position: int) -> tuple[int, int]:
-        input = self.lexer.input
-        if position < self._counted_to:  # never in practice; stay correct anyway
-            self._counted_to, self._line = 0, 1 + self.line_offset
-        self._line += input.content.count(input.newline, self._counted_to, position)
-        self._counted_to = position
-        return self._line, position - input.get_start_of_line(position) + 1
-
-
-@dataclass(frozen=True)
-class SourceChunk:
-    """The text one frontend call parsed, to quote source lines in diagnostics."""
-
-    name: str
-    content: str
-    line_offset: int = 0
-
-    def line(self, line: int) -> str | None:
-        """Line `line` (1-based, counted in the whole file), if it is in this chunk."""
-        lines = self.content.split("\n")
-        index = line - self.line_offset - 1
-        return lines[index].removesuffix("\r") if 0 <= index < len(lines) else None
-
-
-def format_diagnostic(
-    file: str,
-    message: str,
-    *,
-    line: int | None = None,
-    column: int | None = None,
-    source_line: str | None = None,
-    width: int = 1,
-    severity: str = "error",
-) -> str:
-    """`file:line:col: error: message`, then the source line and a caret under the column."""
-    where = file if line is None else f"{file}:{line}:{column or 1}"
-    # One line per diagnostic (IRDL's constraint messages span several).
-    message = " ".join(part.strip() for part in message.splitlines() if part.strip())
-    text = f"{where}: {severity}: {message}"
-    if source_line is not None and column is not None:
-        width = max(1, min(width, len(source_line) - column + 1))
-        text += f"\n{source_line}\n{' ' * (column - 1)}{'^' * width}"
-    return text
-
-
-def describe_parse_error(error: ParseError) -> str:
-    """A `ParseError` as a one-location diagnostic (xDSL's own text adds a Python traceback)."""
-    span = error.span
-    location = span.get_location()
-    input = span.input
-    line_start = input.get_start_of_line(span.start)
-    line_end = input.get_end_of_line(span.start)
-    source_line = _text(input.content[line_start:line_end]).removesuffix("\r")
-    # Columns from xDSL count bytes; count characters so the caret lines up.
-    column = len(_text(input.content[line_start : span.start])) + 1
-    return format_diagnostic(
-        location.file,
-        error.msg,
-        line=location.line,
-        column=column,
-        source_line=source_line,
-        width=len(_text(span.content)),
-    )
-
-
-def describe_op_error(
-    message: str, op: Operation | None, source: SourceChunk, *, note: str | None = None
-) -> str:
-    """An error at `op`'s source location when it has one, else at the file."""
-    location = _find_location(op)
-    if location is None:
-        text = format_diagnostic(source.name, message)
-    else:
-        filename, line, column = location
-        source_line = source.line(line) if filename == source.name else None
-        text = format_diagnostic(
-            filename, message, line=line, column=column, source_line=source_line
-        )
-    if note is not None:
-        text += "\n" + format_diagnostic(source.name, note, severity="note")
-    return text
-
-
-def _find_location(op: Operation | None) -> tuple[str, int, int] | None:
-    if op is None or not isinstance(op.location, FileLineColLoc):
-        return None
-    loc = op.location
-    return loc.filename.data, loc.line.data, loc.column.data
-
-
-def _text(content: str | bytes) -> str:
-    return content.decode("utf-8", "replace") if isinstance(content, bytes) else content
-
-
-# ---------------------------------------------------------------------------------------
-# Which op failed
-# ---------------------------------------------------------------------------------------
-
-_FAILING_OP = "_tessc_failing_op"
-_FAILING_MESSAGE = "_tessc_failing_message"
-
-
-@contextmanager
-def recording_failing_ops() -> Iterator[None]:
-    """While active, an exception raised by `op.emit_error` remembers `op` (`failing_op`)."""
-    original = Diagnostic.raise_exception
-
-    def raise_exception(self: Diagnostic, ir: IRNode, underlying_error: Exception) -> NoReturn:
-        if self.op_messages and not hasattr(underlying_error, _FAILING_OP):
-            op, messages = next(iter(self.op_messages.items()))
-            setattr(underlying_error, _FAILING_OP, op)
-            setattr(underlying_error, _FAILING_MESSAGE, messages[0] if messages else "")
-        original(self, ir, underlying_error)
-
-    Diagnostic.raise_exception = raise_exception
-    try:
-        yield
-    finally:
-        Diagnostic.raise_exception = original
-
-
-def failing_op(error: BaseException) -> Operation | None:
-    return getattr(error, _FAILING_OP, None)
-
-
-def error_message(error: BaseException) -> str:
-    """The exception's own text or, when it has none (`op.emit_error(msg, VerifyException())`),
-    the message given to `emit_error`."""
-    return str(error) or getattr(error, _FAILING_MESSAGE, "") or type(error).__name__
-
-
-def first_invalid_op(module: ModuleOp) -> Operation | None:
-    """The first op, innermost first, whose own checks fail (for errors naming no op)."""
-    for op in module.walk(region_first=True):
-        try:
-            op.verify(verify_nested_ops=False)
-        except DiagnosticException as error:
-            return failing_op(error) or op
-    return None
-
-
-class SourceVerifyError(DiagnosticException):
-    """The input does not verify: a diagnostic about the user's program."""
-
-    def __init__(self, message: str, op: Operation | None):
-        super().__init__(message)
-        setattr(self, _FAILING_OP, op)
-
-
-class PassOutputVerifyError(DiagnosticException):
-    """A pass produced IR that does not verify: a compiler bug, still reported at the op."""
-
-    def __init__(self, message: str, op: Operation | None, pass_name: str):
-        super().__init__(message)
-        self.pass_name = pass_name
-        setattr(self, _FAILING_OP, op)
-
-
-def verify_located(module: ModuleOp) -> None:
-    """`module.verify()`, raising with the failing op attached (`failing_op`)."""
-    try:
-        module.verify()
-    except DiagnosticException as error:
-        op = failing_op(error) or first_invalid_op(module)
-        raise SourceVerifyError(error_message(error), op) from None
-
 
 # ---------------------------------------------------------------------------------------
 # The numba target and the .tess frontend (both lazy: written in other modules)
@@ -346,7 +142,7 @@ class TesscOptMain(xDSLOptMain):
         self, chunk: IO[bytes], file_extension: str, start_offset: int = 0
     ) -> ModuleOp | None:
         content = chunk.read()
-        self._source = SourceChunk(self.get_input_name(), _text(content), start_offset)
+        self._source = SourceChunk(self.get_input_name(), decode_source(content), start_offset)
         try:
             return self.available_frontends[file_extension](_RewoundBytes(content))
         except ParseError as error:

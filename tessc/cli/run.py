@@ -31,7 +31,8 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 
-from tessc.cli.opt import (
+from tessc.context import make_context
+from tessc.diagnostics import (
     LocatingParser,
     SourceChunk,
     describe_op_error,
@@ -41,7 +42,6 @@ from tessc.cli.opt import (
     recording_failing_ops,
     verify_located,
 )
-from tessc.context import make_context
 from tessc.pipelines import PIPELINES
 
 

@@ -24,6 +24,8 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
+from tessc.runtime.executor import arena_of
+
 ALIGNMENT = 64
 """Byte alignment of the buffer: a cache line, an AVX-512 vector."""
 
@@ -58,8 +60,6 @@ def arena_buffer(views: Sequence[np.ndarray]) -> np.ndarray | None:
     makes them); else None."""
     if not views:
         return None
-    from tessc.runtime.executor import arena_of
-
     offsets: list[int] = []
     total = 0
     for view in views:

@@ -1,17 +1,8 @@
 """
-Shared helpers for tessc's differential tests: shapes, inputs, tolerances, programs.
-
-Every lowering is checked the same way: build a `tess` program, run it through the
-compiler and through `tessc.reference.interpret`, compare. This module supplies the parts:
-
-- hypothesis strategies for shapes that broadcast by the seed rules (`broadcastable_pair`,
-  `broadcastable_triple`), reduction dim lists, batched matmul shapes;
-- `random_inputs`: deterministic arrays of a func's declared argument shapes and dtypes;
-- `assert_allclose_by_dtype` / `assert_results_match`: tolerances chosen by dtype;
-- `build_single_op_module`: a func with one tess op, built with the ops' own `__init__`s
-  (which infer the result types), for per-op tests;
-- `random_program`: a hypothesis strategy for small random tess programs (a DAG of ops
-  mixing maps, broadcasting zips, reductions, shape ops, matmul and select).
+tess programs for tests: `build_single_op_module` (one op, built with the op's own
+`__init__`, which infers the result type), `random_program` (a hypothesis strategy for small
+random programs: a DAG of maps, broadcasting zips, reductions, shape ops, matmul and
+select) and `compiled_examples` (hypothesis settings for tests that compile kernels).
 
 Random programs stay numerically tame on inputs in [-2, 2] (the `random_inputs`
 default), so that a difference between the compiler and the oracle is a bug rather than
@@ -29,204 +20,26 @@ import numpy as np
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from xdsl.dialects import func
-from xdsl.dialects.builtin import Float32Type, Float64Type, ModuleOp, TensorType, f32, f64
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from tessc.dialects import tess
-from tessc.dialects.tess import broadcast_shapes, format_shape, tensor_shape
-from tessc.reference import shape_and_dtype
+from tessc.dialects.tess import broadcast_shapes, tensor_shape
 
-Shape = tuple[int, ...]
-MAX_RANK = 4
+from helpers.shapes import (
+    MAX_RANK,
+    Shape,
+    _as_tensor_type,
+    element_type,
+    reduce_dims,
+    shapes,
+    tensor_type,
+)
+
 MAX_RESULTS = 3
 MAGNITUDE_LIMIT = 100.0
 """Values whose magnitude bound exceeds this are passed through tanh before further use."""
 
-# ---------------------------------------------------------------------------------------
-# types
-# ---------------------------------------------------------------------------------------
-
-_ELEMENT_TYPES: dict[str, Attribute] = {"f32": f32, "f64": f64}
-
-
-def element_type(dtype: str | np.dtype | type | Attribute) -> Attribute:
-    """`"f32"`, `np.float32`, `np.dtype("float64")` or an xDSL float type -> f32/f64."""
-    if isinstance(dtype, Float32Type | Float64Type):
-        return dtype
-    if isinstance(dtype, str) and dtype in _ELEMENT_TYPES:
-        return _ELEMENT_TYPES[dtype]
-    numpy = np.dtype(dtype)  # type: ignore[arg-type]
-    if numpy == np.float32:
-        return f32
-    if numpy == np.float64:
-        return f64
-    raise ValueError(f"tess tensors hold f32 or f64, not {dtype}")
-
-
-def tensor_type(shape: Sequence[int], dtype: str | np.dtype | type | Attribute) -> TensorType:
-    """`tensor_type((3, 4), "f32")` is `tensor<3x4xf32>`."""
-    return TensorType(element_type(dtype), list(shape))
-
-
-def _as_tensor_type(typ: TensorType | tuple[Sequence[int], Any]) -> TensorType:
-    if isinstance(typ, TensorType):
-        return typ
-    shape, dtype = typ
-    return tensor_type(shape, dtype)
-
-
-# ---------------------------------------------------------------------------------------
-# shape strategies
-# ---------------------------------------------------------------------------------------
-
-
-def shapes(
-    min_rank: int = 0, max_rank: int = MAX_RANK, max_side: int = 5, min_side: int = 1
-) -> st.SearchStrategy[Shape]:
-    """Static shapes of rank in [min_rank, max_rank] with sides in [min_side, max_side]."""
-    sides = st.integers(min_side, max_side)
-    return st.lists(sides, min_size=min_rank, max_size=max_rank).map(tuple)
-
-
-@st.composite
-def _partner_shape(draw: st.DrawFn, shape: Shape) -> Shape:
-    """A shape that broadcasts with `shape` to `shape` (some dims 1, leading dims dropped)."""
-    kept = draw(st.integers(0, len(shape)))
-    partner = shape[len(shape) - kept :]
-    return tuple(1 if draw(st.booleans()) else d for d in partner)
-
-
-@st.composite
-def broadcastable_shapes(
-    draw: st.DrawFn, count: int, min_rank: int = 0, max_rank: int = MAX_RANK, max_side: int = 5
-) -> tuple[Shape, ...]:
-    """`count` shapes whose broadcast is a drawn shape of rank in [min_rank, max_rank]."""
-    full = draw(shapes(min_rank, max_rank, max_side))
-    result = tuple(draw(_partner_shape(full)) for _ in range(count))
-    # The broadcast may be smaller than `full` if every operand dropped or unit-ed a dim;
-    # that is still a valid broadcasting case, so it is kept as drawn.
-    broadcast_shapes(*result)
-    return result
-
-
-def broadcastable_pair(
-    min_rank: int = 0, max_rank: int = MAX_RANK, max_side: int = 5
-) -> st.SearchStrategy[tuple[Shape, ...]]:
-    """Two shapes that broadcast by the seed rules, e.g. `((3, 1, 5), (4, 1))`."""
-    return broadcastable_shapes(2, min_rank, max_rank, max_side)
-
-
-def broadcastable_triple(
-    min_rank: int = 0, max_rank: int = MAX_RANK, max_side: int = 5
-) -> st.SearchStrategy[tuple[Shape, ...]]:
-    """Three shapes that broadcast together (for `select`)."""
-    return broadcastable_shapes(3, min_rank, max_rank, max_side)
-
-
-def reduce_dims(shape: Sequence[int], min_size: int = 0) -> st.SearchStrategy[tuple[int, ...]]:
-    """Distinct dims of `shape` in any order (the tess verifier accepts any order)."""
-    rank = len(shape)
-    if rank == 0:
-        return st.just(())
-    return st.lists(
-        st.integers(0, rank - 1), min_size=min(min_size, rank), max_size=rank, unique=True
-    ).map(tuple)
-
-
-@st.composite
-def matmul_shapes(
-    draw: st.DrawFn, max_batch_rank: int = 2, max_side: int = 5
-) -> tuple[Shape, Shape]:
-    """`(..., n, k)` and `(..., k, m)` whose batch dims broadcast (and may differ in rank)."""
-    lhs_batch, rhs_batch = draw(broadcastable_pair(0, max_batch_rank, max_side))
-    n, k, m = (draw(st.integers(1, max_side)) for _ in range(3))
-    return (*lhs_batch, n, k), (*rhs_batch, k, m)
-
-
-# ---------------------------------------------------------------------------------------
-# inputs and comparison
-# ---------------------------------------------------------------------------------------
-
-
-def random_inputs(
-    func_op: func.FuncOp,
-    seed: int,
-    *,
-    positive: bool = False,
-    low: float = -2.0,
-    high: float = 2.0,
-) -> list[np.ndarray]:
-    """
-    Arrays of `func_op`'s argument shapes and dtypes, uniform in [low, high).
-
-    With `positive=True` the values are in [0.5, max(high, 1.0)) instead (for ops such as
-    `log`, `sqrt` or `pow` that need positive inputs). Deterministic in `seed`.
-    """
-    rng = np.random.default_rng(seed)
-    if positive:
-        low, high = 0.5, max(high, 1.0)
-    arrays = []
-    for typ in func_op.function_type.inputs.data:
-        shape, dtype = shape_and_dtype(typ)
-        arrays.append(rng.uniform(low, high, size=shape).astype(dtype))
-    return arrays
-
-
-TOLERANCES: dict[np.dtype, tuple[float, float]] = {
-    np.dtype(np.float32): (1e-5, 1e-6),
-    np.dtype(np.float64): (1e-12, 1e-13),
-}
-"""(rtol, atol) by dtype; atol is scaled by the magnitude of the expected array."""
-
-
-def assert_allclose_by_dtype(
-    actual: np.ndarray,
-    expected: np.ndarray,
-    *,
-    rtol: float | None = None,
-    atol: float | None = None,
-    err_msg: str = "",
-) -> None:
-    """
-    Assert `actual` matches `expected` in shape, dtype and value, with tolerances by dtype.
-
-    The absolute tolerance is `atol * max(1, max |expected|)`: a sum of terms of size 100
-    that cancels to 0 is only as exact as its terms, not as its result. NaNs must match.
-    """
-    actual, expected = np.asarray(actual), np.asarray(expected)
-    if actual.shape != expected.shape:
-        raise AssertionError(
-            f"shape {format_shape(actual.shape)} != expected {format_shape(expected.shape)}"
-            f" {err_msg}"
-        )
-    if actual.dtype != expected.dtype:
-        raise AssertionError(f"dtype {actual.dtype} != expected {expected.dtype} {err_msg}")
-    default_rtol, default_atol = TOLERANCES.get(expected.dtype, (1e-7, 0.0))
-    finite = expected[np.isfinite(expected)]
-    scale = max(1.0, float(np.max(np.abs(finite)))) if finite.size else 1.0
-    np.testing.assert_allclose(
-        actual,
-        expected,
-        rtol=default_rtol if rtol is None else rtol,
-        atol=(default_atol if atol is None else atol) * scale,
-        equal_nan=True,
-        err_msg=err_msg,
-    )
-
-
-def assert_results_match(
-    actual: Sequence[np.ndarray], expected: Sequence[np.ndarray], **tolerances: float
-) -> None:
-    """`assert_allclose_by_dtype` on each pair of a func's results; the counts must match."""
-    if len(actual) != len(expected):
-        raise AssertionError(f"{len(actual)} results, expected {len(expected)}")
-    for index, (a, e) in enumerate(zip(actual, expected, strict=True)):
-        assert_allclose_by_dtype(a, e, err_msg=f"(result {index})", **tolerances)  # type: ignore[arg-type]
-
-
-# ---------------------------------------------------------------------------------------
-# building programs
-# ---------------------------------------------------------------------------------------
 
 TESS_OPS: dict[str, type[Operation]] = {op.name: op for op in tess.Tess.operations}
 
@@ -542,25 +355,3 @@ def compiled_examples(n: int) -> settings:
         derandomize=True,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )
-
-
-__all__ = [
-    "compiled_examples",
-    "MAGNITUDE_LIMIT",
-    "MAX_RESULTS",
-    "STEP_KINDS",
-    "TOLERANCES",
-    "assert_allclose_by_dtype",
-    "assert_results_match",
-    "broadcastable_pair",
-    "broadcastable_shapes",
-    "broadcastable_triple",
-    "build_single_op_module",
-    "element_type",
-    "matmul_shapes",
-    "random_inputs",
-    "random_program",
-    "reduce_dims",
-    "shapes",
-    "tensor_type",
-]

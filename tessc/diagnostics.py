@@ -1,0 +1,233 @@
+"""
+Located diagnostics for tessc's drivers (`tessc-opt`, `tessc-run`): where an error is in
+the user's file, and how it is printed.
+
+They work like MLIR's: the parser stamps every op it reads with a `loc("file":line:col)`
+(`LocatingParser`; an explicit `loc(...)` in the source wins), so an op keeps its source
+position through every pass that keeps the op. When a verifier or a pass fails, the failing
+op is found and its location printed as
+
+    file:line:col: error: message
+      <source line>
+      ^
+
+The failing op comes from the exception: tessc's own `SourceVerifyError` and
+`PassOutputVerifyError` carry it, and xDSL's op errors carry it while the driver runs inside
+`recording_failing_ops()` (`tessc.xdsl_fixes`: xDSL keeps the op only in the message text).
+Errors that name no op (a structural block error, a pass raising `PassFailedException`
+directly) are found by re-verifying op by op (`first_invalid_op`), or else are reported as
+`file: error: message`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
+from xdsl.ir import Operation
+from xdsl.parser import Parser
+from xdsl.utils.exceptions import DiagnosticException, ParseError
+from xdsl.utils.mlir_lexer import MLIRTokenKind
+
+from tessc.xdsl_fixes import recorded_failing_op, recorded_message, recording_failing_ops
+
+# ---------------------------------------------------------------------------------------
+# Source locations
+# ---------------------------------------------------------------------------------------
+
+
+class LocatingParser(Parser):
+    """A `Parser` that gives every op it parses the `FileLineColLoc` of its first token."""
+
+    def __init__(self, ctx: Context, input: str | bytes, name: str, line_offset: int = 0):
+        super().__init__(ctx, input, name)
+        self.line_offset = line_offset
+        # Ops are parsed in source order, so lines are counted from the previous op on
+        # (`Span.get_location` counts from the start of the input: quadratic in file size).
+        self._counted_to = 0
+        self._line = 1 + line_offset
+        self._filename = StringAttr(name)
+
+    def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
+        # Like mlir-opt, an input without operations (e.g. after a trailing `// -----`)
+        # is an empty module rather than an error.
+        if allow_implicit_module and self._current_token.kind == MLIRTokenKind.EOF:
+            return ModuleOp([])
+        return super().parse_module(allow_implicit_module)
+
+    def parse_operation(self) -> Operation:
+        line, column = self._line_and_column(self._current_token.span.start)
+        op = super().parse_operation()
+        if isinstance(op.location, UnknownLoc):
+            op.location = FileLineColLoc(self._filename, IntAttr(line), IntAttr(column))
+        return op
+
+    def _line_and_column(self, position: int) -> tuple[int, int]:
+        input = self.lexer.input
+        if position < self._counted_to:  # never in practice; stay correct anyway
+            self._counted_to, self._line = 0, 1 + self.line_offset
+        self._line += input.content.count(input.newline, self._counted_to, position)
+        self._counted_to = position
+        return self._line, position - input.get_start_of_line(position) + 1
+
+
+@dataclass(frozen=True)
+class SourceChunk:
+    """The text one frontend call parsed, to quote source lines in diagnostics."""
+
+    name: str
+    content: str
+    line_offset: int = 0
+
+    def line(self, line: int) -> str | None:
+        """Line `line` (1-based, counted in the whole file), if it is in this chunk."""
+        lines = self.content.split("\n")
+        index = line - self.line_offset - 1
+        return lines[index].removesuffix("\r") if 0 <= index < len(lines) else None
+
+
+def format_diagnostic(
+    file: str,
+    message: str,
+    *,
+    line: int | None = None,
+    column: int | None = None,
+    source_line: str | None = None,
+    width: int = 1,
+    severity: str = "error",
+) -> str:
+    """`file:line:col: error: message`, then the source line and a caret under the column."""
+    where = file if line is None else f"{file}:{line}:{column or 1}"
+    # One line per diagnostic (IRDL's constraint messages span several).
+    message = " ".join(part.strip() for part in message.splitlines() if part.strip())
+    text = f"{where}: {severity}: {message}"
+    if source_line is not None and column is not None:
+        width = max(1, min(width, len(source_line) - column + 1))
+        text += f"\n{source_line}\n{' ' * (column - 1)}{'^' * width}"
+    return text
+
+
+def describe_parse_error(error: ParseError) -> str:
+    """A `ParseError` as a one-location diagnostic (xDSL's own text adds a Python traceback)."""
+    span = error.span
+    location = span.get_location()
+    input = span.input
+    line_start = input.get_start_of_line(span.start)
+    line_end = input.get_end_of_line(span.start)
+    source_line = decode_source(input.content[line_start:line_end]).removesuffix("\r")
+    # Columns from xDSL count bytes; count characters so the caret lines up.
+    column = len(decode_source(input.content[line_start : span.start])) + 1
+    return format_diagnostic(
+        location.file,
+        error.msg,
+        line=location.line,
+        column=column,
+        source_line=source_line,
+        width=len(decode_source(span.content)),
+    )
+
+
+def describe_op_error(
+    message: str, op: Operation | None, source: SourceChunk, *, note: str | None = None
+) -> str:
+    """An error at `op`'s source location when it has one, else at the file."""
+    location = _find_location(op)
+    if location is None:
+        text = format_diagnostic(source.name, message)
+    else:
+        filename, line, column = location
+        source_line = source.line(line) if filename == source.name else None
+        text = format_diagnostic(
+            filename, message, line=line, column=column, source_line=source_line
+        )
+    if note is not None:
+        text += "\n" + format_diagnostic(source.name, note, severity="note")
+    return text
+
+
+def _find_location(op: Operation | None) -> tuple[str, int, int] | None:
+    if op is None or not isinstance(op.location, FileLineColLoc):
+        return None
+    loc = op.location
+    return loc.filename.data, loc.line.data, loc.column.data
+
+
+def decode_source(content: str | bytes) -> str:
+    """Source text as `str` (xDSL spans may hold bytes), undecodable bytes replaced."""
+    return content.decode("utf-8", "replace") if isinstance(content, bytes) else content
+
+
+# ---------------------------------------------------------------------------------------
+# Which op failed
+# ---------------------------------------------------------------------------------------
+
+
+def failing_op(error: BaseException) -> Operation | None:
+    """The op `error` is about, if it knows one."""
+    if isinstance(error, LocatedError):
+        return error.op
+    return recorded_failing_op(error)
+
+
+def error_message(error: BaseException) -> str:
+    """The exception's own text or, when it has none (`op.emit_error(msg, VerifyException())`),
+    the message given to `emit_error`."""
+    return str(error) or recorded_message(error) or type(error).__name__
+
+
+def first_invalid_op(module: ModuleOp) -> Operation | None:
+    """The first op, innermost first, whose own checks fail (for errors naming no op)."""
+    for op in module.walk(region_first=True):
+        try:
+            op.verify(verify_nested_ops=False)
+        except DiagnosticException as error:
+            return failing_op(error) or op
+    return None
+
+
+class LocatedError(DiagnosticException):
+    """A diagnostic that knows the op it is about (`failing_op`)."""
+
+    def __init__(self, message: str, op: Operation | None):
+        super().__init__(message)
+        self.op = op
+
+
+class SourceVerifyError(LocatedError):
+    """The input does not verify: a diagnostic about the user's program."""
+
+
+class PassOutputVerifyError(LocatedError):
+    """A pass produced IR that does not verify: a compiler bug, still reported at the op."""
+
+    def __init__(self, message: str, op: Operation | None, pass_name: str):
+        super().__init__(message, op)
+        self.pass_name = pass_name
+
+
+def verify_located(module: ModuleOp) -> None:
+    """`module.verify()`, raising with the failing op attached (`failing_op`)."""
+    try:
+        module.verify()
+    except DiagnosticException as error:
+        op = failing_op(error) or first_invalid_op(module)
+        raise SourceVerifyError(error_message(error), op) from None
+
+
+__all__ = [
+    "LocatedError",
+    "LocatingParser",
+    "PassOutputVerifyError",
+    "SourceChunk",
+    "SourceVerifyError",
+    "describe_op_error",
+    "decode_source",
+    "describe_parse_error",
+    "error_message",
+    "failing_op",
+    "first_invalid_op",
+    "format_diagnostic",
+    "recording_failing_ops",
+    "verify_located",
+]

@@ -1,0 +1,91 @@
+"""
+Inputs for a func and comparison of its results: `random_inputs` (deterministic arrays of
+the declared argument shapes and dtypes) and `assert_allclose_by_dtype` /
+`assert_results_match` (tolerances chosen by dtype).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from xdsl.dialects import func
+
+from tessc.dialects.tess import format_shape
+from tessc.reference import shape_and_dtype
+
+
+def random_inputs(
+    func_op: func.FuncOp,
+    seed: int,
+    *,
+    positive: bool = False,
+    low: float = -2.0,
+    high: float = 2.0,
+) -> list[np.ndarray]:
+    """
+    Arrays of `func_op`'s argument shapes and dtypes, uniform in [low, high).
+
+    With `positive=True` the values are in [0.5, max(high, 1.0)) instead (for ops such as
+    `log`, `sqrt` or `pow` that need positive inputs). Deterministic in `seed`.
+    """
+    rng = np.random.default_rng(seed)
+    if positive:
+        low, high = 0.5, max(high, 1.0)
+    arrays = []
+    for typ in func_op.function_type.inputs.data:
+        shape, dtype = shape_and_dtype(typ)
+        arrays.append(rng.uniform(low, high, size=shape).astype(dtype))
+    return arrays
+
+
+TOLERANCES: dict[np.dtype, tuple[float, float]] = {
+    np.dtype(np.float32): (1e-5, 1e-6),
+    np.dtype(np.float64): (1e-12, 1e-13),
+}
+"""(rtol, atol) by dtype; atol is scaled by the magnitude of the expected array."""
+
+
+def assert_allclose_by_dtype(
+    actual: np.ndarray,
+    expected: np.ndarray,
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+    err_msg: str = "",
+) -> None:
+    """
+    Assert `actual` matches `expected` in shape, dtype and value, with tolerances by dtype.
+
+    The absolute tolerance is `atol * max(1, max |expected|)`: a sum of terms of size 100
+    that cancels to 0 is only as exact as its terms, not as its result. NaNs must match.
+    """
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    if actual.shape != expected.shape:
+        raise AssertionError(
+            f"shape {format_shape(actual.shape)} != expected {format_shape(expected.shape)}"
+            f" {err_msg}"
+        )
+    if actual.dtype != expected.dtype:
+        raise AssertionError(f"dtype {actual.dtype} != expected {expected.dtype} {err_msg}")
+    default_rtol, default_atol = TOLERANCES.get(expected.dtype, (1e-7, 0.0))
+    finite = expected[np.isfinite(expected)]
+    scale = max(1.0, float(np.max(np.abs(finite)))) if finite.size else 1.0
+    np.testing.assert_allclose(
+        actual,
+        expected,
+        rtol=default_rtol if rtol is None else rtol,
+        atol=(default_atol if atol is None else atol) * scale,
+        equal_nan=True,
+        err_msg=err_msg,
+    )
+
+
+def assert_results_match(
+    actual: Sequence[np.ndarray], expected: Sequence[np.ndarray], **tolerances: float
+) -> None:
+    """`assert_allclose_by_dtype` on each pair of a func's results; the counts must match."""
+    if len(actual) != len(expected):
+        raise AssertionError(f"{len(actual)} results, expected {len(expected)}")
+    for index, (a, e) in enumerate(zip(actual, expected, strict=True)):
+        assert_allclose_by_dtype(a, e, err_msg=f"(result {index})", **tolerances)  # type: ignore[arg-type]
