@@ -11,7 +11,7 @@ tessc's runtime: runs the Python/Numba source that codegen produced, reading no 
 - `cuda.CudaExecutable(module, entry)`: the same for a CUDA module (`TESSC_TARGET = "cuda"`),
   on host or device arrays (imported only for such a module: Numba's CUDA target is an
   optional extra);
-- `executable(module, entry)`: whichever of the two the module's target needs.
+- `executable(module, entry)`: whichever of the two the module's target needs;
 - `arena.arena(arrays)`: arrays as views of one contiguous buffer, the layout a
   horizontally fused program reads without a copy (`tessc.arena`).
 """

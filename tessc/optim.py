@@ -38,9 +38,9 @@ from typing import Any
 
 import numpy as np
 
-from tessc.frontend.arena import arena
 from tessc.frontend.jit import JitFunction, flatten_tree, jit, unflatten_tree
 from tessc.frontend.tracer import Tensor, where
+from tessc.runtime.arena import arena
 
 Pytree = Any
 Scalars = dict[str, Any]
