@@ -12,8 +12,8 @@ The output is a self-contained Python module:
   kernels (see `_emit_module` for the Numba bug that rules out caching callees);
 - every host function becomes `@njit(cache=True, ...)` so one compiled call runs the whole
   sequence of kernel launches (Python per kernel launch is the cost to remove); serial
-  kernels are `inline="always"`: Numba compiles them into the host, one compilation
-  instead of one per kernel;
+  kernels are emitted into the host's body at their call (`# <kernel>` marks where),
+  so Numba compiles one function instead of one per kernel;
 - a literal `TESSC_SIGNATURES` records the shapes and dtypes of each host function's inputs
   and outputs (its trailing `tess.num_outputs` memref arguments), so the runtime never
   reads IR. A host planned by `tess-memory-plan` with a workspace (function attribute
@@ -78,7 +78,12 @@ from tessc.lowering.numba_ops import (
 from tessc.lowering.numba_ops import constant_expr as constant_expr
 
 DEFAULT_FASTMATH: tuple[str, ...] = ("arcp", "contract", "nsz", "reassoc")
-DEFAULT_PARALLEL_THRESHOLD = 1 << 15
+DEFAULT_PARALLEL_THRESHOLD = 1 << 18
+"""Kernels with fewer static iterations run serially. A parfor costs Numba 0.4-2 s of cold
+compile per kernel (an MLP train step: 5.0 s CPU with its three 128x64x128-class kernels
+parallel, 3.8 s serial) and a thread launch per call, which on a loaded machine cost an
+MLP step 10x its serial time; below ~2^18 iterations (~0.1 ms of vectorised work) the
+second thread cannot win that back."""
 PARALLEL_COLLAPSE_MIN = 64
 
 KERNEL_ATTR = "tess.kernel"
@@ -106,10 +111,17 @@ class FunctionEmitter(OpEmitter):
     """Emits the body of one `func.func` as indented Python lines: its loops, branches and
     calls here, the arith, math and memref ops between them by `OpEmitter`."""
 
-    def __init__(self, fn: func.FuncOp, function_names: dict[str, str], parallel: bool):
+    def __init__(
+        self,
+        fn: func.FuncOp,
+        function_names: dict[str, str],
+        parallel: bool,
+        inlined: dict[str, func.FuncOp] | None = None,
+    ):
         super().__init__(function_names.values(), parallel)
         self.fn = fn
         self.function_names = function_names
+        self.inlined = inlined or {}
         self.used_prange = False
 
     def argument_names(self, num_outputs: int) -> list[str]:
@@ -315,12 +327,26 @@ class FunctionEmitter(OpEmitter):
         callee = op.callee.root_reference.data
         if callee not in self.function_names:
             raise UnsupportedOpError(op, f"call to @{callee}, which the module does not define")
+        if callee in self.inlined and not op.results:
+            self.emit_inlined(self.inlined[callee], op)
+            return
         call = f"{self.function_names[callee]}({', '.join(self.expr(a) for a in op.arguments)})"
         if not op.results:
             self.line(call)
             return
         targets = [self.define(r, "r") for r in op.results]
         self.line(f"{', '.join(targets)} = {call}")
+
+    def emit_inlined(self, callee: func.FuncOp, op: func.CallOp) -> None:
+        """The body of serial kernel `callee` in place of the call `op`: its arguments are
+        the call's operands, its values get fresh names of this function."""
+        self.line(f"# {self.function_names[callee.sym_name.data]}")
+        for arg, operand in zip(callee.body.block.args, op.arguments, strict=True):
+            self.exprs[arg] = self.expr(operand)
+        for inner in callee.body.block.ops:
+            if isinstance(inner, func.ReturnOp):
+                continue
+            self.emit_op(inner)
 
     def emit_return(self, op: func.ReturnOp) -> None:
         if op.arguments:
@@ -452,9 +478,11 @@ def emit_numba(
 
     `fastmath` lists LLVM fast-math flags for the kernels; `parallel_threshold` is the static
     iteration count below which a kernel's `scf.parallel` runs as a serial loop;
-    `inline_serial_kernels` has Numba inline serial kernels into their hosts (one compiled
+    `inline_serial_kernels` emits serial kernels into the hosts that call them (one compiled
     function instead of one per kernel: about a third less compile time, measured with ten
-    small kernels). Raises `UnsupportedOpError` naming the first op without a translation.
+    small kernels; and without Numba's `inline="always"`, whose IR copying cost another
+    third of an MLP train step's). Raises `UnsupportedOpError` naming the first op without
+    a translation.
     """
     try:
         return _emit_module(
@@ -479,18 +507,33 @@ def _emit_module(
     function_names = python_function_names(functions)
     called = {op.callee.root_reference.data for op in module.walk() if isinstance(op, func.CallOp)}
 
+    parallel = {
+        fn.sym_name.data: KERNEL_ATTR in fn.attributes
+        and _has_parallel_loop(fn)
+        and static_work(fn.body.block) >= parallel_threshold
+        for fn in functions
+    }
+    # Serial kernels that return nothing are emitted into the body of each host that calls
+    # them: one Numba function to compile, and no Numba `inline="always"`, whose IR
+    # copying took a third of the compile time of an MLP train step (cProfile).
+    inlined = {
+        fn.sym_name.data: fn
+        for fn in functions
+        if inline_serial_kernels
+        and fn.sym_name.data in called
+        and KERNEL_ATTR in fn.attributes
+        and not parallel[fn.sym_name.data]
+        and not fn.function_type.outputs.data
+    }
     bodies: list[str] = []
     signatures: list[str] = []
     uses_math = uses_prange = uses_bitcast = False
     for fn in functions:
         pyname = function_names[fn.sym_name.data]
         is_kernel = KERNEL_ATTR in fn.attributes
-        parallel = (
-            is_kernel
-            and _has_parallel_loop(fn)
-            and static_work(fn.body.block) >= parallel_threshold
-        )
-        emitter = FunctionEmitter(fn, function_names, parallel)
+        if fn.sym_name.data in inlined:
+            continue
+        emitter = FunctionEmitter(fn, function_names, parallel[fn.sym_name.data], inlined)
         attr = fn.attributes.get(NUM_OUTPUTS_ATTR)
         num_outputs = int(attr.value.data) if isinstance(attr, IntegerAttr) else 0
         arg_names = emitter.argument_names(0 if is_kernel else num_outputs)
@@ -507,9 +550,6 @@ def _emit_module(
         options = [] if fn.sym_name.data in called else ["cache=True"]
         if emitter.used_prange:
             options.insert(0, "parallel=True")
-        elif is_kernel and inline_serial_kernels:
-            # Inlined into the host, which compiles it with its own flags.
-            options = ['inline="always"']
         if not is_kernel:
             entry = signature_entry(fn, pyname, arg_names)
             if entry is not None:

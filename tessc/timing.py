@@ -10,14 +10,16 @@ print to stderr
     ===-------------------------------------------------------------------------===
       Total Execution Time: 0.4210 seconds
 
-      ----Wall Time----  ----Name----
-        0.0493 ( 11.7%)  trace
-        0.2387 ( 56.7%)  passes
-        0.0140 (  3.3%)    tess-to-linalg
+      ---CPU Time---  ----Wall Time----  ----Name----
+         0.0490       0.0493 ( 11.7%)  trace
+         0.2380       0.2387 ( 56.7%)  passes
+         0.0139       0.0140 (  3.3%)    tess-to-linalg
         ...
 
-Phases nest (`with phase("passes"): ... with phase(name): ...`); a phase entered again
-under the same parent adds to its time, as MLIR merges repeated passes. The report also
+The CPU column is the process's CPU time (all its threads): on a machine other work keeps
+busy, wall time inflates and CPU time does not. Phases nest (`with phase("passes"): ...
+with phase(name): ...`); a phase entered again under the same parent adds to its time, as
+MLIR merges repeated passes. The report also
 lists every function Numba compiles while it is active ("numba compile <function>",
 nested as Numba compiles callees inside their callers: Numba's `numba:compile` event), so
 the time Numba spends in each generated function is visible; loading a function from
@@ -43,6 +45,7 @@ ENVIRONMENT_VARIABLE = "TESSC_TIMING"
 class _Phase:
     name: str
     seconds: float = 0.0
+    cpu: float = 0.0  # process CPU time (all threads): what the phase cost on a busy machine
     children: dict[str, _Phase] = field(default_factory=dict)
 
     def child(self, name: str) -> _Phase:
@@ -58,31 +61,38 @@ class TimingReport:
         self.title = title
         self.root = _Phase("Total")
         self._stack = [self.root]
-        self._starts: list[float] = []
+        self._starts: list[tuple[float, float]] = []
         self._start = time.perf_counter()
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
         node = self._stack[-1].child(name)
         self._stack.append(node)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         try:
             yield
         finally:
             node.seconds += time.perf_counter() - start
+            node.cpu += time.process_time() - cpu
             self._stack.pop()
 
     def start(self, name: str) -> None:
         """Enter phase `name` (for callbacks that cannot use `with`); `stop` leaves it."""
         self._stack.append(self._stack[-1].child(name))
-        self._starts.append(time.perf_counter())
+        self._starts.append((time.perf_counter(), time.process_time()))
 
     def stop(self) -> None:
-        self._stack.pop().seconds += time.perf_counter() - self._starts.pop()
+        node = self._stack.pop()
+        start, cpu = self._starts.pop()
+        node.seconds += time.perf_counter() - start
+        node.cpu += time.process_time() - cpu
 
-    def add(self, name: str, seconds: float) -> None:
-        """Account `seconds`, measured elsewhere, to phase `name` of the current phase."""
-        self._stack[-1].child(name).seconds += seconds
+    def add(self, name: str, seconds: float, cpu: float = 0.0) -> None:
+        """Account `seconds` (and `cpu`), measured elsewhere, to phase `name` of the current
+        phase."""
+        node = self._stack[-1].child(name)
+        node.seconds += seconds
+        node.cpu += cpu
 
     def total(self) -> float:
         return self.root.seconds or time.perf_counter() - self._start
@@ -96,17 +106,21 @@ class TimingReport:
             rule,
             f"  Total Execution Time: {total:.4f} seconds",
             "",
-            "  ----Wall Time----  ----Name----",
+            "  ---CPU Time---  ----Wall Time----  ----Name----",
         ]
 
         def walk(node: _Phase, depth: int) -> None:
             for child in node.children.values():
                 share = 100.0 * child.seconds / total if total else 0.0
-                lines.append(f"  {child.seconds:8.4f} ({share:5.1f}%)  {'  ' * depth}{child.name}")
+                lines.append(
+                    f"  {child.cpu:9.4f}     {child.seconds:8.4f} ({share:5.1f}%)  "
+                    f"{'  ' * depth}{child.name}"
+                )
                 walk(child, depth + 1)
 
         walk(self.root, 0)
-        lines.append(f"  {total:8.4f} (100.0%)  Total")
+        cpu = sum(c.cpu for c in self.root.children.values())
+        lines.append(f"  {cpu:9.4f}     {total:8.4f} (100.0%)  Total")
         return "\n".join(lines) + "\n"
 
 

@@ -177,8 +177,7 @@ def test_small_kernels_run_serially_inlined_into_the_host() -> None:
     assert "prange" not in source and "parallel=True" not in source
     assert "from numba import njit\n" in source
     assert "    for i in range(64):\n        for j in range(128):\n" in source
-    inlined = '@njit(inline="always", fastmath=FASTMATH, error_model="numpy")\ndef f_kernel_0('
-    assert inlined in source
+    assert "def f_kernel_0(" not in source and "    # f_kernel_0\n" in source
     separate = emit_numba(parse(BIAS_RELU_SUM), inline_serial_kernels=False)
     assert '@njit(fastmath=FASTMATH, error_model="numpy")\ndef f_kernel_0(' in separate
 

@@ -24,7 +24,7 @@ func.func @f(%a: tensor<3x1xf32>, %b: tensor<4xf32>) -> tensor<3x4xf32> {
 
 def _names(report: str) -> list[str]:
     """The phase names of a printed report, in order, with their indentation depth."""
-    rows = re.findall(r"^\s+\d+\.\d+ \(\s*[\d.]+%\)  (\s*)(.+)$", report, re.MULTILINE)
+    rows = re.findall(r"^\s+\d+\.\d+\s+\d+\.\d+ \(\s*[\d.]+%\)  (\s*)(.+)$", report, re.MULTILINE)
     return [f"{len(indent) // 2}:{name}" for indent, name in rows]
 
 

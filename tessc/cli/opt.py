@@ -100,11 +100,12 @@ class TesscOptMain(xDSLOptMain):
     _source: SourceChunk
     _current_pass: ModulePass | None
     _pass_start: float
+    _pass_cpu: float
 
     def __init__(self, args: list[str] | None = None):
         self._source = SourceChunk("stdin", "")
         self._current_pass = None
-        self._pass_start = time.perf_counter()
+        self._pass_start, self._pass_cpu = time.perf_counter(), time.process_time()
         super().__init__(description="tessc modular optimizer driver", args=args)
 
     # registration ----------------------------------------------------------------------
@@ -189,7 +190,11 @@ class TesscOptMain(xDSLOptMain):
         """Verify (with a location), time and print between passes, like xdsl-opt."""
         report = timing.active()
         if previous is not None and report is not None:
-            report.add(previous.name, time.perf_counter() - self._pass_start)
+            report.add(
+                previous.name,
+                time.perf_counter() - self._pass_start,
+                time.process_time() - self._pass_cpu,
+            )
         if self.args.time_passes and previous is not None:
             print(f"Pass {previous.name} took {time.perf_counter() - self._pass_start} seconds")
         with timing.phase("(verify)"):
@@ -199,7 +204,7 @@ class TesscOptMain(xDSLOptMain):
             Printer(stream=sys.stdout).print_op(module)
             print("\n\n\n")
         self._current_pass = next
-        self._pass_start = time.perf_counter()
+        self._pass_start, self._pass_cpu = time.perf_counter(), time.process_time()
 
     def _verify_between(self, module: ModuleOp, previous: ModulePass | None) -> None:
         if not self.args.disable_verify:

@@ -4,27 +4,27 @@
 // parallel elementwise kernel (big enough to get a prange), a serial reduction kernel with
 // a loop-carried value, and a copy into an output.
 
-func.func @f(%x: memref<256x256xf32>, %b: memref<256xf32>, %y: memref<256x256xf32>,
-             %s: memref<256xf32>) attributes {tess.num_outputs = 2 : i64} {
-  %t = memref.alloc() : memref<256x256xf32>
-  func.call @f_kernel_0(%x, %b, %t) : (memref<256x256xf32>, memref<256xf32>, memref<256x256xf32>) -> ()
-  func.call @f_kernel_1(%t, %s) : (memref<256x256xf32>, memref<256xf32>) -> ()
-  %flat = memref.collapse_shape %t [[0, 1]] : memref<256x256xf32> into memref<65536xf32>
-  %y2 = memref.expand_shape %flat [[0, 1]] output_shape [256, 256] : memref<65536xf32> into memref<256x256xf32>
-  "memref.copy"(%y2, %y) : (memref<256x256xf32>, memref<256x256xf32>) -> ()
+func.func @f(%x: memref<512x512xf32>, %b: memref<512xf32>, %y: memref<512x512xf32>,
+             %s: memref<512xf32>) attributes {tess.num_outputs = 2 : i64} {
+  %t = memref.alloc() : memref<512x512xf32>
+  func.call @f_kernel_0(%x, %b, %t) : (memref<512x512xf32>, memref<512xf32>, memref<512x512xf32>) -> ()
+  func.call @f_kernel_1(%t, %s) : (memref<512x512xf32>, memref<512xf32>) -> ()
+  %flat = memref.collapse_shape %t [[0, 1]] : memref<512x512xf32> into memref<262144xf32>
+  %y2 = memref.expand_shape %flat [[0, 1]] output_shape [512, 512] : memref<262144xf32> into memref<512x512xf32>
+  "memref.copy"(%y2, %y) : (memref<512x512xf32>, memref<512x512xf32>) -> ()
   func.return
 }
 
-func.func private @f_kernel_0(%x: memref<256x256xf32>, %b: memref<256xf32>, %out: memref<256x256xf32>) attributes {tess.kernel} {
+func.func private @f_kernel_0(%x: memref<512x512xf32>, %b: memref<512xf32>, %out: memref<512x512xf32>) attributes {tess.kernel} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
-  %n = arith.constant 256 : index
+  %n = arith.constant 512 : index
   %zero = arith.constant 0.000000e+00 : f32
   %one = arith.constant 1.000000e+00 : f32
   "scf.parallel"(%c0, %c0, %n, %n, %c1, %c1) <{operandSegmentSizes = array<i32: 2, 2, 2, 0>}> ({
   ^bb0(%i: index, %j: index):
-    %v = memref.load %x[%i, %j] : memref<256x256xf32>
-    %bj = memref.load %b[%j] : memref<256xf32>
+    %v = memref.load %x[%i, %j] : memref<512x512xf32>
+    %bj = memref.load %b[%j] : memref<512xf32>
     %sum = arith.addf %v, %bj : f32
     %relu = arith.maximumf %sum, %zero : f32
     %neg = arith.negf %v : f32
@@ -33,25 +33,25 @@ func.func private @f_kernel_0(%x: memref<256x256xf32>, %b: memref<256xf32>, %out
     %sig = arith.divf %one, %den : f32
     %lt = arith.cmpf olt, %v, %zero : f32
     %r = arith.select %lt, %sig, %relu : f32
-    memref.store %r, %out[%i, %j] : memref<256x256xf32>
+    memref.store %r, %out[%i, %j] : memref<512x512xf32>
     scf.reduce
   }) : (index, index, index, index, index, index) -> ()
   func.return
 }
 
-func.func private @f_kernel_1(%t: memref<256x256xf32>, %s: memref<256xf32>) attributes {tess.kernel} {
+func.func private @f_kernel_1(%t: memref<512x512xf32>, %s: memref<512xf32>) attributes {tess.kernel} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
-  %n = arith.constant 256 : index
+  %n = arith.constant 512 : index
   %ninf = arith.constant 0xFF800000 : f32
   "scf.parallel"(%c0, %n, %c1) <{operandSegmentSizes = array<i32: 1, 1, 1, 0>}> ({
   ^bb0(%i: index):
     %m = scf.for %k = %c0 to %n step %c1 iter_args(%acc = %ninf) -> (f32) {
-      %v = memref.load %t[%i, %k] : memref<256x256xf32>
+      %v = memref.load %t[%i, %k] : memref<512x512xf32>
       %next = arith.maximumf %acc, %v : f32
       scf.yield %next : f32
     }
-    memref.store %m, %s[%i] : memref<256xf32>
+    memref.store %m, %s[%i] : memref<512xf32>
     scf.reduce
   }) : (index, index, index) -> ()
   func.return
@@ -66,9 +66,9 @@ func.func private @f_kernel_1(%t: memref<256x256xf32>, %s: memref<256xf32>) attr
 // CHECK-NEXT: TESSC_SIGNATURES = {
 // CHECK-NEXT:     "f": {
 // CHECK-NEXT:         "function": "f",
-// CHECK-NEXT:         "inputs": [((256, 256), "float32"), ((256,), "float32")],
+// CHECK-NEXT:         "inputs": [((512, 512), "float32"), ((512,), "float32")],
 // CHECK-NEXT:         "input_names": ["x", "b"],
-// CHECK-NEXT:         "outputs": [((256, 256), "float32"), ((256,), "float32")],
+// CHECK-NEXT:         "outputs": [((512, 512), "float32"), ((512,), "float32")],
 // CHECK-NEXT:         "output_names": ["y", "s"],
 // CHECK-NEXT:     },
 // CHECK-NEXT: }
@@ -76,19 +76,19 @@ func.func private @f_kernel_1(%t: memref<256x256xf32>, %s: memref<256xf32>) attr
 // The host: compiled too, so one call runs every kernel.
 // CHECK:      @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 // CHECK-NEXT: def f(x, b, y, s):
-// CHECK-NEXT:     t = np.empty((256, 256), dtype=np.float32)
+// CHECK-NEXT:     t = np.empty((512, 512), dtype=np.float32)
 // CHECK-NEXT:     f_kernel_0(x, b, t)
 // CHECK-NEXT:     f_kernel_1(t, s)
-// CHECK-NEXT:     flat = t.reshape((65536,))
-// CHECK-NEXT:     y2 = flat.reshape((256, 256))
-// CHECK-NEXT:     for c0 in range(256):
-// CHECK-NEXT:         for c1 in range(256):
+// CHECK-NEXT:     flat = t.reshape((262144,))
+// CHECK-NEXT:     y2 = flat.reshape((512, 512))
+// CHECK-NEXT:     for c0 in range(512):
+// CHECK-NEXT:         for c1 in range(512):
 // CHECK-NEXT:             y[c0, c1] = y2[c0, c1]
 
 // CHECK:      @njit(parallel=True, fastmath=FASTMATH, error_model="numpy")
 // CHECK-NEXT: def f_kernel_0(x, b, out):
-// CHECK-NEXT:     for i in prange(256):
-// CHECK-NEXT:         for j in range(256):
+// CHECK-NEXT:     for i in prange(512):
+// CHECK-NEXT:         for j in range(512):
 // CHECK-NEXT:             v = x[i, j]
 // CHECK-NEXT:             bj = b[j]
 // CHECK-NEXT:             sum_0 = v + bj
@@ -101,12 +101,12 @@ func.func private @f_kernel_1(%t: memref<256x256xf32>, %s: memref<256xf32>) attr
 // CHECK-NEXT:             r = sig if lt else relu
 // CHECK-NEXT:             out[i, j] = r
 
-// 256 * 256 iterations: parallel; the carried max starts at -inf, in f32.
+// 512 * 512 iterations: parallel; the carried max starts at -inf, in f32.
 // CHECK:      @njit(parallel=True, fastmath=FASTMATH, error_model="numpy")
 // CHECK-NEXT: def f_kernel_1(t, s):
-// CHECK-NEXT:     for i in prange(256):
+// CHECK-NEXT:     for i in prange(512):
 // CHECK-NEXT:         acc = np.float32(-np.inf)
-// CHECK-NEXT:         for k in range(256):
+// CHECK-NEXT:         for k in range(512):
 // CHECK-NEXT:             v = t[i, k]
 // CHECK-NEXT:             next_0 = np.maximum(acc, v)
 // CHECK-NEXT:             acc = next_0
