@@ -10,12 +10,13 @@ gradient g and state sum s (lr 0.01, lr_decay 1e-3, weight_decay 0.01, eps 1e-10
 over `--params` parameters (default 200) whose sizes are log-uniform in [1e3, 2e5] floats
 (seeded). Contenders, all f32 and in place:
 
-- `tessc`: the step written once per parameter in Python, traced by
+- `tessc`: `tessc.optim.Adagrad`'s step (written once per parameter), traced by
   `tessc.jit(adagrad, donate_argnums=(1, 3))` (the parameters and states donated:
   `{tess.donated}`), compiled by the `cpu` pipeline:
   `tess-fuse` makes each parameter's clauses one generic, `tess-fuse-horizontal` makes the
-  200 one kernel over three arenas. The arrays are `tessc.arena` views, so the runtime
-  passes the arenas without a copy and the step updates them in place;
+  200 one kernel over three arenas (the decayed learning rate is its scalar prologue).
+  The arrays are `tessc.arena` views, so the runtime passes the arenas without a copy
+  and the step updates them in place;
 - `tessc chunk=C`: the same with `tess-fuse-horizontal{chunk-size=C}` (0: one `prange`
   over the whole arena), with `--chunk-sizes`;
 - `tessc packed`: the same program called with the original separate arrays on every
@@ -72,16 +73,14 @@ from tessc.pipelines import get_pipeline, run_passes
 LR, LR_DECAY, WEIGHT_DECAY, EPS = 0.01, 1e-3, 0.01, 1e-10
 
 
+ADAGRAD = tessc.optim.Adagrad(lr=LR, lr_decay=LR_DECAY, weight_decay=WEIGHT_DECAY, eps=EPS)
+
+
 def adagrad(step: Any, params: list, grads: list, states: list) -> tuple[list, list]:
-    """torch.optim.Adagrad's step (weight decay, lr decay) on tessc Tensors."""
-    clr = LR / (1.0 + (step - 1.0) * LR_DECAY)
-    new_params, new_states = [], []
-    for p, g, s in zip(params, grads, states, strict=True):
-        g = g + WEIGHT_DECAY * p
-        s = s + g * g
-        new_params.append(p - clr * g / (tessc.sqrt(s) + EPS))
-        new_states.append(s)
-    return new_params, new_states
+    """torch.optim.Adagrad's step (weight decay, lr decay): `tessc.optim.Adagrad`'s, traced
+    with the step count `step` (1 on the first step) and the sums `states`."""
+    new_params, state = ADAGRAD.step(params, grads, {"step": step - 1.0, "sum": states})
+    return new_params, state["sum"]
 
 
 def numpy_step(step: float, params, grads, states, temps) -> None:

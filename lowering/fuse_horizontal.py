@@ -47,6 +47,14 @@ parameter. This pass makes them ONE generic over contiguous storage: the paramet
    (a copy); separate arrays out, views of the output arenas. With donation the memory
    plan makes an output arena alias its input arena: the update runs in place.
 
+3. Scalar prologue (`scalar-prologue`). An optimizer's step count makes rank-0 work:
+   bias corrections `1 - beta^t`, a decayed learning rate, `t + 1`. Each is a rank-0
+   generic, a kernel of its own, run once per call. The rank-0 generics that read only
+   function arguments and each other's results, and whose results only they, the arena
+   generics and the return read, move with the first arena generic into one
+   `kernel.group`: computed once, serially, at the start of the arena kernel (they share
+   no loop with it), so an optimizer step is ONE kernel.
+
 Chunks (`chunk-size`, elements; 0: none). The arena generic carries `tess.chunk_size`
 when N exceeds it; its loop becomes a `prange` over chunks of that many elements, each a
 unit-stride loop (see codegen). The seed's cache-sized groups keep one clause's data in
@@ -62,7 +70,8 @@ reductions, contractions, broadcasts, transposes, rank-0 ops, generics inside a
 element types, updates alone in their class. Updating intermediates (a gradient computed
 in the same function) would need their producers to write into arena slices: not done.
 
-`report=true` writes `tess.horizontal_members = K` on each arena generic and
+`report=true` writes `tess.horizontal_members = K` on each arena generic,
+`tess.horizontal_prologue = P` on a group with a scalar prologue of P generics, and
 `tess.horizontal_refused = "<reason>"` on each other top-level generic. xDSL has no
 horizontal fusion (nor a packing of function arguments), hence this pass.
 """
@@ -97,9 +106,13 @@ from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
 from xdsl.transforms.common_subexpression_elimination import cse
 
+from tessc.dialects.kernel import GroupOp
+from tessc.dialects.kernel import YieldOp as GroupYieldOp
+
 LAYOUT_ATTR = "tess.arena_layout"
 CHUNK_ATTR = "tess.chunk_size"
 MEMBERS_ATTR = "tess.horizontal_members"
+PROLOGUE_ATTR = "tess.horizontal_prologue"
 REFUSED_ATTR = "tess.horizontal_refused"
 DONATED_ATTR = "tess.donated"
 NOT_PACKED = -1
@@ -449,7 +462,8 @@ class FunctionPacker:
     output_slots: dict[SSAValue, tuple[SSAValue, int]] = field(default_factory=dict)
     """Each packed result's arena result and offset."""
 
-    def pack(self, groups: Sequence[Group]) -> None:
+    def pack(self, groups: Sequence[Group]) -> list[GenericOp]:
+        """Rewrite `groups`; the arena generics, in program order."""
         function = self.function
         block = function.body.block
         ret = block.last_op
@@ -458,7 +472,12 @@ class FunctionPacker:
         arg_attrs = list(function.arg_attrs.data) if function.arg_attrs else []
         attrs = dict(zip(old_args, arg_attrs, strict=False))
         names = _unique_names([a.name_hint or f"in{k}" for k, a in enumerate(old_args)])
-        members = [op for n, group in enumerate(groups) for op in self.rewrite(group, n, attrs)]
+        arenas: list[GenericOp] = []
+        members: list[GenericOp] = []
+        for n, group in enumerate(groups):
+            arena, old = self.rewrite(group, n, attrs)
+            arenas.append(arena)
+            members += old
         # The return: each output arena where its first member was.
         holders = [self.output_slots.get(v, (v, NOT_PACKED)) for v in old_results]
         returned = list(dict.fromkeys(holder for holder, _ in holders))
@@ -504,10 +523,11 @@ class FunctionPacker:
                 "input_names": ArrayAttr([StringAttr(n) for n in names]),
             }
         )
+        return sorted(arenas, key=block.get_operation_index)
 
     def rewrite(
         self, group: Group, number: int, attrs: dict[SSAValue, DictionaryAttr]
-    ) -> list[GenericOp]:
+    ) -> tuple[GenericOp, list[GenericOp]]:
         """Arena arguments and the arena generic for `group`; its members, to be erased."""
         block = self.function.body.block
         updates = sorted(group.updates, key=lambda u: u.arguments[0].index)
@@ -541,7 +561,85 @@ class FunctionPacker:
                     if use.operation is not ret:  # a view, right after the arena generic
                         view = _view(result, offset, _shape(member), first)
                         use.operation.operands[use.index] = view
-        return [u.op for u in updates]
+        return generic, [u.op for u in updates]
+
+
+# ---------------------------------------------------------------------------------------
+# Step 3: the scalar prologue
+# ---------------------------------------------------------------------------------------
+
+
+def scalar_prologue(block: Block, arenas: Sequence[GenericOp]) -> list[GenericOp]:
+    """The rank-0 generics of `block` that can run at the start of the first arena
+    kernel: they read only arguments and each other, and only they, `arenas` and the
+    return read them. In block order (a valid order: each reads only earlier ones)."""
+    ret = block.last_op
+    members = [
+        op for op in block.ops if isinstance(op, GenericOp) and not op.iterator_types and op.results
+    ]
+    while True:
+        chosen = set(members)
+        kept = [
+            op
+            for op in members
+            if all(
+                (isinstance(v, BlockArgument) and v.block is block)
+                or (isinstance(v, OpResult) and v.op in chosen)
+                for v in op.inputs
+            )
+            and all(
+                isinstance(v.owner, tensor.EmptyOp) and v.owner.parent_block() is block
+                for v in op.outputs
+            )
+            and all(
+                use.operation in chosen or use.operation in arenas or use.operation is ret
+                for result in op.results
+                for use in result.uses
+            )
+        ]
+        if len(kept) == len(members):
+            return kept
+        members = kept
+
+
+def group_with_prologue(arena: GenericOp, prologue: Sequence[GenericOp], report: bool) -> None:
+    """Move `prologue` (with their inits) and then `arena` into one `kernel.group` in
+    `arena`'s place; what others read comes out as the group's results."""
+    block = arena.parent_block()
+    assert block is not None
+    members: list[Operation] = [*prologue, arena]
+    outside = [
+        result
+        for member in members
+        for result in member.results
+        if any(use.operation not in members for use in result.uses)
+    ]
+    group = GroupOp([r.type for r in outside], [])
+    if report:
+        group.attributes[PROLOGUE_ATTR] = IntegerAttr(len(prologue), i64)
+    block.insert_op_before(group, arena)
+    body = group.block
+    terminator = group.yield_op
+    for member in members:
+        for init in member.outputs:
+            empty = init.owner
+            if isinstance(empty, tensor.EmptyOp) and empty.parent_block() is block:
+                empty.detach()
+                if all(use.operation in members for use in empty.results[0].uses):
+                    body.insert_op_before(empty, terminator)
+                else:  # shared with ops outside: it must still come before them all
+                    block.insert_op_before(empty, group)
+        member.detach()
+        body.insert_op_before(member, terminator)
+    terminator.detach()
+    terminator.erase()
+    body.add_op(GroupYieldOp(*outside))
+    for result, new in zip(outside, group.res, strict=True):
+        new.name_hint = result.name_hint
+        result.replace_all_uses_with(new)
+        for use in list(new.uses):
+            if use.operation.parent_op() is group:  # the yield itself
+                use.operation.operands[use.index] = result
 
 
 # ---------------------------------------------------------------------------------------
@@ -560,7 +658,9 @@ class TessFuseHorizontalPass(ModulePass):
     `min-group-size` is the fewest updates worth an arena; `merge-siblings` merges a
     parameter's clauses (generics reading a common tensor) into one generic first;
     `donated-only` packs only groups that update donated arguments (whose callers keep
-    them in arenas), so that no caller pays a packing copy on every call.
+    them in arenas), so that no caller pays a packing copy on every call;
+    `scalar-prologue` computes the function's argument-only rank-0 generics at the start
+    of the first arena kernel instead of in kernels of their own.
     """
 
     name = "tess-fuse-horizontal"
@@ -570,6 +670,7 @@ class TessFuseHorizontalPass(ModulePass):
     min_group_size: int = 2
     merge_siblings: bool = True
     donated_only: bool = False
+    scalar_prologue: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         called = {o.callee.root_reference.data for o in op.walk() if isinstance(o, func.CallOp)}
@@ -604,8 +705,12 @@ class TessFuseHorizontalPass(ModulePass):
                     continue
                 refused.update({u.op: reason for u in group.updates})
             self.annotate(refused)
-            if packed:
-                FunctionPacker(function, self.chunk_size, self.report).pack(packed)
+            if not packed:
+                continue
+            arenas = FunctionPacker(function, self.chunk_size, self.report).pack(packed)
+            prologue = scalar_prologue(block, arenas) if self.scalar_prologue else []
+            if prologue:
+                group_with_prologue(arenas[0], prologue, self.report)
 
     def annotate(self, refused: dict[Operation, str]) -> None:
         if self.report:
@@ -617,6 +722,7 @@ __all__ = [
     "CHUNK_ATTR",
     "LAYOUT_ATTR",
     "MEMBERS_ATTR",
+    "PROLOGUE_ATTR",
     "REFUSED_ATTR",
     "TessFuseHorizontalPass",
     "body_fingerprint",

@@ -16,11 +16,12 @@ host ops (`linalg` ops, `func.call`s, `memref.copy`) use which buffers.
    use to the end.
 2. Conflicts. Two buffers may share bytes when their intervals are disjoint, or when they
    are in-place partners: A's last use is B's first use W, they have the same type, and W
-   is `memref.copy(A, B)` or a `linalg.generic` (directly, or the single generic of a
-   called `tess.kernel`) with only parallel iterators that writes B (used once, directly)
-   through an identity map and reads A, if at all, directly and only through identity
-   maps: each element of A is read at the index it is written to, before it is (an
-   elementwise update in place). Partners share bytes only at the same offset.
+   is `memref.copy(A, B)` or a `linalg.generic` (directly, the single generic of a
+   called `tess.kernel`, or the only member of a `kernel.group` touching A or B, as an
+   arena update after its scalar prologue) with only parallel iterators that writes B
+   (used once, directly) through an identity map and reads A, if at all, directly and
+   only through identity maps: each element of A is read at the index it is written to,
+   before it is (an elementwise update in place). Partners share bytes only at the same offset.
 3. Donation. An out-param aliases a donated input of its type when their storage does not
    conflict (the input's last use comes before the out-param's first, or they are
    partners): it gets `tess.aliases_input = k : i64` and the runtime passes input k's
@@ -92,6 +93,8 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import SymbolTable
 from xdsl.utils.exceptions import PassFailedException
+
+from tessc.dialects.kernel import GroupOp
 
 ALIGNMENT = 64
 """Byte alignment of every buffer in the arena."""
@@ -279,14 +282,24 @@ class HostPlanner:
             return None
         first = min(self.positions[op] for op in touching)
         at_first = [op for op in touching if self.positions[op] == first]
-        if len(at_first) != 1 or at_first[0] not in [u.operation for u in value.uses]:
+        if len(at_first) != 1:
             return None
-        return at_first[0]
+        direct = [u.operation for u in value.uses]
+        writer = at_first[0]
+        if writer not in direct and not (
+            isinstance(writer, GroupOp) and any(op.parent_op() is writer for op in direct)
+        ):
+            return None
+        return writer
 
     def writes_in_place(self, writer: Operation, out: SSAValue, source: SSAValue) -> bool:
         """Whether `writer` may write `out` over `source` (the conditions of step 2)."""
         if isinstance(writer, memref.CopyOp):
             return writer.source is source and writer.destination is out
+        if isinstance(writer, GroupOp):
+            writer = self.group_member_writing(writer, out, source)
+            if writer is None:
+                return False
         found = kernel_generic(writer, self.module)
         if found is None:
             return False
@@ -310,6 +323,23 @@ class HostPlanner:
             elif value is source and (is_output or not is_identity(map_attr)):
                 return False
         return wrote
+
+    @staticmethod
+    def group_member_writing(group: GroupOp, out: SSAValue, source: SSAValue) -> GenericOp | None:
+        """The one member of `group` that touches `out` or `source` (directly or through
+        a view), if only one does and it is a generic that uses them directly (a scalar
+        prologue before an arena update, from `tess-fuse-horizontal`)."""
+        touched = {out, source} | {
+            r
+            for value in (out, source)
+            for op in views_and_uses(value)
+            if isinstance(op, VIEW_OPS)
+            for r in op.results
+        }
+        touching = [m for m in group.members() if any(v in touched for v in m.operands)]
+        if len(touching) != 1 or not isinstance(touching[0], GenericOp):
+            return None
+        return touching[0]
 
     def _partners(self, first: Buffer, second: Buffer) -> bool:
         """`second` is written in place over `first` (or the other way round)."""
