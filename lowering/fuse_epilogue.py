@@ -219,7 +219,12 @@ class GroupPlan:
 
 
 def uses_any(op: Operation, members: Sequence[Operation]) -> bool:
-    return any(isinstance(v, OpResult) and v.op in members for v in op.operands)
+    """Whether `op` or an op nested in it reads a result of `members`: an earlier group
+    holding a reader is a reader (its members must keep seeing the value defined before
+    them, so a group cannot move past it)."""
+    return any(
+        isinstance(v, OpResult) and v.op in members for inner in op.walk() for v in inner.operands
+    )
 
 
 def plan_group(

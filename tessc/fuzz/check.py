@@ -1,0 +1,274 @@
+"""
+Differential checks of one random program, and the shrinker.
+
+`check(program)` runs the program's `.mlir` through the NumPy reference interpreter and
+through every compiling pipeline (`tessc.pipelines.PIPELINES`) on the same random inputs
+and compares the outputs; with `grad=True` (a float64, differentiable program) it also
+applies `tess-autodiff`, runs `@f_grad` compiled and interpreted, and compares both with
+float64 central differences of the reference. The first disagreement or exception is a
+`Failure`.
+
+`shrink(program, failure)` removes ops greedily (each removed op's result becomes a new
+argument), keeping every removal that still fails the same way at the same pipeline:
+the minimal program is what `save` writes to `tests/regressions/`, which the test suite
+replays.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tessc.fuzz.programs import Program
+
+COMPILED_PIPELINES = ("cpu", "cpu-unfused", "cpu-basic")
+
+
+@dataclass(frozen=True)
+class Failure:
+    kind: str  # "crash", "mismatch", "grad-crash", "grad-mismatch", "reference"
+    pipeline: str
+    detail: str
+
+    def same(self, other: Failure | None) -> bool:
+        return other is not None and (other.kind, other.pipeline) == (self.kind, self.pipeline)
+
+
+def _signature(module, entry: str) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]], str]:
+    """The argument shapes, result shapes and element type (`f32`/`f64`) of `@entry`."""
+    from tessc.reference import find_func, shape_and_dtype
+
+    function = find_func(module, entry)
+    ins = [shape_and_dtype(t) for t in function.function_type.inputs.data]
+    outs = [shape_and_dtype(t)[0] for t in function.function_type.outputs.data]
+    dtype = "f64" if ins and ins[0][1] == np.float64 else "f32"
+    return [shape for shape, _ in ins], outs, dtype
+
+
+def _inputs(shapes: list[tuple[int, ...]], dtype: str, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    numpy_dtype = np.float64 if dtype == "f64" else np.float32
+    return [rng.uniform(-2.0, 2.0, size=shape).astype(numpy_dtype) for shape in shapes]
+
+
+def _close(got: np.ndarray, want: np.ndarray, dtype: str) -> bool:
+    if got.shape != want.shape:
+        return False
+    finite = np.isfinite(want)
+    if not np.array_equal(finite, np.isfinite(got)):
+        return False
+    scale = 1.0 + float(np.max(np.abs(want[finite]), initial=0.0))
+    tolerance = 1e-3 if dtype == "f32" else 1e-8
+    return bool(np.allclose(got[finite], want[finite], rtol=tolerance, atol=tolerance * scale))
+
+
+def _error(error: BaseException) -> str:
+    last = traceback.extract_tb(error.__traceback__)[-1:] if error.__traceback__ else []
+    where = f" (at {Path(last[0].filename).name}:{last[0].lineno})" if last else ""
+    message = " ".join(str(error).split())[:300]
+    return f"{type(error).__name__}: {message}{where}"
+
+
+def _compare(
+    outputs: tuple[np.ndarray, ...], expected: tuple[np.ndarray, ...], dtype: str
+) -> str | None:
+    if len(outputs) != len(expected):
+        return f"{len(outputs)} outputs, expected {len(expected)}"
+    for k, (got, want) in enumerate(zip(outputs, expected, strict=True)):
+        if not _close(np.asarray(got), want, dtype):
+            return f"output {k} differs: max abs error {np.nanmax(np.abs(got - want)):.3g}"
+    return None
+
+
+def check(
+    program: Program,
+    *,
+    pipelines: tuple[str, ...] = COMPILED_PIPELINES,
+    grad: bool = False,
+    seed: int = 0,
+) -> Failure | None:
+    """The first way `program` fails (None: every pipeline agrees with the reference)."""
+    return check_text(program.text(), program.name, pipelines=pipelines, grad=grad, seed=seed)
+
+
+def check_text(
+    text: str,
+    entry: str = "f",
+    *,
+    pipelines: tuple[str, ...] = COMPILED_PIPELINES,
+    grad: bool = False,
+    seed: int = 0,
+) -> Failure | None:
+    """`check` of the `tess` module `text`, function `@entry`."""
+    from tessc.compiler import compile_module
+    from tessc.reference import interpret, parse_module
+
+    try:
+        module = parse_module(text)
+        arg_shapes, out_shapes, dtype = _signature(module, entry)
+        inputs = _inputs(arg_shapes, dtype, seed)
+        expected = interpret(module, entry, inputs)
+    except Exception as error:
+        return Failure("reference", "reference", _error(error))
+    for pipeline in pipelines:
+        try:
+            outputs = compile_module(module, entry, pipeline)(*inputs)
+        except Exception as error:
+            return Failure("crash", pipeline, _error(error))
+        difference = _compare(outputs, expected, dtype)
+        if difference is not None:
+            return Failure("mismatch", pipeline, difference)
+    if grad:
+        return check_gradients(module, entry, inputs, out_shapes, dtype, pipelines[:1], seed)
+    return None
+
+
+def check_gradients(
+    module,
+    entry: str,
+    inputs: list[np.ndarray],
+    out_shapes: list[tuple[int, ...]],
+    dtype: str,
+    pipelines: tuple[str, ...],
+    seed: int,
+) -> Failure | None:
+    """`@<entry>_grad` (by `tess-autodiff`) compiled and interpreted, against central
+    differences of the reference in float64."""
+    from tessc.compiler import compile_module
+    from tessc.pipelines import run_passes
+    from tessc.reference import interpret
+
+    wrt = ",".join(str(k) for k in range(len(inputs)))
+    differentiated = module.clone()
+    try:
+        run_passes(differentiated, f"tess-autodiff{{func={entry} wrt={wrt}}}")
+        differentiated.verify()
+    except Exception as error:
+        return Failure("grad-crash", "tess-autodiff", _error(error))
+    rng = np.random.default_rng(seed + 1)
+    seeds = [rng.uniform(-1.0, 1.0, size=s) for s in out_shapes if int(np.prod(s)) != 1]
+    seeds = [s.astype(inputs[0].dtype) for s in seeds]
+    grad_name = f"{entry}_grad"
+    try:
+        reference = interpret(differentiated, grad_name, [*inputs, *seeds])
+    except Exception as error:
+        return Failure("grad-crash", "reference", _error(error))
+    gradients = reference[len(out_shapes) :]
+    if dtype == "f64":
+        numeric = _central_differences(module, entry, inputs, out_shapes, seeds, rng)
+        for k, (got, (index, want)) in enumerate(zip(gradients, numeric, strict=True)):
+            if not np.allclose(got.reshape(-1)[index], want, rtol=1e-5, atol=1e-6):
+                error = np.max(np.abs(got.reshape(-1)[index] - want))
+                return Failure("grad-mismatch", "tess-autodiff", f"gradient {k}: error {error:.3g}")
+    for pipeline in pipelines:
+        try:
+            outputs = compile_module(differentiated, grad_name, pipeline)(*inputs, *seeds)
+        except Exception as error:
+            return Failure("grad-crash", pipeline, _error(error))
+        difference = _compare(outputs, reference, dtype)
+        if difference is not None:
+            return Failure("grad-mismatch", pipeline, difference)
+    return None
+
+
+def _central_differences(
+    module,
+    entry: str,
+    inputs: list[np.ndarray],
+    out_shapes: list[tuple[int, ...]],
+    seeds: list[np.ndarray],
+    rng: np.random.Generator,
+    samples: int = 12,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For each argument, some flat element indices and d<seeds, f>/d(element) there."""
+    from tessc.reference import interpret
+
+    weights = iter(seeds)
+    full = [np.ones(s) if int(np.prod(s)) == 1 else next(weights) for s in out_shapes]
+
+    def objective(args: list[np.ndarray]) -> float:
+        outs = interpret(module, entry, args)
+        return float(sum(np.sum(o * w) for o, w in zip(outs, full, strict=True)))
+
+    step = 1e-6
+    result = []
+    for k, x in enumerate(inputs):
+        size = x.size
+        index = rng.choice(size, size=min(size, samples), replace=False)
+        derivatives = []
+        for i in index:
+            args = list(inputs)
+            plus, minus = x.copy().reshape(-1), x.copy().reshape(-1)
+            plus[i] += step
+            minus[i] -= step
+            args[k] = plus.reshape(x.shape)
+            f_plus = objective(args)
+            args[k] = minus.reshape(x.shape)
+            derivatives.append((f_plus - objective(args)) / (2 * step))
+        result.append((index, np.array(derivatives)))
+    return result
+
+
+def shrink(program: Program, failure: Failure, *, grad: bool, seed: int) -> Program:
+    """A smaller program failing the same way (greedy op removal)."""
+    pipelines = (failure.pipeline,) if failure.pipeline in COMPILED_PIPELINES else ("cpu",)
+    changed = True
+    while changed:
+        changed = False
+        for index in reversed(range(len(program.ops))):
+            candidate = program.without(index).pruned()
+            if len(candidate.ops) >= len(program.ops):
+                continue
+            result = check(candidate, pipelines=pipelines, grad=grad, seed=seed)
+            if failure.same(result):
+                program, changed = candidate, True
+                break
+    return program
+
+
+def save(program: Program, failure: Failure, directory: Path, *, grad: bool, seed: int) -> Path:
+    """Write the failing program as a regression `.mlir` (named by its content)."""
+    return save_text(program.text(), failure, directory, grad=grad, seed=seed)
+
+
+def save_text(text: str, failure: Failure, directory: Path, *, grad: bool, seed: int) -> Path:
+    digest = hashlib.sha256(text.encode()).hexdigest()[:10]
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{failure.kind}-{failure.pipeline}-{digest}.mlir"
+    header = [
+        f"// Found by `python -m tessc.fuzz programs` (input seed {seed}):",
+        f"// {failure.kind} at {failure.pipeline}: {failure.detail}",
+        f"// fuzz: entry=f seed={seed} grad={'yes' if grad else 'no'}",
+    ]
+    path.write_text("\n".join(header) + "\n" + text)
+    return path
+
+
+HEADER = re.compile(r"^// fuzz: entry=(\S+) seed=(\d+) grad=(yes|no)$", re.MULTILINE)
+
+
+def replay(path: Path) -> Failure | None:
+    """`check_text` of a saved regression, as its header says (entry, seed, gradients)."""
+    text = path.read_text(encoding="utf-8")
+    header = HEADER.search(text)
+    if header is None:
+        raise ValueError(f"{path}: no '// fuzz: entry=... seed=... grad=...' header")
+    entry, seed, grad = header.group(1), int(header.group(2)), header.group(3) == "yes"
+    return check_text(text, entry, grad=grad, seed=seed)
+
+
+__all__ = [
+    "COMPILED_PIPELINES",
+    "Failure",
+    "check",
+    "check_text",
+    "replay",
+    "save",
+    "save_text",
+    "shrink",
+]

@@ -1,0 +1,324 @@
+"""
+Random `tess` programs: DAGs of broadcasting zips, maps, reductions (with and without
+`keepdim`), matmul and batched matmul, reshape/permute/broadcast_to, fills and selects.
+
+A `Program` is a list of `Op`s over named values; operands come from earlier results or
+from function arguments created on demand (`_Builder.operand`), so every op can ask for
+an operand of the exact shape it needs. Values are kept in a numerically tame range: maps
+that blow up (`exp`, `log`, `sqrt`, `reciprocal`, `div`, `pow`) only ever see operands made
+safe first (`tanh`, `1 + x*x`), so a difference between a pipeline and the reference
+interpreter is a miscompile, not rounding of an overflow.
+
+`Program.text()` prints the `.mlir`; `Program.without(i)` is the program with op `i`
+replaced by a new argument (what the shrinker tries).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+Shape = tuple[int, ...]
+
+UNARY = ("neg", "relu", "sigmoid", "tanh", "abs")
+SAFE_UNARY = ("exp", "log", "sqrt", "reciprocal")  # applied to 1 + x*x or tanh(x)
+BINARY = ("add", "sub", "mul", "max", "min")
+COMPARE = ("lt", "gt")
+REDUCE = ("sum", "mean", "reduce_max")
+SMOOTH_UNARY = ("neg", "sigmoid", "tanh")  # for gradient programs: no kinks
+
+
+@dataclass(frozen=True)
+class Op:
+    """`result = tess.<kind> operands {attrs} : ... -> shape`."""
+
+    result: str
+    kind: str
+    operands: tuple[str, ...]
+    shape: Shape
+    attrs: tuple[tuple[str, object], ...] = ()
+
+    def attr(self, name: str) -> object:
+        return dict(self.attrs)[name]
+
+
+@dataclass
+class Program:
+    args: list[tuple[str, Shape]]
+    ops: list[Op]
+    outputs: list[str]
+    dtype: str = "f32"
+    name: str = "f"
+    shapes: dict[str, Shape] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.shapes = dict(self.args) | {op.result: op.shape for op in self.ops}
+
+    def tensor(self, shape: Shape) -> str:
+        return "tensor<" + "".join(f"{d}x" for d in shape) + self.dtype + ">"
+
+    def text(self) -> str:
+        t = self.tensor
+        params = ", ".join(f"%{name}: {t(shape)}" for name, shape in self.args)
+        results = [t(self.shapes[v]) for v in self.outputs]
+        result_text = results[0] if len(results) == 1 else f"({', '.join(results)})"
+        lines = [f"func.func @{self.name}({params}) -> {result_text} {{"]
+        for op in self.ops:
+            lines.append("  " + self._op_text(op))
+        outs = ", ".join(f"%{v}" for v in self.outputs)
+        lines.append(f"  func.return {outs} : {', '.join(results)}")
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+    def _op_text(self, op: Op) -> str:
+        t, s = self.tensor, self.shapes
+        ins = ", ".join(f"%{v}" for v in op.operands)
+        in_types = ", ".join(t(s[v]) for v in op.operands)
+        head = f"%{op.result} = tess.{op.kind}"
+        if op.kind in UNARY or op.kind in SAFE_UNARY:
+            return f"{head} {ins} : {t(op.shape)}"
+        if op.kind in BINARY or op.kind in COMPARE or op.kind in ("div", "pow", "matmul"):
+            return f"{head} {ins} : {in_types} -> {t(op.shape)}"
+        if op.kind in REDUCE:
+            dims = ", ".join(str(d) for d in op.attr("dims"))  # type: ignore[attr-defined]
+            keep = " keepdim" if op.attr("keepdim") else ""
+            return f"{head} {ins} dims = [{dims}]{keep} : {in_types} -> {t(op.shape)}"
+        if op.kind == "permute":
+            dims = ", ".join(str(d) for d in op.attr("dims"))  # type: ignore[attr-defined]
+            return f"{head} {ins} dims = [{dims}] : {in_types} -> {t(op.shape)}"
+        if op.kind in ("reshape", "broadcast_to"):
+            return f"{head} {ins} : {in_types} -> {t(op.shape)}"
+        if op.kind == "fill":
+            return f"{head} {op.attr('value')!r} : {t(op.shape)}"
+        if op.kind == "select":
+            return f"{head} {ins} : {in_types} -> {t(op.shape)}"
+        raise ValueError(f"unknown op kind {op.kind}")
+
+    def without(self, index: int) -> Program:
+        """The program with op `index` removed and its result made a new argument."""
+        op = self.ops[index]
+        return replace(
+            self,
+            args=[*self.args, (op.result, op.shape)],
+            ops=self.ops[:index] + self.ops[index + 1 :],
+        )
+
+    def pruned(self) -> Program:
+        """Only the ops and arguments the outputs depend on."""
+        needed = set(self.outputs)
+        kept: list[Op] = []
+        for op in reversed(self.ops):
+            if op.result in needed:
+                kept.append(op)
+                needed.update(op.operands)
+        args = [(n, s) for n, s in self.args if n in needed]
+        return replace(self, args=args or self.args[:1], ops=kept[::-1])
+
+
+def broadcast(a: Shape, b: Shape) -> Shape | None:
+    out: list[int] = []
+    for k in range(1, max(len(a), len(b)) + 1):
+        x = a[-k] if k <= len(a) else 1
+        y = b[-k] if k <= len(b) else 1
+        if x != y and 1 not in (x, y):
+            return None
+        out.append(max(x, y))
+    return tuple(reversed(out))
+
+
+class _Builder:
+    def __init__(self, rng: random.Random, smooth: bool):
+        self.rng = rng
+        self.smooth = smooth
+        self.args: list[tuple[str, Shape]] = []
+        self.ops: list[Op] = []
+        self.shapes: dict[str, Shape] = {}
+        self.uses: dict[str, int] = {}
+
+    def random_shape(self, rank: int | None = None) -> Shape:
+        rank = self.rng.choice((0, 1, 2, 2, 3, 3)) if rank is None else rank
+        return tuple(self.rng.choice((1, 2, 3, 4, 5)) for _ in range(rank))
+
+    def new_arg(self, shape: Shape) -> str:
+        name = f"a{len(self.args)}"
+        self.args.append((name, shape))
+        self.shapes[name] = shape
+        return name
+
+    def emit(self, kind: str, operands: Sequence[str], shape: Shape, **attrs: object) -> str:
+        name = f"v{len(self.ops)}"
+        self.ops.append(Op(name, kind, tuple(operands), shape, tuple(attrs.items())))
+        self.shapes[name] = shape
+        for v in operands:
+            self.uses[v] = self.uses.get(v, 0) + 1
+        return name
+
+    def value(self) -> str:
+        """An existing value, recent ones (and unused ones) more likely."""
+        names = list(self.shapes)
+        if not names or self.rng.random() < 0.1:
+            return self.new_arg(self.random_shape())
+        weights = [1 + k + 4 * (self.uses.get(n, 0) == 0) for k, n in enumerate(names)]
+        return self.rng.choices(names, weights)[0]
+
+    def operand(self, shape: Shape) -> str:
+        """A value of exactly `shape`: an existing one if there is, else a new argument."""
+        same = [n for n, s in self.shapes.items() if s == shape]
+        if same and self.rng.random() < 0.7:
+            return self.rng.choice(same)
+        return self.new_arg(shape)
+
+    def broadcastable_to(self, shape: Shape) -> Shape:
+        """A shape that broadcasts with `shape` (dims dropped or set to 1)."""
+        out = [d if self.rng.random() < 0.6 else 1 for d in shape]
+        drop = self.rng.randint(0, len(out))
+        out = out[drop:] if self.rng.random() < 0.3 else out
+        if len(out) == len(shape) < 4 and self.rng.random() < 0.15:
+            out = [self.rng.choice((1, 2, 3)), *out]  # a new leading dim
+        return tuple(out)
+
+    # one random op ------------------------------------------------------------------
+
+    def step(self) -> None:
+        kinds = ["unary", "binary", "binary", "reduce", "matmul", "reshape", "permute", "safe"]
+        kinds += ["select", "broadcast_to", "fill"] if not self.smooth else ["broadcast_to"]
+        getattr(self, "_" + self.rng.choice(kinds))()
+
+    def _unary(self) -> None:
+        x = self.value()
+        self.emit(self.rng.choice(SMOOTH_UNARY if self.smooth else UNARY), [x], self.shapes[x])
+
+    def _safe(self) -> None:
+        x = self.value()
+        shape = self.shapes[x]
+        kind = self.rng.choice(SAFE_UNARY + ("div", "pow"))
+        if kind == "exp":
+            self.emit("exp", [self.emit("tanh", [x], shape)], shape)
+            return
+        square = self.emit("mul", [x, x], shape)
+        one = self.emit("fill", [], shape, value=1.0)
+        positive = self.emit("add", [one, square], shape)
+        if kind in SAFE_UNARY:
+            self.emit(kind, [positive], shape)
+            return
+        y = self.operand(self.broadcastable_to(shape))
+        out = broadcast(self.shapes[y], shape)
+        assert out is not None
+        if kind == "div":
+            self.emit("div", [y, positive], out)
+        else:  # (1 + x*x) ** tanh(y): positive base, tame exponent
+            self.emit("pow", [positive, self.emit("tanh", [y], self.shapes[y])], out)
+
+    def _binary(self) -> None:
+        x = self.value()
+        shape = self.shapes[x]
+        y = self.operand(self.broadcastable_to(shape))
+        pair = [x, y] if self.rng.random() < 0.5 else [y, x]
+        out = broadcast(self.shapes[pair[0]], self.shapes[pair[1]])
+        assert out is not None
+        kinds = BINARY[:3] if self.smooth else BINARY
+        self.emit(self.rng.choice(kinds), pair, out)
+
+    def _reduce(self) -> None:
+        x = self.value()
+        shape = self.shapes[x]
+        if not shape:
+            return self._unary()
+        count = self.rng.randint(1, len(shape))
+        dims = self.rng.sample(range(len(shape)), count)
+        keep = self.rng.random() < 0.4
+        out = tuple(1 if k in dims else d for k, d in enumerate(shape) if keep or k not in dims)
+        kinds = ("sum", "mean") if self.smooth else REDUCE
+        self.emit(self.rng.choice(kinds), [x], out, dims=tuple(dims), keepdim=keep)
+
+    def _matmul(self) -> None:
+        x = self.value()
+        shape = self.shapes[x]
+        if len(shape) < 2:
+            shape = self.random_shape(2)
+            x = self.operand(shape)
+        k, n = shape[-1], self.rng.choice((1, 2, 3, 4, 5))
+        batch = shape[:-2]
+        other_batch = self.broadcastable_to(batch) if batch and self.rng.random() < 0.5 else ()
+        if self.rng.random() < 0.2:  # batched on the right only
+            other_batch = (self.rng.choice((2, 3)),) if not batch else other_batch
+        y = self.operand((*other_batch, k, n))
+        out_batch = broadcast(batch, other_batch)
+        assert out_batch is not None
+        self.emit("matmul", [x, y], (*out_batch, shape[-2], n))
+
+    def _reshape(self) -> None:
+        x = self.value()
+        shape = self.shapes[x]
+        size = 1
+        for d in shape:
+            size *= d
+        factors: list[int] = []
+        rest = size
+        while rest > 1 and len(factors) < 3:
+            divisors = [d for d in range(2, rest + 1) if rest % d == 0]
+            d = self.rng.choice(divisors)
+            factors.append(d)
+            rest //= d
+        if rest > 1:
+            factors.append(rest)
+        if self.rng.random() < 0.3:
+            factors.insert(self.rng.randint(0, len(factors)), 1)
+        self.rng.shuffle(factors)
+        self.emit("reshape", [x], tuple(factors))
+
+    def _permute(self) -> None:
+        x = self.value()
+        shape = self.shapes[x]
+        dims = list(range(len(shape)))
+        self.rng.shuffle(dims)
+        self.emit("permute", [x], tuple(shape[d] for d in dims), dims=tuple(dims))
+
+    def _broadcast_to(self) -> None:
+        x = self.value()
+        shape = self.shapes[x]
+        out = tuple(self.rng.choice((2, 3)) if d == 1 else d for d in shape)
+        if len(out) < 4 and self.rng.random() < 0.5:
+            out = (self.rng.choice((1, 2, 3)), *out)
+        self.emit("broadcast_to", [x], out)
+
+    def _fill(self) -> None:
+        value = self.rng.choice((0.0, 1.0, -0.5, 2.0, 0.25))
+        x = self.value()
+        y = self.emit("fill", [], self.shapes[x], value=value)
+        self.emit(self.rng.choice(BINARY), [x, y], self.shapes[x])
+
+    def _select(self) -> None:
+        x = self.value()
+        shape = self.shapes[x]
+        y = self.operand(self.broadcastable_to(shape))
+        cshape = broadcast(shape, self.shapes[y])
+        assert cshape is not None
+        cond = self.emit(self.rng.choice(COMPARE), [x, y], cshape)
+        z = self.operand(self.broadcastable_to(cshape))
+        out = broadcast(cshape, self.shapes[z])
+        assert out is not None
+        branches = [x, z] if self.rng.random() < 0.5 else [z, x]
+        out = broadcast(out, self.shapes[branches[0]]) or out
+        self.emit("select", [cond, *branches], out)
+
+
+def generate(
+    rng: random.Random, *, ops: int = 8, dtype: str = "f32", smooth: bool = False
+) -> Program:
+    """A random program of about `ops` ops (`smooth`: differentiable everywhere, for
+    gradient checks)."""
+    builder = _Builder(rng, smooth)
+    builder.new_arg(builder.random_shape())
+    for _ in range(rng.randint(1, ops)):
+        builder.step()
+    unused = [op.result for op in builder.ops if builder.uses.get(op.result, 0) == 0]
+    outputs = unused[-2:] if rng.random() < 0.3 else unused[-1:]
+    if not outputs:
+        outputs = [builder.args[0][0]] if not builder.ops else [builder.ops[-1].result]
+    program = Program(builder.args, builder.ops, outputs, dtype)
+    return program.pruned()
+
+
+__all__ = ["Op", "Program", "broadcast", "generate"]
