@@ -214,7 +214,9 @@ class _CudaEmitter(FunctionEmitter):
             raise UnsupportedOpError(op, "a kernel allocates workgroup or private memory only")
         dims = ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "")
         dtype = dtype_name(typ.element_type)
-        self.assign(op, f"cuda.{kind}.array(({dims}), dtype=np.{dtype})")
+        name = self.names.for_value(op.memref, kind)
+        self.exprs[op.memref] = name
+        self.line(f"{name} = cuda.{kind}.array(({dims}), dtype=np.{dtype})")
 
     def emit_atomic(self, op: memref.AtomicRMWOp) -> None:
         kind = int(op.kind.value.data)
