@@ -17,11 +17,18 @@ func.func @layer(%x: tensor<256x128xf32>, %w: tensor<128x256xf32>, %b: tensor<25
 // CHECK-NEXT:         "input_names": ["x", "w", "b"],
 // CHECK-NEXT:         "outputs": [((256, 256), "float32")],
 
+// The bias add and the relu (2^16 iterations each, below the parallel threshold) run
+// serially, emitted into the host's body; the matmul is a parallel kernel it calls.
 // CHECK:      @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 // CHECK-NEXT: def layer(x, w, b, [[OUT:.*]]):
 // CHECK:          layer_kernel_{{[0-9]+}}(x, w, [[MM:.*]])
-// CHECK:          layer_kernel_{{[0-9]+}}([[MM]], b, [[BIAS:.*]])
-// CHECK:          layer_kernel_{{[0-9]+}}([[BIAS]], [[OUT]])
+// CHECK:          # layer_kernel_{{[0-9]+}}
+// CHECK:                  {{.*}} = [[MM]][{{.*}}]
+// CHECK:                  [[BIAS:[a-z0-9_]+]][{{.*}}] = {{.*}}
+// CHECK:          # layer_kernel_{{[0-9]+}}
+// CHECK:                  {{.*}} = [[BIAS]][{{.*}}]
+// CHECK-NEXT:             {{.*}} = np.maximum({{.*}}, np.float32(0.0))
+// CHECK-NEXT:             [[OUT]][{{.*}}] = {{.*}}
 
 // The matmul: i parallel, then k, then j (unit stride in both w and the output).
 // CHECK:      def layer_kernel_{{[0-9]+}}(x, w, {{.*}}):
@@ -30,5 +37,3 @@ func.func @layer(%x: tensor<256x128xf32>, %w: tensor<128x256xf32>, %b: tensor<25
 // CHECK-NEXT:             for [[J:.*]] in range(256):
 // CHECK-DAG:                  {{.*}} = x[[[I]], [[K]]]
 // CHECK-DAG:                  {{.*}} = w[[[K]], [[J]]]
-
-// CHECK:      np.maximum({{.*}}, np.float32(0.0))
