@@ -1,16 +1,22 @@
 """
 The `tess` dialect: value-semantics tensor operations with NumPy/minitorch broadcasting.
 
-`tess` is the top level of tessc. Every op works on builtin `tensor<...>` types of `f32` or
-`f64` with static shapes, and every op's verifier infers its result shape and checks it
-against the declared one, so a shape error is a located diagnostic rather than a wrong
-answer later.
+`tess` is the top level of tessc. Every op works on builtin `tensor<...>` types with static
+shapes, of `f32`/`f64` (floats), `i32`/`i64` (integers) or `i1` (bool); which element types
+an op takes is its `ELEMENTS` class (floats only for the transcendental maps, division,
+`pow`, `mean` and `matmul`; numbers for `add sub mul max min neg abs sum reduce_max`; any
+for the shape ops, `fill` and `select`'s values). Operands and results share one element
+type except where an op says otherwise (comparisons, `select`'s condition, `cast`). Every
+op's verifier infers its result shape and checks it against the declared one, so a shape
+error is a located diagnostic rather than a wrong answer later.
 
 The op families follow minitorch:
 
 - map (unary, elementwise): `neg exp log relu sigmoid tanh sqrt reciprocal abs`;
 - zip (binary, broadcasting): `add sub mul div max min pow` and the comparisons
-  `lt gt eq`, whose result is 0/1 in the operand dtype;
+  `lt gt eq`, whose result is `i1` (a bool tensor, what the front builds) or 0/1 in the
+  operand dtype (a mask, what the VJP rules multiply with);
+- `cast`: elementwise conversion between any two element types (NumPy's `astype`);
 - reduce: `sum max mean` over a list of dims, keeping them as size 1 with `keepdim`;
 - shape: `reshape` (a view), `permute`, `broadcast_to`, `fill` (a splat constant);
 - `select` (where), broadcasting its three operands;
@@ -18,6 +24,9 @@ The op families follow minitorch:
 
 Broadcasting follows the three seed rules: a size-1 dim broadcasts with anything, a shorter
 shape is padded with leading 1s, and everything else must match.
+
+Indexing ops (gather, one-hot, arg-reductions, slices, concatenation) live in
+`tessc.dialects.tess_index`, registered in the same `Tess` dialect.
 
 Each op carries a `PATTERN_KIND` (TVM's FuseOps classification) for the fusion passes.
 xDSL has no tensor dialect with implicit broadcasting, hence this one.
@@ -35,10 +44,12 @@ from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
     FloatAttr,
+    IntegerType,
     NoneAttr,
     TensorType,
     UnitAttr,
     f64,
+    i1,
     i64,
 )
 from xdsl.ir import Attribute, Dialect, Operation, SSAValue
@@ -129,25 +140,63 @@ def tensor_shape(value: SSAValue | Attribute) -> Shape:
     return tuple(typ.get_shape())
 
 
-def _check_float_tensors(op: Operation) -> Attribute:
-    """All operands and results are static f32/f64 tensors of one element type."""
-    element_types: set[Attribute] = set()
-    for value in (*op.operands, *op.results):
-        typ = value.type
-        if not isinstance(typ, TensorType):
-            raise VerifyException(f"'{op.name}' expects tensor types, got {typ}")
-        if not isinstance(typ.element_type, Float32Type | Float64Type):
-            raise VerifyException(f"'{op.name}' expects f32 or f64 elements, got {typ}")
-        if any(d < 0 for d in typ.get_shape()):
-            raise VerifyException(f"'{op.name}' expects static shapes, got {typ}")
-        if typ.encoding != NoneAttr():
-            # Every lowering assumes a dense row-major tensor; an encoding would be dropped.
-            raise VerifyException(f"'{op.name}' expects tensors without an encoding, got {typ}")
-        element_types.add(typ.element_type)
+class Elements(Enum):
+    """Which element types an op takes."""
+
+    FLOAT = "f32 or f64"
+    NUMBER = "f32, f64, i32 or i64"
+    ANY = "f32, f64, i32, i64 or i1"
+
+
+def is_float(typ: Attribute) -> bool:
+    return isinstance(typ, Float32Type | Float64Type)
+
+
+def is_bool(typ: Attribute) -> bool:
+    return isinstance(typ, IntegerType) and typ.width.data == 1
+
+
+def is_integer(typ: Attribute) -> bool:
+    """`i32`/`i64` (not `i1`, which is bool)."""
+    return isinstance(typ, IntegerType) and typ.width.data in (32, 64)
+
+
+def element_allowed(typ: Attribute, elements: Elements) -> bool:
+    if elements is Elements.FLOAT:
+        return is_float(typ)
+    if elements is Elements.NUMBER:
+        return is_float(typ) or is_integer(typ)
+    return is_float(typ) or is_integer(typ) or is_bool(typ)
+
+
+def check_tensor_type(op: Operation, typ: Attribute, elements: Elements) -> Attribute:
+    """`typ` is a static, encoding-free tensor of an allowed element type; its element type."""
+    if not isinstance(typ, TensorType):
+        raise VerifyException(f"'{op.name}' expects tensor types, got {typ}")
+    if not element_allowed(typ.element_type, elements):
+        raise VerifyException(f"'{op.name}' expects {elements.value} elements, got {typ}")
+    if any(d < 0 for d in typ.get_shape()):
+        raise VerifyException(f"'{op.name}' expects static shapes, got {typ}")
+    if typ.encoding != NoneAttr():
+        # Every lowering assumes a dense row-major tensor; an encoding would be dropped.
+        raise VerifyException(f"'{op.name}' expects tensors without an encoding, got {typ}")
+    return typ.element_type
+
+
+def check_same_elements(
+    op: Operation, values: Sequence[SSAValue], elements: Elements = Elements.FLOAT
+) -> Attribute:
+    """`values` are static tensors of one allowed element type; that type."""
+    element_types = {check_tensor_type(op, v.type, elements) for v in values}
     if len(element_types) > 1:
         names = ", ".join(sorted(str(t) for t in element_types))
         raise VerifyException(f"'{op.name}' mixes element types {names}")
     return element_types.pop()
+
+
+def _check_float_tensors(op: Operation, elements: Elements = Elements.FLOAT) -> Attribute:
+    """All operands and results are static tensors of one element type in `elements`."""
+    return check_same_elements(op, [*op.operands, *op.results], elements)
 
 
 def _check_result_shape(op: Operation, expected: Shape) -> None:
@@ -170,6 +219,7 @@ def _element_type(value: SSAValue) -> Attribute:
 
 class TessOp(IRDLOperation, abc.ABC):
     PATTERN_KIND: ClassVar[PatternKind] = PatternKind.OPAQUE
+    ELEMENTS: ClassVar[Elements] = Elements.FLOAT
 
     traits = traits_def(Pure())
 
@@ -195,12 +245,13 @@ class UnaryOp(TessOp, abc.ABC):
         super().__init__(operands=[input], result_types=[input.type])
 
     def verify_(self) -> None:
-        _check_float_tensors(self)
+        _check_float_tensors(self, self.ELEMENTS)
 
 
 @irdl_op_definition
 class NegOp(UnaryOp):
     name = "tess.neg"
+    ELEMENTS: ClassVar[Elements] = Elements.NUMBER
 
 
 @irdl_op_definition
@@ -241,6 +292,7 @@ class ReciprocalOp(UnaryOp):
 @irdl_op_definition
 class AbsOp(UnaryOp):
     name = "tess.abs"
+    ELEMENTS: ClassVar[Elements] = Elements.NUMBER
 
 
 # ---------------------------------------------------------------------------------------
@@ -265,7 +317,7 @@ class BinaryOp(TessOp, abc.ABC):
         super().__init__(operands=[lhs, rhs], result_types=[_tensor(shape, _element_type(lhs))])
 
     def verify_(self) -> None:
-        _check_float_tensors(self)
+        _check_float_tensors(self, self.ELEMENTS)
         try:
             shape = broadcast_shapes(tensor_shape(self.lhs), tensor_shape(self.rhs))
         except ValueError as e:
@@ -276,16 +328,19 @@ class BinaryOp(TessOp, abc.ABC):
 @irdl_op_definition
 class AddOp(BinaryOp):
     name = "tess.add"
+    ELEMENTS: ClassVar[Elements] = Elements.NUMBER
 
 
 @irdl_op_definition
 class SubOp(BinaryOp):
     name = "tess.sub"
+    ELEMENTS: ClassVar[Elements] = Elements.NUMBER
 
 
 @irdl_op_definition
 class MulOp(BinaryOp):
     name = "tess.mul"
+    ELEMENTS: ClassVar[Elements] = Elements.ANY
 
 
 @irdl_op_definition
@@ -296,11 +351,13 @@ class DivOp(BinaryOp):
 @irdl_op_definition
 class MaxOp(BinaryOp):
     name = "tess.max"
+    ELEMENTS: ClassVar[Elements] = Elements.ANY
 
 
 @irdl_op_definition
 class MinOp(BinaryOp):
     name = "tess.min"
+    ELEMENTS: ClassVar[Elements] = Elements.ANY
 
 
 @irdl_op_definition
@@ -308,25 +365,79 @@ class PowOp(BinaryOp):
     name = "tess.pow"
 
 
-@irdl_op_definition
-class LtOp(BinaryOp):
-    """1 where lhs < rhs, else 0, in the operand dtype."""
+class CompareOp(BinaryOp, abc.ABC):
+    """A comparison: `i1` where it holds (a bool tensor), or 1/0 in the operand dtype
+    (a mask) when the result has the operands' element type.
 
+    `tess.lt %a, %b : tensor<3xf32>, tensor<3xf32> -> tensor<3xi1>`.
+    """
+
+    ELEMENTS: ClassVar[Elements] = Elements.NUMBER
+
+    def __init__(
+        self, lhs: SSAValue | Operation, rhs: SSAValue | Operation, bool_result: bool = False
+    ):
+        lhs, rhs = SSAValue.get(lhs), SSAValue.get(rhs)
+        shape = broadcast_shapes(tensor_shape(lhs), tensor_shape(rhs))
+        element = i1 if bool_result else _element_type(lhs)
+        super(BinaryOp, self).__init__(operands=[lhs, rhs], result_types=[_tensor(shape, element)])
+
+    def verify_(self) -> None:
+        operand_type = check_same_elements(self, [self.lhs, self.rhs], self.ELEMENTS)
+        result_type = check_tensor_type(self, self.result.type, Elements.ANY)
+        if result_type != operand_type and not is_bool(result_type):
+            raise VerifyException(
+                f"'{self.name}' result element type {result_type} is neither i1 nor the "
+                f"operands' {operand_type}"
+            )
+        try:
+            shape = broadcast_shapes(tensor_shape(self.lhs), tensor_shape(self.rhs))
+        except ValueError as e:
+            raise VerifyException(f"'{self.name}': {e}") from None
+        _check_result_shape(self, shape)
+
+
+@irdl_op_definition
+class LtOp(CompareOp):
     name = "tess.lt"
 
 
 @irdl_op_definition
-class GtOp(BinaryOp):
-    """1 where lhs > rhs, else 0, in the operand dtype."""
-
+class GtOp(CompareOp):
     name = "tess.gt"
 
 
 @irdl_op_definition
-class EqOp(BinaryOp):
-    """1 where lhs == rhs, else 0, in the operand dtype."""
-
+class EqOp(CompareOp):
     name = "tess.eq"
+    ELEMENTS: ClassVar[Elements] = Elements.ANY
+
+
+@irdl_op_definition
+class CastOp(TessOp):
+    """Elementwise conversion, as NumPy's `astype`: `tess.cast %x : tensor<3xf32> ->
+    tensor<3xi64>`. Float to integer truncates toward zero; anything to `i1` is `!= 0`;
+    `i1` to a number is 0/1."""
+
+    name = "tess.cast"
+    PATTERN_KIND: ClassVar[PatternKind] = PatternKind.ELEMENTWISE
+    ELEMENTS: ClassVar[Elements] = Elements.ANY
+
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue | Operation, element_type: Attribute):
+        input = SSAValue.get(input)
+        super().__init__(
+            operands=[input], result_types=[_tensor(tensor_shape(input), element_type)]
+        )
+
+    def verify_(self) -> None:
+        check_tensor_type(self, self.input.type, Elements.ANY)
+        check_tensor_type(self, self.result.type, Elements.ANY)
+        _check_result_shape(self, tensor_shape(self.input))
 
 
 # ---------------------------------------------------------------------------------------
@@ -370,7 +481,7 @@ class ReduceOp(TessOp, abc.ABC):
         return self.keepdim is not None
 
     def verify_(self) -> None:
-        _check_float_tensors(self)
+        _check_float_tensors(self, self.ELEMENTS)
         try:
             shape = reduced_shape(tensor_shape(self.input), self.reduced_dims, self.keeps_dims)
         except ValueError as e:
@@ -381,11 +492,13 @@ class ReduceOp(TessOp, abc.ABC):
 @irdl_op_definition
 class SumOp(ReduceOp):
     name = "tess.sum"
+    ELEMENTS: ClassVar[Elements] = Elements.NUMBER
 
 
 @irdl_op_definition
 class ReduceMaxOp(ReduceOp):
     name = "tess.reduce_max"
+    ELEMENTS: ClassVar[Elements] = Elements.NUMBER
 
 
 @irdl_op_definition
@@ -404,6 +517,7 @@ class ReshapeOp(TessOp):
 
     name = "tess.reshape"
     PATTERN_KIND: ClassVar[PatternKind] = PatternKind.INJECTIVE
+    ELEMENTS: ClassVar[Elements] = Elements.ANY
 
     input = operand_def(TensorType)
     result = result_def(TensorType)
@@ -415,7 +529,7 @@ class ReshapeOp(TessOp):
         super().__init__(operands=[input], result_types=[_tensor(shape, _element_type(input))])
 
     def verify_(self) -> None:
-        _check_float_tensors(self)
+        _check_float_tensors(self, self.ELEMENTS)
         src, dst = tensor_shape(self.input), tensor_shape(self.result)
         if _numel(src) != _numel(dst):
             raise VerifyException(
@@ -430,6 +544,7 @@ class PermuteOp(TessOp):
 
     name = "tess.permute"
     PATTERN_KIND: ClassVar[PatternKind] = PatternKind.INJECTIVE
+    ELEMENTS: ClassVar[Elements] = Elements.ANY
 
     input = operand_def(TensorType)
     dims = prop_def(DenseArrayBase.constr(i64))
@@ -451,7 +566,7 @@ class PermuteOp(TessOp):
         return tuple(self.dims.get_values())
 
     def verify_(self) -> None:
-        _check_float_tensors(self)
+        _check_float_tensors(self, self.ELEMENTS)
         shape, perm = tensor_shape(self.input), self.permutation
         if sorted(perm) != list(range(len(shape))):
             raise VerifyException(
@@ -467,6 +582,7 @@ class BroadcastToOp(TessOp):
 
     name = "tess.broadcast_to"
     PATTERN_KIND: ClassVar[PatternKind] = PatternKind.BROADCAST
+    ELEMENTS: ClassVar[Elements] = Elements.ANY
 
     input = operand_def(TensorType)
     result = result_def(TensorType)
@@ -478,7 +594,7 @@ class BroadcastToOp(TessOp):
         super().__init__(operands=[input], result_types=[_tensor(shape, _element_type(input))])
 
     def verify_(self) -> None:
-        _check_float_tensors(self)
+        _check_float_tensors(self, self.ELEMENTS)
         src, dst = tensor_shape(self.input), tensor_shape(self.result)
         try:
             shape = broadcast_shapes(src, dst)
@@ -496,6 +612,7 @@ class FillOp(TessOp):
 
     name = "tess.fill"
     PATTERN_KIND: ClassVar[PatternKind] = PatternKind.ELEMENTWISE
+    ELEMENTS: ClassVar[Elements] = Elements.ANY
 
     value = prop_def(FloatAttr[Float64Type])
     result = result_def(TensorType)
@@ -510,12 +627,13 @@ class FillOp(TessOp):
         return float(self.value.value.data)
 
     def verify_(self) -> None:
-        _check_float_tensors(self)
+        _check_float_tensors(self, self.ELEMENTS)
 
 
 @irdl_op_definition
 class SelectOp(TessOp):
-    """`where(cond != 0, lhs, rhs)`, broadcasting all three operands."""
+    """`where(cond != 0, lhs, rhs)`, broadcasting all three operands; `cond` may have any
+    element type (an `i1` bool tensor, or a 0/1 mask)."""
 
     name = "tess.select"
     PATTERN_KIND: ClassVar[PatternKind] = PatternKind.BROADCAST
@@ -543,7 +661,8 @@ class SelectOp(TessOp):
         )
 
     def verify_(self) -> None:
-        _check_float_tensors(self)
+        check_tensor_type(self, self.cond.type, Elements.ANY)
+        check_same_elements(self, [self.lhs, self.rhs, self.result], Elements.ANY)
         shapes = (tensor_shape(self.cond), tensor_shape(self.lhs), tensor_shape(self.rhs))
         try:
             shape = broadcast_shapes(*shapes)
@@ -571,7 +690,7 @@ class MatmulOp(TessOp):
         super().__init__(operands=[lhs, rhs], result_types=[_tensor(shape, _element_type(lhs))])
 
     def verify_(self) -> None:
-        _check_float_tensors(self)
+        _check_float_tensors(self, self.ELEMENTS)
         try:
             shape = matmul_shape(tensor_shape(self.lhs), tensor_shape(self.rhs))
         except ValueError as e:
@@ -592,26 +711,31 @@ UNARY_OPS: tuple[type[UnaryOp], ...] = (
 BINARY_OPS: tuple[type[BinaryOp], ...] = (
     AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, LtOp, GtOp, EqOp,
 )  # fmt: skip
+COMPARE_OPS: tuple[type[CompareOp], ...] = (LtOp, GtOp, EqOp)
 REDUCE_OPS: tuple[type[ReduceOp], ...] = (SumOp, ReduceMaxOp, MeanOp)
 
-Tess = Dialect(
-    "tess",
-    [
-        *UNARY_OPS,
-        *BINARY_OPS,
-        *REDUCE_OPS,
-        ReshapeOp,
-        PermuteOp,
-        BroadcastToOp,
-        FillOp,
-        SelectOp,
-        MatmulOp,
-    ],
-)
+CORE_OPS: tuple[type[TessOp], ...] = (
+    *UNARY_OPS, *BINARY_OPS, *REDUCE_OPS,
+    ReshapeOp, PermuteOp, BroadcastToOp, FillOp, SelectOp, MatmulOp, CastOp,
+)  # fmt: skip
+
+
+def __getattr__(name: str) -> Dialect:
+    """`Tess`, the dialect, with the ops of `tessc.dialects.tess_index` too: built on first
+    use, because that module's ops derive from the classes above (PEP 562)."""
+    if name != "Tess":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from tessc.dialects.tess_index import INDEX_OPS
+
+    dialect = Dialect("tess", [*CORE_OPS, *INDEX_OPS])
+    globals()["Tess"] = dialect
+    return dialect
+
 
 __all__ = [
+    "Elements",
     "PatternKind",
-    "Tess",
+    "Tess",  # noqa: F822 (made on first use by the module's __getattr__)
     "broadcast_shapes",
     "format_shape",
     "matmul_shape",

@@ -125,30 +125,29 @@ class _PrimalCloner:
         _fail(f"@{name} has no func.return", function)
 
 
+def _is_float_tensor(value: SSAValue) -> bool:
+    typ = value.type
+    return isinstance(typ, TensorType) and isinstance(typ.element_type, Float32Type | Float64Type)
+
+
 def _active_values(ops: Sequence[Operation], differentiated: Sequence[SSAValue]) -> set[SSAValue]:
-    """The values that depend differentiably on the `differentiated` arguments."""
+    """The values that depend differentiably on the `differentiated` arguments (integer
+    and bool values never do)."""
     active = set(differentiated)
     for op in ops:
         if isinstance(op, ZERO_GRADIENT_OPS):
             continue
         if any(operand in active for operand in op.operands):
-            active.update(op.results)
+            active.update(r for r in op.results if _is_float_tensor(r))
     return active
 
 
 def _check_signature(primal: func.FuncOp, wrt: Sequence[int], results: Sequence[int]) -> None:
-    """f32/f64 tensors in and out, and `wrt`/`results` in range."""
+    """Differentiated arguments and results are f32/f64 tensors (others may be integer
+    or bool tensors), and `wrt`/`results` are in range."""
     name = primal.sym_name.data
     inputs = primal.function_type.inputs.data
     outputs = primal.function_type.outputs.data
-    for kind, types in (("argument", inputs), ("result", outputs)):
-        for position, typ in enumerate(types):
-            if not (
-                isinstance(typ, TensorType)
-                and isinstance(typ.element_type, Float32Type | Float64Type)
-            ):
-                message = f"{kind} {position} of @{name} has type {typ}, not an f32/f64 tensor"
-                _fail(message, primal)
     for option, indices, kind, count in (
         ("wrt", wrt, "argument", len(inputs)),
         ("results", results, "result", len(outputs)),
@@ -157,6 +156,15 @@ def _check_signature(primal: func.FuncOp, wrt: Sequence[int], results: Sequence[
             if not 0 <= index < count:
                 counted = f"{count} {kind}" + ("" if count == 1 else "s")
                 _fail(f"{option} index {index} is out of range: @{name} has {counted}", primal)
+    for kind, types, indices in (("argument", inputs, wrt), ("result", outputs, results)):
+        for position in indices:
+            typ = types[position]
+            if not (
+                isinstance(typ, TensorType)
+                and isinstance(typ.element_type, Float32Type | Float64Type)
+            ):
+                message = f"{kind} {position} of @{name} has type {typ}, not an f32/f64 tensor"
+                _fail(message, primal)
 
 
 def build_gradient(

@@ -15,10 +15,12 @@ time, walking the single block of each `func.func` in order:
   empty tensor has no contents to share (so a `tensor.empty` that `cse` merged between two
   generics still gives each its own buffer).
 - `linalg.generic` on tensors: the same generic on memrefs, without results; each result is
-  replaced by the buffer of its `outs` operand. An `outs` operand is written in place when
-  it is a fresh buffer nobody else reads: a `tensor.empty`, or the result of a generic or
-  call whose only use is this `outs`. Otherwise (a function argument, a view, a value with
-  other readers) the generic gets a fresh `memref.alloc` initialised by `memref.copy`.
+  replaced by the buffer of its `outs` operand. A `tensor.extract` in its body (a gather
+  reading a tensor the generic captures) becomes a `memref.load` of that tensor's buffer.
+  An `outs` operand is written in place when it is a fresh buffer nobody else reads: a
+  `tensor.empty`, or the result of a generic or call whose only use is this `outs`.
+  Otherwise (a function argument, a view, a value with other readers) the generic gets a
+  fresh `memref.alloc` initialised by `memref.copy`.
 - `tensor.collapse_shape` / `tensor.expand_shape`: `memref.collapse_shape` /
   `memref.expand_shape` on the source's buffer: views, no copy. `tensor.extract_slice`
   (static; from `tess-fuse-horizontal`, a member of an arena): `memref.subview`, whose
@@ -315,8 +317,17 @@ class FunctionBufferizer:
         )
         generic.attributes.update(op.attributes)
         builder.insert(generic)
+        self.bufferize_reads(generic)
         for result, buffer in zip(op.res, outputs, strict=True):
             self.buffers[result] = buffer
+
+    def bufferize_reads(self, generic: GenericOp) -> None:
+        """Each `tensor.extract` of a captured tensor in the body (a gather) becomes a
+        `memref.load` of that tensor's buffer."""
+        for nested in list(generic.body.walk()):
+            if isinstance(nested, tensor.ExtractOp):
+                load = memref.LoadOp.get(self.buffer(nested.tensor), nested.indices)
+                Rewriter.replace_op(nested, load)
 
     def bufferize_group(self, builder: Builder, group: GroupOp) -> None:
         """The group on memrefs before `group`, its buffers allocated before it."""

@@ -31,7 +31,11 @@ Rules, not luck. Each op has a `PatternKind` (TVM's FuseOps classes, from
   *multi-output* instead (the fused generic also yields its result, e.g. a forward value
   and a saved activation) when the consumer is all-parallel over exactly the producer's
   iteration space and all other uses come after the consumer; else the edge is refused;
-- every loop of the fused op still has its extent given by some operand.
+- every loop of the fused op still has its extent given by some operand;
+- a producer whose body reads its loop indices (`linalg.index`: one-hot, iota-like ops)
+  is fused only where the consumer's loop d is the producer's loop d. A generic whose
+  body reads a tensor it captures (a gather's `tensor.extract`) is opaque: its reads are
+  data-dependent, which no indexing map describes.
 
 The greedy fixpoint makes fusion independent of how an expression is written:
 `a + (b - a) * w` and `a * (1 - w) + b * w` both end as one generic (fills and splat
@@ -65,7 +69,7 @@ from xdsl.dialects.builtin import (
     TensorType,
 )
 from xdsl.dialects.linalg.attrs import IteratorType
-from xdsl.dialects.linalg.ops import FillOp, GenericOp, YieldOp
+from xdsl.dialects.linalg.ops import FillOp, GenericOp, IndexOp, YieldOp
 from xdsl.ir import Block, BlockArgument, Operation, OpResult, Region, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
@@ -133,13 +137,23 @@ def _splat_value(op: Operation) -> float | None:
     return float(next(iter(op.value.iter_values())))
 
 
+def reads_captured(op: GenericOp) -> bool:
+    """Whether the body reads a tensor the generic captures (a gather's `tensor.extract`):
+    data-dependent accesses no indexing map describes."""
+    return any(isinstance(nested, tensor.ExtractOp) for nested in op.body.walk())
+
+
+def reads_loop_indices(op: GenericOp) -> bool:
+    return any(isinstance(nested, IndexOp) for nested in op.body.walk())
+
+
 def pattern_kind(op: Operation) -> PatternKind:
     """TVM's FuseOps class of `op`, read off its iterators and indexing maps."""
     if isinstance(op, FillOp) or _splat_value(op) is not None:
         return PatternKind.ELEMENTWISE
     if isinstance(op, _VIEW_OPS):
         return PatternKind.INJECTIVE
-    if not isinstance(op, GenericOp):
+    if not isinstance(op, GenericOp) or reads_captured(op):
         return PatternKind.OPAQUE
     maps = _maps(op)
     if not all(_is_projection(m) for m in maps):
@@ -272,7 +286,14 @@ def plan_fusion(consumer: GenericOp, index: int, policy: FusionPolicy) -> Fusion
         inverse = result_map.inverse_permutation()
         if inverse is None:
             return "producer result map is not invertible"
-        uses.append((i, operand.index, inverse.compose(maps[i])))
+        transform = inverse.compose(maps[i])
+        if (
+            isinstance(producer, GenericOp)
+            and reads_loop_indices(producer)
+            and any(r != AffineDimExpr(d) for d, r in enumerate(transform.results))
+        ):
+            return "producer reads its loop indices (linalg.index) and the consumer's loops differ"
+        uses.append((i, operand.index, transform))
 
     try:
         extents = consumer.get_static_loop_ranges()

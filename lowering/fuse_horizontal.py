@@ -108,6 +108,7 @@ from xdsl.transforms.common_subexpression_elimination import cse
 
 from tessc.dialects.kernel import GroupOp
 from tessc.dialects.kernel import YieldOp as GroupYieldOp
+from tessc.lowering.fuse import reads_captured, reads_loop_indices
 
 LAYOUT_ATTR = "tess.arena_layout"
 CHUNK_ATTR = "tess.chunk_size"
@@ -154,6 +155,8 @@ def elementwise_refusal(op: GenericOp) -> str | None:
     block = op.body.block
     if any(o.regions for o in block.ops):
         return "its body has nested regions"
+    if reads_loop_indices(op) or reads_captured(op):
+        return "its body reads loop indices or a captured tensor (an indexing op)"
     identity = AffineMap.identity(num_loops)
     for index, (value, affine_map) in enumerate(zip(op.operands, _maps(op), strict=True)):
         if index >= len(op.inputs) and block.args[index].uses:

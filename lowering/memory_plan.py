@@ -21,7 +21,8 @@ host ops (`linalg` ops, `func.call`s, `memref.copy`) use which buffers.
    arena update after its scalar prologue) with only parallel iterators that writes B
    (used once, directly) through an identity map and reads A, if at all, directly and
    only through identity maps: each element of A is read at the index it is written to,
-   before it is (an elementwise update in place). Partners share bytes only at the same offset.
+   before it is (an elementwise update in place). A generic whose body loads from memory
+   itself (a gather) is never a partner. Partners share bytes only at the same offset.
 3. Donation. An out-param aliases a donated input of its type when their storage does not
    conflict (the input's last use comes before the out-param's first, or they are
    partners): it gets `tess.aliases_input = k : i64` and the runtime passes input k's
@@ -306,6 +307,8 @@ class HostPlanner:
         generic, values = found
         if any(it.data != IteratorType.PARALLEL for it in generic.iterator_types.data):
             return False
+        if any(isinstance(op, memref.LoadOp) for op in generic.body.walk()):
+            return False  # a gather: it reads buffers at indices no map describes
         source_views = {
             r for op in views_and_uses(source) if isinstance(op, VIEW_OPS) for r in op.results
         }

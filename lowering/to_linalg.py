@@ -13,11 +13,17 @@ generic is a fresh `tensor.empty`, so the result is in destination-passing style
   operand maps only (see `broadcast_map`): an operand's dims align with the trailing
   result dims (leading dims are dropped), and a size-1 dim that broadcasts against a larger
   result dim reads index `0`, e.g. `(d0, d1, d2) -> (d0, 0, d2)`. Comparisons are
-  `cmpf` + `select(1.0, 0.0)`; `select` tests `cond != 0` (`cmpf une`, so NaN selects lhs
-  as in NumPy's `where(cond != 0, ...)`).
-- reduce: an init generic that yields the neutral element (0 for sum/mean, -inf for max)
-  into the result shape, then a generic over the input's dims whose reduced dims are
-  `reduction` iterators and that combines into the output (`addf`/`maximumf`). The
+  `cmpf` (ordered) or `cmpi` (signed) yielding the `i1`, or `select(1, 0)` of it for a
+  mask result; `select` tests `cond != 0` (`cmpf une`, so NaN selects lhs as in NumPy's
+  `where(cond != 0, ...)`; an `i1` condition is used as is).
+- integer and bool element types: every body picks its `arith` op by the scalar type
+  (`addf`/`addi`, `maximumf`/`maxsi`, `mul`/`max`/`min` of `i1` are `andi`/`ori`/`andi`);
+  `cast` is `extf`/`truncf`/`fptosi`/`sitofp`/`extsi`/`trunci`, `!= 0` to `i1`, and
+  `select(1, 0)` from `i1`.
+- reduce: an init generic that yields the neutral element (0 for sum/mean, -inf or the
+  integer minimum for max) into the result shape, then a generic over the input's dims
+  whose reduced dims are `reduction` iterators and that combines into the output
+  (`addf`/`maximumf`, `addi`/`maxsi`). The
   output map drops the reduced dims, or maps them to the constant `0` with `keepdim`.
   `mean` divides the sum by the element count in a third, elementwise generic.
 - reshape: a view, no copy: `tensor.collapse_shape` or `tensor.expand_shape` when one
@@ -30,6 +36,10 @@ generic is a fresh `tensor.empty`, so the result is in destination-passing style
 - matmul: init generic (0), then a generic over `(batch..., i, j, k)` with `k` a
   reduction: `out[b, i, j] += lhs[b, i, k] * rhs[b, k, j]`, the batch dims broadcast by
   the same rule as zip.
+
+The indexing ops of `tessc.dialects.tess_index` lower through the patterns of
+`tessc.lowering.index_to_linalg` (gathers read with `tensor.extract` in the body), part of
+this pass.
 
 Each generic computing a tess op (not the init of a reduction) carries `tess.op = "<name>"`
 (`tess-fuse` uses it to name what it fused). Rank-0 tensors need nothing special: the
@@ -52,7 +62,9 @@ from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseIntOrFPElementsAttr,
     FloatAttr,
+    IndexType,
     IntegerAttr,
+    IntegerType,
     ModuleOp,
     StringAttr,
     TensorType,
@@ -113,13 +125,37 @@ def parallel_iterators(count: int) -> list[Attribute]:
 # building generics
 # ---------------------------------------------------------------------------------------
 
-BodyBuilder = Callable[[Builder, Sequence[SSAValue]], SSAValue]
-"""Builds a generic's scalar body from its block arguments (inputs..., output) and
-returns the value to yield."""
+BodyBuilder = Callable[[Builder, Sequence[SSAValue]], SSAValue | Sequence[SSAValue]]
+"""Builds a generic's scalar body from its block arguments (inputs..., outputs...) and
+returns the value to yield (one per output)."""
 
 
 def float_constant(builder: Builder, value: float, element_type: Attribute) -> SSAValue:
+    """`value` as a scalar `arith.constant` of `element_type`: a float, an integer
+    (truncated; an `i1` is `value != 0`) or an index."""
+    if isinstance(element_type, IntegerType | IndexType):
+        if isinstance(element_type, IntegerType) and element_type.width.data == 1:
+            attr = IntegerAttr(int(value != 0), element_type)
+        elif value == float("inf"):
+            attr = IntegerAttr(2 ** (_width(element_type) - 1) - 1, element_type)
+        elif value == float("-inf"):
+            attr = IntegerAttr(-(2 ** (_width(element_type) - 1)), element_type)
+        else:
+            attr = IntegerAttr(int(value), element_type)
+        return builder.insert(arith.ConstantOp(attr)).result
     return builder.insert(arith.ConstantOp(FloatAttr(value, element_type))).result
+
+
+def _width(element_type: Attribute) -> int:
+    return element_type.width.data if isinstance(element_type, IntegerType) else 64
+
+
+def is_float_type(typ: Attribute) -> bool:
+    return isinstance(typ, AnyFloat)
+
+
+def is_bool_type(typ: Attribute) -> bool:
+    return isinstance(typ, IntegerType) and typ.width.data == 1
 
 
 def build_generic(
@@ -130,27 +166,34 @@ def build_generic(
     iterators: Sequence[Attribute],
     body: BodyBuilder,
     origin: str | None,
+    extra_inits: Sequence[SSAValue] = (),
 ) -> GenericOp:
-    """Insert `linalg.generic ins(inputs) outs(init)` before the matched op, tagged with
-    the name of the tess op it computes (`origin`) in `tess.op`."""
-    assert isinstance(init.type, TensorType)
-    element_type = init.type.element_type
-    block = Block(arg_types=[element_type] * (len(inputs) + 1))
+    """Insert `linalg.generic ins(inputs) outs(init, extra_inits...)` before the matched op,
+    tagged with the name of the tess op it computes (`origin`) in `tess.op`. `body` returns
+    the value to yield, or one per output."""
+    inits = [init, *extra_inits]
+    block = Block(arg_types=[scalar_type(v) for v in (*inputs, *inits)])
     builder = Builder(InsertPoint.at_end(block))
     yielded = body(builder, block.args)
-    builder.insert(YieldOp(yielded))
+    builder.insert(YieldOp(*([yielded] if isinstance(yielded, SSAValue) else yielded)))
     generic = GenericOp(
         inputs,
-        [init],
+        inits,
         Region(block),
         [AffineMapAttr(m) for m in maps],
         iterators,
-        [init.type],
+        [v.type for v in inits],
     )
     if origin is not None:
         generic.attributes[ORIGIN_ATTR] = StringAttr(origin)
     rewriter.insert(generic)
     return generic
+
+
+def scalar_type(value: SSAValue) -> Attribute:
+    """The block argument type a generic gives operand `value`: its element type."""
+    typ = value.type
+    return typ.element_type if isinstance(typ, TensorType) else typ
 
 
 def empty_like(rewriter: PatternRewriter, result_type: Attribute) -> SSAValue:
@@ -227,8 +270,20 @@ def reciprocal(b: Builder, x: SSAValue) -> SSAValue:
     return b.insert(arith.DivfOp(one, x)).result
 
 
+def negate(b: Builder, x: SSAValue) -> SSAValue:
+    if is_float_type(x.type):
+        return b.insert(arith.NegfOp(x)).result
+    return b.insert(arith.SubiOp(float_constant(b, 0.0, x.type), x)).result
+
+
+def absolute(b: Builder, x: SSAValue) -> SSAValue:
+    if is_float_type(x.type):
+        return b.insert(math.AbsFOp(x)).result
+    return b.insert(math.AbsIOp(x)).result
+
+
 UNARY_BODIES: dict[type[tess.UnaryOp], Callable[[Builder, SSAValue], SSAValue]] = {
-    tess.NegOp: lambda b, x: b.insert(arith.NegfOp(x)).result,
+    tess.NegOp: negate,
     tess.ExpOp: lambda b, x: b.insert(math.ExpOp(x)).result,
     tess.LogOp: lambda b, x: b.insert(math.LogOp(x)).result,
     tess.ReluOp: relu,
@@ -236,15 +291,64 @@ UNARY_BODIES: dict[type[tess.UnaryOp], Callable[[Builder, SSAValue], SSAValue]] 
     tess.TanhOp: lambda b, x: b.insert(math.TanhOp(x)).result,
     tess.SqrtOp: lambda b, x: b.insert(math.SqrtOp(x)).result,
     tess.ReciprocalOp: reciprocal,
-    tess.AbsOp: lambda b, x: b.insert(math.AbsFOp(x)).result,
+    tess.AbsOp: absolute,
 }
 
+_FLOAT_PREDICATES = {"lt": "olt", "gt": "ogt", "eq": "oeq"}
+_INT_PREDICATES = {"lt": "slt", "gt": "sgt", "eq": "eq"}
 
-def comparison(predicate: str) -> Callable[[Builder, SSAValue, SSAValue], SSAValue]:
-    """`1.0` where `lhs <predicate> rhs` else `0.0`, in the operand type."""
+
+def compare(b: Builder, lhs: SSAValue, rhs: SSAValue, relation: str) -> SSAValue:
+    """The `i1` of `lhs <relation> rhs` (ordered for floats: false on NaN; signed for ints)."""
+    if is_float_type(lhs.type):
+        return b.insert(arith.CmpfOp(lhs, rhs, _FLOAT_PREDICATES[relation])).result
+    return b.insert(arith.CmpiOp(lhs, rhs, _INT_PREDICATES[relation])).result
+
+
+def is_nonzero(b: Builder, value: SSAValue) -> SSAValue:
+    """`value != 0` as an `i1` (NaN is nonzero, as in NumPy); an `i1` is itself."""
+    if is_bool_type(value.type):
+        return value
+    zero = float_constant(b, 0.0, value.type)
+    if is_float_type(value.type):
+        return b.insert(arith.CmpfOp(value, zero, "une")).result
+    return b.insert(arith.CmpiOp(value, zero, "ne")).result
+
+
+def convert(b: Builder, value: SSAValue, target: Attribute) -> SSAValue:
+    """`value` converted to scalar type `target` as NumPy's `astype` does: float to int
+    truncates toward zero, anything to `i1` is `!= 0`, `i1` to a number is 0 or 1."""
+    source = value.type
+    if source == target:
+        return value
+    if is_bool_type(target):
+        return is_nonzero(b, value)
+    if is_bool_type(source):
+        one, zero = float_constant(b, 1.0, target), float_constant(b, 0.0, target)
+        return b.insert(arith.SelectOp(value, one, zero)).result
+    if is_float_type(source) and is_float_type(target):
+        wider = target.bitwidth > source.bitwidth
+        op = arith.ExtFOp(value, target) if wider else arith.TruncFOp(value, target)
+    elif is_float_type(source):
+        op = arith.FPToSIOp(value, target)
+    elif is_float_type(target):
+        op = arith.SIToFPOp(value, target)
+    elif _width(target) > _width(source):
+        op = arith.ExtSIOp(value, target)
+    else:
+        op = arith.TruncIOp(value, target)
+    return b.insert(op).result
+
+
+def comparison(
+    relation: str, mask: bool = False
+) -> Callable[[Builder, SSAValue, SSAValue], SSAValue]:
+    """The `i1` of `lhs <relation> rhs`; with `mask`, 1/0 in the operand type instead."""
 
     def body(b: Builder, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
-        flag = b.insert(arith.CmpfOp(lhs, rhs, predicate)).result
+        flag = compare(b, lhs, rhs, relation)
+        if not mask:
+            return flag
         one = float_constant(b, 1.0, lhs.type)
         zero = float_constant(b, 0.0, lhs.type)
         return b.insert(arith.SelectOp(flag, one, zero)).result
@@ -252,18 +356,33 @@ def comparison(predicate: str) -> Callable[[Builder, SSAValue, SSAValue], SSAVal
     return body
 
 
+def _typed(
+    float_op: type[Operation], int_op: type[Operation], bool_op: type[Operation] | None = None
+) -> Callable[[Builder, SSAValue, SSAValue], SSAValue]:
+    """A binary body choosing its arith op by the operand type (floats, integers, i1)."""
+
+    def body(b: Builder, x: SSAValue, y: SSAValue) -> SSAValue:
+        if is_float_type(x.type):
+            op_type = float_op
+        elif is_bool_type(x.type) and bool_op is not None:
+            op_type = bool_op
+        else:
+            op_type = int_op
+        return b.insert(op_type(x, y)).result
+
+    return body
+
+
 BINARY_BODIES: dict[type[tess.BinaryOp], Callable[[Builder, SSAValue, SSAValue], SSAValue]] = {
-    tess.AddOp: lambda b, x, y: b.insert(arith.AddfOp(x, y)).result,
-    tess.SubOp: lambda b, x, y: b.insert(arith.SubfOp(x, y)).result,
-    tess.MulOp: lambda b, x, y: b.insert(arith.MulfOp(x, y)).result,
+    tess.AddOp: _typed(arith.AddfOp, arith.AddiOp),
+    tess.SubOp: _typed(arith.SubfOp, arith.SubiOp),
+    tess.MulOp: _typed(arith.MulfOp, arith.MuliOp, arith.AndIOp),
     tess.DivOp: lambda b, x, y: b.insert(arith.DivfOp(x, y)).result,
-    tess.MaxOp: lambda b, x, y: b.insert(arith.MaximumfOp(x, y)).result,
-    tess.MinOp: lambda b, x, y: b.insert(arith.MinimumfOp(x, y)).result,
+    tess.MaxOp: _typed(arith.MaximumfOp, arith.MaxSIOp, arith.OrIOp),
+    tess.MinOp: _typed(arith.MinimumfOp, arith.MinSIOp, arith.AndIOp),
     tess.PowOp: lambda b, x, y: b.insert(math.PowFOp(x, y)).result,
-    tess.LtOp: comparison("olt"),
-    tess.GtOp: comparison("ogt"),
-    tess.EqOp: comparison("oeq"),
 }
+COMPARISONS: dict[type[tess.CompareOp], str] = {tess.LtOp: "lt", tess.GtOp: "gt", tess.EqOp: "eq"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -290,7 +409,14 @@ class UnaryToLinalg(RewritePattern):
 class BinaryToLinalg(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tess.BinaryOp, rewriter: PatternRewriter) -> None:
-        scalar = BINARY_BODIES[type(op)]
+        if isinstance(op, tess.CompareOp):
+            result_type = result_type_of(op)
+            mask = result_type.element_type == element_type_of(op.lhs)
+            scalar = comparison(
+                COMPARISONS[type(op)], mask and not is_bool_type(result_type.element_type)
+            )
+        else:
+            scalar = BINARY_BODIES[type(op)]
         result = build_elementwise(
             rewriter,
             [op.lhs, op.rhs],
@@ -306,12 +432,24 @@ class SelectToLinalg(RewritePattern):
     def match_and_rewrite(self, op: tess.SelectOp, rewriter: PatternRewriter) -> None:
         def body(b: Builder, args: Sequence[SSAValue]) -> SSAValue:
             cond, lhs, rhs = args[0], args[1], args[2]
-            zero = float_constant(b, 0.0, cond.type)
-            flag = b.insert(arith.CmpfOp(cond, zero, "une")).result
-            return b.insert(arith.SelectOp(flag, lhs, rhs)).result
+            return b.insert(arith.SelectOp(is_nonzero(b, cond), lhs, rhs)).result
 
         result = build_elementwise(
             rewriter, [op.cond, op.lhs, op.rhs], result_type_of(op), body, op.name
+        )
+        rewriter.replace(op, [], [result])
+
+
+class CastToLinalg(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tess.CastOp, rewriter: PatternRewriter) -> None:
+        target = result_type_of(op).element_type
+        result = build_elementwise(
+            rewriter,
+            [op.input],
+            result_type_of(op),
+            lambda b, args: convert(b, args[0], target),
+            op.name,
         )
         rewriter.replace(op, [], [result])
 
@@ -383,8 +521,8 @@ class ReduceToLinalg(RewritePattern):
 
         def combine(b: Builder, args: Sequence[SSAValue]) -> SSAValue:
             if isinstance(op, tess.ReduceMaxOp):
-                return b.insert(arith.MaximumfOp(args[1], args[0])).result
-            return b.insert(arith.AddfOp(args[1], args[0])).result
+                return BINARY_BODIES[tess.MaxOp](b, args[1], args[0])
+            return BINARY_BODIES[tess.AddOp](b, args[1], args[0])
 
         init = build_fill(rewriter, result_type, REDUCE_INIT[type(op)])
         generic = build_generic(
@@ -587,12 +725,16 @@ class TessToLinalgPass(ModulePass):
     name = "tess-to-linalg"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        # The indexing ops' patterns build on this module's helpers, so import them here.
+        from tessc.lowering.index_to_linalg import index_patterns
+
         PatternRewriteWalker(
             GreedyRewritePatternApplier(
                 [
                     UnaryToLinalg(),
                     BinaryToLinalg(),
                     SelectToLinalg(),
+                    CastToLinalg(),
                     FillToLinalg(),
                     SplatConstantToLinalg(),
                     BroadcastToToLinalg(),
@@ -600,6 +742,7 @@ class TessToLinalgPass(ModulePass):
                     ReduceToLinalg(),
                     MatmulToLinalg(),
                     ReshapeToLinalg(),
+                    *index_patterns(),
                 ],
                 dce_enabled=False,
             ),

@@ -25,7 +25,10 @@ torch.autograd:
 - relu'(0) = 0 and |x|'(0) = 0;
 - binary `max`/`min` at a tie: each operand gets half of the gradient;
 - `reduce_max`: the gradient of a slice is split evenly among its tied maxima (torch.amax);
-- comparisons (`lt`, `gt`, `eq`) have zero gradient, and so has `select`'s condition;
+- comparisons (`lt`, `gt`, `eq`), `one_hot` and `argmax`/`argmin` have zero gradient, and
+  so has `select`'s condition; a `cast` through an integer or bool type cuts the gradient;
+- the indexing ops' adjoints are ops too: `take` <-> `scatter_add`, `slice` <-> `unslice`,
+  and `concat` gives each operand its slice of the gradient;
 - `pow`: d/dx x^y = y * x^(y-1) (0 where y == 0) and d/dy x^y = x^y * log(x) (0 where
   x == 0 and y >= 0); NaN where log(x) is, for x < 0.
 """
@@ -44,6 +47,7 @@ from tessc.dialects.tess import (
     AddOp,
     BinaryOp,
     BroadcastToOp,
+    CastOp,
     DivOp,
     EqOp,
     ExpOp,
@@ -72,8 +76,19 @@ from tessc.dialects.tess import (
     TanhOp,
     UnaryOp,
     broadcast_shapes,
+    is_float,
     reduced_shape,
     tensor_shape,
+)
+from tessc.dialects.tess_index import (
+    ArgMaxOp,
+    ArgMinOp,
+    ConcatOp,
+    OneHotOp,
+    ScatterAddOp,
+    SliceOp,
+    TakeOp,
+    UnsliceOp,
 )
 
 Shape = tuple[int, ...]
@@ -257,8 +272,11 @@ class GradEmitter:
 
 VJP_RULES: dict[type[Operation], VjpRule] = {}
 
-ZERO_GRADIENT_OPS: tuple[type[Operation], ...] = (LtOp, GtOp, EqOp, FillOp, arith.ConstantOp)
-"""Ops whose result does not depend differentiably on any operand."""
+ZERO_GRADIENT_OPS: tuple[type[Operation], ...] = (
+    LtOp, GtOp, EqOp, FillOp, arith.ConstantOp, OneHotOp, ArgMaxOp, ArgMinOp,
+)  # fmt: skip
+"""Ops whose result does not depend differentiably on any operand (integer or bool results,
+masks, constants). Any op with a non-float result is treated the same way by the pass."""
 
 
 def vjp_rule(*op_types: type[Operation]) -> Callable[[VjpRule], VjpRule]:
@@ -397,11 +415,11 @@ for _op_type, _partials in BINARY_PARTIALS.items():
     VJP_RULES[_op_type] = _binary_rule(_partials)
 
 
-@vjp_rule(LtOp, GtOp, EqOp)
-def _comparison_rule(
+@vjp_rule(LtOp, GtOp, EqOp, OneHotOp, ArgMaxOp, ArgMinOp)
+def _zero_rule(
     emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
 ) -> Contributions:
-    return [None, None]
+    return [None] * len(op.operands)
 
 
 @vjp_rule(FillOp, arith.ConstantOp)
@@ -515,6 +533,75 @@ def _matmul_rule(
         contributions[0] = emit.sum_to_shape(emit.matmul(grad, emit.transpose(n)), tensor_shape(m))
     if needs[1]:
         contributions[1] = emit.sum_to_shape(emit.matmul(emit.transpose(m), grad), tensor_shape(n))
+    return contributions
+
+
+# -- cast and the indexing ops: the adjoint op --------------------------------------------
+
+
+@vjp_rule(CastOp)
+def _cast_rule(
+    emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
+) -> Contributions:
+    assert isinstance(op, CastOp)
+    source = _element_type(op.input)
+    if not is_float(source) or not is_float(_element_type(op.result)):
+        return [None]  # through an integer or bool there is no derivative
+    return [emit._insert(CastOp(grad, source))]
+
+
+@vjp_rule(TakeOp)
+def _take_rule(
+    emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
+) -> Contributions:
+    assert isinstance(op, TakeOp)
+    shape = tensor_shape(op.input)
+    return [emit._insert(ScatterAddOp(grad, op.indices, op.axis, shape)), None]
+
+
+@vjp_rule(ScatterAddOp)
+def _scatter_add_rule(
+    emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
+) -> Contributions:
+    assert isinstance(op, ScatterAddOp)
+    return [emit._insert(TakeOp(grad, op.indices, op.axis)), None]
+
+
+@vjp_rule(SliceOp)
+def _slice_rule(
+    emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
+) -> Contributions:
+    assert isinstance(op, SliceOp)
+    full = tensor_shape(op.input)
+    return [emit._insert(UnsliceOp(grad, op.static_offsets, op.static_strides, full))]
+
+
+@vjp_rule(UnsliceOp)
+def _unslice_rule(
+    emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
+) -> Contributions:
+    assert isinstance(op, UnsliceOp)
+    part = tensor_shape(op.input)
+    return [emit._insert(SliceOp(grad, op.static_offsets, op.static_strides, part))]
+
+
+@vjp_rule(ConcatOp)
+def _concat_rule(
+    emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
+) -> Contributions:
+    assert isinstance(op, ConcatOp)
+    dim, start = op.axis, 0
+    contributions: Contributions = []
+    full = tensor_shape(grad)
+    for value, needed in zip(op.inputs, needs, strict=True):
+        part = tensor_shape(value)
+        if needed:
+            offsets = [start if d == dim else 0 for d in range(len(full))]
+            piece = SliceOp(grad, offsets, [1] * len(full), part)
+            contributions.append(emit._insert(piece))
+        else:
+            contributions.append(None)
+        start += part[dim]
     return contributions
 
 

@@ -17,7 +17,8 @@ running its output on random inputs and comparing against `interpret` on the ori
   the compiled kernels do the same, and a test decides what inputs are reasonable.
 
 Besides the `tess` ops, a program may use `func.call` (to another func of the module),
-`func.return`, and `arith.constant` with a dense float tensor or a float scalar.
+`func.return`, and `arith.constant` with a dense tensor or a scalar. Element types are
+f32/f64, i32/i64 and i1 (NumPy bool).
 """
 
 from __future__ import annotations
@@ -32,13 +33,15 @@ from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
     FloatAttr,
+    IntegerAttr,
+    IntegerType,
     ModuleOp,
     TensorType,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.parser import Parser
 
-from tessc.dialects import tess
+from tessc.dialects import tess, tess_index
 from tessc.dialects.tess import format_shape
 
 OpImplementation = Callable[[Any, list[np.ndarray]], np.ndarray]
@@ -55,9 +58,19 @@ _DTYPES: dict[type[Attribute], np.dtype] = {
 # ---------------------------------------------------------------------------------------
 
 
+_INTEGER_DTYPES: dict[int, np.dtype] = {
+    1: np.dtype(np.bool_),
+    32: np.dtype(np.int32),
+    64: np.dtype(np.int64),
+}
+
+
 def numpy_dtype(element_type: Attribute) -> np.dtype:
-    """The NumPy dtype of an f32/f64 element type."""
-    dtype = _DTYPES.get(type(element_type))
+    """The NumPy dtype of an f32/f64/i32/i64/i1 element type (i1 is bool)."""
+    if isinstance(element_type, IntegerType):
+        dtype = _INTEGER_DTYPES.get(element_type.width.data)
+    else:
+        dtype = _DTYPES.get(type(element_type))
     if dtype is None:
         raise NotImplementedError(f"the reference interpreter has no dtype for {element_type}")
     return dtype
@@ -111,8 +124,9 @@ def _reciprocal(x: np.ndarray) -> np.ndarray:
 
 
 def _compare(function: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> OpImplementation:
-    """A comparison gives 1.0 where it holds and 0.0 elsewhere, in the operand dtype."""
-    return lambda op, operands: function(operands[0], operands[1]).astype(operands[0].dtype)
+    """A comparison gives True/False, or 1/0 in the operand dtype: the declared result
+    type decides (`_as_declared` casts)."""
+    return lambda op, operands: function(operands[0], operands[1])
 
 
 OP_IMPLEMENTATIONS.update(
@@ -128,10 +142,10 @@ OP_IMPLEMENTATIONS.update(
         tess.AbsOp: _unary(np.abs),
         tess.AddOp: _binary(np.add),
         tess.SubOp: _binary(np.subtract),
-        tess.MulOp: _binary(np.multiply),
+        tess.MulOp: _binary(lambda a, b: np.logical_and(a, b) if a.dtype == bool else a * b),
         tess.DivOp: _binary(np.divide),
-        tess.MaxOp: _binary(np.maximum),
-        tess.MinOp: _binary(np.minimum),
+        tess.MaxOp: _binary(np.maximum),  # on bools: or
+        tess.MinOp: _binary(np.minimum),  # on bools: and
         tess.PowOp: _binary(np.power),
         tess.LtOp: _compare(np.less),
         tess.GtOp: _compare(np.greater),
@@ -147,10 +161,11 @@ def _sum(op: tess.SumOp, operands: list[np.ndarray]) -> np.ndarray:
 
 @_implements(tess.ReduceMaxOp)
 def _reduce_max(op: tess.ReduceMaxOp, operands: list[np.ndarray]) -> np.ndarray:
-    # -inf is the identity of max, as in the linalg lowering's init value; it also makes
-    # a reduction over an empty dim well-defined.
+    # -inf (an integer's minimum) is the identity of max, as in the linalg lowering's init
+    # value; it also makes a reduction over an empty dim well-defined.
     x = operands[0]
-    return np.max(x, axis=op.reduced_dims, keepdims=op.keeps_dims, initial=-np.inf)
+    initial = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    return np.max(x, axis=op.reduced_dims, keepdims=op.keeps_dims, initial=initial)
 
 
 @_implements(tess.MeanOp)
@@ -188,6 +203,13 @@ def _fill(op: tess.FillOp, operands: list[np.ndarray]) -> np.ndarray:
     return np.full(shape, op.fill_value, dtype=dtype)
 
 
+@_implements(tess.CastOp)
+def _cast(op: tess.CastOp, operands: list[np.ndarray]) -> np.ndarray:
+    # Float to integer truncates toward zero (NumPy's astype); to bool is `!= 0`.
+    _, dtype = shape_and_dtype(op.result.type)
+    return operands[0].astype(dtype)
+
+
 @_implements(tess.SelectOp)
 def _select(op: tess.SelectOp, operands: list[np.ndarray]) -> np.ndarray:
     cond, lhs, rhs = operands
@@ -197,6 +219,76 @@ def _select(op: tess.SelectOp, operands: list[np.ndarray]) -> np.ndarray:
 @_implements(tess.MatmulOp)
 def _matmul(op: tess.MatmulOp, operands: list[np.ndarray]) -> np.ndarray:
     return np.matmul(operands[0], operands[1])
+
+
+def normalized_indices(indices: np.ndarray, size: int) -> np.ndarray:
+    """Indices into a dim of `size`: negative ones count from the end, then every index is
+    clamped into [0, size) (the gather lowering's rule: a kernel never reads outside)."""
+    wrapped = np.where(indices < 0, indices + size, indices)
+    return np.clip(wrapped, 0, size - 1).astype(np.int64)
+
+
+@_implements(tess_index.TakeOp)
+def _take(op: tess_index.TakeOp, operands: list[np.ndarray]) -> np.ndarray:
+    x, indices = operands
+    return np.take(x, normalized_indices(indices, x.shape[op.axis]), axis=op.axis)
+
+
+@_implements(tess_index.ScatterAddOp)
+def _scatter_add(op: tess_index.ScatterAddOp, operands: list[np.ndarray]) -> np.ndarray:
+    y, indices = operands
+    shape, dtype = shape_and_dtype(op.result.type)
+    dim = op.axis
+    result = np.zeros(shape, dtype)
+    positions = normalized_indices(indices, shape[dim]).reshape(-1)
+    # y's index dims, flattened, then the gathered dim's position in its place.
+    rows = y.reshape(*y.shape[:dim], positions.size, *shape[dim + 1 :])
+    moved = np.moveaxis(result, dim, 0)
+    np.add.at(moved, positions, np.moveaxis(rows, dim, 0))
+    return result
+
+
+@_implements(tess_index.OneHotOp)
+def _one_hot(op: tess_index.OneHotOp, operands: list[np.ndarray]) -> np.ndarray:
+    labels = operands[0]
+    return labels[..., None] == np.arange(op.classes)
+
+
+def _arg_reduce(function: Callable[..., np.ndarray]) -> OpImplementation:
+    # np.argmax/argmin: the first extreme, a NaN counting as the extreme.
+    return lambda op, operands: function(operands[0], axis=op.axis, keepdims=op.keeps_dims)
+
+
+OP_IMPLEMENTATIONS[tess_index.ArgMaxOp] = _arg_reduce(np.argmax)
+OP_IMPLEMENTATIONS[tess_index.ArgMinOp] = _arg_reduce(np.argmin)
+
+
+def _slices(offsets: Sequence[int], strides: Sequence[int], sizes: Sequence[int]) -> tuple:
+    """The basic NumPy index of a strided slice (negative strides included)."""
+    index = []
+    for offset, stride, size in zip(offsets, strides, sizes, strict=True):
+        stop = offset + size * stride
+        index.append(slice(offset, stop if stop >= 0 else None, stride))
+    return tuple(index)
+
+
+@_implements(tess_index.SliceOp)
+def _slice(op: tess_index.SliceOp, operands: list[np.ndarray]) -> np.ndarray:
+    shape, _ = shape_and_dtype(op.result.type)
+    return operands[0][_slices(op.static_offsets, op.static_strides, shape)]
+
+
+@_implements(tess_index.UnsliceOp)
+def _unslice(op: tess_index.UnsliceOp, operands: list[np.ndarray]) -> np.ndarray:
+    shape, dtype = shape_and_dtype(op.result.type)
+    result = np.zeros(shape, dtype)
+    result[_slices(op.static_offsets, op.static_strides, operands[0].shape)] = operands[0]
+    return result
+
+
+@_implements(tess_index.ConcatOp)
+def _concat(op: tess_index.ConcatOp, operands: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(operands, axis=op.axis)
 
 
 @_implements(arith.ConstantOp)
@@ -209,7 +301,7 @@ def _constant(op: arith.ConstantOp, operands: list[np.ndarray]) -> np.ndarray:
             # A splat: one value for the whole tensor.
             return np.full(shape, data.reshape(()), dtype=dtype)
         return data.reshape(shape)
-    if isinstance(value, FloatAttr):
+    if isinstance(value, FloatAttr | IntegerAttr):
         return np.asarray(value.value.data, dtype=dtype)
     raise NotImplementedError(f"unsupported arith.constant value {value}")
 

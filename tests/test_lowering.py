@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from xdsl.dialects import arith, func, memref, scf
 from xdsl.dialects import math as xmath
-from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType, f32, f64
+from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType, f64
 from xdsl.dialects.linalg.attrs import IteratorType
 from xdsl.interpreter import (
     Interpreter,
@@ -53,7 +53,7 @@ from tessc.lowering.outline_kernels import KERNEL_ATTR, TessOutlineKernelsPass
 from tessc.lowering.to_linalg import TessToLinalgPass, reassociation
 from tessc.lowering.to_loops import TessLinalgToLoopsPass, plan_loop_nest
 from tessc.passes import load_pass
-from tessc.reference import find_func, interpret
+from tessc.reference import find_func, interpret, shape_and_dtype
 
 from helpers import assert_results_match, random_inputs, random_program
 
@@ -112,6 +112,34 @@ class LoopLevelFunctions(InterpreterFunctions):
         except (ValueError, OverflowError):
             return (float(np.power(np.float64(base), np.float64(exponent))),)
 
+    @impl(arith.MaxSIOp)
+    def run_maxsi(self, interpreter: Interpreter, op: Operation, args: PythonValues):
+        return (max(args),)
+
+    @impl(arith.MinSIOp)
+    def run_minsi(self, interpreter: Interpreter, op: Operation, args: PythonValues):
+        return (min(args),)
+
+    @impl(arith.SIToFPOp)
+    def run_sitofp(self, interpreter: Interpreter, op: Operation, args: PythonValues):
+        return (float(args[0]),)
+
+    @impl(arith.FPToSIOp)
+    def run_fptosi(self, interpreter: Interpreter, op: Operation, args: PythonValues):
+        return (int(args[0]),)  # toward zero, as arith
+
+    @impl(arith.ExtSIOp)
+    def run_extsi(self, interpreter: Interpreter, op: Operation, args: PythonValues):
+        return (args[0],)
+
+    @impl(arith.ExtFOp)
+    def run_extf(self, interpreter: Interpreter, op: Operation, args: PythonValues):
+        return (args[0],)
+
+    @impl(xmath.AbsIOp)
+    def run_absi(self, interpreter: Interpreter, op: Operation, args: PythonValues):
+        return (abs(args[0]),)
+
     @impl(memref.CopyOp)
     def run_copy(self, interpreter: Interpreter, op: Operation, args: PythonValues):
         source, destination = args
@@ -135,6 +163,10 @@ def view(array: ShapedArray[Any], typ: Any) -> ShapedArray[Any]:
 
 
 def to_shaped(array: np.ndarray) -> ShapedArray[float]:
+    if array.dtype.kind in "biu":  # bools as 0/1 words: what the interpreter stores for i1
+        ints = [int(v) for v in array.reshape(-1)]
+        new = TypedPtr.new_int64 if array.dtype.itemsize == 8 else TypedPtr.new_int32
+        return ShapedArray(new(ints), list(array.shape))
     values = [float(v) for v in array.reshape(-1)]
     if array.dtype == np.float32:
         return ShapedArray(TypedPtr.new_float32(values), list(array.shape))
@@ -148,8 +180,9 @@ def run_loops(module: ModuleOp, entry: str, args: Sequence[np.ndarray]) -> tuple
     out_types = host.function_type.inputs.data[len(host.function_type.inputs) - num_outputs :]
     outs: list[np.ndarray] = []
     for typ in out_types:
-        dtype = np.float32 if typ.element_type == f32 else np.float64
-        outs.append(np.full(typ.get_shape(), np.nan, dtype=dtype))
+        _, dtype = shape_and_dtype(TensorType(typ.element_type, typ.get_shape()))
+        fill = np.nan if dtype.kind == "f" else 0  # NaN shows an output never written
+        outs.append(np.full(typ.get_shape(), fill, dtype=dtype))
     shaped = [to_shaped(a) for a in (*args, *outs)]
 
     interpreter = Interpreter(module)
@@ -368,6 +401,48 @@ func.func @affine(%x: tensor<2x3xf32>, %w: tensor<3xf32>) -> tensor<2x3xf32> {
   %0 = tess.mul %x, %w : tensor<2x3xf32>, tensor<3xf32> -> tensor<2x3xf32>
   %1 = tess.add %0, %w : tensor<2x3xf32>, tensor<3xf32> -> tensor<2x3xf32>
   func.return %1 : tensor<2x3xf32>
+}""",
+    "integers_and_casts": """
+func.func @main(%a: tensor<2x3xf32>, %i: tensor<3xi32>) -> (tensor<2x3xi64>, tensor<2x3xi1>,
+    tensor<3xi32>, tensor<2x3xf64>, tensor<2xi64>) {
+  %0 = tess.cast %a : tensor<2x3xf32> -> tensor<2x3xi64>
+  %1 = tess.cast %i : tensor<3xi32> -> tensor<3xi64>
+  %2 = tess.add %0, %1 : tensor<2x3xi64>, tensor<3xi64> -> tensor<2x3xi64>
+  %3 = tess.lt %0, %1 : tensor<2x3xi64>, tensor<3xi64> -> tensor<2x3xi1>
+  %4 = tess.abs %i : tensor<3xi32>
+  %5 = tess.neg %4 : tensor<3xi32>
+  %6 = tess.cast %3 : tensor<2x3xi1> -> tensor<2x3xf64>
+  %7 = tess.select %3, %2, %0 : tensor<2x3xi1>, tensor<2x3xi64>, tensor<2x3xi64> -> tensor<2x3xi64>
+  %8 = tess.reduce_max %7 dims = [1] : tensor<2x3xi64> -> tensor<2xi64>
+  func.return %7, %3, %5, %6, %8 : tensor<2x3xi64>, tensor<2x3xi1>, tensor<3xi32>,
+      tensor<2x3xf64>, tensor<2xi64>
+}""",
+    "gather_scatter_one_hot": """
+func.func @main(%x: tensor<5x3xf32>, %i: tensor<2x2xi64>) -> (tensor<2x2x3xf32>,
+    tensor<5x3xf32>, tensor<2x2x4xf64>, tensor<3x2x2xf32>) {
+  %0 = tess.take %x, %i dim = [0] : tensor<5x3xf32>, tensor<2x2xi64> -> tensor<2x2x3xf32>
+  %1 = tess.scatter_add %0, %i dim = [0] : tensor<2x2x3xf32>, tensor<2x2xi64> -> tensor<5x3xf32>
+  %2 = tess.one_hot %i : tensor<2x2xi64> -> tensor<2x2x4xf64>
+  %3 = tess.permute %x dims = [1, 0] : tensor<5x3xf32> -> tensor<3x5xf32>
+  %4 = tess.take %3, %i dim = [1] : tensor<3x5xf32>, tensor<2x2xi64> -> tensor<3x2x2xf32>
+  func.return %0, %1, %2, %4 : tensor<2x2x3xf32>, tensor<5x3xf32>, tensor<2x2x4xf64>,
+      tensor<3x2x2xf32>
+}""",
+    "arg_reductions": """
+func.func @main(%x: tensor<4x5xf32>, %i: tensor<3x2xi32>) -> (tensor<4xi64>, tensor<1x5xi64>,
+    tensor<2xi64>) {
+  %0 = tess.argmax %x dim = [1] : tensor<4x5xf32> -> tensor<4xi64>
+  %1 = tess.argmin %x dim = [0] keepdim : tensor<4x5xf32> -> tensor<1x5xi64>
+  %2 = tess.argmax %i dim = [0] : tensor<3x2xi32> -> tensor<2xi64>
+  func.return %0, %1, %2 : tensor<4xi64>, tensor<1x5xi64>, tensor<2xi64>
+}""",
+    "slices_and_concat": """
+func.func @main(%x: tensor<6x5xf32>, %y: tensor<2x5xf32>) -> (tensor<3x5xf32>, tensor<6x5xf32>,
+    tensor<8x5xf32>) {
+  %0 = tess.slice %x offsets = [1, 4] strides = [2, -1] : tensor<6x5xf32> -> tensor<3x5xf32>
+  %1 = tess.unslice %0 offsets = [5, 0] strides = [-2, 1] : tensor<3x5xf32> -> tensor<6x5xf32>
+  %2 = tess.concat %y, %x dim = [0] : tensor<2x5xf32>, tensor<6x5xf32> -> tensor<8x5xf32>
+  func.return %0, %1, %2 : tensor<3x5xf32>, tensor<6x5xf32>, tensor<8x5xf32>
 }""",
 }
 

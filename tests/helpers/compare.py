@@ -35,7 +35,13 @@ def random_inputs(
     arrays = []
     for typ in func_op.function_type.inputs.data:
         shape, dtype = shape_and_dtype(typ)
-        arrays.append(rng.uniform(low, high, size=shape).astype(dtype))
+        if dtype.kind == "b":
+            arrays.append(rng.random(size=shape) < 0.5)
+        elif dtype.kind in "iu":  # integers in [low, high]: negative indices too
+            bounds = int(np.floor(low)), int(np.ceil(high)) + 1
+            arrays.append(rng.integers(*bounds, size=shape).astype(dtype))
+        else:
+            arrays.append(rng.uniform(low, high, size=shape).astype(dtype))
     return arrays
 
 
@@ -68,6 +74,9 @@ def assert_allclose_by_dtype(
         )
     if actual.dtype != expected.dtype:
         raise AssertionError(f"dtype {actual.dtype} != expected {expected.dtype} {err_msg}")
+    if expected.dtype.kind in "biu":
+        np.testing.assert_array_equal(actual, expected, err_msg=err_msg)
+        return
     default_rtol, default_atol = TOLERANCES.get(expected.dtype, (1e-7, 0.0))
     finite = expected[np.isfinite(expected)]
     scale = max(1.0, float(np.max(np.abs(finite)))) if finite.size else 1.0

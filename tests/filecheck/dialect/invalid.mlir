@@ -46,15 +46,15 @@ func.func @mixed_dtypes(%a: tensor<3xf32>, %b: tensor<3xf64>) {
 // -----
 
 func.func @integer_tensor(%a: tensor<3xi32>) {
-  // CHECK: invalid.mlir:[[# @LINE + 1]]:3: error: 'tess.neg' expects f32 or f64 elements, got tensor<3xi32>
-  %0 = tess.neg %a : tensor<3xi32>
+  // CHECK: invalid.mlir:[[# @LINE + 1]]:3: error: 'tess.exp' expects f32 or f64 elements, got tensor<3xi32>
+  %0 = tess.exp %a : tensor<3xi32>
   func.return
 }
 
 // -----
 
 func.func @f16_tensor(%a: tensor<3xf16>, %b: tensor<3xf16>) {
-  // CHECK: invalid.mlir:[[# @LINE + 1]]:3: error: 'tess.add' expects f32 or f64 elements, got tensor<3xf16>
+  // CHECK: invalid.mlir:[[# @LINE + 1]]:3: error: 'tess.add' expects f32, f64, i32 or i64 elements, got tensor<3xf16>
   %0 = tess.add %a, %b : tensor<3xf16>, tensor<3xf16> -> tensor<3xf16>
   func.return
 }
@@ -214,9 +214,9 @@ func.func @broadcast_to_size1_target(%a: tensor<1x4xf32>) {
 
 // -----
 
-func.func @fill_integer() {
-  // CHECK: invalid.mlir:[[# @LINE + 1]]:3: error: 'tess.fill' expects f32 or f64 elements, got tensor<3xi32>
-  %0 = tess.fill 1.0 : tensor<3xi32>
+func.func @fill_f16() {
+  // CHECK: invalid.mlir:[[# @LINE + 1]]:3: error: 'tess.fill' expects f32, f64, i32, i64 or i1 elements, got tensor<3xf16>
+  %0 = tess.fill 1.0 : tensor<3xf16>
   func.return
 }
 
@@ -238,9 +238,9 @@ func.func @select_broadcast(%c: tensor<3xf32>, %x: tensor<4xf32>, %y: tensor<1xf
 
 // -----
 
-func.func @select_mixed_dtypes(%c: tensor<4xf64>, %x: tensor<4xf32>, %y: tensor<1xf32>) {
+func.func @select_mixed_dtypes(%c: tensor<4xf64>, %x: tensor<4xf32>, %y: tensor<1xf64>) {
   // CHECK: invalid.mlir:[[# @LINE + 1]]:3: error: 'tess.select' mixes element types f32, f64
-  %0 = tess.select %c, %x, %y : tensor<4xf64>, tensor<4xf32>, tensor<1xf32> -> tensor<4xf32>
+  %0 = tess.select %c, %x, %y : tensor<4xf64>, tensor<4xf32>, tensor<1xf64> -> tensor<4xf32>
   func.return
 }
 
