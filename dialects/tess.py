@@ -440,6 +440,15 @@ class CastOp(TessOp):
         _check_result_shape(self, tensor_shape(self.input))
 
 
+@irdl_op_definition
+class StopGradientOp(UnaryOp):
+    """The identity, with a zero gradient (JAX's `stop_gradient`): `tess-to-linalg` drops
+    it; `tess-autodiff` treats its result as a constant (a stable softmax's max)."""
+
+    name = "tess.stop_gradient"
+    ELEMENTS: ClassVar[Elements] = Elements.ANY
+
+
 # ---------------------------------------------------------------------------------------
 # reduce
 # ---------------------------------------------------------------------------------------
@@ -716,7 +725,7 @@ REDUCE_OPS: tuple[type[ReduceOp], ...] = (SumOp, ReduceMaxOp, MeanOp)
 
 CORE_OPS: tuple[type[TessOp], ...] = (
     *UNARY_OPS, *BINARY_OPS, *REDUCE_OPS,
-    ReshapeOp, PermuteOp, BroadcastToOp, FillOp, SelectOp, MatmulOp, CastOp,
+    ReshapeOp, PermuteOp, BroadcastToOp, FillOp, SelectOp, MatmulOp, CastOp, StopGradientOp,
 )  # fmt: skip
 
 

@@ -30,6 +30,7 @@ generic is a fresh `tensor.empty`, so the result is in destination-passing style
   reassociation of contiguous dims fits, otherwise a collapse to 1-D then an expand. To or
   from rank 0 it is a one-element copy generic instead: MLIR's empty reassociation for
   that case does not pass xDSL's reshape verifier.
+- stop_gradient: the identity (no op).
 - permute and broadcast_to: copy generics whose input map does the permutation/broadcast.
 - fill (and a splat `arith.constant dense<v> : tensor<...>`): a generic with no inputs
   that yields the constant.
@@ -399,7 +400,9 @@ def result_type_of(op: Operation) -> TensorType:
 class UnaryToLinalg(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tess.UnaryOp, rewriter: PatternRewriter) -> None:
-        scalar = UNARY_BODIES[type(op)]
+        scalar = UNARY_BODIES.get(type(op))
+        if scalar is None:
+            return  # stop_gradient: its own pattern
         result = build_elementwise(
             rewriter, [op.input], result_type_of(op), lambda b, args: scalar(b, args[0]), op.name
         )
@@ -438,6 +441,14 @@ class SelectToLinalg(RewritePattern):
             rewriter, [op.cond, op.lhs, op.rhs], result_type_of(op), body, op.name
         )
         rewriter.replace(op, [], [result])
+
+
+class StopGradientToLinalg(RewritePattern):
+    """The identity: its operand replaces it (the zero gradient was autodiff's business)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tess.StopGradientOp, rewriter: PatternRewriter) -> None:
+        rewriter.replace(op, [], [op.input])
 
 
 class CastToLinalg(RewritePattern):
@@ -735,6 +746,7 @@ class TessToLinalgPass(ModulePass):
                     BinaryToLinalg(),
                     SelectToLinalg(),
                     CastToLinalg(),
+                    StopGradientToLinalg(),
                     FillToLinalg(),
                     SplatConstantToLinalg(),
                     BroadcastToToLinalg(),

@@ -71,6 +71,7 @@ from tessc.dialects.tess import (
     SelectOp,
     SigmoidOp,
     SqrtOp,
+    StopGradientOp,
     SubOp,
     SumOp,
     TanhOp,
@@ -273,7 +274,7 @@ class GradEmitter:
 VJP_RULES: dict[type[Operation], VjpRule] = {}
 
 ZERO_GRADIENT_OPS: tuple[type[Operation], ...] = (
-    LtOp, GtOp, EqOp, FillOp, arith.ConstantOp, OneHotOp, ArgMaxOp, ArgMinOp,
+    LtOp, GtOp, EqOp, FillOp, arith.ConstantOp, OneHotOp, ArgMaxOp, ArgMinOp, StopGradientOp,
 )  # fmt: skip
 """Ops whose result does not depend differentiably on any operand (integer or bool results,
 masks, constants). Any op with a non-float result is treated the same way by the pass."""
@@ -415,7 +416,7 @@ for _op_type, _partials in BINARY_PARTIALS.items():
     VJP_RULES[_op_type] = _binary_rule(_partials)
 
 
-@vjp_rule(LtOp, GtOp, EqOp, OneHotOp, ArgMaxOp, ArgMinOp)
+@vjp_rule(LtOp, GtOp, EqOp, OneHotOp, ArgMaxOp, ArgMinOp, StopGradientOp)
 def _zero_rule(
     emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
 ) -> Contributions:

@@ -140,6 +140,7 @@ OP_IMPLEMENTATIONS.update(
         tess.SqrtOp: _unary(np.sqrt),
         tess.ReciprocalOp: _unary(_reciprocal),
         tess.AbsOp: _unary(np.abs),
+        tess.StopGradientOp: _unary(lambda x: x),
         tess.AddOp: _binary(np.add),
         tess.SubOp: _binary(np.subtract),
         tess.MulOp: _binary(lambda a, b: np.logical_and(a, b) if a.dtype == bool else a * b),

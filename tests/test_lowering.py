@@ -441,7 +441,8 @@ func.func @main(%x: tensor<6x5xf32>, %y: tensor<2x5xf32>) -> (tensor<3x5xf32>, t
     tensor<8x5xf32>) {
   %0 = tess.slice %x offsets = [1, 4] strides = [2, -1] : tensor<6x5xf32> -> tensor<3x5xf32>
   %1 = tess.unslice %0 offsets = [5, 0] strides = [-2, 1] : tensor<3x5xf32> -> tensor<6x5xf32>
-  %2 = tess.concat %y, %x dim = [0] : tensor<2x5xf32>, tensor<6x5xf32> -> tensor<8x5xf32>
+  %3 = tess.stop_gradient %y : tensor<2x5xf32>
+  %2 = tess.concat %3, %x dim = [0] : tensor<2x5xf32>, tensor<6x5xf32> -> tensor<8x5xf32>
   func.return %0, %1, %2 : tensor<3x5xf32>, tensor<6x5xf32>, tensor<8x5xf32>
 }""",
 }

@@ -49,7 +49,9 @@ func.func @slices(%x: tensor<6x5xf32>, %y: tensor<2x5xf32>) -> (tensor<6x5xf32>,
   %0 = tess.slice %x offsets = [1, 4] strides = [2, -1] : tensor<6x5xf32> -> tensor<3x5xf32>
   // CHECK-NEXT: %1 = tess.unslice %0 offsets = [1, 4] strides = [2, -1] : tensor<3x5xf32> -> tensor<6x5xf32>
   %1 = tess.unslice %0 offsets = [1, 4] strides = [2, -1] : tensor<3x5xf32> -> tensor<6x5xf32>
-  // CHECK-NEXT: %2 = tess.concat %y, %x dim = [0] : tensor<2x5xf32>, tensor<6x5xf32> -> tensor<8x5xf32>
-  %2 = tess.concat %y, %x dim = [0] : tensor<2x5xf32>, tensor<6x5xf32> -> tensor<8x5xf32>
-  func.return %1, %2 : tensor<6x5xf32>, tensor<8x5xf32>
+  // CHECK-NEXT: %2 = tess.stop_gradient %y : tensor<2x5xf32>
+  %2 = tess.stop_gradient %y : tensor<2x5xf32>
+  // CHECK-NEXT: %3 = tess.concat %2, %x dim = [0] : tensor<2x5xf32>, tensor<6x5xf32> -> tensor<8x5xf32>
+  %3 = tess.concat %2, %x dim = [0] : tensor<2x5xf32>, tensor<6x5xf32> -> tensor<8x5xf32>
+  func.return %1, %3 : tensor<6x5xf32>, tensor<8x5xf32>
 }
