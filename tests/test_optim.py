@@ -207,3 +207,38 @@ def test_bad_arguments_are_refused() -> None:
         opt.step(params, {"bias": params["bias"]}, state)
     with pytest.raises(TypeError, match="one float dtype"):
         opt.init({"a": np.zeros(2), "b": np.zeros(2, np.float32)})
+
+
+def test_inside_a_jitted_train_step_with_donation() -> None:
+    def loss_fn(params: Any, x: Any, y: Any) -> Any:
+        h = (x @ params["w1"] + params["b1"]).tanh()
+        return ((h @ params["w2"] - y) ** 2.0).mean()
+
+    def train_step(params: Any, state: Any, x: Any, y: Any) -> Any:
+        loss, grads = ts.value_and_grad(loss_fn)(params, x, y)
+        params, state = optimizer.step(params, grads, state)
+        return params, state, loss
+
+    rng = np.random.default_rng(3)
+    params = {
+        "w1": rng.standard_normal((4, 8)),
+        "b1": np.zeros(8),
+        "w2": rng.standard_normal((8, 2)),
+    }
+    x, y = rng.standard_normal((16, 4)), rng.standard_normal((16, 2))
+    optimizer = ts.optim.AdamW(lr=0.05, amsgrad=True)
+    runs = {}
+    for target in ("reference", "cpu"):
+        step = ts.jit(train_step, target=target, donate_argnums=(0, 1))
+        p = {k: v.copy() for k, v in params.items()}
+        state = optimizer.init(p)
+        losses = []
+        for _ in range(5):
+            p, state, loss = step(p, state, x, y)
+            losses.append(float(loss))
+        assert step.trace_count == 1  # the step count is an array: no retrace
+        assert losses[-1] < losses[0]
+        runs[target] = (p, losses)
+    np.testing.assert_allclose(runs["cpu"][1], runs["reference"][1], rtol=1e-9)
+    for name in params:
+        np.testing.assert_allclose(runs["cpu"][0][name], runs["reference"][0][name], rtol=1e-9)
