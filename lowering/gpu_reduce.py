@@ -48,7 +48,7 @@ from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import AnyFloat, IntegerType, MemRefType, ModuleOp
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
 
 from tessc.dialects.gpu_memory import WORKGROUP
@@ -224,10 +224,22 @@ class TreeKernel:
             initial = b.add_op(constant.clone()).results[0]
         else:
             initial = b.load(output, list(out_pos))
-        b.store(reduction.combined(b, initial, total), output, list(out_pos))
+        result = reduction.combined(b, initial, total)
+        b.store(result, output, list(out_pos))
+        # The epilogue reads this element of the output (and of what it writes itself):
+        # forward the values just stored instead of loading them back.
+        latest: dict[SSAValue, SSAValue] = {reduction.op.outputs[0]: result}
         for op in reduction.epilogue:
-            mapping = emit_element(b, op, list(out_pos), values)
-            store_element(b, op, yielded(op, mapping), list(out_pos), values)
+            maps = maps_of(op)
+            forwarded = {
+                k: latest[operand]
+                for k, operand in enumerate(op.operands)
+                if operand in latest and maps[k] == AffineMap.identity(maps[k].num_dims)
+            }
+            mapping = emit_element(b, op, list(out_pos), values, forwarded)
+            results = yielded(op, mapping)
+            store_element(b, op, results, list(out_pos), values)
+            latest.update(zip(op.outputs, results, strict=True))
 
     def tree(
         self,

@@ -109,7 +109,10 @@ _FUSE = "tess-to-linalg,tess-fuse,tess-fuse-epilogue,tess-fuse-horizontal{donate
 _BUFFERS = "tess-bufferize,tess-memory-plan"
 _LOOPS = "tess-outline-kernels,tess-linalg-to-loops,tess-tile,tess-expand-math,canonicalize,cse"
 _BASIC_LOOPS = "tess-outline-kernels,tess-linalg-to-loops,canonicalize,cse"
-_GPU = "tess-outline-kernels,tess-gpu-partition,tess-gpu-reduce,tess-gpu-map,canonicalize,cse"
+_GPU = (
+    "tess-outline-kernels,tess-gpu-partition,tess-gpu-contract,tess-gpu-reduce,tess-gpu-map,"
+    "canonicalize,cse"
+)
 
 PIPELINES: dict[str, Pipeline] = {
     pipeline.name: pipeline

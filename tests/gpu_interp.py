@@ -146,9 +146,7 @@ def _run_op(op: Operation, env: Env, ctx: Block3, tid: tuple[int, int, int]) -> 
             )
         env[op.memref] = ctx.shared[id(op)]
     else:
-        args = [env[v] for v in op.operands]
-        with np.errstate(all="ignore"):
-            env[op.results[0]] = _scalar_fn(op)(*args)
+        env[op.results[0]] = _scalar_fn(op)(*[env[v] for v in op.operands])
 
 
 def run_kernel(
