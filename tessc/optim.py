@@ -213,7 +213,8 @@ class SGD(Optimizer):
         self.slots = {"momentum_buffer": 0.0} if self.momentum else {}
 
     def scalars(self, step: Tensor) -> Scalars:
-        if not self.momentum:
+        if not self.momentum or not self.dampening:
+            # Without dampening, `momentum * 0 + g` is the first gradient exactly.
             return {}
         # The buffer starts as the first gradient: the same update with other weights.
         first = step == 1.0
@@ -227,7 +228,10 @@ class SGD(Optimizer):
             g = g + self.weight_decay * p
         if not self.momentum:
             return p - self.lr * g, {}
-        buf = s["decay"] * slots["momentum_buffer"] + s["gain"] * g
+        if self.dampening:
+            buf = s["decay"] * slots["momentum_buffer"] + s["gain"] * g
+        else:
+            buf = self.momentum * slots["momentum_buffer"] + g
         g = g + self.momentum * buf if self.nesterov else buf
         return p - self.lr * g, {"momentum_buffer": buf}
 
