@@ -17,19 +17,20 @@ state slot in its own), run in cache-sized chunks. The step count's scalar chain
 corrections, decayed learning rates) is computed once per call and read by that kernel.
 
 - Inside a jitted function, `opt.step` emits the ops into the trace. Donate the
-  parameters and state (`jit(train_step, donate_argnums=...)`) to have the update packed
-  and done in place.
+  parameters and state (`jit(train_step, donate_argnums=...)`) to have them updated in
+  place. There each update reads a gradient computed in the same program, so it fuses
+  with that gradient's kernel rather than into an arena.
 - On NumPy arrays, `opt.step` compiles itself once per signature: a `jit` of the step
-  with the parameters and state donated. `opt.init` puts each state slot in arena storage
-  (`tessc.arena`); the first call packs the parameters once, and the parameters and
-  state it returns are views of the updated arenas, so feeding them back makes every
-  later call one kernel updating them in place, without a copy (the gradients, computed
-  elsewhere, are packed on each call).
+  with the parameters and state donated (`target="cuda"` on device arrays). `opt.init`
+  puts each state slot in arena storage (`tessc.arena`); the first call packs the
+  parameters once, and the parameters and state it returns are views of the updated
+  arenas, so feeding them back makes every later call one kernel updating them in place,
+  without a copy (the gradients, computed elsewhere, are packed on each call).
 
 The formulas are `torch.optim`'s (single-tensor, CPU implementation) option for option,
 tested to 1e-6 relative over 20 steps in float64 (`Lamb`, which torch lacks, against a
-NumPy transcription of the paper). Hyperparameters are Python numbers fixed
-for the optimizer's lifetime (they are constants of the compiled step).
+NumPy transcription of the paper). Hyperparameters are Python numbers fixed for the
+optimizer's lifetime (they are constants of the compiled step).
 """
 
 from __future__ import annotations
@@ -42,13 +43,14 @@ import numpy as np
 from tessc.frontend.jit import JitFunction, flatten_tree, jit, unflatten_tree
 from tessc.frontend.tracer import Tensor, where
 from tessc.runtime.arena import arena
+from tessc.runtime.cuda import is_device_array
 
 Pytree = Any
 Scalars = dict[str, Any]
 
 
 def _is_leaf(value: Any) -> bool:
-    return isinstance(value, Tensor | np.ndarray | np.floating)
+    return isinstance(value, Tensor | np.ndarray | np.floating) or is_device_array(value)
 
 
 def _leaves(tree: Pytree, what: str) -> tuple[Any, list[Any]]:
@@ -90,7 +92,8 @@ class Optimizer:
     """Per-parameter state slots and the value each starts at."""
 
     def __init__(self) -> None:
-        self._compiled: JitFunction | None = None
+        self._compiled: dict[str, JitFunction] = {}
+        """The standalone step, per target (`cuda` for device arrays, else `cpu`)."""
 
     # -- the per-parameter math (subclasses) -------------------------------------------
 
@@ -108,7 +111,8 @@ class Optimizer:
         """The initial state: a pytree like `params` per slot, and `step` = 0.
 
         On NumPy arrays each slot is one `tessc.arena` (its arrays are views of one
-        buffer, in the order the compiled step packs them); inside a trace, `tess.fill`s.
+        buffer, in the order the compiled step packs them); on device arrays, device
+        arrays; inside a trace, `tess.fill`s.
         """
         structure, leaves = _leaves(params, "params")
         dtype = _dtype(leaves)
@@ -127,6 +131,11 @@ class Optimizer:
             for name, v in self.slots.items()
         }
         state["step"] = np.zeros((), dtype)
+        if any(is_device_array(leaf) for leaf in leaves):
+            from numba import cuda
+
+            flat_structure, flat = _leaves(state, "state")
+            return unflatten_tree(flat_structure, [cuda.to_device(a) for a in flat])
         return state
 
     def step(self, params: Pytree, grads: Pytree, state: dict[str, Any]) -> tuple[Pytree, dict]:
@@ -135,9 +144,12 @@ class Optimizer:
         _, leaves = _leaves((params, grads, state), "step")
         if any(isinstance(leaf, Tensor) for leaf in leaves):
             return self._traced_step(params, grads, state)
-        if self._compiled is None:
-            self._compiled = jit(self._standalone(), donate_argnums=(0, 2))
-        return self._compiled(params, grads, state)
+        target = "cuda" if any(is_device_array(leaf) for leaf in leaves) else "cpu"
+        compiled = self._compiled.get(target)
+        if compiled is None:
+            compiled = jit(self._standalone(), target=target, donate_argnums=(0, 2))
+            self._compiled[target] = compiled
+        return compiled(params, grads, state)
 
     def _standalone(self) -> Callable[..., Any]:
         def step(params: Pytree, grads: Pytree, state: dict[str, Any]) -> tuple[Pytree, dict]:

@@ -136,7 +136,7 @@ def test_standalone_step_matches_torch_and_updates_in_place(
         params, state = optimizer.step(params, step_grads, state)
     now = leaves((params, [state[n] for n in slots]))
     assert all(a is b for a, b in zip(now, kept, strict=True))
-    assert optimizer._compiled is not None and optimizer._compiled.trace_count == 1
+    assert optimizer._compiled["cpu"].trace_count == 1
     for g, e in zip(leaves(params), expected, strict=True):
         np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-12)
 
