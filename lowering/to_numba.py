@@ -551,7 +551,10 @@ def _emit_module(
         if emitter.used_prange:
             options.insert(0, "parallel=True")
         if not is_kernel:
-            entry = signature_entry(fn, pyname, arg_names)
+            try:
+                entry = signature_entry(fn, pyname, arg_names)
+            except ValueError as error:  # an argument type without a NumPy dtype
+                raise UnsupportedOpError(fn, str(error)) from None
             if entry is not None:
                 signatures.append(entry)
         options += ["fastmath=FASTMATH", 'error_model="numpy"']

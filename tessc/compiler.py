@@ -26,6 +26,7 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.printer import Printer
+from xdsl.utils.exceptions import DiagnosticException
 
 from tessc import timing
 from tessc.pipelines import IR_STAGES, STAGES, get_pipeline, run_passes
@@ -54,9 +55,14 @@ def lower_module(module: ModuleOp, stage: str, *, pipeline: str = "cpu") -> Modu
     verify_module(module)
     lowered = module.clone()
     with timing.phase("passes"):
-        run_passes(lowered, spec)
+        run_passes(lowered, spec, original=module)
     with timing.phase("verify"):
-        lowered.verify()
+        try:
+            lowered.verify()
+        except DiagnosticException as error:  # the passes broke a verified module
+            from tessc.diagnostics import internal_error
+
+            raise internal_error(f"pipeline '{pipeline}'", error, module, spec) from error
     return lowered
 
 
@@ -77,7 +83,14 @@ def numba_source(module: ModuleOp, *, pipeline: str = "cpu", **codegen_options: 
 
     lowered = lower_module(module, "loops", pipeline=pipeline)
     with timing.phase("codegen"):
-        return emit_numba(lowered, **codegen_options)
+        try:
+            return emit_numba(lowered, **codegen_options)
+        except (DiagnosticException, TypeError):
+            raise  # an op codegen does not support; bad codegen options
+        except Exception as error:
+            from tessc.diagnostics import internal_error
+
+            raise internal_error("codegen (emit_numba)", error, lowered) from error
 
 
 def lower(module: ModuleOp, stage: str, *, pipeline: str = "cpu", **codegen_options: Any) -> str:

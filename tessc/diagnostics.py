@@ -21,13 +21,17 @@ directly) are found by re-verifying op by op (`first_invalid_op`), or else are r
 
 from __future__ import annotations
 
+import os
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
 from xdsl.ir import Operation
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException, ParseError
+from xdsl.utils.lexer import Input, Span
 from xdsl.utils.mlir_lexer import MLIRTokenKind
 
 from tessc.xdsl_fixes import recorded_failing_op, recorded_message, recording_failing_ops
@@ -41,24 +45,40 @@ class LocatingParser(Parser):
     """A `Parser` that gives every op it parses the `FileLineColLoc` of its first token."""
 
     def __init__(self, ctx: Context, input: str | bytes, name: str, line_offset: int = 0):
-        super().__init__(ctx, input, name)
+        super().__init__(ctx, decode_utf8(input, name, line_offset), name)
         self.line_offset = line_offset
         # Ops are parsed in source order, so lines are counted from the previous op on
         # (`Span.get_location` counts from the start of the input: quadratic in file size).
         self._counted_to = 0
         self._line = 1 + line_offset
         self._filename = StringAttr(name)
+        self._op_starts: list[Span] = []
 
     def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
         # Like mlir-opt, an input without operations (e.g. after a trailing `// -----`)
         # is an empty module rather than an error.
         if allow_implicit_module and self._current_token.kind == MLIRTokenKind.EOF:
             return ModuleOp([])
-        return super().parse_module(allow_implicit_module)
+        try:
+            return super().parse_module(allow_implicit_module)
+        except ParseError:
+            raise
+        except RecursionError:
+            raise ParseError(self._failing_span(), "the input is nested too deeply") from None
+        except Exception as error:
+            # xDSL's attribute and op parsers let some bad input through as Python errors
+            # (an out-of-range integer or float, an unknown iterator type, an f80 fill):
+            # still the user's input, reported at the op being parsed.
+            raise ParseError(self._failing_span(), _parse_failure(error)) from None
+
+    def _failing_span(self) -> Span:
+        return self._op_starts[-1] if self._op_starts else self._current_token.span
 
     def parse_operation(self) -> Operation:
         line, column = self._line_and_column(self._current_token.span.start)
+        self._op_starts.append(self._current_token.span)
         op = super().parse_operation()
+        self._op_starts.pop()  # kept on an exception: the innermost op being parsed
         if isinstance(op.location, UnknownLoc):
             op.location = FileLineColLoc(self._filename, IntAttr(line), IntAttr(column))
         return op
@@ -153,6 +173,26 @@ def _find_location(op: Operation | None) -> tuple[str, int, int] | None:
     return loc.filename.data, loc.line.data, loc.column.data
 
 
+def _parse_failure(error: Exception) -> str:
+    message = " ".join(str(error).split()) or type(error).__name__
+    if isinstance(error, DiagnosticException):
+        return message
+    return f"invalid op ({message})"
+
+
+def decode_utf8(content: str | bytes, name: str, line_offset: int = 0) -> str:
+    """`content` as text; bytes that are not UTF-8 are a `ParseError` at the first one."""
+    if isinstance(content, str):
+        return content
+    try:
+        return content.decode("utf-8")
+    except UnicodeDecodeError as error:
+        text = content.decode("utf-8", "replace")
+        position = len(content[: error.start].decode("utf-8", "replace"))
+        span = Span(position, position + 1, Input(text, name), line_offset)
+        raise ParseError(span, f"invalid UTF-8 (byte 0x{content[error.start]:02x})") from None
+
+
 def decode_source(content: str | bytes) -> str:
     """Source text as `str` (xDSL spans may hold bytes), undecodable bytes replaced."""
     return content.decode("utf-8", "replace") if isinstance(content, bytes) else content
@@ -207,27 +247,137 @@ class PassOutputVerifyError(LocatedError):
 
 
 def verify_located(module: ModuleOp) -> None:
-    """`module.verify()`, raising with the failing op attached (`failing_op`)."""
+    """`module.verify()` and SSA dominance, which xDSL does not check, raising with the
+    failing op attached (`failing_op`)."""
+    from tessc.dialects.dominance import verify_dominance
+
     try:
         module.verify()
+        verify_dominance(module)
     except DiagnosticException as error:
         op = failing_op(error) or first_invalid_op(module)
         raise SourceVerifyError(error_message(error), op) from None
 
 
+# ---------------------------------------------------------------------------------------
+# Internal compiler errors
+# ---------------------------------------------------------------------------------------
+
+
+class InternalCompilerError(Exception):
+    """A pass (or codegen) failed on a valid module: a bug in tessc, reported with the
+    module it failed on saved to a file (`reproducer`), never as a bare exception."""
+
+    def __init__(self, where: str, error: BaseException, reproducer: Path | None, spec: str = ""):
+        self.where = where
+        self.error = error
+        self.reproducer = reproducer
+        cause = " ".join(str(error).split())[:500] or "(no message)"
+        message = (
+            f"internal compiler error in {where}: {type(error).__name__}: {cause}; "
+            "this is a bug in tessc"
+        )
+        if reproducer is not None:
+            rerun = f"tessc-opt {reproducer}" + (f" -p '{spec}'" if spec else "")
+            message += f"; the module it failed on is saved in {reproducer} (rerun: {rerun})"
+        super().__init__(message)
+
+
+def pass_spec(pass_: object) -> str:
+    """`name{options}` of a pass instance, as `-p` takes it."""
+    try:
+        return str(pass_.spec())  # type: ignore[attr-defined]
+    except Exception:
+        return str(getattr(pass_, "name", pass_))
+
+
+def write_reproducer(module: Operation, note: str) -> Path | None:
+    """Save `module` (custom form, else generic) to a new file under `$TESSC_REPRODUCER_DIR`
+    (default: the temporary directory); None if it cannot be written."""
+    from io import StringIO
+
+    from xdsl.printer import Printer
+
+    text = None
+    for generic in (False, True):
+        stream = StringIO()
+        try:
+            Printer(stream=stream, print_generic_format=generic).print_op(module)
+            text = stream.getvalue()
+            break
+        except Exception:
+            continue
+    if text is None:
+        return None
+    directory = os.environ.get("TESSC_REPRODUCER_DIR") or tempfile.gettempdir()
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, path = tempfile.mkstemp(prefix="tessc-reproducer-", suffix=".mlir", dir=directory)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(f"// {note}\n{text}\n")
+    except OSError:
+        return None
+    return Path(path)
+
+
+def internal_error(where: str, error: BaseException, module: Operation | None, spec: str = ""):
+    """An `InternalCompilerError` for `error` in `where`, with `module` saved."""
+    reproducer = None
+    if module is not None:
+        reproducer = write_reproducer(module, f"tessc internal compiler error in {where}: {error}")
+    return InternalCompilerError(where, error, reproducer, spec)
+
+
+# ---------------------------------------------------------------------------------------
+# Input files
+# ---------------------------------------------------------------------------------------
+
+MAX_SOURCE_BYTES = 64 << 20
+"""The largest program file the drivers read (a larger one is surely not a program, and
+`/dev/zero` would never end)."""
+
+
+class SourceFileError(Exception):
+    """The program file cannot be read: reported as `file: error: message`."""
+
+
+def read_source_file(path: Path) -> bytes:
+    """The bytes of the program file `path`: a regular file of at most `MAX_SOURCE_BYTES`."""
+    try:
+        if not path.is_file():
+            if not path.exists():
+                raise SourceFileError("cannot read the file: no such file")
+            kind = "a directory" if path.is_dir() else "not a regular file"
+            raise SourceFileError(f"cannot read the file: {kind}")
+        with path.open("rb") as handle:
+            content = handle.read(MAX_SOURCE_BYTES + 1)
+    except OSError as error:
+        raise SourceFileError(f"cannot read the file: {error.strerror or error}") from None
+    if len(content) > MAX_SOURCE_BYTES:
+        raise SourceFileError(f"the file is larger than {MAX_SOURCE_BYTES >> 20} MiB")
+    return content
+
+
 __all__ = [
+    "InternalCompilerError",
     "LocatedError",
     "LocatingParser",
     "PassOutputVerifyError",
+    "SourceFileError",
     "SourceChunk",
     "SourceVerifyError",
     "describe_op_error",
     "decode_source",
+    "decode_utf8",
     "describe_parse_error",
     "error_message",
     "failing_op",
     "first_invalid_op",
     "format_diagnostic",
+    "internal_error",
+    "pass_spec",
+    "read_source_file",
+    "write_reproducer",
     "recording_failing_ops",
     "verify_located",
 ]

@@ -54,6 +54,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.transforms import get_all_passes
+from xdsl.utils.exceptions import DiagnosticException
 
 from tessc import timing
 from tessc.passes import pass_loaders
@@ -160,18 +161,53 @@ def available_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return passes
 
 
-def run_passes(module: ModuleOp, spec: str, ctx: Context | None = None) -> None:
-    """Apply the pass-pipeline string `spec` to `module` in place."""
+def run_passes(
+    module: ModuleOp, spec: str, ctx: Context | None = None, *, original: ModuleOp | None = None
+) -> None:
+    """Apply the pass-pipeline string `spec` to `module` in place.
+
+    A pass failing with anything but a diagnostic (a `DiagnosticException`) is an internal
+    compiler error: `InternalCompilerError` names the pass and, when the caller passes the
+    module as it was before `spec` (`original`), saves a reproducer — the module before the
+    failing pass, made again from `original` by the passes before it, so that compiling
+    costs no copy when nothing fails."""
     if not spec:
         return
     if ctx is None:
         from tessc.context import make_context
 
         ctx = make_context()
+    passes = PassPipeline.parse_spec(available_passes(), spec).passes
     # One pass at a time, as `PassPipeline.apply` does, each a phase of the timing report.
-    for module_pass in PassPipeline.parse_spec(available_passes(), spec).passes:
-        with timing.phase(module_pass.name):
-            module_pass.apply(ctx, module)
+    for index, module_pass in enumerate(passes):
+        try:
+            with timing.phase(module_pass.name):
+                module_pass.apply(ctx, module)
+        except DiagnosticException:
+            raise
+        except Exception as error:
+            raise _internal_error(passes, index, error, original, ctx) from error
+
+
+def _internal_error(
+    passes: tuple[ModulePass, ...],
+    index: int,
+    error: Exception,
+    original: ModuleOp | None,
+    ctx: Context,
+) -> Exception:
+    from tessc.diagnostics import internal_error, pass_spec
+
+    before = None
+    if original is not None:
+        before = original.clone()
+        try:
+            for module_pass in passes[:index]:
+                module_pass.apply(ctx, before)
+        except Exception:
+            before = None
+    failing = passes[index]
+    return internal_error(f"pass '{failing.name}'", error, before, pass_spec(failing))
 
 
 __all__ = [

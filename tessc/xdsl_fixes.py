@@ -65,11 +65,17 @@ def _parse_generic_with_parenthesised_results(cls: type[GenericOp], parser: Pars
             return parse_list(Parser.Delimiter.PAREN, parse, context_msg)
         return parse_list(delimiter, parse, context_msg)
 
+    # A generic nested in a generic's body installs its own wrapper and must restore the
+    # outer one, not remove it (the outer `del` then failed: an AttributeError).
+    outer = vars(parser).get("parse_comma_separated_list")
     parser.parse_comma_separated_list = results_in_parens  # type: ignore[method-assign]
     try:
         return _original_generic_parse(cls, parser)
     finally:
-        del parser.parse_comma_separated_list
+        if outer is None:
+            del parser.parse_comma_separated_list
+        else:
+            parser.parse_comma_separated_list = outer  # type: ignore[method-assign]
 
 
 @xdsl_fix

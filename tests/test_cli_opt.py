@@ -262,7 +262,11 @@ def test_invalid_pass_output_is_reported_at_the_op(
     path = write(tmp_path, "ok.mlir", VALID)
     status, _, err = run_in_process(capsys, str(path), "-p", "test-break-types")
     assert status == 1
-    assert err.startswith(f"{path}: error: IR produced by pass 'test-break-types' does not verify:")
+    assert err.startswith(
+        f"{path}: error: internal compiler error: IR produced by pass 'test-break-types' "
+        "does not verify:"
+    )
+    assert "this is a bug in tessc" in err
 
 
 def test_pass_failure_with_verify_diagnostics(

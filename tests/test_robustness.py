@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from xdsl.passes import ModulePass
 
 from tessc.cli.opt import main as tessc_opt
 
@@ -47,6 +48,7 @@ TESS_ERRORS = {
     ),
     "complex-constant": (TESS_HEAD + "x * (-8) ** 0.5\n", "not a real number", (2, 16)),
     "deep-negation": (TESS_HEAD + "-" * 5000 + "x\n", "nested too deeply", (2,)),
+    "invalid-utf8": (b"def f(x: f32[3]) -> f32[3]:\n    return x \xff\xfe\n", "UTF-8", (2, 14)),
 }
 
 
@@ -196,3 +198,175 @@ def test_an_unterminated_string_is_a_located_error_not_a_hang(tmp_path: Path) ->
     assert result.returncode == 1 and "Traceback" not in result.stderr
     match = located(result.stderr)
     assert (match["line"], match["col"]) == ("2", "16")
+
+
+# -- .mlir inputs that reached Python errors (issue 10, item 4) --------------------------
+
+FUNC = (
+    "func.func @f(%a: tensor<3xf32>) -> tensor<3xf32> {{\n{}\n"
+    "  func.return %a : tensor<3xf32>\n}}\n"
+)
+MLIR_ERRORS = {
+    "invalid-utf8": (FUNC.format("  // \xff").encode("latin-1"), "invalid UTF-8", (2, 6)),
+    "huge-dims": (
+        FUNC.format(
+            "  %0 = tess.sum %a dims = [99999999999999999999] : tensor<3xf32> -> tensor<f32>"
+        ),
+        "",
+        (2,),
+    ),
+    "f32-constant-overflow": (FUNC.format("  %0 = arith.constant 1.0e39 : f32"), "", (2,)),
+    "hex-float-overflow": (
+        FUNC.format("  %0 = arith.constant 0xFFFFFFFFFFFFFFFFFFFF : f32"),
+        "",
+        (2,),
+    ),
+    "f80-fill": (FUNC.format("  %0 = tess.fill 1.0 : tensor<3xf80>"), "", (2,)),
+    "bad-iterator-type": (
+        FUNC.format(
+            "  %0 = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>], "
+            'iterator_types = ["paralel"]} outs(%a : tensor<3xf32>) {\n'
+            "  ^bb0(%x: f32):\n    linalg.yield %x : f32\n  } -> tensor<3xf32>"
+        ),
+        "paralel",
+        (2, 3),
+    ),
+    "self-use": (SELF_USE, "own result", (2, 3)),
+    "cycle": (CYCLE, "used before its definition", (2, 3)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MLIR_ERRORS))
+def test_mlir_inputs_give_located_errors(case: str, tmp_path: Path, capsys) -> None:
+    content, message, where = MLIR_ERRORS[case]
+    match = located(opt(tmp_path, "bad.mlir", content, capsys=capsys))
+    assert message in match["message"]
+    assert (int(match["line"]), int(match["col"]))[: len(where)] == where
+
+
+# -- internal compiler errors (issue 10, item 3) ----------------------------------------
+
+ADD = f"""func.func @f(%a: {T}) -> {T} {{
+  %0 = tess.add %a, %a : {T}, {T} -> {T}
+  func.return %0 : {T}
+}}
+"""
+
+
+class CrashingPass(ModulePass):
+    """A pass with a bug (raises a KeyError), registered only by these tests."""
+
+    name = "tess-test-crash"
+
+    def apply(self, ctx, op) -> None:
+        raise KeyError("no such value")
+
+
+class BreakingPass(ModulePass):
+    """A pass with a bug: it leaves an op using its own result."""
+
+    name = "tess-test-break"
+
+    def apply(self, ctx, op) -> None:
+        for inner in op.walk():
+            if inner.name == "linalg.generic" and inner.results:
+                inner.operands[0] = inner.results[0]
+                return
+
+
+def reproducer_in(text: str) -> Path:
+    match = re.search(r"saved in (\S+\.mlir)", text)
+    assert match, text
+    path = Path(match.group(1))
+    assert path.exists()
+    return path
+
+
+@pytest.fixture
+def test_passes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    from tessc.passes import TESS_PASSES
+
+    monkeypatch.setitem(TESS_PASSES, "tess-test-crash", "tests.test_robustness:CrashingPass")
+    monkeypatch.setitem(TESS_PASSES, "tess-test-break", "tests.test_robustness:BreakingPass")
+    monkeypatch.setenv("TESSC_REPRODUCER_DIR", str(tmp_path / "reproducers"))
+    return tmp_path / "reproducers"
+
+
+def test_tessc_opt_reports_a_crashing_pass_as_an_ice(test_passes, tmp_path, capsys) -> None:
+    stderr = opt(tmp_path, "add.mlir", ADD, "-p", "tess-to-linalg,tess-test-crash", capsys=capsys)
+    assert "internal compiler error in pass 'tess-test-crash': KeyError" in stderr
+    assert "this is a bug in tessc" in stderr
+    reproducer = reproducer_in(stderr)
+    assert reproducer.parent == test_passes
+    assert "linalg.generic" in reproducer.read_text()  # the module before the pass
+    assert f"tessc-opt {reproducer} -p 'tess-test-crash'" in stderr
+
+
+def test_tessc_opt_reports_broken_pass_output_as_an_ice(test_passes, tmp_path, capsys) -> None:
+    stderr = opt(tmp_path, "add.mlir", ADD, "-p", "tess-to-linalg,tess-test-break", capsys=capsys)
+    assert "internal compiler error: IR produced by pass 'tess-test-break'" in stderr
+    assert "this is a bug in tessc" in stderr
+    assert "linalg.generic" in reproducer_in(stderr).read_text()
+
+
+def test_compile_module_reports_a_crashing_pass_as_an_ice(
+    test_passes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tessc.compiler import compile_module
+    from tessc.diagnostics import InternalCompilerError
+    from tessc.lowering.bufferize import TessBufferizePass
+    from tessc.reference import parse_module
+
+    monkeypatch.setattr(TessBufferizePass, "apply", CrashingPass.apply)
+    with pytest.raises(InternalCompilerError, match="pass 'tess-bufferize'.*bug in tessc") as info:
+        compile_module(parse_module(ADD), "f", "cpu")
+    text = reproducer_in(str(info.value)).read_text()
+    assert "linalg.generic" in text and "memref" not in text  # just before bufferization
+
+
+def test_tessc_run_reports_a_crashing_pass_as_an_ice(
+    test_passes, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys
+) -> None:
+    from tessc.cli.run import main as tessc_run
+    from tessc.lowering.bufferize import TessBufferizePass
+
+    monkeypatch.setattr(TessBufferizePass, "apply", CrashingPass.apply)
+    path = tmp_path / "add.mlir"
+    path.write_text(ADD)
+    assert tessc_run([str(path)]) == 1
+    stderr = capsys.readouterr().err
+    assert "Traceback" not in stderr
+    assert "internal compiler error in pass 'tess-bufferize'" in stderr
+    assert "this is a bug in tessc" in stderr and reproducer_in(stderr).exists()
+
+
+# -- tessc-run's inputs and options (issue 10, items 4 and 6) ----------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["/dev/zero"], "/dev/zero: error: cannot read the file: not a regular file"),
+        (["."], "error: cannot read the file: a directory"),
+        (["{add}", "--precision", "-3"], "argument --precision: expected a number of digits"),
+        (["{add}", "--precision", "100000"], "argument --precision: expected a number"),
+        (["{add}", "--seed", "-5"], "argument --seed: expected a non-negative integer, got -5"),
+    ],
+)
+def test_tessc_run_refuses_bad_files_and_options(argv, message, tmp_path: Path, capsys) -> None:
+    from tessc.cli.run import main as tessc_run
+
+    add = tmp_path / "add.mlir"
+    add.write_text(ADD)
+    try:
+        status = tessc_run([a.format(add=add) for a in argv])
+    except SystemExit as exit:  # argparse
+        status = exit.code
+    assert status in (1, 2)
+    stderr = capsys.readouterr().err
+    assert message in stderr and "Traceback" not in stderr
+
+
+def test_tessc_opt_refuses_a_device_file(capsys) -> None:
+    assert tessc_opt(["/dev/zero"]) == 1
+    assert "not a regular file" in capsys.readouterr().err

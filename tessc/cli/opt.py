@@ -27,6 +27,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, ClassVar
 
 from xdsl.context import Context
@@ -46,17 +47,24 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 from tessc import timing
 from tessc.context import register_tess_dialects
 from tessc.diagnostics import (
+    InternalCompilerError,
     LocatingParser,
     PassOutputVerifyError,
     SourceChunk,
+    SourceFileError,
     SourceVerifyError,
     decode_source,
+    decode_utf8,
     describe_op_error,
     describe_parse_error,
     error_message,
     failing_op,
+    internal_error,
+    pass_spec,
+    read_source_file,
     recording_failing_ops,
     verify_located,
+    write_reproducer,
 )
 from tessc.passes import pass_loaders
 
@@ -99,12 +107,14 @@ class TesscOptMain(xDSLOptMain):
 
     _source: SourceChunk
     _current_pass: ModulePass | None
+    _before: ModuleOp | None
     _pass_start: float
     _pass_cpu: float
 
     def __init__(self, args: list[str] | None = None):
         self._source = SourceChunk("stdin", "")
         self._current_pass = None
+        self._before = None
         self._pass_start, self._pass_cpu = time.perf_counter(), time.process_time()
         super().__init__(description="tessc modular optimizer driver", args=args)
 
@@ -159,7 +169,7 @@ class TesscOptMain(xDSLOptMain):
     def _parse_tess(self, stream: IO[bytes]) -> ModuleOp:
         from tessc.frontend.tess_lang import parse_tess
 
-        text = stream.read().decode("utf-8")
+        text = decode_utf8(stream.read(), self.get_input_name())
         try:
             return parse_tess(text, self.get_input_name())
         except (ParseError, DiagnosticException):
@@ -204,6 +214,8 @@ class TesscOptMain(xDSLOptMain):
             Printer(stream=sys.stdout).print_op(module)
             print("\n\n\n")
         self._current_pass = next
+        # What the next pass starts from: the reproducer if it fails (an ICE report).
+        self._before = module.clone() if next is not None else None
         self._pass_start, self._pass_cpu = time.perf_counter(), time.process_time()
 
     def _verify_between(self, module: ModuleOp, previous: ModulePass | None) -> None:
@@ -214,13 +226,29 @@ class TesscOptMain(xDSLOptMain):
                 try:
                     verify_located(module)
                 except SourceVerifyError as error:
-                    raise PassOutputVerifyError(
+                    output_error = PassOutputVerifyError(
                         str(error), failing_op(error), previous.name
-                    ) from None
+                    )
+                    if self._before is not None:
+                        output_error.reproducer = write_reproducer(
+                            self._before, f"the input of pass '{previous.name}'"
+                        )
+                        output_error.spec = pass_spec(previous)
+                    raise output_error from None
 
     def apply_passes(self, prog: ModuleOp) -> None:
         self._current_pass = None
-        self.pipeline.apply(self.ctx, prog)
+        self._before = None
+        try:
+            self.pipeline.apply(self.ctx, prog)
+        except (DiagnosticException, InternalCompilerError):
+            raise
+        except Exception as error:
+            current = self._current_pass
+            if current is None:
+                raise
+            where = f"pass '{current.name}'"
+            raise internal_error(where, error, self._before, pass_spec(current)) from error
 
     # running ---------------------------------------------------------------------------
 
@@ -232,6 +260,11 @@ class TesscOptMain(xDSLOptMain):
         return self._run_all()
 
     def _run_all(self) -> int:
+        if self.args.input_file is not None and self.args.input_file != "-":
+            try:  # a regular file of a sane size: not /dev/zero, not a directory
+                read_source_file(Path(self.args.input_file))
+            except SourceFileError as error:
+                raise CommandLineError(f"{self.args.input_file}: {error}") from None
         try:
             chunks, file_extension = self.prepare_input()
         except (OSError, ValueError) as error:
@@ -274,7 +307,7 @@ class TesscOptMain(xDSLOptMain):
                 with timing.phase("passes"):
                     self.apply_passes(module)
                 with timing.phase("output"):
-                    output.write(self.output_resulting_program(module))
+                    output.write(self._output(module))
             output.flush()
             return 0
         except ParseError as error:
@@ -282,13 +315,35 @@ class TesscOptMain(xDSLOptMain):
             return self._report(describe_parse_error(error), expected=expected)
         except DiagnosticException as error:
             return self._report(self._describe(error), expected=self.args.verify_diagnostics)
+        except InternalCompilerError as error:
+            return self._report(f"{self._source.name}: error: {error}", expected=False)
+
+    def _output(self, module: ModuleOp) -> str:
+        """The printed module or the target's output; a target's crash is an ICE report."""
+        before = module.clone() if self.args.target != "mlir" else None
+        try:
+            return self.output_resulting_program(module)
+        except DiagnosticException:
+            raise
+        except Exception as error:
+            where = f"target '{self.args.target}'"
+            raise internal_error(where, error, before) from error
 
     def _describe(self, error: DiagnosticException) -> str:
         message = error_message(error)
         op = failing_op(error)
         note = None
         if isinstance(error, PassOutputVerifyError):
-            message = f"IR produced by pass '{error.pass_name}' does not verify: {message}"
+            message = (
+                f"internal compiler error: IR produced by pass '{error.pass_name}' does not "
+                f"verify: {message}"
+            )
+            note = "this is a bug in tessc"
+            reproducer = getattr(error, "reproducer", None)
+            if reproducer is not None:
+                spec = getattr(error, "spec", error.pass_name)
+                rerun = f"tessc-opt {reproducer} -p '{spec}'"
+                note += f"; the input of the pass is saved in {reproducer} (rerun: {rerun})"
         elif self._current_pass is not None:
             note = f"while running pass '{self._current_pass.name}'"
         return describe_op_error(message, op, self._source, note=note)

@@ -33,12 +33,17 @@ from xdsl.utils.exceptions import DiagnosticException, ParseError
 
 from tessc.context import make_context
 from tessc.diagnostics import (
+    InternalCompilerError,
     LocatingParser,
     SourceChunk,
+    SourceFileError,
+    decode_source,
+    decode_utf8,
     describe_op_error,
     describe_parse_error,
     error_message,
     failing_op,
+    read_source_file,
     recording_failing_ops,
     verify_located,
 )
@@ -113,14 +118,11 @@ def run(args: argparse.Namespace) -> int:
     from tessc.compiler import compile_module
 
     path = Path(args.file)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise RunError(f"cannot read the file: {error}") from None
-    source = SourceChunk(str(path), text)
+    content = read_source(path)
+    source = SourceChunk(str(path), decode_source(content))
     try:
         with recording_failing_ops():
-            module = parse_file(path, text)
+            module = parse_file(path, decode_utf8(content, str(path)))
             verify_located(module)
             function = entry_function(module, args.entry)
             inputs = make_inputs(function, args.inputs, args.seed)
@@ -132,16 +134,42 @@ def run(args: argparse.Namespace) -> int:
     except DiagnosticException as error:
         print(describe_op_error(error_message(error), failing_op(error), source), file=sys.stderr)
         return 1
-    except (RunError, ValueError) as error:
+    except (RunError, ValueError, InternalCompilerError) as error:
         print(f"{path}: error: {error}", file=sys.stderr)
         return 1
     except Exception as error:
-        # Codegen's UnsupportedOpError and anything else a pass raises: still a diagnostic.
-        print(f"{path}: error: {type(error).__name__}: {error}", file=sys.stderr)
+        # Not in a pass (those are InternalCompilerError, with a reproducer): the input
+        # file itself reproduces it.
+        message = " ".join(str(error).split())[:500]
+        print(
+            f"{path}: error: internal compiler error: {type(error).__name__}: {message}; "
+            f"this is a bug in tessc (rerun: tessc-run {path})",
+            file=sys.stderr,
+        )
         return 1
     for index, array in enumerate(outputs):
         print(format_output(index, array, args.precision))
     return 0
+
+
+def read_source(path: Path) -> bytes:
+    try:
+        return read_source_file(path)
+    except SourceFileError as error:
+        raise RunError(str(error)) from None
+
+
+def _bounded_int(low: int, high: int | None, what: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got '{text}'") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
+        return value
+
+    return parse
 
 
 def argument_parser() -> argparse.ArgumentParser:
@@ -154,10 +182,16 @@ def argument_parser() -> argparse.ArgumentParser:
     inputs = parser.add_mutually_exclusive_group()
     inputs.add_argument("--inputs", nargs="+", metavar="NPY", help="one .npy file per input")
     inputs.add_argument(
-        "--seed", type=int, default=0, help="seed of the random inputs in [-2, 2) (default 0)"
+        "--seed",
+        type=_bounded_int(0, 2**63 - 1, "a non-negative integer"),
+        default=0,
+        help="seed of the random inputs in [-2, 2) (default 0)",
     )
     parser.add_argument(
-        "--precision", type=int, default=4, help="digits printed after the point (default 4)"
+        "--precision",
+        type=_bounded_int(0, 20, "a number of digits from 0 to 20"),
+        default=4,
+        help="digits printed after the point (default 4)",
     )
     return parser
 
