@@ -204,7 +204,12 @@ class Executable:
         array = np.asarray(arg)
         where = f"'{self.entry}' input {k} ('{spec.name}')"
         if array.dtype != spec.dtype:
-            raise ValueError(f"{where} has dtype {array.dtype.name}, expected {spec.dtype.name}")
+            if array.dtype.newbyteorder("=") == spec.dtype:  # big-endian: a copy fixes it
+                array = array.astype(spec.dtype)
+            else:
+                raise ValueError(
+                    f"{where} has dtype {array.dtype.name}, expected {spec.dtype.name}"
+                )
         matches = len(array.shape) == len(spec.shape) and all(
             want is None or want == got for want, got in zip(spec.shape, array.shape, strict=False)
         )

@@ -370,3 +370,34 @@ def test_tessc_run_refuses_bad_files_and_options(argv, message, tmp_path: Path, 
 def test_tessc_opt_refuses_a_device_file(capsys) -> None:
     assert tessc_opt(["/dev/zero"]) == 1
     assert "not a regular file" in capsys.readouterr().err
+
+
+# -- clear behaviour for API habits (issue 10, item 6) -----------------------------------
+
+
+def test_jit_of_a_jitted_function_traces_through() -> None:
+    import numpy as np
+
+    import tessc as ts
+
+    inner = ts.jit(lambda x: x * 2.0, target="reference")
+    outer = ts.jit(inner, target="reference")
+    helper_user = ts.jit(lambda x: inner(x) + 1.0, target="reference")
+    x = np.arange(3, dtype=np.float32)
+    np.testing.assert_array_equal(outer(x), x * 2)
+    np.testing.assert_array_equal(helper_user(x), x * 2 + 1)
+
+
+def test_big_endian_arrays_are_computed_on_in_native_order() -> None:
+    import numpy as np
+
+    import tessc as ts
+    from tessc.compiler import compile_module
+    from tessc.reference import parse_module
+
+    x = np.arange(3, dtype=">f4")
+    y = ts.jit(lambda x: x * 2.0, target="reference")(x)
+    assert y.dtype == np.float32 and y.tolist() == [0.0, 2.0, 4.0]
+    (z,) = compile_module(parse_module(ADD), "f", "reference")(x.astype("<f4"))
+    (w,) = compile_module(parse_module(ADD), "f", "cpu")(x)
+    assert w.tolist() == z.tolist() == [0.0, 2.0, 4.0]

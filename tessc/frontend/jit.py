@@ -195,6 +195,13 @@ def flatten_arguments(
     types: list[tuple[tuple[int, ...], str]] = []
     for path, leaf in (leaf for c in children for leaf in c[1]):
         shape, dtype = _leaf_type(leaf)
+        if dtype.byteorder not in ("=", "|") and dtype.newbyteorder("=") in (
+            np.float32,
+            np.float64,
+        ):
+            # A byte-swapped (big-endian) float array: computed on in native order.
+            leaf = np.asarray(leaf).astype(dtype.newbyteorder("="))
+            dtype = leaf.dtype
         if dtype not in (np.float32, np.float64):
             raise TypeError(
                 f"argument `{path}` has dtype {dtype}; tessc computes in float32 "
@@ -432,6 +439,10 @@ class JitFunction:
             if leaves is not None:
                 outputs = fast.compiled(*leaves, *fast.constants)
                 return fast.build_output(iter(outputs))
+        if _holds_tensor(args, kwargs):
+            # Called while an outer jit traces (`jit(jit(f))`, or a jitted helper called
+            # from a jitted function): trace through, as JAX does, into the outer program.
+            return self.fn(*args, **kwargs)
         with timing.report_if_enabled(f"jit {getattr(self.fn, '__qualname__', '?')}"):
             traced, arrays = self._lookup(args, kwargs)
             compiled = self._compiled.get(traced.signature)
@@ -456,6 +467,13 @@ class JitFunction:
         ):
             self._fast = _FastPath.of(traced, compiled, constants)
         return unflatten_tree(traced.output_tree, list(outputs))
+
+
+def _holds_tensor(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
+    _, leaves = flatten_tree(
+        (tuple(args), kwargs), lambda v: not isinstance(v, tuple | list | dict), ""
+    )
+    return any(isinstance(leaf, Tensor) for _, leaf in leaves)
 
 
 def jit(
