@@ -31,7 +31,9 @@ flattened row-major.
    `memref.alloc`, device scratch), then one block reduces the G partials as in 1.
 
 A reduction that is no `combine(acc, f(...))` (several outputs, an accumulator used
-twice) is left for `tess-gpu-map`, which runs it sequentially per output element.
+twice), or that has several outputs of fewer than `MIN_STEPS` steps each (a block of 32
+threads would idle), is left for `tess-gpu-map`: one thread per output element, its steps
+sequential.
 xDSL's `gpu.all_reduce` would express step 1 in one op, but needs a lowering to shared
 memory and barriers that xDSL 0.74 lacks (and the emitter would have to do it), so the
 tree is spelled out here.
@@ -84,6 +86,9 @@ IDENTITIES: dict[type[Operation], Callable[[Attribute], float | int]] = {
 MAX_THREADS = 256
 COLUMN_LANES = (32, 8)
 MAX_PARTIAL_BLOCKS = 64
+MIN_STEPS = 4
+"""Reductions of fewer steps per output (and more than one output) stay with `tess-gpu-map`:
+one thread per output, the steps sequential."""
 
 
 @dataclass(frozen=True)
@@ -338,6 +343,8 @@ def reduce_kernel(kernel: func.FuncOp, module: ModuleOp) -> bool:
     def lanes_from(threads: int) -> Callable[[Body, SSAValue, SSAValue], tuple[SSAValue, SSAValue]]:
         return lambda b, p, tx: (tx, b.c(threads))
 
+    if steps < MIN_STEPS and outputs > 1:
+        return False  # a thread per output folds a few steps faster than a block would
     threads = pow2_threads(steps)
     if outputs == 1 and steps >= 2 * threads:
         blocks = min(MAX_PARTIAL_BLOCKS, -(-steps // threads))

@@ -17,7 +17,7 @@ from tessc.context import make_context
 from tessc.dialects.gpu_memory import is_workgroup
 from tessc.frontend.tess_lang import parse_tess
 from tessc.lowering.numba_ops import dtype_name
-from tessc.pipelines import get_pipeline
+from tessc.pipelines import get_pipeline, run_passes
 from tessc.reference import interpret
 
 ALLOWED_KERNEL_OPS = ("arith.", "math.", "scf.for", "scf.if", "scf.yield", "gpu.")
@@ -46,10 +46,12 @@ def check_gpu_level(module: ModuleOp) -> dict[str, gpu.FuncOp]:
     kernel_modules = [op for op in module.ops if isinstance(op, gpu.ModuleOp)]
     assert [m.sym_name.data for m in kernel_modules] == ["kernels"]
     kernels = {f.sym_name.data: f for f in kernel_modules[0].body.block.ops}
+    hosts = {f.sym_name.data for f in module.ops if isinstance(f, func.FuncOp)}
     for function in module.ops:
         if isinstance(function, func.FuncOp):
             assert "tess.kernel" not in function.attributes
-            assert not any(isinstance(op, func.CallOp) for op in function.walk())
+            for call in (op for op in function.walk() if isinstance(op, func.CallOp)):
+                assert call.callee.string_value() in hosts, "only hosts call hosts"
     launched: set[str] = set()
     for launch in module.walk():
         if not isinstance(launch, gpu.LaunchFuncOp):
@@ -202,6 +204,9 @@ def whole_max(x: f32[31, 33]) -> f32[]:
 def one(x: f32[1]) -> f32[]:
     return mean(x)
 
+def short_rows(x: f32[40, 3]) -> f32[40]:
+    return max(x * 2.0, dim=1)
+
 def softmax_rows(x: f32[6, 33]) -> f32[6, 33]:
     m = max(x, dim=1, keepdim=True)
     e = exp(x - m)
@@ -210,7 +215,7 @@ def softmax_rows(x: f32[6, 33]) -> f32[6, 33]:
 
 REDUCTION_ENTRIES = [
     "seed", "rows", "columns", "column_max", "middle", "whole", "whole_max", "one",
-    "softmax_rows",
+    "softmax_rows", "short_rows",
 ]  # fmt: skip
 
 
@@ -232,6 +237,9 @@ def test_reduction_shapes() -> None:
     # The seed's zip+reduce (a contraction: tess-gpu-contract) is one kernel, no (3,5,4).
     assert launches(module, "seed") == ["seed_kernel_0"]
     assert "3x5x4" not in print_module(module)
+    # Three steps per row: one thread per row (tess-gpu-map), no workgroup memory.
+    short = kernels[launches(module, "short_rows")[-1]]
+    assert not any(isinstance(op, memref.AllocaOp | gpu.BarrierOp) for op in short.walk())
     # Row sums: one block of 64 threads per row, a tree over x.
     assert list(kernels["rows_kernel_0"].known_block_size.get_values()) == [64, 1, 1]
     # A whole-tensor sum over 513 elements: partials from 3 blocks, then one block.
@@ -288,3 +296,29 @@ def test_contraction_shapes() -> None:
     assert list(kernels["batched_kernel_0"].known_grid_size.get_values()) == [1, 1, 2]
     dense = print_module(module).split('sym_name = "dense_kernel_0"')[0].rsplit("gpu.func", 1)[1]
     assert "arith.maximumf" in dense  # relu, fused
+
+
+GRADIENTS = """
+def loss(x: f64[5, 6], w1: f64[6, 7], b1: f64[7], w2: f64[7, 3]) -> f64[]:
+    h = relu(x @ w1 + b1)
+    z = tanh(h @ w2)
+    return mean(sum(z * z, dim=1, keepdim=True) + sum(exp(z), dim=0, keepdim=True))
+"""
+
+
+def test_mlp_gradients_run_like_the_reference() -> None:
+    # The autodiff level's @loss_grad lowered like any program: transposed matmuls
+    # (contractions with other maps), broadcast gradients summed back (column sums).
+    module = parse_tess(GRADIENTS)
+    run_passes(module, "tess-autodiff{func=loss wrt=1,2,3}")
+    source = print_module(module)
+    lowered = lower_module(module, "gpu", pipeline="cuda")
+    kernels = check_gpu_level(lowered)
+    assert any(list(k.known_block_size.get_values()) == [16, 16, 1] for k in kernels.values())
+    rng = np.random.default_rng(1)
+    inputs = [rng.standard_normal(s) for s in ((5, 6), (6, 7), (7,), (7, 3))]
+    expected = interpret(module, "loss_grad", inputs)
+    got = run_gpu_level(lowered, "loss_grad", inputs)
+    assert len(got) == 4 and source
+    for e, g in zip(expected, got, strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-12)
