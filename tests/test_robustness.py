@@ -289,6 +289,8 @@ def test_passes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setitem(TESS_PASSES, "tess-test-crash", "tests.test_robustness:CrashingPass")
     monkeypatch.setitem(TESS_PASSES, "tess-test-break", "tests.test_robustness:BreakingPass")
     monkeypatch.setenv("TESSC_REPRODUCER_DIR", str(tmp_path / "reproducers"))
+    # A fresh kernel cache: a warm-start hit would run no pass at all.
+    monkeypatch.setenv("TESSC_CACHE_DIR", str(tmp_path / "cache"))
     return tmp_path / "reproducers"
 
 
