@@ -267,10 +267,11 @@ _SIMPLE_STATICS = (int, float, complex, str, bytes, bool, type(None))
 
 def _match_tree(node: TreeDef, obj: Any, leaves: list[np.ndarray]) -> bool:
     """Whether `obj` has exactly structure `node` (same container types, keys, static
-    values) with plain ndarrays at its leaves; appends those leaves in flatten order."""
+    values) with plain ndarrays or device arrays at its leaves; appends those leaves in
+    flatten order."""
     kind = node[0]
     if kind == "leaf":
-        if type(obj) is not np.ndarray:
+        if type(obj) is not np.ndarray and not is_device_array(obj):
             return False
         leaves.append(obj)
         return True
@@ -321,6 +322,7 @@ class _FastPath:
     compiled: Callable[..., tuple[np.ndarray, ...]]
     constants: tuple[Any, ...]  # a device target's are resident on the device
     build_output: Callable[[Iterator[Any]], Any]
+    takes_device_arrays: bool
 
     @staticmethod
     def of(
@@ -333,6 +335,7 @@ class _FastPath:
             compiled,
             constants,
             _tree_builder(traced.output_tree),
+            hasattr(compiled, "resident"),
         )
 
     def leaves(self, args: tuple[Any, ...]) -> list[np.ndarray] | None:
@@ -345,7 +348,10 @@ class _FastPath:
         if len(leaves) != len(self.array_types):
             return None
         for array, (shape, dtype) in zip(leaves, self.array_types, strict=True):
-            if array.shape != shape or array.dtype != dtype or not array.flags.c_contiguous:
+            if type(array) is not np.ndarray:  # a device array: the cuda target takes them
+                if not self.takes_device_arrays or _leaf_type(array) != (shape, dtype):
+                    return None
+            elif array.shape != shape or array.dtype != dtype or not array.flags.c_contiguous:
                 return None
         return leaves
 
@@ -457,6 +463,12 @@ class JitFunction:
                 constants = resident(traced.constants) if resident else traced.constants
                 self._constants[traced.signature] = constants
             constants = self._constants[traced.signature]
+            if not hasattr(compiled, "resident") and any(map(is_device_array, arrays)):
+                raise TypeError(
+                    f"a device array was passed to `{getattr(self.fn, '__name__', self.fn)}`, "
+                    f"compiled for target '{self.target}': use target=\"cuda\" (or copy it "
+                    "to the host first)"
+                )
             inputs = [a if is_device_array(a) else np.asarray(a, order="C") for a in arrays]
             with timing.phase("first call (Numba: compile or load, run)" if first_call else "call"):
                 outputs = compiled(*inputs, *constants)

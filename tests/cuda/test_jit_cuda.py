@@ -178,3 +178,18 @@ def test_fused_optimizer_update_over_arenas() -> None:
     for k in params:
         assert out[k] is on_device[k]
         np.testing.assert_allclose(on_device[k].copy_to_host(), expected[k])
+
+
+def test_device_arrays_take_the_steady_state_fast_path() -> None:
+    scale = ts.jit(lambda x, y: x * y, target="cuda")
+    x, y = cuda.to_device(rand(31)), cuda.to_device(rand(31, seed=1))
+    scale(x, y)
+    fast = scale._fast
+    assert fast is not None and fast.leaves((x, y)) == [x, y]
+    assert fast.leaves((x, cuda.to_device(rand(30)))) is None  # another shape: full path
+    np.testing.assert_allclose(scale(x, y).copy_to_host(), rand(31) * rand(31, seed=1))
+
+
+def test_device_array_to_a_cpu_target_is_a_clear_error() -> None:
+    with pytest.raises(TypeError, match="device array was passed to .* target 'cpu'"):
+        ts.jit(lambda x: x + 1.0)(cuda.to_device(rand(5)))

@@ -155,3 +155,10 @@ def test_cuda_array_interface_objects_are_wrapped(monkeypatch: pytest.MonkeyPatc
 def test_bad_inputs_are_named(args: tuple, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         compiled(DONATED, "step")(*args)
+
+
+def test_bitcast_runs_in_the_simulator() -> None:
+    program = compiled((Path(__file__).parent / "inputs" / "bitcast.mlir").read_text(), "pow2")
+    exponents = np.arange(-3, 5, dtype=np.int32)
+    (out,) = program(exponents)
+    np.testing.assert_array_equal(out, np.exp2(exponents.astype(np.float32)))
