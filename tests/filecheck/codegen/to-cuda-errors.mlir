@@ -1,0 +1,21 @@
+// RUN: not tessc-opt %s -t numba 2>&1 | filecheck %s
+
+// Gpu-level IR the CUDA emitter cannot translate is a located diagnostic, not a traceback:
+// here a host function reads device memory element by element.
+
+"builtin.module"() ({
+  "func.func"() <{sym_name = "f", function_type = (memref<4xf32>, memref<4xf32>) -> ()}> ({
+  ^bb0(%x: memref<4xf32>, %out0: memref<4xf32>):
+    %c0 = "arith.constant"() <{value = 0 : index}> : () -> index
+    %v = "memref.load"(%x, %c0) : (memref<4xf32>, index) -> f32
+    "func.return"() : () -> ()
+  }) {tess.num_outputs = 1 : i64} : () -> ()
+  "gpu.module"() <{sym_name = "kernels"}> ({
+  ^bb0:
+  }) : () -> ()
+}) {gpu.container_module} : () -> ()
+
+// CHECK:      to-cuda-errors.mlir:10:5: error: cannot emit Numba code for 'memref.load': the host cannot access device memory element-wise
+// CHECK-NEXT:     %v = "memref.load"(%x, %c0) : (memref<4xf32>, index) -> f32
+// CHECK-NEXT:     ^
+// CHECK-NOT:  Traceback
