@@ -9,7 +9,8 @@ float64 central differences of the reference. The first disagreement or exceptio
 `Failure`.
 
 `shrink(program, failure)` removes ops greedily (each removed op's result becomes a new
-argument), keeping every removal that still fails the same way at the same pipeline:
+argument, or an earlier value becomes the result), keeping every removal that still fails
+the same way at the same pipeline:
 the minimal program is what `save` writes to `tests/regressions/`, which the test suite
 replays.
 """
@@ -19,7 +20,8 @@ from __future__ import annotations
 import hashlib
 import re
 import traceback
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -214,17 +216,27 @@ def _central_differences(
     return result
 
 
-def shrink(program: Program, failure: Failure, *, grad: bool, seed: int) -> Program:
-    """A smaller program failing the same way (greedy op removal)."""
+def shrink(
+    program: Program,
+    failure: Failure,
+    *,
+    grad: bool,
+    seed: int,
+    checker: Callable[..., Failure | None] | None = None,
+) -> Program:
+    """A smaller program failing the same way (greedy op removal; `checker` is `check`)."""
+    check_ = checker or check
     pipelines = (failure.pipeline,) if failure.pipeline in COMPILED_PIPELINES else ("cpu",)
     changed = True
     while changed:
         changed = False
-        for index in reversed(range(len(program.ops))):
-            candidate = program.without(index).pruned()
+        candidates = [program.without(index).pruned() for index in range(len(program.ops))]
+        # ... or returning an earlier value (dropping the ops after it)
+        candidates += [replace(program, outputs=[op.result]).pruned() for op in program.ops]
+        for candidate in sorted(candidates, key=lambda c: len(c.ops)):
             if len(candidate.ops) >= len(program.ops):
                 continue
-            result = check(candidate, pipelines=pipelines, grad=grad, seed=seed)
+            result = check_(candidate, pipelines=pipelines, grad=grad, seed=seed)
             if failure.same(result):
                 program, changed = candidate, True
                 break

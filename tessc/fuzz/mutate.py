@@ -22,12 +22,13 @@ address-space limit. The outcome is one of
     ok          exit status 0
     located     exit status 1, a `file:line:col: error:` diagnostic
     unlocated   exit status 1, a diagnostic without line and column
+    ice         an internal compiler error report (a bug, reported with a reproducer)
     traceback   a Python traceback (an uncaught exception)
     signal      killed by a signal (a crash in native code)
     hang        out of CPU time
     memory      out of memory
 
-The first four of the last five are bugs; the inputs are saved (`save_dir`) to be fixed.
+All but `ok` and `located` are bugs; the inputs are saved (`save_dir`) to be fixed.
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-OUTCOMES = ("ok", "located", "unlocated", "traceback", "signal", "hang", "memory")
-BAD = ("unlocated", "traceback", "signal", "hang", "memory")
+OUTCOMES = ("ok", "located", "unlocated", "ice", "traceback", "signal", "hang", "memory")
+BAD = ("unlocated", "ice", "traceback", "signal", "hang", "memory")
 LOCATED = re.compile(rb"^[^\n:]+:\d+:\d+: error: ", re.MULTILINE)
 REPO = Path(__file__).resolve().parents[2]
 
@@ -66,7 +67,7 @@ class Seed:
 # seeds
 # ---------------------------------------------------------------------------------------
 
-_RUN_PASSES = re.compile(r"//\s*RUN:\s*tessc-opt\s+%s\s+(?:[^|]*?)-p\s+'?([^'\s|]+)'?")
+_RUN_PASSES = re.compile(r"//\s*RUN:\s*tessc-opt\s+%s\s+[^|\n]*?-p\s+(?:'([^']+)'|([^'\s|]+))")
 
 
 def seeds(rng: random.Random, generated: int = 40) -> list[Seed]:
@@ -77,7 +78,7 @@ def seeds(rng: random.Random, generated: int = 40) -> list[Seed]:
     for path in sorted((REPO / "tests" / "filecheck").rglob("*.mlir")):
         text = path.read_text(encoding="utf-8", errors="replace")
         match = _RUN_PASSES.search(text)
-        passes = match.group(1) if match else ""
+        passes = (match.group(1) or match.group(2)) if match else ""
         if "gpu" in passes:
             continue  # the cuda pipeline's passes need no fuzzing of their own here
         for k, chunk in enumerate(text.split("// -----")):
@@ -312,6 +313,8 @@ def classify(status: int, stderr: bytes) -> str:
         return "memory"
     if code == 0:
         return "ok"
+    if b"internal compiler error" in stderr:
+        return "ice"
     return "located" if LOCATED.search(stderr) else "unlocated"
 
 

@@ -1,0 +1,104 @@
+"""The fuzzers (`python -m tessc.fuzz`): their parts, and the fixed small budget CI runs
+(random programs at every pipeline against the reference, with gradients; mutated
+tessc-opt inputs, none of which may end in a traceback, hang, crash or unlocated
+diagnostic)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+
+import pytest
+
+from tessc.fuzz.check import Failure, check, shrink
+from tessc.fuzz.mutate import classify, mutate, run_campaign, seeds
+from tessc.fuzz.programs import generate
+from tessc.reference import parse_module
+
+
+def test_generated_programs_verify_and_depend_on_the_seed_only() -> None:
+    for index in range(60):
+        smooth = index % 2 == 1
+        program = generate(random.Random(index), ops=12, smooth=smooth)
+        parse_module(program.text())
+        assert program.text() == generate(random.Random(index), ops=12, smooth=smooth).text()
+
+
+def test_the_generator_covers_every_op_kind() -> None:
+    kinds = {op.kind for i in range(300) for op in generate(random.Random(i), ops=12).ops}
+    expected = {"matmul", "sum", "mean", "reduce_max", "reshape", "permute", "select"}
+    assert expected | {"broadcast_to", "fill", "add", "max", "tanh", "exp", "pow"} <= kinds
+
+
+def test_shrink_keeps_the_failure_and_drops_the_rest() -> None:
+    program = next(
+        p
+        for i in range(100)
+        if len((p := generate(random.Random(i), ops=12)).ops) >= 6
+        and any(op.kind == "matmul" for op in p.ops)
+    )
+
+    def fails_with_a_matmul(candidate, **_) -> Failure | None:
+        if any(op.kind == "matmul" for op in candidate.ops):
+            return Failure("mismatch", "cpu", "has a matmul")
+        return None
+
+    failure = fails_with_a_matmul(program)
+    assert failure is not None
+    small = shrink(program, failure, grad=False, seed=0, checker=fails_with_a_matmul)
+    assert [op.kind for op in small.ops] == ["matmul"]
+    parse_module(small.text())
+
+
+def test_check_catches_a_miscompile(monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+
+    from tessc import compiler
+
+    real = compiler.compile_module
+
+    def off_by_one(module, entry, target="cpu", **options):
+        program = real(module, entry, target, **options)
+        return lambda *args: tuple(np.asarray(y) + 1 for y in program(*args))
+
+    monkeypatch.setattr(compiler, "compile_module", off_by_one)
+    failure = check(generate(random.Random(3), ops=4), pipelines=("cpu-basic",))
+    assert failure is not None and failure.kind == "mismatch"
+
+
+@pytest.mark.parametrize(
+    "status, stderr, outcome",
+    [
+        (0, b"", "ok"),
+        (1 << 8, b"f.mlir:3:7: error: bad\n", "located"),
+        (1 << 8, b"f.mlir: error: bad\n", "unlocated"),
+        (1 << 8, b"f.mlir: error: internal compiler error in pass 'x': ...\n", "ice"),
+        (70 << 8, b"Traceback (most recent call last):\n", "traceback"),
+        (71 << 8, b"", "memory"),
+        (signal.SIGXCPU, b"", "hang"),
+        (signal.SIGSEGV, b"", "signal"),
+    ],
+)
+def test_outcomes_are_classified(status: int, stderr: bytes, outcome: str) -> None:
+    assert classify(status, stderr) == outcome
+
+
+def test_mutations_are_deterministic() -> None:
+    corpus = seeds(random.Random(0), generated=2)
+    assert any(s.suffix == ".tess" for s in corpus) and any(s.passes for s in corpus)
+    first = [mutate(random.Random(k), corpus[k % len(corpus)]) for k in range(50)]
+    again = [mutate(random.Random(k), corpus[k % len(corpus)]) for k in range(50)]
+    assert first == again and any(m != corpus[k % len(corpus)].content for k, m in enumerate(first))
+
+
+def test_ci_budget_of_random_programs(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tessc.fuzz.__main__ import main
+
+    monkeypatch.setenv("TESSC_CACHE_DIR", os.environ.get("TESSC_CACHE_DIR", str(tmp_path)))
+    argv = ["programs", "--count", "6", "--seed", "1", "--ops", "8", "--grad-every", "3"]
+    assert main([*argv, "--save-dir", str(tmp_path / "regressions")]) == 0
+
+
+def test_ci_budget_of_mutated_inputs() -> None:
+    assert run_campaign(count=60, seed=1, cpu_seconds=20) == 0
