@@ -23,6 +23,15 @@ map them to `gpu.func`s keep only those used) and each call of it becomes calls 
 in order. The memory plan's no-overlap guarantee between a kernel's distinct buffers
 (`tess-outline-kernels`) is what makes "same buffer" a value comparison.
 
+Before that, neighbouring kernels join where the CPU pipeline kept them apart but one GPU
+launch does better (the CPU loops of a column sum cannot share a row loop with its fill):
+a kernel that only fills a buffer joins the reduction kernel right after it that reduces
+into that buffer (its fill becomes the accumulator's initial value), and a kernel of
+elementwise ops right after a reduction kernel joins it when the only buffer it writes is
+the reduction's output (`mean`'s divide). Only calls with nothing but constants and views
+between them join, and the joined kernel is then partitioned like any other, so a join
+never merges what one launch cannot run. A column mean is one launch instead of three.
+
 This is the GPU counterpart of `tess-linalg-to-loops`' nest fusion; xDSL's
 `gpu-kernel-outlining` style passes work on `gpu.launch` regions, not on linalg kernels.
 """
@@ -33,13 +42,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects import arith, func
+from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.traits import SymbolTable
 
 from tessc.lowering.gpu_common import (
     GPU_SHAPE_ATTR,
@@ -184,6 +194,95 @@ def split_kernel(kernel: func.FuncOp, groups: list[LaunchGroup], module: ModuleO
     Rewriter.erase_op(kernel)
 
 
+_BETWEEN_CALLS = (arith.ConstantOp, memref.ViewOp, memref.CollapseShapeOp, memref.ExpandShapeOp)
+
+
+def kernel_called(call: func.CallOp, module: ModuleOp) -> func.FuncOp | None:
+    callee = SymbolTable.lookup_symbol(module, call.callee.string_value())
+    if isinstance(callee, func.FuncOp) and KERNEL_ATTR in callee.attributes:
+        return callee
+    return None
+
+
+def joinable(
+    first: func.FuncOp, first_call: func.CallOp, second: func.FuncOp, second_call: func.CallOp
+) -> bool:
+    """Whether two kernels called one after the other join (module docstring)."""
+    ops1, ops2 = linalg_ops(first), linalg_ops(second)
+    if not ops1 or not ops2:
+        return False
+
+    def host_value(kernel: func.FuncOp, call: func.CallOp, value: SSAValue) -> SSAValue | None:
+        args = list(kernel.body.block.args)
+        return call.arguments[args.index(value)] if value in args else None
+
+    if len(ops1) == 1 and not is_reduction(ops1[0]) and len(ops1[0].outputs) == 1:
+        fill = ops1[0]
+        reduction = ops2[0]
+        filled = host_value(first, first_call, fill.outputs[0])
+        return (
+            is_reduction(reduction)
+            and len(reduction.outputs) == 1
+            and is_fill_of(fill, fill.outputs[0])
+            and filled is not None
+            and filled == host_value(second, second_call, reduction.outputs[0])
+        )
+    reductions = [op for op in ops1 if is_reduction(op)]
+    if not reductions or len(reductions[-1].outputs) != 1 or any(map(is_reduction, ops2)):
+        return False
+    reduced = host_value(first, first_call, reductions[-1].outputs[0])
+    written = {host_value(second, second_call, v) for op in ops2 for v in op.outputs}
+    return reduced is not None and written == {reduced}
+
+
+def join(
+    first: func.FuncOp, first_call: func.CallOp, second: func.FuncOp, second_call: func.CallOp
+) -> func.CallOp:
+    """One kernel running `first`'s ops, then `second`'s, called where `second` was."""
+    operands: list[SSAValue] = []
+    for value in (*first_call.arguments, *second_call.arguments):
+        if value not in operands:
+            operands.append(value)
+    block = Block(arg_types=[v.type for v in operands])
+    for kernel, call in ((first, first_call), (second, second_call)):
+        values: dict[SSAValue, SSAValue] = {}
+        for old, value in zip(kernel.body.block.args, call.arguments, strict=True):
+            new = block.args[operands.index(value)]
+            new.name_hint = new.name_hint or old.name_hint
+            values[old] = new
+        for op in kernel.body.block.ops:
+            if not isinstance(op, func.ReturnOp):
+                block.add_op(op.clone(values))
+    block.add_op(func.ReturnOp())
+    joined = func.FuncOp(
+        first.sym_name.data, ([v.type for v in operands], []), Region(block), visibility="private"
+    )
+    joined.attributes[KERNEL_ATTR] = first.attributes[KERNEL_ATTR]
+    call = func.CallOp(joined.sym_name.data, operands, [])
+    Rewriter.replace_op(second_call, call)
+    Rewriter.erase_op(first_call)
+    Rewriter.insert_op(joined, InsertPoint.after(first))
+    Rewriter.erase_op(first)
+    Rewriter.erase_op(second)
+    return call
+
+
+def join_kernels(host: func.FuncOp, module: ModuleOp) -> None:
+    """Join neighbouring kernel calls of `host` (module docstring)."""
+    previous: func.CallOp | None = None
+    for op in list(host.body.block.ops):
+        if isinstance(op, _BETWEEN_CALLS):
+            continue
+        if not isinstance(op, func.CallOp) or (second := kernel_called(op, module)) is None:
+            previous = None
+            continue
+        first = kernel_called(previous, module) if previous is not None else None
+        if previous is not None and first is not None and joinable(first, previous, second, op):
+            previous = join(first, previous, second, op)
+        else:
+            previous = op
+
+
 @dataclass(frozen=True)
 class TessGpuPartitionPass(ModulePass):
     """Split each outlined kernel into GPU launches and mark each with its shape."""
@@ -191,6 +290,15 @@ class TessGpuPartitionPass(ModulePass):
     name = "tess-gpu-partition"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        hosts = [
+            f
+            for f in op.body.block.ops
+            if isinstance(f, func.FuncOp)
+            and KERNEL_ATTR not in f.attributes
+            and not f.is_declaration
+        ]
+        for host in hosts:
+            join_kernels(host, op)
         kernels = [
             f
             for f in op.body.block.ops

@@ -195,6 +195,9 @@ def column_max(x: f32[64, 5]) -> f32[5]:
 def middle(x: f32[3, 32, 4]) -> f32[3, 4]:
     return mean(x, dim=1)
 
+def column_mean(x: f32[33, 7]) -> f32[7]:
+    return mean(exp(x), dim=0)
+
 def whole(x: f32[513]) -> f32[]:
     return sum(x)
 
@@ -214,7 +217,7 @@ def softmax_rows(x: f32[6, 33]) -> f32[6, 33]:
 """
 
 REDUCTION_ENTRIES = [
-    "seed", "rows", "columns", "column_max", "middle", "whole", "whole_max", "one",
+    "seed", "rows", "columns", "column_max", "middle", "column_mean", "whole", "whole_max", "one",
     "softmax_rows", "short_rows",
 ]  # fmt: skip
 
@@ -229,14 +232,17 @@ def test_reduction_shapes() -> None:
     kernels = check_gpu_level(module)
     # A column sum: a 32x8 block (x over 32 consecutive outputs, y over rows), a tree over
     # y in workgroup memory: a barrier after the partials, then one per halving (8 -> 1).
-    # (tess-fuse-epilogue leaves a column sum's zero fill a kernel of its own.)
-    assert launches(module, "columns") == ["columns_kernel_0", "columns_kernel_1"]
-    columns = kernels["columns_kernel_1"]
+    # (tess-fuse-epilogue leaves a column sum's zero fill a kernel of its own: the
+    # partition joins them again.)
+    assert launches(module, "columns") == ["columns_kernel_0"]
+    columns = kernels["columns_kernel_0"]
     assert list(columns.known_block_size.get_values()) == [32, 8, 1]
     assert sum(isinstance(op, gpu.BarrierOp) for op in columns.walk()) == 4
     # The seed's zip+reduce (a contraction: tess-gpu-contract) is one kernel, no (3,5,4).
     assert launches(module, "seed") == ["seed_kernel_0"]
     assert "3x5x4" not in print_module(module)
+    # A column mean: fill, sum and divide, three CPU kernels, are one launch.
+    assert launches(module, "column_mean") == ["column_mean_kernel_0"]
     # Three steps per row: one thread per row (tess-gpu-map), no workgroup memory.
     short = kernels[launches(module, "short_rows")[-1]]
     assert not any(isinstance(op, memref.AllocaOp | gpu.BarrierOp) for op in short.walk())

@@ -1,6 +1,8 @@
 // tess-gpu-partition: an outlined kernel is split where its members need each other's
 // finished results across GPU blocks; each part is marked with its shape.
 // RUN: tessc-opt %s -p 'tess-to-linalg,tess-fuse,tess-fuse-epilogue,tess-bufferize,tess-memory-plan,tess-outline-kernels,tess-gpu-partition' | filecheck %s
+// Neighbouring kernels join first: a fill with the reduction after it, a reduction with
+// the elementwise kernel that only rewrites its output.
 
 // Softmax over rows is one CPU kernel (row-wise group). On the GPU: the row max (its
 // fill folded in), then exp(x - max) over all elements (it reads the max at another
@@ -45,3 +47,20 @@ func.func @dense(%x: tensor<8x6xf32>, %w: tensor<6x5xf32>, %b: tensor<5xf32>) ->
 // CHECK-COUNT-3: linalg.generic
 // CHECK-NOT:     linalg.generic
 // CHECK:         func.return
+
+// A column mean is three CPU kernels (fill, column sum, divide): one GPU kernel.
+func.func @colmean(%x: tensor<7x6xf32>) -> tensor<6xf32> {
+  %0 = tess.exp %x : tensor<7x6xf32>
+  %1 = tess.mean %0 dims = [0] : tensor<7x6xf32> -> tensor<6xf32>
+  func.return %1 : tensor<6xf32>
+}
+// CHECK-LABEL: func.func @colmean(
+// CHECK-NEXT:    func.call @colmean_kernel_0(%out0, %x)
+// CHECK-NEXT:    func.return
+// CHECK:       func.func private @colmean_kernel_0(%out0: memref<6xf32>, %x: memref<7x6xf32>) attributes {tess.kernel, tess.gpu_shape = "reduce"}
+// CHECK-NEXT:    linalg.generic {{.*}} outs(%out0 : memref<6xf32>)
+// CHECK:         linalg.generic {{.*}} iterator_types = ["reduction", "parallel"]} ins(%x : memref<7x6xf32>) outs(%out0 : memref<6xf32>)
+// CHECK:           math.exp
+// CHECK:         linalg.generic {{.*}} ins(%out0 : memref<6xf32>) outs(%out0 : memref<6xf32>)
+// CHECK:           arith.divf
+// CHECK-NOT:   @colmean_kernel_1
