@@ -86,9 +86,10 @@ def seeds(rng: random.Random, generated: int = 40) -> list[Seed]:
             body = "\n".join(lines).strip()
             if body:
                 found.append(Seed(f"{path.name}#{k}", body.encode() + b"\n", ".mlir", passes))
+    loops = get_pipeline("cpu").passes_to("loops")
     for path in sorted([*(REPO / "examples").glob("*.tess"), *(REPO / "tests").rglob("*.tess")]):
         found.append(Seed(path.name, path.read_bytes(), ".tess", ""))
-    loops = get_pipeline("cpu").passes_to("loops")
+        found.append(Seed(f"{path.name}@loops", path.read_bytes(), ".tess", loops, "numba"))
     for k in range(generated):
         program = generate(rng, ops=10)
         found.append(Seed(f"generated#{k}", program.text().encode(), ".mlir", loops, "numba"))
@@ -348,6 +349,8 @@ def run_campaign(
     went wrong (a traceback, signal, hang, memory blow-up or unlocated diagnostic)."""
     rng = random.Random(seed)
     corpus = seeds(rng)
+    tess = [s for s in corpus if s.suffix == ".tess"]
+    mlir = [s for s in corpus if s.suffix != ".tess"]
     _warm_up()
     outcomes: Counter[str] = Counter()
     by_suffix: Counter[str] = Counter()
@@ -358,7 +361,8 @@ def run_campaign(
         for _ in range(count):
             if time_limit and time.monotonic() - start > time_limit:
                 break
-            origin = rng.choice(corpus)
+            # A third .tess, as few seeds are .tess files.
+            origin = rng.choice(tess if tess and rng.random() < 0.33 else mlir)
             content = mutate(rng, origin)
             outcome, stderr = run_one(content, origin, workdir, cpu_seconds=cpu_seconds)
             outcomes[outcome] += 1
