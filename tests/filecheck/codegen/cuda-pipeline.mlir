@@ -1,15 +1,24 @@
-// RUN: tessc-opt %s -p 'tess-to-linalg,tess-fuse,tess-fuse-epilogue,tess-fuse-horizontal{donated-only=true},tess-bufferize,tess-memory-plan,tess-outline-kernels,tess-gpu-partition,tess-gpu-reduce,tess-gpu-map,canonicalize,cse' -t numba | filecheck %s
+// RUN: tessc-opt %s -p 'tess-to-linalg,tess-fuse,tess-fuse-epilogue,tess-fuse-horizontal{donated-only=true},tess-bufferize,tess-memory-plan,tess-outline-kernels,tess-gpu-partition,tess-gpu-contract,tess-gpu-reduce,tess-gpu-map,canonicalize,cse' -t numba | filecheck %s
 
 // tess programs through the cuda pipeline to Numba CUDA source (the emitted side of
 // tests/filecheck/gpu/): an elementwise chain over a broadcast is one grid-stride kernel;
-// the seed's zip+reduce is one kernel with a shared-memory tree and barriers, and no
-// (3,5,4) buffer exists (the host allocates nothing).
+// a matmul with its bias and relu is one kernel: both operands' 32x32 tiles in shared
+// memory, a barrier after loading and after computing, 2x2 outputs per thread, the
+// epilogue before the store; the seed's zip+reduce is the same kind of kernel (a matmul in
+// disguise) and no (3,5,4) buffer exists (the host allocates nothing).
 
 func.func @chain(%x: tensor<7x33xf32>, %b: tensor<33xf32>) -> tensor<7x33xf32> {
   %0 = tess.add %x, %b : tensor<7x33xf32>, tensor<33xf32> -> tensor<7x33xf32>
   %1 = tess.relu %0 : tensor<7x33xf32>
   %2 = tess.mul %1, %x : tensor<7x33xf32>, tensor<7x33xf32> -> tensor<7x33xf32>
   func.return %2 : tensor<7x33xf32>
+}
+
+func.func @layer(%x: tensor<45x33xf32>, %w: tensor<33x40xf32>, %b: tensor<40xf32>) -> tensor<45x40xf32> {
+  %0 = tess.matmul %x, %w : tensor<45x33xf32>, tensor<33x40xf32> -> tensor<45x40xf32>
+  %1 = tess.add %0, %b : tensor<45x40xf32>, tensor<40xf32> -> tensor<45x40xf32>
+  %2 = tess.relu %1 : tensor<45x40xf32>
+  func.return %2 : tensor<45x40xf32>
 }
 
 func.func @seed(%a: tensor<3x5x1xf32>, %b: tensor<1x5x4xf32>) -> tensor<3x4xf32> {
@@ -21,14 +30,29 @@ func.func @seed(%a: tensor<3x5x1xf32>, %b: tensor<1x5x4xf32>) -> tensor<3x4xf32>
 // CHECK:      TESSC_TARGET = "cuda"
 
 // CHECK:      @cuda.jit(cache=True)
-// CHECK-NEXT: def seed_kernel_0(out0, a, b):
-// CHECK-NEXT:     [[TREE:[a-z0-9_]+]] = cuda.shared.array((8, 32), dtype=np.float32)
-// CHECK:              ld{{[0-9]+}} = a[
+// CHECK-NEXT: def layer_kernel_0(out0, x, w, b):
+// CHECK-NEXT:     [[TA:shared[0-9]+]] = cuda.shared.array((32, 32), dtype=np.float32)
+// CHECK-NEXT:     [[TB:shared[0-9]+]] = cuda.shared.array((32, 32), dtype=np.float32)
+// CHECK:          for kt in range(2):
+// CHECK:                  ld{{[0-9]+}} = x[
+// CHECK:              [[TA]]{{\[}}ty, tx] =
+// CHECK:                  ld{{[0-9]+}} = w[
+// CHECK:              [[TB]]{{\[}}ty, tx] =
+// CHECK:              cuda.syncthreads()
+// CHECK-NEXT:         sub{{[0-9]+}} = 33 - mul{{[0-9]+}}
+// CHECK:              for kk in range(
+// CHECK-NEXT:             ld{{[0-9]+}} = {{shared[0-9]+}}[ty, kk]
+// CHECK:                  ld{{[0-9]+}} = {{shared[0-9]+}}[kk, tx]
+// CHECK:              cuda.syncthreads()
 // CHECK:              ld{{[0-9]+}} = b[
-// CHECK:          [[TREE]][ty, tx] =
-// CHECK-NEXT:     cuda.syncthreads()
+// CHECK:              max{{[0-9]+}} = np.maximum(
+// CHECK-COUNT-3:      np.maximum(
+
+// CHECK:      @cuda.jit(cache=True)
+// CHECK-NEXT: def seed_kernel_0(out0, a, b):
+// CHECK-NEXT:     cuda.shared.array((32, 32), dtype=np.float32)
+// CHECK-NEXT:     cuda.shared.array((32, 32), dtype=np.float32)
 // CHECK:          cuda.syncthreads()
-// CHECK:              out0[{{.*}}] =
 
 // CHECK:      @cuda.jit(cache=True)
 // CHECK-NEXT: def chain_kernel_0(x, b, out0):
@@ -39,6 +63,8 @@ func.func @seed(%a: tensor<3x5x1xf32>, %b: tensor<1x5x4xf32>) -> tensor<3x4xf32>
 
 // CHECK:      def chain(x, b, out0, buffers):
 // CHECK-NEXT:     chain_kernel_0[(1, 1, 1), (256, 1, 1)](x, b, out0)
+// CHECK:      def layer(x, w, b, out0, buffers):
+// CHECK-NEXT:     layer_kernel_0[(2, 2, 1), (16, 16, 1)](out0, x, w, b)
 // CHECK:      def seed(a, b, out0, buffers):
-// CHECK-NEXT:     seed_kernel_0[(1, 1, 1), (32, 8, 1)](out0, a, b)
+// CHECK-NEXT:     seed_kernel_0[(1, 1, 1), (16, 16, 1)](out0, a, b)
 // CHECK-NOT:  device_buffer(
