@@ -55,7 +55,6 @@ from xdsl.transforms.common_subexpression_elimination import cse
 from xdsl.transforms.dead_code_elimination import region_dce
 from xdsl.utils.exceptions import PassFailedException
 
-from tessc.dialects.tess import tensor_shape
 from tessc.lowering.vjp_rules import VJP_RULES, ZERO_GRADIENT_OPS, GradEmitter
 
 
@@ -205,9 +204,7 @@ def build_gradient(
         value = primal_results[index]
         if value in active:
             seed = seeds.get(index)
-            accumulate(
-                value, seed if seed is not None else emit.fill(1.0, tensor_shape(value), value)
-            )
+            accumulate(value, seed if seed is not None else emit.full_like(value, 1.0))
 
     for op in reversed(cloner.ops):
         grad = adjoints.get(op.results[0])

@@ -12,7 +12,9 @@ A contribution always has exactly its operand's type: the rules of broadcasting 
 the broadcast dims and reshape back (`GradEmitter.sum_to_shape`), so the pass only ever adds
 values of one type when a value fans out.
 
-Rules emit `tess` ops only, through `GradEmitter`, which folds the trivial cases as it
+Rules emit `tess` ops only, through `GradEmitter`: the `TessBuilder` every client of `tess`
+builds with (`tessc.dialects.builder`, with its composites: `unsqueeze`, `le`, `ge`,
+`reduce_min`, `sum_to_shape`, ...), which also folds the trivial cases as it
 builds them — a reshape, broadcast or sum of a `tess.fill` is a fill, multiplying by a fill
 of 1 or adding a fill of 0 is the other operand, arithmetic on two fills is a fill, a zip
 broadcasts a `tess.broadcast_to`'s input itself — so the gradient IR stays small without a
@@ -37,11 +39,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from xdsl.builder import Builder
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import TensorType
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 
+from tessc.dialects.builder import DimsLike, Operand, TessBuilder, normalize_dims
 from tessc.dialects.tess import (
     AbsOp,
     AddOp,
@@ -104,20 +105,14 @@ def _numel(shape: Sequence[int]) -> int:
     return n
 
 
-def _element_type(value: SSAValue) -> Attribute:
-    assert isinstance(value.type, TensorType)
-    return value.type.element_type
+class GradEmitter(TessBuilder):
+    """The `TessBuilder` of VJP rules: the same ops, with the trivially constant folded.
 
-
-class GradEmitter:
-    """Builds `tess` ops at one insertion point, folding what is trivially constant."""
-
-    def __init__(self, builder: Builder):
-        self.builder = builder
-
-    def _insert(self, op: Operation) -> SSAValue:
-        self.builder.insert(op)
-        return op.results[0]
+    It overrides only the builder's primitives, so composites (`unsqueeze`, `le`,
+    `reduce_min`, `sum_to_shape`, ...) fold too. Its `scalar` keeps `like`'s rank (all
+    dims 1) where the front's is rank 0, so a gradient term has its operand's rank from
+    the first op on.
+    """
 
     @staticmethod
     def constant(value: SSAValue) -> float | None:
@@ -127,23 +122,15 @@ class GradEmitter:
 
     # -- constants ----------------------------------------------------------------------
 
-    def fill(self, value: float, shape: Sequence[int], like: SSAValue) -> SSAValue:
-        """A splat of `value` with `like`'s element type."""
-        return self._insert(FillOp(value, TensorType(_element_type(like), shape)))
-
     def scalar(self, value: float, like: SSAValue) -> SSAValue:
         """A splat of `value` with `like`'s rank and all dims 1, which broadcasts to it."""
-        return self.fill(value, (1,) * len(tensor_shape(like)), like)
-
-    def zeros_like(self, value: SSAValue) -> SSAValue:
-        return self.fill(0.0, tensor_shape(value), value)
+        return self.full_like(like, value, (1,) * len(tensor_shape(like)))
 
     # -- elementwise --------------------------------------------------------------------
 
     def _fold_binary(
-        self, op_type: type[BinaryOp], lhs: SSAValue, rhs: SSAValue
+        self, op_type: type[BinaryOp], lhs: SSAValue, rhs: SSAValue, shape: Shape
     ) -> SSAValue | None:
-        shape = broadcast_shapes(tensor_shape(lhs), tensor_shape(rhs))
         a, b = self.constant(lhs), self.constant(rhs)
         if a is not None and b is not None:
             folded = {
@@ -153,7 +140,7 @@ class GradEmitter:
                 DivOp: lambda: a / b if b != 0.0 else None,
             }.get(op_type, lambda: None)()
             if folded is not None:
-                return self.fill(folded, shape, lhs)
+                return self.full_like(lhs, folded, shape)
         # x + 0, x - 0, x * 1, x / 1, x ^ 1 and 0 + x, 1 * x are x when x has the shape.
         right_identity = {AddOp: 0.0, SubOp: 0.0, MulOp: 1.0, DivOp: 1.0, PowOp: 1.0}.get(op_type)
         if b is not None and b == right_identity and tensor_shape(lhs) == shape:
@@ -177,94 +164,56 @@ class GradEmitter:
                     result[i] = source
         return result
 
-    def binary(self, op_type: type[BinaryOp], lhs: SSAValue, rhs: SSAValue) -> SSAValue:
-        folded = self._fold_binary(op_type, lhs, rhs)
+    def binary(self, op_type: type[BinaryOp], lhs: Operand, rhs: Operand) -> SSAValue:
+        lhs_value, rhs_value = self._operands(lhs, rhs)
+        shape = self.check_broadcast(lhs_value, rhs_value)
+        folded = self._fold_binary(op_type, lhs_value, rhs_value, shape)
         if folded is not None:
             return folded
-        return self._insert(op_type(*self._implicit_broadcasts(lhs, rhs)))
+        return super().binary(op_type, *self._implicit_broadcasts(lhs_value, rhs_value))
 
-    def unary(self, op_type: type[UnaryOp], value: SSAValue) -> SSAValue:
-        return self._insert(op_type(value))
-
-    def add(self, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
-        return self.binary(AddOp, lhs, rhs)
-
-    def sub(self, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
-        return self.binary(SubOp, lhs, rhs)
-
-    def mul(self, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
-        return self.binary(MulOp, lhs, rhs)
-
-    def div(self, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
-        return self.binary(DivOp, lhs, rhs)
-
-    def neg(self, value: SSAValue) -> SSAValue:
-        c = self.constant(value)
+    def neg(self, x: SSAValue) -> SSAValue:
+        c = self.constant(x)
         if c is not None:
-            return self.fill(-c, tensor_shape(value), value)
-        return self.unary(NegOp, value)
+            return self.full_like(x, -c)
+        return super().neg(x)
 
-    def select(self, cond: SSAValue, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
-        return self._insert(SelectOp(*self._implicit_broadcasts(cond, lhs, rhs)))
+    def select(self, cond: Operand, lhs: Operand, rhs: Operand) -> SSAValue:
+        return super().select(*self._implicit_broadcasts(*self._operands(cond, lhs, rhs)))
 
     # -- shapes -------------------------------------------------------------------------
 
-    def reshape(self, value: SSAValue, shape: Sequence[int]) -> SSAValue:
+    def reshape(self, x: SSAValue, shape: Sequence[int]) -> SSAValue:
         shape = tuple(shape)
-        if tensor_shape(value) == shape:
-            return value
-        c = self.constant(value)
+        if tensor_shape(x) == shape:
+            return x
+        c = self.constant(x)
         if c is not None:
-            return self.fill(c, shape, value)
-        return self._insert(ReshapeOp(value, shape))
+            return self.full_like(x, c, shape)
+        return super().reshape(x, shape)
 
-    def broadcast_to(self, value: SSAValue, shape: Sequence[int]) -> SSAValue:
+    def broadcast_to(self, x: SSAValue, shape: Sequence[int]) -> SSAValue:
         shape = tuple(shape)
-        if tensor_shape(value) == shape:
-            return value
-        c = self.constant(value)
+        if tensor_shape(x) == shape:
+            return x
+        c = self.constant(x)
         if c is not None:
-            return self.fill(c, shape, value)
-        return self._insert(BroadcastToOp(value, shape))
+            return self.full_like(x, c, shape)
+        return super().broadcast_to(x, shape)
 
-    def permute(self, value: SSAValue, perm: Sequence[int]) -> SSAValue:
-        if list(perm) == list(range(len(perm))):
-            return value
-        return self._insert(PermuteOp(value, perm))
+    def permute(self, x: SSAValue, dims: Sequence[int]) -> SSAValue:
+        if list(dims) == list(range(len(dims))):
+            return x
+        return super().permute(x, dims)
 
-    def transpose(self, value: SSAValue) -> SSAValue:
-        """Swap the last two dims (the matrix dims of a batched matmul operand)."""
-        rank = len(tensor_shape(value))
-        return self.permute(value, [*range(rank - 2), rank - 1, rank - 2])
-
-    def sum(self, value: SSAValue, dims: Sequence[int], keepdim: bool) -> SSAValue:
-        shape = tensor_shape(value)
-        c = self.constant(value)
-        if c is not None:
-            count = _numel([shape[d] for d in dims])
-            return self.fill(c * count, reduced_shape(shape, dims, keepdim), value)
-        return self._insert(SumOp(value, dims, keepdim))
-
-    def sum_to_shape(self, value: SSAValue, shape: Sequence[int]) -> SSAValue:
-        """Undo broadcasting: sum `value` over the dims that broadcasting added to `shape`.
-
-        Those are the leading dims `value` has in excess and the dims where `shape` has a
-        1 that was stretched; the sum keeps them only when a stretched 1 is among them,
-        and a reshape drops the leading ones.
-        """
-        shape = tuple(shape)
-        source = tensor_shape(value)
-        lead = len(source) - len(shape)
-        assert lead >= 0 and broadcast_shapes(source, shape) == source, (source, shape)
-        stretched = [lead + i for i, d in enumerate(shape) if d == 1 and source[lead + i] != 1]
-        dims = [*range(lead), *stretched]
-        if not dims:
-            return self.reshape(value, shape)
-        summed = self.sum(value, dims, keepdim=bool(stretched))
-        return self.reshape(summed, shape)
-
-    def matmul(self, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
-        return self._insert(MatmulOp(lhs, rhs))
+    def reduce(self, op: type[ReduceOp], x: SSAValue, dims: DimsLike, keepdim: bool) -> SSAValue:
+        c = self.constant(x)
+        if c is not None and op is SumOp:
+            shape = tensor_shape(x)
+            normalized = normalize_dims(dims, len(shape))
+            count = _numel([shape[d] for d in normalized])
+            return self.full_like(x, c * count, reduced_shape(shape, normalized, keepdim))
+        return super().reduce(op, x, dims, keepdim)
 
 
 # ---------------------------------------------------------------------------------------
@@ -308,7 +257,7 @@ def _unary_rule(
 
 def _sign(emit: GradEmitter, x: SSAValue) -> SSAValue:
     zero = emit.scalar(0.0, x)
-    return emit.sub(emit.binary(GtOp, x, zero), emit.binary(LtOp, x, zero))
+    return emit.sub(emit.gt(x, zero), emit.lt(x, zero))
 
 
 UNARY_DERIVATIVES: dict[
@@ -317,7 +266,7 @@ UNARY_DERIVATIVES: dict[
     NegOp: lambda e, x, y, g: e.neg(g),
     ExpOp: lambda e, x, y, g: e.mul(g, y),
     LogOp: lambda e, x, y, g: e.div(g, x),
-    ReluOp: lambda e, x, y, g: e.mul(g, e.binary(GtOp, x, e.scalar(0.0, x))),
+    ReluOp: lambda e, x, y, g: e.mul(g, e.gt(x, 0.0)),
     SigmoidOp: lambda e, x, y, g: e.mul(g, e.mul(y, e.sub(e.scalar(1.0, y), y))),
     TanhOp: lambda e, x, y, g: e.mul(g, e.sub(e.scalar(1.0, y), e.mul(y, y))),
     SqrtOp: lambda e, x, y, g: e.div(e.mul(g, e.scalar(0.5, y)), y),
@@ -358,7 +307,7 @@ def _binary_rule(
 def _tie_split_weight(emit: GradEmitter, wins: SSAValue, a: SSAValue, b: SSAValue) -> SSAValue:
     """1 where `a` wins, 1/2 where a == b, else 0."""
     half = emit.scalar(0.5, wins)
-    return emit.add(wins, emit.mul(emit.binary(EqOp, a, b), half))
+    return emit.add(wins, emit.mul(emit.eq(a, b), half))
 
 
 def _max_min_partials(winner: type[BinaryOp], loser: type[BinaryOp]):
@@ -381,17 +330,17 @@ def _pow_partials(
     grad_a = grad_b = None
     if needs[0]:
         one = e.scalar(1.0, b)
-        grad_a = e.mul(g, e.mul(b, e.binary(PowOp, a, e.sub(b, one))))
+        grad_a = e.mul(g, e.mul(b, e.pow(a, e.sub(b, one))))
         exponent = e.constant(b)
         if exponent is None or exponent == 0.0:
             # x^0 is constant: 0 * x^-1 would be NaN at x = 0.
-            zero_exponent = e.binary(EqOp, b, e.scalar(0.0, b))
+            zero_exponent = e.eq(b, 0.0)
             grad_a = e.select(zero_exponent, e.scalar(0.0, grad_a), grad_a)
     if needs[1]:
-        grad_b = e.mul(g, e.mul(y, e.unary(LogOp, a)))
+        grad_b = e.mul(g, e.mul(y, e.log(a)))
         # 0^y for y >= 0 is the constant 0 or 1 near y, but y * log(0) is NaN.
-        zero_base = e.binary(EqOp, a, e.scalar(0.0, a))
-        nonnegative = e.sub(e.scalar(1.0, b), e.binary(LtOp, b, e.scalar(0.0, b)))
+        zero_base = e.eq(a, 0.0)
+        nonnegative = e.sub(e.scalar(1.0, b), e.lt(b, 0.0))
         grad_b = e.select(e.mul(zero_base, nonnegative), e.scalar(0.0, grad_b), grad_b)
     return grad_a, grad_b
 
@@ -483,7 +432,7 @@ def _reduce_max_rule(
     assert isinstance(op, ReduceMaxOp)
     kept_grad = _grad_with_kept_dims(emit, op, grad)
     kept_max = emit.reshape(op.result, tensor_shape(kept_grad))
-    is_max = emit.binary(EqOp, op.input, kept_max)
+    is_max = emit.eq(op.input, kept_max)
     ties = emit.sum(is_max, op.reduced_dims, keepdim=True)
     return [emit.mul(is_max, emit.div(kept_grad, ties))]
 

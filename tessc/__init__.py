@@ -32,7 +32,7 @@ from typing import Any
 
 _JIT = "tessc.frontend.jit"
 _TRACER = "tessc.frontend.tracer"
-_BUILDER = "tessc.frontend.builder"
+_BUILDER = "tessc.dialects.builder"
 _GRAD = "tessc.frontend.grad"
 _TESS_LANG = "tessc.frontend.tess_lang"
 _ARENA = "tessc.runtime.arena"

@@ -19,13 +19,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, SSAValue
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.context import make_context
 from tessc.dialects import tess
-from tessc.frontend.builder import TessBuilder, build_function, build_module, tensor_type
+from tessc.dialects.builder import (
+    TessBuilder,
+    build_function,
+    build_module,
+    finish_function,
+    tensor_type,
+)
 from tessc.lowering.autodiff import TessAutodiffPass
-from tessc.lowering.vjp_rules import VJP_RULES
+from tessc.lowering.vjp_rules import VJP_RULES, GradEmitter
 from tessc.passes import load_pass
 from tessc.reference import find_func, interpret, parse_module
 
@@ -513,6 +520,47 @@ def test_pass_errors(options: dict[str, object], message: str) -> None:
     module = single_op("add", (2,), (2,))
     with pytest.raises(PassFailedException, match=message):
         TessAutodiffPass(**options).apply(make_context(), module)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------------------
+# GradEmitter: the one TessBuilder, folding
+# ---------------------------------------------------------------------------------------
+
+
+def test_grad_emitter_composites_fold_through_its_primitives() -> None:
+    """The builder's composites are the VJP rules' too, and fold like its primitives."""
+    block = Block(arg_types=[tensor_type((2, 3), "f64")])
+    emit = GradEmitter.at_end(block)
+    x = block.args[0]
+    two = emit.full_like(x, 2.0)
+    unsqueezed = emit.unsqueeze(two, 0)  # a reshape of a fill
+    assert isinstance(unsqueezed.owner, tess.FillOp)
+    assert tess.tensor_shape(unsqueezed) == (1, 2, 3)
+    summed = emit.sum_to_shape(two, (1, 3))  # one sum of a fill: a fill
+    assert isinstance(summed.owner, tess.FillOp) and summed.owner.fill_value == 4.0
+    assert tess.tensor_shape(summed) == (1, 3)
+    assert emit.sum_to_shape(x, (2, 3)) is x
+    assert emit.mul(x, emit.scalar(1.0, x)) is x
+    assert [op.name for op in block.ops] == ["tess.fill"] * 4
+
+
+def test_grad_emitter_composites_compute_what_the_front_does() -> None:
+    def body(b: TessBuilder, x: SSAValue, y: SSAValue) -> list[SSAValue]:
+        return [b.le(x, y), b.ne(x, 0.0), b.reduce_min(x, 1, keepdim=True), b.sum_to_shape(x, (3,))]
+
+    x = np.array([[1.0, -2.0, 0.0], [3.0, 3.0, -1.0]])
+    y = np.array([[1.0, 0.0, -1.0], [2.0, 4.0, -1.0]])
+    results = {}
+    for builder in (TessBuilder, GradEmitter):
+        block = Block(arg_types=[tensor_type((2, 3), "f64")] * 2)
+        emit = builder.at_end(block)
+        emit.ret(*body(emit, *block.args))
+        module = build_module(finish_function("f", block))
+        results[builder] = interpret(module, "f", [x, y])
+    expected = [x <= y, x != 0, x.min(1, keepdims=True), x.sum(0)]
+    for got in results.values():
+        for value, want in zip(got, expected, strict=True):
+            np.testing.assert_array_equal(value, np.asarray(want, np.float64))
 
 
 # ---------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from xdsl.dialects.builtin import Float64Type, TensorType, f32, f64
 from xdsl.ir import SSAValue
 
 from tessc.dialects import tess
-from tessc.frontend.builder import (
+from tessc.dialects.builder import (
     TessBuilder,
     TessError,
     build_function,

@@ -18,7 +18,7 @@ from xdsl.ir import SSAValue
 
 from tessc.compiler import STAGES, compile_module, lower
 from tessc.dialects import tess
-from tessc.frontend.builder import TessBuilder, build_function, build_module
+from tessc.dialects.builder import TessBuilder, build_function, build_module
 from tessc.pipelines import get_pipeline
 from tessc.reference import interpret, parse_module
 

@@ -26,8 +26,8 @@ from xdsl.utils.exceptions import VerifyException
 
 from tessc.compiler import compile_module, lower_module, print_module
 from tessc.context import make_context
+from tessc.dialects.builder import TessBuilder, build_function, build_module
 from tessc.dialects.kernel import GroupOp
-from tessc.frontend.builder import TessBuilder, build_function, build_module
 from tessc.lowering.fuse_epilogue import (
     GROUP_REFUSED_ATTR,
     GROUPED_ATTR,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tessc as ts
-from tessc.frontend.builder import TessError
+from tessc.dialects.builder import TessError
 from tessc.frontend.grad import GradFunction, grad, value_and_grad
 
 REF = "reference"

@@ -37,7 +37,7 @@ import numpy as np
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, UnitAttr
 
 from tessc import timing
-from tessc.frontend.builder import finish_function
+from tessc.dialects.builder import finish_function
 from tessc.frontend.tracer import Tensor, Trace
 from tessc.runtime.cuda import is_device_array
 

@@ -46,7 +46,7 @@ from xdsl.ir import Block, SSAValue
 from xdsl.utils.exceptions import ParseError
 from xdsl.utils.lexer import Input, Span
 
-from tessc.frontend.builder import (
+from tessc.dialects.builder import (
     TessBuilder,
     TessError,
     dtype_name,

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from xdsl.ir import Block, SSAValue
 
-from tessc.frontend.builder import (
+from tessc.dialects.builder import (
     DimsLike,
     DTypeLike,
     TessBuilder,

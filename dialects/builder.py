@@ -1,5 +1,5 @@
 """
-A builder for `tess` IR without tracing: a thin layer over xDSL's `Builder`.
+The one builder of `tess` IR: a thin layer over xDSL's `Builder`.
 
 `TessBuilder` inserts `tess` ops at an `InsertPoint` and returns the result `SSAValue` of
 each, so a program reads like the math it builds:
@@ -9,24 +9,29 @@ each, so a program reads like the math it builds:
 
     module = build_module(build_function("f", [tensor_type((4, 3)), tensor_type((3, 2))], body))
 
-Both frontends (the `Tensor` tracer and the `.tess` language) build through this class,
-which is why they print identical IR for the same program. The autodiff pass's VJP rules do
-not: `lowering` may not import the front, so `tessc.lowering.vjp_rules` has its own
-`GradEmitter`, which also folds trivial gradient terms as it builds them.
+Every client builds `tess` through this class: both frontends (the `Tensor` tracer and the
+`.tess` language, which is why they print identical IR for the same program) and the
+autodiff pass, whose VJP rules build through `GradEmitter` (`tessc.lowering.vjp_rules`), a
+subclass that also folds trivial gradient terms as it builds them. It lives with the
+dialect, below both, because it needs only xDSL and `tess`.
 
 Every method checks shapes and dtypes *before* building the op and raises `TessError` in
 the user's terms ("cannot broadcast (3,4,1) with (3,5)"); the frontends add where it
-happened. A Python number where a tensor is expected becomes a rank-0 `tess.fill` of the
-other operand's dtype, which the op then broadcasts.
+happened. A Python number where a tensor is expected becomes a `tess.fill` of the other
+operand's dtype (`scalar`: rank 0 here), which the op then broadcasts.
 
+Every op goes through one of a few primitives — `insert`, `unary`, `binary`, `select`,
+`reshape`, `broadcast_to`, `permute`, `sum` — so a subclass that overrides those (as
+`GradEmitter` does to fold) sees every op built, including the ones inside composites.
 Composite operations that `tess` has no op for (`le`, `ge`, `ne`, `reduce_min`,
-`unsqueeze`, `sum_to_shape`, ...) live here too, so every client lowers them the same way.
+`unsqueeze`, `transpose`, `sum_to_shape`, ...) live here too, so every client lowers them
+the same way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TypeAlias
+from typing import Self, TypeAlias
 
 import numpy as np
 from xdsl.builder import Builder
@@ -53,7 +58,8 @@ DTypeLike: TypeAlias = str | type | np.dtype | Float32Type | Float64Type
 
 
 class TessError(ValueError):
-    """An operation that cannot be built: its shapes or dtypes do not fit."""
+    """An operation that cannot be built: its shapes or dtypes do not fit (`tessc.TessError`,
+    which the frontends report at the user's line)."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -165,16 +171,18 @@ def infer_shape(shape: Sequence[int], total: int, source: Shape) -> Shape:
 class TessBuilder:
     """Emits `tess` ops at an insertion point; every method returns the new SSAValue."""
 
-    def __init__(self, insertion_point: InsertPoint):
-        self.builder = Builder(insertion_point)
+    def __init__(self, at: InsertPoint | Builder):
+        """Build at `at`, or through `at` when it is a `Builder` (sharing its insertion
+        point with the code that owns it)."""
+        self.builder = at if isinstance(at, Builder) else Builder(at)
 
-    @staticmethod
-    def at_end(block: Block) -> TessBuilder:
-        return TessBuilder(InsertPoint.at_end(block))
+    @classmethod
+    def at_end(cls, block: Block) -> Self:
+        return cls(InsertPoint.at_end(block))
 
-    @staticmethod
-    def before(op: Operation) -> TessBuilder:
-        return TessBuilder(InsertPoint.before(op))
+    @classmethod
+    def before(cls, op: Operation) -> Self:
+        return cls(InsertPoint.before(op))
 
     @property
     def insertion_point(self) -> InsertPoint:
@@ -194,8 +202,21 @@ class TessBuilder:
         """A tensor of `shape` with every element `value` (`tess.fill`)."""
         return self.insert(tess.FillOp(float(value), tensor_type(shape, dtype)))
 
+    def full_like(
+        self, like: SSAValue, value: float, shape: Sequence[int] | None = None
+    ) -> SSAValue:
+        """A `tess.fill` of `value` in `like`'s element type, of `shape` (default: `like`'s)."""
+        typ = like.type
+        assert isinstance(typ, TensorType), f"expected a tensor value, got {typ}"
+        dims = typ.get_shape() if shape is None else shape
+        return self.insert(tess.FillOp(float(value), TensorType(typ.element_type, list(dims))))
+
+    def zeros_like(self, like: SSAValue) -> SSAValue:
+        return self.full_like(like, 0.0)
+
     def scalar(self, value: float, like: SSAValue) -> SSAValue:
-        """A rank-0 tensor holding `value`, in the dtype of `like`."""
+        """A splat of `value` in `like`'s dtype that broadcasts against `like`: here a rank-0
+        tensor. (Numbers given as operands become these.)"""
         return self.fill(value, (), element_type_of(like))
 
     def _operands(self, *operands: Operand) -> list[SSAValue]:
@@ -212,39 +233,41 @@ class TessBuilder:
 
     # -- map: unary elementwise ------------------------------------------------------------
 
-    def _unary(self, op: type[tess.UnaryOp], x: SSAValue) -> SSAValue:
+    def unary(self, op: type[tess.UnaryOp], x: SSAValue) -> SSAValue:
+        """`op(x)`: every map is built here."""
         return self.insert(op(x))
 
     def neg(self, x: SSAValue) -> SSAValue:
-        return self._unary(tess.NegOp, x)
+        return self.unary(tess.NegOp, x)
 
     def exp(self, x: SSAValue) -> SSAValue:
-        return self._unary(tess.ExpOp, x)
+        return self.unary(tess.ExpOp, x)
 
     def log(self, x: SSAValue) -> SSAValue:
-        return self._unary(tess.LogOp, x)
+        return self.unary(tess.LogOp, x)
 
     def relu(self, x: SSAValue) -> SSAValue:
-        return self._unary(tess.ReluOp, x)
+        return self.unary(tess.ReluOp, x)
 
     def sigmoid(self, x: SSAValue) -> SSAValue:
-        return self._unary(tess.SigmoidOp, x)
+        return self.unary(tess.SigmoidOp, x)
 
     def tanh(self, x: SSAValue) -> SSAValue:
-        return self._unary(tess.TanhOp, x)
+        return self.unary(tess.TanhOp, x)
 
     def sqrt(self, x: SSAValue) -> SSAValue:
-        return self._unary(tess.SqrtOp, x)
+        return self.unary(tess.SqrtOp, x)
 
     def reciprocal(self, x: SSAValue) -> SSAValue:
-        return self._unary(tess.ReciprocalOp, x)
+        return self.unary(tess.ReciprocalOp, x)
 
     def abs(self, x: SSAValue) -> SSAValue:
-        return self._unary(tess.AbsOp, x)
+        return self.unary(tess.AbsOp, x)
 
     # -- zip: binary elementwise with broadcasting -----------------------------------------
 
-    def _binary(self, op: type[tess.BinaryOp], lhs: Operand, rhs: Operand) -> SSAValue:
+    def binary(self, op: type[tess.BinaryOp], lhs: Operand, rhs: Operand) -> SSAValue:
+        """`op(lhs, rhs)`, broadcasting: every zip is built here."""
         lhs_value, rhs_value = self._operands(lhs, rhs)
         self.check_broadcast(lhs_value, rhs_value)
         return self.insert(op(lhs_value, rhs_value))
@@ -262,40 +285,40 @@ class TessBuilder:
         return shape
 
     def add(self, lhs: Operand, rhs: Operand) -> SSAValue:
-        return self._binary(tess.AddOp, lhs, rhs)
+        return self.binary(tess.AddOp, lhs, rhs)
 
     def sub(self, lhs: Operand, rhs: Operand) -> SSAValue:
-        return self._binary(tess.SubOp, lhs, rhs)
+        return self.binary(tess.SubOp, lhs, rhs)
 
     def mul(self, lhs: Operand, rhs: Operand) -> SSAValue:
-        return self._binary(tess.MulOp, lhs, rhs)
+        return self.binary(tess.MulOp, lhs, rhs)
 
     def div(self, lhs: Operand, rhs: Operand) -> SSAValue:
-        return self._binary(tess.DivOp, lhs, rhs)
+        return self.binary(tess.DivOp, lhs, rhs)
 
     def pow(self, lhs: Operand, rhs: Operand) -> SSAValue:
-        return self._binary(tess.PowOp, lhs, rhs)
+        return self.binary(tess.PowOp, lhs, rhs)
 
     def maximum(self, lhs: Operand, rhs: Operand) -> SSAValue:
         """Elementwise max (`tess.max`); the reduction is `reduce_max`."""
-        return self._binary(tess.MaxOp, lhs, rhs)
+        return self.binary(tess.MaxOp, lhs, rhs)
 
     def minimum(self, lhs: Operand, rhs: Operand) -> SSAValue:
         """Elementwise min (`tess.min`)."""
-        return self._binary(tess.MinOp, lhs, rhs)
+        return self.binary(tess.MinOp, lhs, rhs)
 
     # `max`/`min` are the tess op names of the elementwise ops; kept as aliases.
     max = maximum
     min = minimum
 
     def lt(self, lhs: Operand, rhs: Operand) -> SSAValue:
-        return self._binary(tess.LtOp, lhs, rhs)
+        return self.binary(tess.LtOp, lhs, rhs)
 
     def gt(self, lhs: Operand, rhs: Operand) -> SSAValue:
-        return self._binary(tess.GtOp, lhs, rhs)
+        return self.binary(tess.GtOp, lhs, rhs)
 
     def eq(self, lhs: Operand, rhs: Operand) -> SSAValue:
-        return self._binary(tess.EqOp, lhs, rhs)
+        return self.binary(tess.EqOp, lhs, rhs)
 
     def le(self, lhs: Operand, rhs: Operand) -> SSAValue:
         """`max(lt, eq)`: unlike `1 - gt` it stays 0 when an operand is NaN."""
@@ -331,43 +354,48 @@ class TessBuilder:
 
     # -- reductions ------------------------------------------------------------------------
 
-    def _reduce(
+    def reduce(
         self, op: type[tess.ReduceOp], x: SSAValue, dims: DimsLike, keepdim: bool
     ) -> SSAValue:
+        """`op` over `dims` of `x`: every reduction is built here."""
         return self.insert(op(x, normalize_dims(dims, len(shape_of(x))), bool(keepdim)))
 
     def sum(self, x: SSAValue, dims: DimsLike = None, keepdim: bool = False) -> SSAValue:
         """Sum over `dims` (an int, a sequence, or None for all; negative dims count back)."""
-        return self._reduce(tess.SumOp, x, dims, keepdim)
+        return self.reduce(tess.SumOp, x, dims, keepdim)
 
     def mean(self, x: SSAValue, dims: DimsLike = None, keepdim: bool = False) -> SSAValue:
-        return self._reduce(tess.MeanOp, x, dims, keepdim)
+        return self.reduce(tess.MeanOp, x, dims, keepdim)
 
     def reduce_max(self, x: SSAValue, dims: DimsLike = None, keepdim: bool = False) -> SSAValue:
-        return self._reduce(tess.ReduceMaxOp, x, dims, keepdim)
+        return self.reduce(tess.ReduceMaxOp, x, dims, keepdim)
 
     def reduce_min(self, x: SSAValue, dims: DimsLike = None, keepdim: bool = False) -> SSAValue:
         """`-reduce_max(-x)`: tess has no min reduction."""
         return self.neg(self.reduce_max(self.neg(x), dims, keepdim))
 
     def sum_to_shape(self, x: SSAValue, shape: Sequence[int]) -> SSAValue:
-        """Sum `x` over the dims a broadcast from `shape` added (a broadcast's gradient)."""
-        source, target = shape_of(x), tuple(shape)
+        """Undo broadcasting (a broadcast's gradient): sum `x` over the dims that a broadcast
+        from `shape` added.
+
+        Those are the leading dims `x` has in excess and the dims where `shape` has a 1 that
+        was stretched. One `tess.sum` over all of them keeps them only when a stretched 1 is
+        among them, and a reshape then drops the leading ones.
+        """
+        source, target = shape_of(x), tuple(int(d) for d in shape)
         try:
             fits = broadcast_shapes(source, target) == source
         except ValueError:
             fits = False
         if not fits:
             raise TessError(f"{format_shape(target)} does not broadcast to {format_shape(source)}")
-        if source == target:
-            return x
         lead = len(source) - len(target)
-        if lead:
-            x = self.sum(x, tuple(range(lead)), keepdim=False)
-        ones = tuple(i for i, d in enumerate(target) if d == 1 and source[lead + i] != 1)
-        if ones:
-            x = self.sum(x, ones, keepdim=True)
-        return x
+        stretched = [lead + i for i, d in enumerate(target) if d == 1 and source[lead + i] != 1]
+        dims = [*range(lead), *stretched]
+        if not dims:
+            return x
+        summed = self.sum(x, dims, keepdim=bool(stretched))
+        return summed if shape_of(summed) == target else self.reshape(summed, target)
 
     # -- shape ops -------------------------------------------------------------------------
 
