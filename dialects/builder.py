@@ -108,17 +108,18 @@ def shape_of(value: SSAValue) -> Shape:
     return tuple(typ.get_shape())
 
 
-def element_type_of(value: SSAValue) -> FloatType:
+def element_type_of(value: SSAValue) -> Attribute:
+    """The element type of a tensor value (f32, f64, or an integer or bool type)."""
     typ = value.type
     assert isinstance(typ, TensorType), f"expected a tensor value, got {typ}"
-    element = typ.element_type
-    assert isinstance(element, Float32Type | Float64Type)
-    return element
+    return typ.element_type
 
 
 def describe(value: SSAValue) -> str:
     """`f32(3,4)`: a tensor's dtype and shape, as diagnostics name it."""
-    return f"{dtype_name(element_type_of(value))}{format_shape(shape_of(value))}"
+    element = element_type_of(value)
+    name = dtype_name(element) if isinstance(element, Float32Type | Float64Type) else str(element)
+    return f"{name}{format_shape(shape_of(value))}"
 
 
 def numel(shape: Sequence[int]) -> int:
@@ -337,8 +338,12 @@ class TessBuilder:
     # -- select, matmul --------------------------------------------------------------------
 
     def select(self, cond: Operand, lhs: Operand, rhs: Operand) -> SSAValue:
-        """`where(cond != 0, lhs, rhs)`, broadcasting all three."""
-        values = self._operands(cond, lhs, rhs)
+        """`where(cond != 0, lhs, rhs)`, broadcasting all three. A tensor `cond` may have any
+        dtype (a bool tensor, a 0/1 mask); the branches must agree on theirs."""
+        if isinstance(cond, SSAValue) and not all(_is_number(v) for v in (lhs, rhs)):
+            values = [cond, *self._operands(lhs, rhs)]
+        else:
+            values = self._operands(cond, lhs, rhs)
         self.check_broadcast(*values)
         return self.insert(tess.SelectOp(*values))
 
@@ -451,6 +456,10 @@ class TessBuilder:
         op = func.ReturnOp(*values)
         self.builder.insert(op)
         return op
+
+
+def _is_number(value: Operand) -> bool:
+    return not isinstance(value, SSAValue)
 
 
 def _number(value: float | int) -> float:

@@ -179,7 +179,10 @@ class GradEmitter(TessBuilder):
         return super().neg(x)
 
     def select(self, cond: Operand, lhs: Operand, rhs: Operand) -> SSAValue:
-        return super().select(*self._implicit_broadcasts(*self._operands(cond, lhs, rhs)))
+        operands = [cond, lhs, rhs]
+        if all(isinstance(v, SSAValue) for v in operands):
+            operands = self._implicit_broadcasts(*operands)  # type: ignore[arg-type]
+        return super().select(*operands)
 
     # -- shapes -------------------------------------------------------------------------
 
@@ -494,10 +497,10 @@ def _cast_rule(
     emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
 ) -> Contributions:
     assert isinstance(op, CastOp)
-    source = _element_type(op.input)
-    if not is_float(source) or not is_float(_element_type(op.result)):
+    source = op.input.type.element_type
+    if not is_float(source) or not is_float(op.result.type.element_type):
         return [None]  # through an integer or bool there is no derivative
-    return [emit._insert(CastOp(grad, source))]
+    return [emit.insert(CastOp(grad, source))]
 
 
 @vjp_rule(TakeOp)
@@ -506,7 +509,7 @@ def _take_rule(
 ) -> Contributions:
     assert isinstance(op, TakeOp)
     shape = tensor_shape(op.input)
-    return [emit._insert(ScatterAddOp(grad, op.indices, op.axis, shape)), None]
+    return [emit.insert(ScatterAddOp(grad, op.indices, op.axis, shape)), None]
 
 
 @vjp_rule(ScatterAddOp)
@@ -514,7 +517,7 @@ def _scatter_add_rule(
     emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
 ) -> Contributions:
     assert isinstance(op, ScatterAddOp)
-    return [emit._insert(TakeOp(grad, op.indices, op.axis)), None]
+    return [emit.insert(TakeOp(grad, op.indices, op.axis)), None]
 
 
 @vjp_rule(SliceOp)
@@ -523,7 +526,7 @@ def _slice_rule(
 ) -> Contributions:
     assert isinstance(op, SliceOp)
     full = tensor_shape(op.input)
-    return [emit._insert(UnsliceOp(grad, op.static_offsets, op.static_strides, full))]
+    return [emit.insert(UnsliceOp(grad, op.static_offsets, op.static_strides, full))]
 
 
 @vjp_rule(UnsliceOp)
@@ -532,7 +535,7 @@ def _unslice_rule(
 ) -> Contributions:
     assert isinstance(op, UnsliceOp)
     part = tensor_shape(op.input)
-    return [emit._insert(SliceOp(grad, op.static_offsets, op.static_strides, part))]
+    return [emit.insert(SliceOp(grad, op.static_offsets, op.static_strides, part))]
 
 
 @vjp_rule(ConcatOp)
@@ -548,7 +551,7 @@ def _concat_rule(
         if needed:
             offsets = [start if d == dim else 0 for d in range(len(full))]
             piece = SliceOp(grad, offsets, [1] * len(full), part)
-            contributions.append(emit._insert(piece))
+            contributions.append(emit.insert(piece))
         else:
             contributions.append(None)
         start += part[dim]

@@ -544,6 +544,33 @@ def test_grad_emitter_composites_fold_through_its_primitives() -> None:
     assert [op.name for op in block.ops] == ["tess.fill"] * 4
 
 
+INDEXING_AND_BOOLS = """
+func.func @f(%x: tensor<5x3xf64>, %y: tensor<2x3xf64>) -> tensor<f64> {
+  %i = tess.argmax %x dim = [1] : tensor<5x3xf64> -> tensor<5xi64>
+  %t = tess.take %x, %i dim = [0] : tensor<5x3xf64>, tensor<5xi64> -> tensor<5x3xf64>
+  %s = tess.slice %t offsets = [1, 2] strides = [2, -1] : tensor<5x3xf64> -> tensor<2x3xf64>
+  %c = tess.concat %s, %y dim = [0] : tensor<2x3xf64>, tensor<2x3xf64> -> tensor<4x3xf64>
+  %z = tess.fill 0.0 : tensor<4x3xf64>
+  %m = tess.lt %c, %z : tensor<4x3xf64>, tensor<4x3xf64> -> tensor<4x3xi1>
+  %e = tess.exp %c : tensor<4x3xf64>
+  %w = tess.select %m, %c, %e : tensor<4x3xi1>, tensor<4x3xf64>, tensor<4x3xf64> -> tensor<4x3xf64>
+  %k = tess.cast %m : tensor<4x3xi1> -> tensor<4x3xf64>
+  %p = tess.mul %w, %k : tensor<4x3xf64>, tensor<4x3xf64> -> tensor<4x3xf64>
+  %q = tess.add %p, %w : tensor<4x3xf64>, tensor<4x3xf64> -> tensor<4x3xf64>
+  %u = tess.unslice %q offsets = [0, 0] strides = [2, 1] : tensor<4x3xf64> -> tensor<8x3xf64>
+  %r = tess.sum %u dims = [0, 1] : tensor<8x3xf64> -> tensor<f64>
+  func.return %r : tensor<f64>
+}
+"""
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_gradients_through_indexing_ops_casts_and_a_bool_condition(seed: int) -> None:
+    """The adjoint-op rules (take, slice, unslice, concat), a cast from i1 and a select on an
+    i1 condition, all built through GradEmitter."""
+    check_gradients(parse_module(INDEXING_AND_BOOLS), "f", seed=seed)
+
+
 def test_grad_emitter_composites_compute_what_the_front_does() -> None:
     def body(b: TessBuilder, x: SSAValue, y: SSAValue) -> list[SSAValue]:
         return [b.le(x, y), b.ne(x, 0.0), b.reduce_min(x, 1, keepdim=True), b.sum_to_shape(x, (3,))]
