@@ -53,6 +53,25 @@ def _cuda() -> Any:
     return cuda
 
 
+def require_cuda() -> None:
+    """Raise a clear error unless Numba's CUDA target can run here: numba-cuda installed,
+    and a GPU present or the simulator on (`NUMBA_ENABLE_CUDASIM=1`)."""
+    try:
+        cuda = _cuda()
+    except ImportError:
+        raise ImportError(
+            "the cuda target needs Numba's CUDA target: pip install -e '.[cuda]' (numba-cuda)"
+        ) from None
+    from numba import config
+
+    if not getattr(config, "ENABLE_CUDASIM", 0) and not cuda.is_available():
+        raise RuntimeError(
+            "the cuda target found no CUDA GPU (numba.cuda.is_available() is False); "
+            "NUMBA_ENABLE_CUDASIM=1, set before Numba is imported, runs it in Numba's "
+            "CUDA simulator (slowly)"
+        )
+
+
 def is_device_array(value: object) -> bool:
     """Whether `value` is an array on a CUDA device: a Numba device array (the simulator's
     too) or an object exporting `__cuda_array_interface__`."""
@@ -287,4 +306,4 @@ class CudaExecutable:
         return f"<CudaExecutable {self.entry}({ins}) -> ({outs})>"
 
 
-__all__ = ["CudaExecutable", "Resident", "is_device_array"]
+__all__ = ["CudaExecutable", "Resident", "is_device_array", "require_cuda"]

@@ -164,6 +164,10 @@ def compile_module(
     hit = source is not None
     if source is None:
         source = numba_source(module, pipeline=target, **codegen_options)
+    if pipeline.target == "cuda":
+        from tessc.runtime.cuda import require_cuda
+
+        require_cuda()  # a clear error, not Numba's, when there is no GPU and no simulator
     with timing.phase("load module"):
         loaded = load_source(source)
     if key is not None and not hit:
