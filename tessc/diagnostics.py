@@ -30,6 +30,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, UnknownLoc
 from xdsl.ir import Operation
 from xdsl.parser import Parser
+from xdsl.parser.core import ForwardDeclaredValue
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 from xdsl.utils.lexer import Input, Span
 from xdsl.utils.mlir_lexer import MLIRTokenKind
@@ -251,12 +252,21 @@ def verify_located(module: ModuleOp) -> None:
     failing op attached (`failing_op`)."""
     from tessc.dialects.dominance import verify_dominance
 
+    for op in module.walk():
+        for operand in op.operands:
+            if isinstance(operand, ForwardDeclaredValue):  # xDSL's verifier would crash
+                name = f"%{operand.name_hint}" if operand.name_hint else "a value"
+                raise SourceVerifyError(f"'{op.name}' uses {name}, which is never defined", op)
     try:
         module.verify()
         verify_dominance(module)
     except DiagnosticException as error:
         op = failing_op(error) or first_invalid_op(module)
         raise SourceVerifyError(error_message(error), op) from None
+    except (ValueError, TypeError, AttributeError, KeyError, IndexError) as error:
+        # An xDSL verifier that crashed on malformed IR: still the input's fault.
+        message = " ".join(str(error).split()) or type(error).__name__
+        raise SourceVerifyError(f"invalid IR ({message})", failing_op(error)) from None
 
 
 # ---------------------------------------------------------------------------------------

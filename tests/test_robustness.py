@@ -232,6 +232,18 @@ MLIR_ERRORS = {
         (2, 3),
     ),
     "self-use": (SELF_USE, "own result", (2, 3)),
+    "operand-defined-in-its-own-region": (
+        "func.func @f(%n: index) -> f32 {\n"
+        "  %c0 = arith.constant 0 : index\n"
+        "  %r = scf.for %i = %c0 to %n step %c0 iter_args(%b = %v) -> (f32) {\n"
+        "    %v = arith.constant 1.0 : f32\n"
+        "    scf.yield %v : f32\n"
+        "  }\n"
+        "  func.return %r : f32\n"
+        "}\n",
+        "never defined",
+        (3, 3),
+    ),
     "cycle": (CYCLE, "used before its definition", (2, 3)),
 }
 
