@@ -56,7 +56,6 @@ def run_mutations(args: argparse.Namespace) -> int:
         cpu_seconds=args.cpu_seconds,
         time_limit=args.time_limit,
         save_dir=Path(args.save_dir) if args.save_dir else None,
-        workers=args.workers,
     )
 
 
@@ -77,7 +76,6 @@ def main(argv: list[str] | None = None) -> int:
     mutate.add_argument("--cpu-seconds", type=int, default=20, help="CPU limit per input")
     mutate.add_argument("--time-limit", type=float, default=0, help="seconds (0: none)")
     mutate.add_argument("--save-dir", default=None, help="keep the inputs that went wrong")
-    mutate.add_argument("--workers", type=int, default=1)
     ci = commands.add_parser("ci", help="the small fixed budget CI runs")
     ci.add_argument("--save-dir", default=None)
     args = parser.parse_args(argv)

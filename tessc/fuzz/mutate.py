@@ -343,7 +343,6 @@ def run_campaign(
     cpu_seconds: int = 20,
     time_limit: float = 0,
     save_dir: Path | None = None,
-    workers: int = 1,
 ) -> int:
     """Mutate and run `count` inputs; print the outcome counts. Exit status 1 when an input
     went wrong (a traceback, signal, hang, memory blow-up or unlocated diagnostic)."""
