@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from xdsl.dialects import arith
 from xdsl.ir import Operation, SSAValue
 
-from tessc.dialects.builder import DimsLike, Operand, TessBuilder, normalize_dims
+from tessc.dialects.builder import DimsLike, Operand, TessBuilder, normalize_dims, numel
 from tessc.dialects.tess import (
     AbsOp,
     AddOp,
@@ -96,13 +96,6 @@ from tessc.dialects.tess_index import (
 Shape = tuple[int, ...]
 Contributions = list[SSAValue | None]
 VjpRule = Callable[["GradEmitter", Operation, SSAValue, tuple[bool, ...]], Contributions]
-
-
-def _numel(shape: Sequence[int]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 class GradEmitter(TessBuilder):
@@ -214,7 +207,7 @@ class GradEmitter(TessBuilder):
         if c is not None and op is SumOp:
             shape = tensor_shape(x)
             normalized = normalize_dims(dims, len(shape))
-            count = _numel([shape[d] for d in normalized])
+            count = numel([shape[d] for d in normalized])
             return self.full_like(x, c * count, reduced_shape(shape, normalized, keepdim))
         return super().reduce(op, x, dims, keepdim)
 
@@ -422,7 +415,7 @@ def _mean_rule(
 ) -> Contributions:
     assert isinstance(op, MeanOp)
     shape = tensor_shape(op.input)
-    count = _numel([shape[d] for d in op.reduced_dims])
+    count = numel([shape[d] for d in op.reduced_dims])
     kept = _grad_with_kept_dims(emit, op, grad)
     scaled = emit.mul(kept, emit.scalar(1.0 / count, kept))
     return [emit.broadcast_to(scaled, shape)]
