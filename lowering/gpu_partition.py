@@ -2,10 +2,12 @@
 `tess-gpu-partition`: split outlined kernels into what ONE GPU launch can run.
 
 Level 5 (outlined kernels, linalg on memrefs) -> the same, each `tess.kernel` function
-marked with its GPU shape (`tess.gpu_shape = "map" | "reduce"`). On the CPU a kernel is a
-loop nest and its members run one after another inside it; on the GPU the threads of a
-launch only synchronise within a block, so members that need each other's finished
-results across blocks must be separate launches. Walking a kernel's linalg ops in order:
+marked with its GPU shape (`tess.gpu_shape = "map" | "reduce"`), and the module given its
+(still empty) `gpu.module @kernels`, so even a program without kernels is at the gpu level.
+On the CPU a kernel is a loop nest and its members run one after another inside it; on
+the GPU the threads of a launch only synchronise within a block, so members that need
+each other's finished results across blocks must be separate launches. Walking a
+kernel's linalg ops in order:
 
 - a reduction (any `reduction` iterator: sums, max, matmuls) starts a `reduce` launch.
   A fill of its output just before it moves into that launch (the reduction passes fold
@@ -54,6 +56,7 @@ from xdsl.traits import SymbolTable
 from tessc.lowering.gpu_common import (
     GPU_SHAPE_ATTR,
     is_reduction,
+    kernels_module,
     linalg_ops,
     loop_ranges,
     maps_of,
@@ -290,6 +293,7 @@ class TessGpuPartitionPass(ModulePass):
     name = "tess-gpu-partition"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        kernels_module(op)  # the gpu level always has one, if only empty (no kernels)
         hosts = [
             f
             for f in op.body.block.ops

@@ -328,3 +328,38 @@ def test_mlp_gradients_run_like_the_reference() -> None:
     assert len(got) == 4 and source
     for e, g in zip(expected, got, strict=True):
         np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-12)
+
+
+def test_a_program_without_kernels_is_at_the_gpu_level() -> None:
+    module = gpu_level("def f(x: f32[4, 5]) -> f32[20]:\n    return reshape(x, [20])\n")
+    assert check_gpu_level(module) == {}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_programs_and_their_gradients(seed: int) -> None:
+    """tessc.fuzz's random programs (f64, differentiable), each with its `tess-autodiff`
+    gradient, through the gpu level against the reference."""
+    import random
+
+    from xdsl.parser import Parser
+
+    from tessc.fuzz.programs import generate
+
+    for k in range(3):
+        program = generate(random.Random(100 * seed + k), ops=8, dtype="f64", smooth=True)
+        module = Parser(make_context(), program.text()).parse_module()
+        function = next(f for f in module.ops if isinstance(f, func.FuncOp))
+        entry = function.sym_name.data
+        shapes = [t.get_shape() for t in function.function_type.inputs]
+        outputs = [t.get_shape() for t in function.function_type.outputs]
+        wrt = ",".join(str(i) for i in range(len(shapes)))
+        run_passes(module, f"tess-autodiff{{func={entry} wrt={wrt}}}")
+        rng = np.random.default_rng(seed)
+        inputs = [rng.standard_normal(s) for s in shapes]
+        seeds = [rng.uniform(-1, 1, size=s) for s in outputs if int(np.prod(s)) != 1]
+        lowered = lower_module(module, "gpu", pipeline="cuda")
+        for name, args in ((entry, inputs), (f"{entry}_grad", [*inputs, *seeds])):
+            expected = interpret(module, name, args)
+            got = run_gpu_level(lowered, name, args)
+            for e, g in zip(expected, got, strict=True):
+                np.testing.assert_allclose(g, e, rtol=1e-9, atol=1e-9, err_msg=program.text())
