@@ -25,7 +25,7 @@ The output is a self-contained Python module:
   intermediate is allocated on the device once per program, not once per call.
   `memref.copy`/`gpu.memcpy` on the host are device-to-device `copy_to_device`; reshapes,
   subviews and `memref.view` windows into the workspace arena are device-array views,
-  as on the CPU;
+  as on the CPU, the windows made once and kept in `buffers` too;
 - `TESSC_SIGNATURES` is the CPU emitter's (`to_numba.signature_entry`) and
   `TESSC_TARGET = "cuda"` tells the runtime to use `tessc.runtime.cuda`.
 
@@ -51,12 +51,13 @@ from xdsl.dialects.builtin import (
     NoneAttr,
     StringAttr,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
 from tessc.lowering.numba_ops import (
     BITCAST_INTRINSIC,
     RESERVED_NAMES,
     UnsupportedOpError,
+    constant_int,
     dtype_name,
     memref_shape,
     python_identifier,
@@ -241,6 +242,8 @@ class _CudaEmitter(FunctionEmitter):
             self.emit_launch(op)
         elif isinstance(op, memref.AllocOp | gpu.AllocOp):
             self.emit_host_alloc(op)
+        elif isinstance(op, memref.ViewOp) and self.emit_workspace_view(op):
+            pass
         elif isinstance(op, memref.CopyOp):
             self.line(f"{self.expr(op.destination)}.copy_to_device({self.expr(op.source)})")
         elif isinstance(op, gpu.MemcpyOp):
@@ -264,6 +267,24 @@ class _CudaEmitter(FunctionEmitter):
         self.buffer_count += 1
         dtype = dtype_name(typ.element_type)
         self.line(f'{name} = device_buffer(buffers, "{key}", {shape}, np.{dtype})')
+
+    def emit_workspace_view(self, op: memref.ViewOp) -> bool:
+        """A typed window into the workspace argument at a constant offset, made on the
+        first call and kept in `buffers` (the workspace lives as long as they do): slicing
+        a device array costs microseconds of Python on every call. False: not such a view."""
+        if not isinstance(op.source, BlockArgument) or constant_int(op.byte_shift) is None:
+            return False
+        start = len(self.lines)
+        self.emit_view(op)  # `view0 = workspace[a:b].view(...).reshape(...)`
+        name, _, text = self.lines.pop().strip().partition(" = ")
+        assert len(self.lines) == start
+        key = f"{self.fn.sym_name.data}.{name}"
+        self.line(f'{name} = buffers.get("{key}")')
+        self.line(f"if {name} is None:")
+        self.indent += 1
+        self.line(f'{name} = buffers["{key}"] = {text}')
+        self.indent -= 1
+        return True
 
     def emit_launch(self, op: gpu.LaunchFuncOp) -> None:
         target = (op.kernel.root_reference.data, op.kernel.nested_references.data[-1].data)

@@ -5,7 +5,9 @@
 // a matmul with its bias and relu is one kernel: both operands' 32x32 tiles in shared
 // memory, a barrier after loading and after computing, 2x2 outputs per thread, the
 // epilogue before the store; the seed's zip+reduce is the same kind of kernel (a matmul in
-// disguise) and no (3,5,4) buffer exists (the host allocates nothing).
+// disguise) and no (3,5,4) buffer exists (the host allocates nothing); the intermediate of
+// two matmuls is a window into the workspace, made on the first call and kept in
+// `buffers`.
 
 func.func @chain(%x: tensor<7x33xf32>, %b: tensor<33xf32>) -> tensor<7x33xf32> {
   %0 = tess.add %x, %b : tensor<7x33xf32>, tensor<33xf32> -> tensor<7x33xf32>
@@ -19,6 +21,12 @@ func.func @layer(%x: tensor<45x33xf32>, %w: tensor<33x40xf32>, %b: tensor<40xf32
   %1 = tess.add %0, %b : tensor<45x40xf32>, tensor<40xf32> -> tensor<45x40xf32>
   %2 = tess.relu %1 : tensor<45x40xf32>
   func.return %2 : tensor<45x40xf32>
+}
+
+func.func @twice(%x: tensor<5x6xf32>, %w: tensor<6x7xf32>, %v: tensor<7x3xf32>) -> tensor<5x3xf32> {
+  %0 = tess.matmul %x, %w : tensor<5x6xf32>, tensor<6x7xf32> -> tensor<5x7xf32>
+  %1 = tess.matmul %0, %v : tensor<5x7xf32>, tensor<7x3xf32> -> tensor<5x3xf32>
+  func.return %1 : tensor<5x3xf32>
 }
 
 func.func @seed(%a: tensor<3x5x1xf32>, %b: tensor<1x5x4xf32>) -> tensor<3x4xf32> {
@@ -48,14 +56,12 @@ func.func @seed(%a: tensor<3x5x1xf32>, %b: tensor<1x5x4xf32>) -> tensor<3x4xf32>
 // CHECK:              max{{[0-9]+}} = np.maximum(
 // CHECK-COUNT-3:      np.maximum(
 
-// CHECK:      @cuda.jit(cache=True)
-// CHECK-NEXT: def seed_kernel_0(out0, a, b):
+// CHECK:      def seed_kernel_0(out0, a, b):
 // CHECK-NEXT:     cuda.shared.array((32, 32), dtype=np.float32)
 // CHECK-NEXT:     cuda.shared.array((32, 32), dtype=np.float32)
 // CHECK:          cuda.syncthreads()
 
-// CHECK:      @cuda.jit(cache=True)
-// CHECK-NEXT: def chain_kernel_0(x, b, out0):
+// CHECK:      def chain_kernel_0(x, b, out0):
 // CHECK-NOT:  cuda.shared
 // CHECK-NOT:  cuda.syncthreads
 // CHECK:          for [[L:[a-z0-9_]+]] in range({{.*}}, 231, {{.*}}):
@@ -65,6 +71,12 @@ func.func @seed(%a: tensor<3x5x1xf32>, %b: tensor<1x5x4xf32>) -> tensor<3x4xf32>
 // CHECK-NEXT:     chain_kernel_0[(1, 1, 1), (256, 1, 1)](x, b, out0)
 // CHECK:      def layer(x, w, b, out0, buffers):
 // CHECK-NEXT:     layer_kernel_0[(2, 2, 1), (16, 16, 1)](out0, x, w, b)
+// CHECK:      def twice(x, w, v, out0, workspace, buffers):
+// CHECK-NEXT:     view0 = buffers.get("twice.view0")
+// CHECK-NEXT:     if view0 is None:
+// CHECK-NEXT:         view0 = buffers["twice.view0"] = workspace[0:{{[0-9]+}}].view(np.float32).reshape((5, 7))
+// CHECK-NEXT:     twice_kernel_0_0[(1, 1, 1), (16, 16, 1)](view0, x, w)
+// CHECK-NEXT:     twice_kernel_0_1[(1, 1, 1), (16, 16, 1)](view0, out0, v)
 // CHECK:      def seed(a, b, out0, buffers):
 // CHECK-NEXT:     seed_kernel_0[(1, 1, 1), (16, 16, 1)](out0, a, b)
 // CHECK-NOT:  device_buffer(
