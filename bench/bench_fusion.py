@@ -31,6 +31,7 @@ import numpy as np
 from bench_unfused import CHAIN, numpy_chain, timed_medians, torch_module
 
 from tessc.compiler import compile_module, lower_module
+from tessc.dialects import contract
 from tessc.reference import parse_module
 
 SEED_ZIP_REDUCE = """
@@ -54,7 +55,7 @@ def peak_bytes(module, entry: str) -> int:
     lowered = lower_module(module, "loops", pipeline="cpu")
     for op in lowered.ops:
         if getattr(op, "sym_name", None) is not None and op.sym_name.data == entry:
-            return op.attributes["tess.peak_bytes"].value.data
+            return contract.PEAK_BYTES.get(op)
     raise KeyError(entry)
 
 

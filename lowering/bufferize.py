@@ -63,12 +63,10 @@ from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
     FunctionType,
-    IntegerAttr,
     MemRefType,
     ModuleOp,
     StridedLayoutAttr,
     TensorType,
-    i64,
 )
 from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, SSAValue
@@ -76,9 +74,8 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
+from tessc.dialects import contract
 from tessc.dialects.kernel import GroupOp, yielded_value
-
-NUM_OUTPUTS_ATTR = "tess.num_outputs"
 
 BufferSite = tuple[Operation, int]
 """Where a buffer is created: (generic or call, output index)."""
@@ -396,7 +393,7 @@ def bufferize_function(function: func.FuncOp) -> None:
         padding = [DictionaryAttr({})] * num_outputs
         function.properties["arg_attrs"] = ArrayAttr([*old_arg_attrs.data, *padding])
     function.properties.pop("res_attrs", None)
-    function.attributes[NUM_OUTPUTS_ATTR] = IntegerAttr(num_outputs, i64)
+    contract.NUM_OUTPUTS.set(function, num_outputs)
 
 
 def needs_bufferization(function: func.FuncOp) -> bool:
@@ -418,4 +415,4 @@ class TessBufferizePass(ModulePass):
                 bufferize_function(function)
 
 
-__all__ = ["NUM_OUTPUTS_ATTR", "TessBufferizePass"]
+__all__ = ["TessBufferizePass"]

@@ -60,12 +60,10 @@ from xdsl.context import Context
 from xdsl.dialects import arith, tensor
 from xdsl.dialects.builtin import (
     AffineMapAttr,
-    ArrayAttr,
     DenseIntOrFPElementsAttr,
     FloatAttr,
     ModuleOp,
     ShapedType,
-    StringAttr,
     TensorType,
 )
 from xdsl.dialects.linalg.attrs import IteratorType
@@ -82,12 +80,8 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.traits import is_side_effect_free
 
+from tessc.dialects import contract
 from tessc.dialects.tess import PatternKind
-
-FUSED_ATTR = "tess.fused"
-REFUSED_ATTR = "tess.fusion_refused"
-KIND_ATTR = "tess.kind"
-ORIGIN_ATTR = "tess.op"
 
 # Ops that are not worth recomputing: transcendental functions and divisions. Everything
 # else in `math` is a cheap bit/rounding operation.
@@ -198,12 +192,12 @@ def producer_cost(op: Operation) -> tuple[int, bool]:
 
 def labels(op: Operation) -> list[str]:
     """What `op` stands for in `tess.fused`: the ops already merged into it, else its origin."""
-    fused = op.attributes.get(FUSED_ATTR)
-    if isinstance(fused, ArrayAttr):
-        return [a.data for a in fused if isinstance(a, StringAttr)]
-    origin = op.attributes.get(ORIGIN_ATTR)
-    if isinstance(origin, StringAttr):
-        return [origin.data]
+    fused = contract.FUSED.get(op)
+    if fused is not None:
+        return fused
+    origin = contract.ORIGIN.get(op)
+    if origin is not None:
+        return [origin]
     if isinstance(op, GenericOp) and (payload := _payload(op)):
         return ["+".join(o.name for o in payload)]
     if isinstance(op, GenericOp):  # no arithmetic: it yields an input or a constant
@@ -538,7 +532,7 @@ def build_fused(consumer: GenericOp, plan: FusionPlan, rewriter: PatternRewriter
         consumer.iterator_types,
         [*consumer.result_types, *(producer.results[r].type for r in plan.kept_results)],
     )
-    ours = (FUSED_ATTR, REFUSED_ATTR, KIND_ATTR)
+    ours = (contract.FUSED.name, contract.FUSION_REFUSED.name, contract.KIND.name)
     fused.attributes.update({k: v for k, v in consumer.attributes.items() if k not in ours})
     return fused
 
@@ -600,7 +594,7 @@ def annotate(module: ModuleOp, policy: FusionPolicy) -> None:
     for op in module.walk():
         if not isinstance(op, GenericOp):
             continue
-        op.attributes[KIND_ATTR] = StringAttr(pattern_kind(op).name.lower())
+        contract.KIND.set(op, pattern_kind(op).name.lower())
         reasons: list[str] = []
         for index, value in enumerate(op.inputs):
             plan = plan_fusion(op, index, policy)
@@ -609,7 +603,7 @@ def annotate(module: ModuleOp, policy: FusionPolicy) -> None:
                 producer = ",".join(labels(value.op))
                 reasons.append(f"operand {index} ({producer}): {plan}")
         if reasons:
-            op.attributes[REFUSED_ATTR] = StringAttr("; ".join(reasons))
+            contract.FUSION_REFUSED.set(op, "; ".join(reasons))
 
 
 @dataclass(frozen=True)
@@ -636,6 +630,5 @@ class TessFusePass(ModulePass):
         ).rewrite_module(op)
         if self.report:
             for fused, merged in pattern.origins.items():
-                names = ArrayAttr([StringAttr(label) for _, label in merged])
-                fused.attributes[FUSED_ATTR] = names
+                contract.FUSED.set(fused, [label for _, label in merged])
             annotate(op, policy)

@@ -73,7 +73,7 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import func, tensor
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr, TensorType, i64
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.dialects.linalg.attrs import IteratorType
 from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir import Block, Operation, OpResult, SSAValue
@@ -86,15 +86,11 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint
 
+from tessc.dialects import contract
 from tessc.dialects.kernel import GroupOp, YieldOp
 from tessc.dialects.tess import PatternKind
 from tessc.lowering.fuse import labels, pattern_kind
 from tessc.lowering.to_loops import NestSummary, shared_by_chain, summarize_nest
-
-GROUPED_ATTR = "tess.grouped"
-SHARED_LOOPS_ATTR = "tess.shared_loops"
-GROUP_REFUSED_ATTR = "tess.group_refused"
-IN_PLACE_ATTR = "tess.in_place"
 
 _ROOT_KINDS = (PatternKind.REDUCTION, PatternKind.MATMUL)
 
@@ -355,23 +351,23 @@ class GroupReductionEpilogue(RewritePattern):
             root_label = ",".join(labels(root))
             for op, reason in refused:
                 text = reason if op is root else f"not grouped with {root_label}: {reason}"
-                op.attributes[GROUP_REFUSED_ATTR] = StringAttr(text)
+                contract.GROUP_REFUSED.set(op, text)
         if plan is None or len(plan.members) < 2:
             return
-        names = [StringAttr(label) for member in plan.members for label in labels(member)]
+        names = [label for member in plan.members for label in labels(member)]
         group = build_group(plan, rewriter)
-        in_place: list[StringAttr] = []
+        in_place: list[str] = []
         if self.in_place:
             for member in list(plan.members):
                 index = reusable_input(member)
                 if index is not None:
-                    in_place += [StringAttr(label) for label in labels(member)]
+                    in_place += labels(member)
                     write_in_place(member, index, rewriter)
         if self.report:
-            group.attributes[GROUPED_ATTR] = ArrayAttr(names)
-            group.attributes[SHARED_LOOPS_ATTR] = IntegerAttr(plan.shared, i64)
+            contract.GROUPED.set(group, names)
+            contract.SHARED_LOOPS.set(group, plan.shared)
             if in_place:
-                group.attributes[IN_PLACE_ATTR] = ArrayAttr(in_place)
+                contract.IN_PLACE.set(group, in_place)
 
 
 @dataclass(frozen=True)
@@ -398,10 +394,6 @@ class TessFuseEpiloguePass(ModulePass):
 
 
 __all__ = [
-    "GROUPED_ATTR",
-    "GROUP_REFUSED_ATTR",
-    "IN_PLACE_ATTR",
-    "SHARED_LOOPS_ATTR",
     "TessFuseEpiloguePass",
     "plan_group",
 ]

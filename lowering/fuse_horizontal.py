@@ -88,15 +88,12 @@ from xdsl.dialects import func, tensor
 from xdsl.dialects.builtin import (
     AffineMapAttr,
     ArrayAttr,
-    DenseArrayBase,
     DictionaryAttr,
     FunctionType,
     IntegerAttr,
     ModuleOp,
     ShapedType,
-    StringAttr,
     TensorType,
-    UnitAttr,
     i64,
 )
 from xdsl.dialects.linalg.attrs import IteratorType, IteratorTypeAttr
@@ -106,19 +103,11 @@ from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
 from xdsl.transforms.common_subexpression_elimination import cse
 
+from tessc.dialects import contract
+from tessc.dialects.contract import ARENA_LAYOUT, DONATED, ArenaLayout, ArenaSlot
 from tessc.dialects.kernel import GroupOp
 from tessc.dialects.kernel import YieldOp as GroupYieldOp
 from tessc.lowering.fuse import reads_captured, reads_loop_indices
-
-LAYOUT_ATTR = "tess.arena_layout"
-CHUNK_ATTR = "tess.chunk_size"
-MEMBERS_ATTR = "tess.horizontal_members"
-PROLOGUE_ATTR = "tess.horizontal_prologue"
-REFUSED_ATTR = "tess.horizontal_refused"
-DONATED_ATTR = "tess.donated"
-NOT_PACKED = -1
-"""The offset `tess.arena_layout` gives an argument or result passed as it was."""
-
 
 # ---------------------------------------------------------------------------------------
 # Elementwise ops
@@ -356,7 +345,7 @@ class Group:
         attrs = function.arg_attrs.data if function.arg_attrs else ()
         positions = zip(*(u.arguments for u in self.updates), strict=True)
         return any(
-            all(a.index < len(attrs) and DONATED_ATTR in attrs[a.index].data for a in members)
+            all(a.index < len(attrs) and DONATED.in_dict(attrs[a.index]) for a in members)
             for members in positions
         )
 
@@ -445,11 +434,10 @@ def build_arena_generic(
         ArrayAttr([IteratorTypeAttr.parallel()]),
         [arena_type] * len(empties),
     )
-    generic.attributes.update(
-        {k: v for k, v in first.attributes.items() if k not in (REFUSED_ATTR, MEMBERS_ATTR)}
-    )
+    reports = (contract.HORIZONTAL_REFUSED.name, contract.HORIZONTAL_MEMBERS.name)
+    generic.attributes.update({k: v for k, v in first.attributes.items() if k not in reports})
     if 0 < chunk_size < arena_type.get_shape()[0]:
-        generic.attributes[CHUNK_ATTR] = IntegerAttr(chunk_size, i64)
+        contract.CHUNK_SIZE.set(generic, chunk_size)
     return [*empties, generic], generic
 
 
@@ -482,7 +470,7 @@ class FunctionPacker:
             arenas.append(arena)
             members += old
         # The return: each output arena where its first member was.
-        holders = [self.output_slots.get(v, (v, NOT_PACKED)) for v in old_results]
+        holders = [self.output_slots.get(v, (v, None)) for v in old_results]
         returned = list(dict.fromkeys(holder for holder, _ in holders))
         block.insert_op_before(func.ReturnOp(*returned), ret)
         for op in [ret, *members]:
@@ -507,25 +495,16 @@ class FunctionPacker:
         )
         function.properties.pop("res_attrs", None)
 
-        def entry(host: int, offset: int, value: SSAValue) -> DenseArrayBase:
-            return DenseArrayBase.from_list(i64, [host, offset, *_shape(value)])
-
         inputs = [
-            entry(holder.index, offset, arg)
+            ArenaSlot(holder.index, offset, _shape(arg))
             for arg in old_args
-            for holder, offset in [self.input_slots.get(arg, (arg, NOT_PACKED))]
+            for holder, offset in [self.input_slots.get(arg, (arg, None))]
         ]
         outputs = [
-            entry(returned.index(holder), offset, value)
+            ArenaSlot(returned.index(holder), offset, _shape(value))
             for value, (holder, offset) in zip(old_results, holders, strict=True)
         ]
-        function.attributes[LAYOUT_ATTR] = DictionaryAttr(
-            {
-                "inputs": ArrayAttr(inputs),
-                "outputs": ArrayAttr(outputs),
-                "input_names": ArrayAttr([StringAttr(n) for n in names]),
-            }
-        )
+        ARENA_LAYOUT.set(function, ArenaLayout(tuple(inputs), tuple(outputs), tuple(names)))
         return sorted(arenas, key=block.get_operation_index)
 
     def rewrite(
@@ -544,14 +523,14 @@ class FunctionPacker:
             lead = min(members, key=lambda a: a.index)
             arena = block.insert_arg(arena_type, lead.index)
             arena.name_hint = _arena_name(members, "", f"arena{number}_{position}")
-            donated = all(DONATED_ATTR in attrs.get(m, DictionaryAttr({})).data for m in members)
-            attrs[arena] = DictionaryAttr({DONATED_ATTR: UnitAttr()} if donated else {})
+            donated = all(DONATED.in_dict(attrs.get(m, DictionaryAttr({}))) for m in members)
+            attrs[arena] = DONATED.dict(donated)
             arenas.append(arena)
             for member, offset in zip(members, offsets, strict=True):
                 self.input_slots[member] = (arena, offset)
         ops, generic = build_arena_generic(updates, arenas, self.chunk_size)
         if self.report:
-            generic.attributes[MEMBERS_ATTR] = IntegerAttr(len(updates), i64)
+            contract.HORIZONTAL_MEMBERS.set(generic, len(updates))
         first = next(op for op in block.ops if any(op is u.op for u in updates))
         block.insert_ops_before(ops, first)
         ret = block.last_op
@@ -619,7 +598,7 @@ def group_with_prologue(arena: GenericOp, prologue: Sequence[GenericOp], report:
     ]
     group = GroupOp([r.type for r in outside], [])
     if report:
-        group.attributes[PROLOGUE_ATTR] = IntegerAttr(len(prologue), i64)
+        contract.HORIZONTAL_PROLOGUE.set(group, len(prologue))
     block.insert_op_before(group, arena)
     body = group.block
     terminator = group.yield_op
@@ -681,7 +660,7 @@ class TessFuseHorizontalPass(ModulePass):
             if not isinstance(function, func.FuncOp) or function.is_declaration:
                 continue
             block = function.body.blocks.first
-            if len(function.body.blocks) != 1 or LAYOUT_ATTR in function.attributes:
+            if len(function.body.blocks) != 1 or ARENA_LAYOUT.has(function):
                 continue
             assert block is not None
             ret = block.last_op
@@ -718,15 +697,10 @@ class TessFuseHorizontalPass(ModulePass):
     def annotate(self, refused: dict[Operation, str]) -> None:
         if self.report:
             for generic, reason in refused.items():
-                generic.attributes[REFUSED_ATTR] = StringAttr(reason)
+                contract.HORIZONTAL_REFUSED.set(generic, reason)
 
 
 __all__ = [
-    "CHUNK_ATTR",
-    "LAYOUT_ATTR",
-    "MEMBERS_ATTR",
-    "PROLOGUE_ATTR",
-    "REFUSED_ATTR",
     "TessFuseHorizontalPass",
     "body_fingerprint",
     "elementwise_refusal",

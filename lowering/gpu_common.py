@@ -41,12 +41,10 @@ from xdsl.rewriter import Rewriter
 from xdsl.transforms.lower_affine import affine_expr_ops
 from xdsl.utils.exceptions import PassFailedException
 
-from tessc.lowering.outline_kernels import KERNEL_ATTR
+from tessc.dialects import contract
 
 KERNELS_MODULE = "kernels"
 """The one `gpu.module` of a module at the gpu level."""
-GPU_SHAPE_ATTR = "tess.gpu_shape"
-"""On a `tess.kernel` function after `tess-gpu-partition`: `map` or `reduce`."""
 CONTAINER_ATTR = "gpu.container_module"
 
 
@@ -478,8 +476,8 @@ def kernel_functions(module: ModuleOp, shape: str) -> list[func.FuncOp]:
         op
         for op in module.body.block.ops
         if isinstance(op, func.FuncOp)
-        and KERNEL_ATTR in op.attributes
-        and op.attributes.get(GPU_SHAPE_ATTR) == StringAttr(shape)
+        and contract.KERNEL.has(op)
+        and contract.GPU_SHAPE.get(op) == shape
     ]
 
 
@@ -495,7 +493,6 @@ def elementwise_threads(total: int) -> tuple[int, int]:
 
 
 __all__ = [
-    "GPU_SHAPE_ATTR",
     "KERNELS_MODULE",
     "Body",
     "Constants",

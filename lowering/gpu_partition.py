@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
 from xdsl.ir import Block, Region, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
@@ -53,15 +53,14 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import SymbolTable
 
+from tessc.dialects import contract
 from tessc.lowering.gpu_common import (
-    GPU_SHAPE_ATTR,
     is_reduction,
     kernels_module,
     linalg_ops,
     loop_ranges,
     maps_of,
 )
-from tessc.lowering.outline_kernels import KERNEL_ATTR
 
 
 def is_fill_of(op: LinalgStructuredOperation, buffer: SSAValue) -> bool:
@@ -170,7 +169,7 @@ def split_kernel(kernel: func.FuncOp, groups: list[LaunchGroup], module: ModuleO
     """Make one kernel function per group (module docstring) and call them in order."""
     name = kernel.sym_name.data
     if len(groups) == 1:
-        kernel.attributes[GPU_SHAPE_ATTR] = StringAttr(groups[0].shape)
+        contract.GPU_SHAPE.set(kernel, groups[0].shape)
         return
     constants = [op for op in kernel.body.block.ops if isinstance(op, arith.ConstantOp)]
     parts: list[func.FuncOp] = []
@@ -186,8 +185,8 @@ def split_kernel(kernel: func.FuncOp, groups: list[LaunchGroup], module: ModuleO
             block.add_op(op.clone(values))
         block.add_op(func.ReturnOp())
         part = func.FuncOp(f"{name}_{j}", kernel.function_type, Region(block), visibility="private")
-        part.attributes[KERNEL_ATTR] = kernel.attributes[KERNEL_ATTR]
-        part.attributes[GPU_SHAPE_ATTR] = StringAttr(group.shape)
+        contract.KERNEL.copy(kernel, part)
+        contract.GPU_SHAPE.set(part, group.shape)
         parts.append(part)
     for call in [op for op in module.walk() if isinstance(op, func.CallOp)]:
         if call.callee.string_value() == name:
@@ -202,7 +201,7 @@ _BETWEEN_CALLS = (arith.ConstantOp, memref.ViewOp, memref.CollapseShapeOp, memre
 
 def kernel_called(call: func.CallOp, module: ModuleOp) -> func.FuncOp | None:
     callee = SymbolTable.lookup_symbol(module, call.callee.string_value())
-    if isinstance(callee, func.FuncOp) and KERNEL_ATTR in callee.attributes:
+    if isinstance(callee, func.FuncOp) and contract.KERNEL.has(callee):
         return callee
     return None
 
@@ -260,7 +259,7 @@ def join(
     joined = func.FuncOp(
         first.sym_name.data, ([v.type for v in operands], []), Region(block), visibility="private"
     )
-    joined.attributes[KERNEL_ATTR] = first.attributes[KERNEL_ATTR]
+    contract.KERNEL.copy(first, joined)
     call = func.CallOp(joined.sym_name.data, operands, [])
     Rewriter.replace_op(second_call, call)
     Rewriter.erase_op(first_call)
@@ -297,16 +296,14 @@ class TessGpuPartitionPass(ModulePass):
         hosts = [
             f
             for f in op.body.block.ops
-            if isinstance(f, func.FuncOp)
-            and KERNEL_ATTR not in f.attributes
-            and not f.is_declaration
+            if isinstance(f, func.FuncOp) and not contract.KERNEL.has(f) and not f.is_declaration
         ]
         for host in hosts:
             join_kernels(host, op)
         kernels = [
             f
             for f in op.body.block.ops
-            if isinstance(f, func.FuncOp) and KERNEL_ATTR in f.attributes and not f.is_declaration
+            if isinstance(f, func.FuncOp) and contract.KERNEL.has(f) and not f.is_declaration
         ]
         for kernel in kernels:
             ops = linalg_ops(kernel)

@@ -75,15 +75,12 @@ from xdsl.context import Context
 from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import (
     AffineMapAttr,
-    ArrayAttr,
-    DictionaryAttr,
     FunctionType,
     IndexType,
     IntegerAttr,
     MemRefType,
     ModuleOp,
     TensorType,
-    UnitAttr,
     i8,
     i64,
 )
@@ -95,24 +92,11 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import SymbolTable
 from xdsl.utils.exceptions import PassFailedException
 
+from tessc.dialects import contract
 from tessc.dialects.kernel import GroupOp
 
 ALIGNMENT = 64
 """Byte alignment of every buffer in the arena."""
-
-KERNEL_ATTR = "tess.kernel"
-NUM_OUTPUTS_ATTR = "tess.num_outputs"
-DONATED_ATTR = "tess.donated"
-ALIASES_INPUT_ATTR = "tess.aliases_input"
-WORKSPACE_ATTR = "tess.workspace"
-WORKSPACE_BYTES_ATTR = "tess.workspace_bytes"
-PEAK_BYTES_ATTR = "tess.peak_bytes"
-ARENA_BYTES_ATTR = "tess.arena_bytes"
-UNPLANNED_BYTES_ATTR = "tess.unplanned_bytes"
-LIVE_PEAK_BYTES_ATTR = "tess.live_peak_bytes"
-INPUT_BYTES_ATTR = "tess.input_bytes"
-OUTPUT_BYTES_ATTR = "tess.output_bytes"
-ALIASED_BYTES_ATTR = "tess.aliased_bytes"
 
 VIEW_OPS = (
     memref.CollapseShapeOp,
@@ -167,26 +151,6 @@ def top_level(op: Operation, block: Block) -> Operation:
     return op
 
 
-def arg_attr(function: func.FuncOp, index: int, name: str) -> Attribute | None:
-    attrs = function.arg_attrs
-    if attrs is None or index >= len(attrs.data):
-        return None
-    return attrs.data[index].data.get(name)
-
-
-def set_arg_attr(function: func.FuncOp, index: int, name: str, value: Attribute) -> None:
-    count = len(function.function_type.inputs.data)
-    old = list(function.arg_attrs.data) if function.arg_attrs is not None else []
-    old += [DictionaryAttr({})] * (count - len(old))
-    old[index] = DictionaryAttr({**old[index].data, name: value})
-    function.properties["arg_attrs"] = ArrayAttr(old)
-
-
-def num_outputs(function: func.FuncOp) -> int:
-    attr = function.attributes.get(NUM_OUTPUTS_ATTR)
-    return int(attr.value.data) if isinstance(attr, IntegerAttr) else 0
-
-
 def kernel_generic(op: Operation, module: ModuleOp) -> tuple[GenericOp, list[SSAValue]] | None:
     """The generic `op` runs and the host values of its operands, if `op` is a
     linalg.generic or a call of a `tess.kernel` whose body is one generic."""
@@ -195,7 +159,7 @@ def kernel_generic(op: Operation, module: ModuleOp) -> tuple[GenericOp, list[SSA
     if not isinstance(op, func.CallOp):
         return None
     callee = SymbolTable.lookup_symbol(module, op.callee.root_reference.data)
-    if not isinstance(callee, func.FuncOp) or KERNEL_ATTR not in callee.attributes:
+    if not isinstance(callee, func.FuncOp) or not contract.KERNEL.has(callee):
         return None
     if not callee.body.blocks:
         return None
@@ -243,18 +207,20 @@ class HostPlan:
     output_bytes: int = 0
     aliased_bytes: int = 0
 
-    def attributes(self) -> dict[str, int]:
+    def figures(self) -> dict[contract.Int, int]:
+        """The plan's byte counts, by the attribute that records each (in the order the
+        function carries them)."""
         owned_outputs = self.output_bytes - self.aliased_bytes
         intermediates = self.arena_bytes + self.kept_bytes
         unplanned = self.output_bytes + self.kept_bytes + sum(b.nbytes for b in self.buffers)
         return {
-            PEAK_BYTES_ATTR: owned_outputs + intermediates,
-            ARENA_BYTES_ATTR: intermediates,
-            UNPLANNED_BYTES_ATTR: unplanned,
-            LIVE_PEAK_BYTES_ATTR: owned_outputs + self.kept_bytes + self.live_arena_bytes,
-            INPUT_BYTES_ATTR: self.input_bytes,
-            OUTPUT_BYTES_ATTR: self.output_bytes,
-            ALIASED_BYTES_ATTR: self.aliased_bytes,
+            contract.PEAK_BYTES: owned_outputs + intermediates,
+            contract.ARENA_BYTES: intermediates,
+            contract.UNPLANNED_BYTES: unplanned,
+            contract.LIVE_PEAK_BYTES: owned_outputs + self.kept_bytes + self.live_arena_bytes,
+            contract.INPUT_BYTES: self.input_bytes,
+            contract.OUTPUT_BYTES: self.output_bytes,
+            contract.ALIASED_BYTES: self.aliased_bytes,
         }
 
 
@@ -267,9 +233,9 @@ class HostPlanner:
         self.block = function.body.block
         self.positions = {op: k for k, op in enumerate(self.block.ops)}
         self.args = list(self.block.args)
-        self.split = len(self.args) - num_outputs(function)
+        self.split = len(self.args) - (contract.NUM_OUTPUTS.get(function) or 0)
         self.donors = [
-            k for k in range(self.split) if donation and arg_attr(function, k, DONATED_ATTR)
+            k for k in range(self.split) if donation and contract.DONATED.has_arg(function, k)
         ]
         self.partners = cache(self._partners)
 
@@ -465,9 +431,7 @@ class HostPlanner:
         plan.output_bytes = sum(memref_bytes(a.type) or 0 for a in self.args[self.split :])
         plan.aliased_bytes = sum(memref_bytes(self.args[k].type) or 0 for k in plan.aliases)
         for out_index, donor_index in plan.aliases.items():
-            set_arg_attr(
-                self.function, out_index, ALIASES_INPUT_ATTR, IntegerAttr(donor_index, i64)
-            )
+            contract.ALIASES_INPUT.set_arg(self.function, out_index, donor_index)
             writer = self.first_writer(self.args[out_index])
             if isinstance(writer, memref.CopyOp) and writer.source is self.args[donor_index]:
                 Rewriter.erase_op(writer)  # the donated input already holds the data
@@ -475,7 +439,7 @@ class HostPlanner:
 
 
 def is_host(function: func.FuncOp) -> bool:
-    if not function.body.blocks or KERNEL_ATTR in function.attributes:
+    if not function.body.blocks or contract.KERNEL.has(function):
         return False
     types = (*function.function_type.inputs.data, *function.function_type.outputs.data)
     return not any(isinstance(t, TensorType) for t in types)
@@ -526,8 +490,8 @@ def add_workspace_argument(function: func.FuncOp, size: int) -> SSAValue:
     function.properties["function_type"] = FunctionType.from_lists(
         inputs, list(function.function_type.outputs.data)
     )
-    set_arg_attr(function, len(inputs) - 1, WORKSPACE_ATTR, UnitAttr())
-    function.attributes[WORKSPACE_BYTES_ATTR] = IntegerAttr(size, i64)
+    contract.WORKSPACE.set_arg(function, len(inputs) - 1)
+    contract.WORKSPACE_BYTES.set(function, size)
     return arena
 
 
@@ -599,8 +563,8 @@ def plan_function(
     rewrite_buffers(plan, workspace_arg)
     if workspace_arg and any(b.argument is None for b in plan.buffers):
         workspaces[function.sym_name.data] = plan.arena_bytes
-    for name, value in plan.attributes().items():
-        function.attributes[name] = IntegerAttr(value, i64)
+    for figure, value in plan.figures().items():
+        figure.set(function, value)
     return plan
 
 
@@ -624,10 +588,10 @@ class TessMemoryPlanPass(ModulePass):
         workspaces: dict[str, int] = {}
         for function in hosts_callees_first(op):
             name = function.sym_name.data
-            if PEAK_BYTES_ATTR in function.attributes:
-                size = function.attributes.get(WORKSPACE_BYTES_ATTR)
-                if isinstance(size, IntegerAttr):
-                    workspaces[name] = int(size.value.data)
+            if contract.PEAK_BYTES.has(function):
+                size = contract.WORKSPACE_BYTES.get(function)
+                if size is not None:
+                    workspaces[name] = size
                 continue
             donation = self.donation and name not in called
             plan = plan_function(function, op, donation, workspaces, self.workspace_arg)
@@ -636,14 +600,7 @@ class TessMemoryPlanPass(ModulePass):
 
 
 __all__ = [
-    "ALIASES_INPUT_ATTR",
     "ALIGNMENT",
-    "ARENA_BYTES_ATTR",
-    "DONATED_ATTR",
-    "PEAK_BYTES_ATTR",
-    "UNPLANNED_BYTES_ATTR",
-    "WORKSPACE_ATTR",
-    "WORKSPACE_BYTES_ATTR",
     "TessMemoryPlanPass",
     "memref_bytes",
 ]

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func
-from xdsl.dialects.builtin import ModuleOp, TensorType, UnitAttr
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
@@ -36,13 +36,12 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import SymbolTable
 from xdsl.utils.exceptions import PassFailedException
 
+from tessc.dialects import contract
 from tessc.dialects.kernel import GroupOp
-
-KERNEL_ATTR = "tess.kernel"
 
 
 def is_kernel(function: func.FuncOp) -> bool:
-    return KERNEL_ATTR in function.attributes
+    return contract.KERNEL.has(function)
 
 
 def captured_values(op: Operation) -> list[SSAValue]:
@@ -109,7 +108,7 @@ def outline(op: Operation, host: func.FuncOp, kernel_name: str) -> func.FuncOp:
         Region(block),
         visibility="private",
     )
-    kernel.attributes[KERNEL_ATTR] = UnitAttr()
+    contract.KERNEL.set(kernel)
     return kernel
 
 
@@ -154,4 +153,4 @@ class TessOutlineKernelsPass(ModulePass):
             Rewriter.insert_op(kernels, InsertPoint.after(host))
 
 
-__all__ = ["KERNEL_ATTR", "TessOutlineKernelsPass", "is_kernel"]
+__all__ = ["TessOutlineKernelsPass", "is_kernel"]

@@ -55,7 +55,7 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.traits import IsTerminator
 
-from tessc.lowering.outline_kernels import KERNEL_ATTR
+from tessc.dialects import contract
 
 MIN_BLOCK = 16
 
@@ -164,7 +164,7 @@ class ParallelColumns(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: scf.ForOp, rewriter: PatternRewriter) -> None:
         parent = op.parent_op()
-        if not isinstance(parent, func.FuncOp) or KERNEL_ATTR not in parent.attributes:
+        if not isinstance(parent, func.FuncOp) or not contract.KERNEL.has(parent):
             return
         nest = match_column_nest(op, self.block, self.min_blocks)
         if nest is not None:

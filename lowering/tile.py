@@ -77,7 +77,7 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, scf
-from xdsl.dialects.builtin import DenseArrayBase, IndexType, IntegerAttr, ModuleOp, i64
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -89,8 +89,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.traits import IsTerminator, is_side_effect_free
 from xdsl.utils.exceptions import PassFailedException
 
-TILE_SIZES_ATTR = "tess.tile_sizes"
-REGISTER_TILE_ATTR = "tess.register_tile"
+from tessc.dialects import contract
 
 DEFAULT_TILE_SIZES: tuple[int, int, int] = (64, 128, 256)
 """(TI, TK, TJ), measured with bench/bench_matmul.py on the 2-core AVX-512 machine."""
@@ -238,7 +237,7 @@ def rows_are_disjoint(op: scf.ParallelOp, i: SSAValue) -> bool:
 
 def match_row_kernel(op: scf.ParallelOp) -> RowKernel | None:
     """The row kernel rooted at `op`, if it holds a contraction to tile."""
-    if op.initVals or TILE_SIZES_ATTR in op.attributes:
+    if op.initVals or contract.TILE_SIZES.has(op):
         return None
     if not isinstance(op.parent_op(), func.FuncOp):
         return None  # only outermost loops
@@ -494,8 +493,8 @@ class RowKernelTiler:
         total = self.constant(math.prod(counts))
         parallel = scf.ParallelOp([self.constant(0)], [total], [self.constant(1)], Region(block))
         sizes = [ti, *(size for c in kernel.contractions for size in self.blocks[c])]
-        parallel.attributes[TILE_SIZES_ATTR] = DenseArrayBase.from_list(i64, sizes)
-        parallel.attributes[REGISTER_TILE_ATTR] = DenseArrayBase.from_list(i64, self.register_tile)
+        contract.TILE_SIZES.set(parallel, sizes)
+        contract.REGISTER_TILE.set(parallel, self.register_tile)
         return parallel
 
     def segment(self, e: Emitter, segment: RowSegment, i0: IndexValue, ni: Extent) -> None:
@@ -657,8 +656,6 @@ class TessTilePass(ModulePass):
 __all__ = [
     "DEFAULT_REGISTER_TILE",
     "DEFAULT_TILE_SIZES",
-    "REGISTER_TILE_ATTR",
-    "TILE_SIZES_ATTR",
     "Contraction",
     "RowKernel",
     "TessTilePass",

@@ -53,6 +53,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
+from tessc.dialects import contract
 from tessc.lowering.numba_ops import (
     BITCAST_INTRINSIC,
     RESERVED_NAMES,
@@ -62,12 +63,7 @@ from tessc.lowering.numba_ops import (
     memref_shape,
     python_identifier,
 )
-from tessc.lowering.to_numba import (
-    NUM_OUTPUTS_ATTR,
-    FunctionEmitter,
-    python_function_names,
-    signature_entry,
-)
+from tessc.lowering.to_numba import FunctionEmitter, python_function_names, signature_entry
 
 # Names the generated module defines (besides `to_numba`'s): no local may shadow them.
 CUDA_MODULE_NAMES = frozenset({"cuda", "config", "device_buffer", "TESSC_TARGET", "buffers"})
@@ -392,8 +388,7 @@ def _emit_module(module: ModuleOp) -> str:
     for fn in hosts:
         pyname = host_names[fn.sym_name.data]
         emitter = _CudaEmitter(fn, host_names, kernel_names)
-        attr = fn.attributes.get(NUM_OUTPUTS_ATTR)
-        num_outputs = int(attr.value.data) if isinstance(attr, IntegerAttr) else 0
+        num_outputs = contract.NUM_OUTPUTS.get(fn) or 0
         arg_names = emitter.argument_names(num_outputs)
         emitter.indent = 0
         emitter.emit_body(fn.body.block)

@@ -67,7 +67,6 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     ModuleOp,
-    StringAttr,
     TensorType,
     i64,
 )
@@ -85,10 +84,9 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.rewriter import InsertPoint
 
-from tessc.dialects import tess
+from tessc.dialects import contract, tess
 from tessc.dialects.tess import Shape, tensor_shape
 
-ORIGIN_ATTR = "tess.op"
 """Attribute naming the tess op a generic computes (for fusion reports and readers)."""
 
 # ---------------------------------------------------------------------------------------
@@ -186,7 +184,7 @@ def build_generic(
         [v.type for v in inits],
     )
     if origin is not None:
-        generic.attributes[ORIGIN_ATTR] = StringAttr(origin)
+        contract.ORIGIN.set(generic, origin)
     rewriter.insert(generic)
     return generic
 

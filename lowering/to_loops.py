@@ -94,11 +94,7 @@ from xdsl.rewriter import InsertPoint
 from xdsl.transforms.lower_affine import affine_expr_ops
 from xdsl.utils.exceptions import PassFailedException
 
-from tessc.lowering.outline_kernels import KERNEL_ATTR
-
-CHUNK_SIZE_ATTR = "tess.chunk_size"
-"""On a generic, copied to its outermost `scf.parallel`: run it in chunks of that many
-iterations (see `tess-fuse-horizontal` and codegen)."""
+from tessc.dialects import contract
 
 
 @dataclass(frozen=True)
@@ -404,10 +400,9 @@ def lower_structured_op(
     shapes = [v.type.get_shape() if isinstance(v.type, MemRefType) else () for v in op.operands]
     plan = plan_loop_nest(iterator_types, maps, shapes, num_inputs, ranges)
     induction, at = build_loop_nest(rewriter, plan, ranges, constant, at, bound)
-    chunk = op.attributes.get(CHUNK_SIZE_ATTR)
     loop = induction[plan.order[0]].owner.parent_op() if plan.num_parallel and not bound else None
-    if chunk is not None and isinstance(loop, scf.ParallelOp):
-        loop.attributes[CHUNK_SIZE_ATTR] = chunk
+    if isinstance(loop, scf.ParallelOp):
+        contract.CHUNK_SIZE.copy(op, loop)
 
     body = op.body.block
     for arg, operand, affine_map in zip(body.args, op.operands, maps, strict=True):
@@ -507,7 +502,7 @@ class FuseKernelNests(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, function: func.FuncOp, rewriter: PatternRewriter) -> None:
-        if KERNEL_ATTR not in function.attributes or not function.body.blocks:
+        if not contract.KERNEL.has(function) or not function.body.blocks:
             return
         for chain in kernel_chains(function.body.block):
             for op in chain.ops:

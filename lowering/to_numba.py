@@ -14,16 +14,14 @@ The output is a self-contained Python module:
   sequence of kernel launches (Python per kernel launch is the cost to remove); serial
   kernels are emitted into the host's body at their call (`# <kernel>` marks where),
   so Numba compiles one function instead of one per kernel;
-- a literal `TESSC_SIGNATURES` records the shapes and dtypes of each host function's inputs
-  and outputs (its trailing `tess.num_outputs` memref arguments), so the runtime never
-  reads IR. A host planned by `tess-memory-plan` with a workspace (function attribute
-  `tess.workspace_bytes = N`) takes one more, last argument: the byte arena its
-  intermediates live in, recorded as `"workspace_bytes": N` for the runtime to allocate
-  once and pass on every call; an out-param with `tess.aliases_input = k` is recorded in
-  `"output_aliases"` (the runtime passes input k's array as that output);
-- a host packed by `tess-fuse-horizontal` (function attribute `tess.arena_layout`) records
-  the caller's inputs and outputs in `"arenas"`: which host argument holds each, from which
-  element offset, so the runtime keeps the caller's calling convention;
+- a literal `TESSC_SIGNATURES` (its format is documented once, in
+  `tessc.runtime.signatures`; plain Python literals, `None` for "dynamic" and "not
+  packed") records each host function's inputs and outputs (its trailing
+  `tess.num_outputs` memref arguments), so the runtime never reads IR. From the pass
+  contract (`tessc.dialects.contract`) it copies `tess.workspace_bytes` (a planned host's
+  last argument, the byte arena of its intermediates) into `"workspace_bytes"`, each
+  out-param's `tess.aliases_input` into `"output_aliases"`, and `tess.arena_layout` (a
+  host packed by `tess-fuse-horizontal`) into `"arenas"`;
 - an `scf.parallel` with `tess.chunk_size = C` (a horizontally fused arena loop) becomes a
   `prange` over chunks of C iterations, each a unit-stride loop with a `uint64` index.
 
@@ -57,11 +55,12 @@ import math
 from collections.abc import Iterable, Sequence
 
 from xdsl.dialects import func, memref, scf
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, MemRefType, ModuleOp
+from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import Attribute, Block, Operation, SSAValue, Use
 from xdsl.traits import IsTerminator
 
 # Re-exported: `_EXPRESSIONS` and `_CMPF` for tests that evaluate the templates.
+from tessc.dialects import contract
 from tessc.lowering.numba_ops import _CMPF as _CMPF
 from tessc.lowering.numba_ops import _EXPRESSIONS as _EXPRESSIONS
 from tessc.lowering.numba_ops import (
@@ -85,13 +84,6 @@ parallel, 3.8 s serial) and a thread launch per call, which on a loaded machine 
 MLP step 10x its serial time; below ~2^18 iterations (~0.1 ms of vectorised work) the
 second thread cannot win that back."""
 PARALLEL_COLLAPSE_MIN = 64
-
-KERNEL_ATTR = "tess.kernel"
-NUM_OUTPUTS_ATTR = "tess.num_outputs"
-WORKSPACE_BYTES_ATTR = "tess.workspace_bytes"
-ALIASES_INPUT_ATTR = "tess.aliases_input"
-ARENA_LAYOUT_ATTR = "tess.arena_layout"
-CHUNK_SIZE_ATTR = "tess.chunk_size"
 
 
 def trip_count(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:
@@ -126,9 +118,9 @@ class FunctionEmitter(OpEmitter):
 
     def argument_names(self, num_outputs: int) -> list[str]:
         args = self.fn.body.block.args
-        is_kernel = KERNEL_ATTR in self.fn.attributes
+        is_kernel = contract.KERNEL.has(self.fn)
         # A planned host's workspace comes after its out-params.
-        end = len(args) - (not is_kernel and WORKSPACE_BYTES_ATTR in self.fn.attributes)
+        end = len(args) - (not is_kernel and contract.WORKSPACE_BYTES.has(self.fn))
         names: list[str] = []
         for k, arg in enumerate(args):
             if is_kernel:
@@ -268,11 +260,10 @@ class FunctionEmitter(OpEmitter):
         index non-negative, keeps its wraparound check and the loop does not vectorise
         (4x slower, measured). So the index may only index memrefs, not enter arithmetic.
         """
-        chunk = op.attributes.get(CHUNK_SIZE_ATTR)
-        if not isinstance(chunk, IntegerAttr) or len(dims) != 1:
+        size = contract.CHUNK_SIZE.get(op)
+        if size is None or len(dims) != 1:
             return False
         iv, lb, _, step, trips = dims[0]
-        size = int(chunk.value.data)
         if trips is None or not 0 < size < trips or constant_int(lb) != 0:
             return False
         if constant_int(step) != 1 or not all(_is_memref_index(use) for use in iv.uses):
@@ -386,26 +377,30 @@ def _has_parallel_loop(fn: func.FuncOp) -> bool:
     return any(isinstance(op, scf.ParallelOp) for op in fn.walk())
 
 
+def _shape_literal(shape: Sequence[int]) -> str:
+    """A shape in `TESSC_SIGNATURES`: `None` for a dynamic dimension."""
+    return tuple_literal([None if d < 0 else d for d in shape])
+
+
 def signature_entry(fn: func.FuncOp, pyname: str, arg_names: Sequence[str]) -> str | None:
     """The `TESSC_SIGNATURES` entry of a host function: memref args in, no results."""
     arg_types = fn.function_type.inputs.data
     if fn.function_type.outputs.data or not all(isinstance(t, MemRefType) for t in arg_types):
         return None
-    attr = fn.attributes.get(NUM_OUTPUTS_ATTR)
-    num_outputs = int(attr.value.data) if isinstance(attr, IntegerAttr) else 0
+    num_outputs = contract.NUM_OUTPUTS.get(fn) or 0
     specs = [
-        f'({tuple_literal(memref_shape(t))}, "{dtype_name(t.element_type)}")'
+        f'({_shape_literal(memref_shape(t))}, "{dtype_name(t.element_type)}")'
         for t in arg_types
         if isinstance(t, MemRefType)
     ]
     names = [f'"{n}"' for n in arg_names]
-    workspace = fn.attributes.get(WORKSPACE_BYTES_ATTR)
+    workspace = contract.WORKSPACE_BYTES.get(fn)
     extra = ""
-    if isinstance(workspace, IntegerAttr):
+    if workspace is not None:
         specs, names = specs[:-1], names[:-1]
-        extra += f'        "workspace_bytes": {int(workspace.value.data)},\n'
+        extra += f'        "workspace_bytes": {workspace},\n'
     split = len(specs) - num_outputs
-    aliases = [_aliased_input(fn, k) for k in range(split, len(specs))]
+    aliases = [contract.ALIASES_INPUT.get_arg(fn, k) for k in range(split, len(specs))]
     if any(a is not None for a in aliases):
         extra += f'        "output_aliases": [{", ".join(str(a) for a in aliases)}],\n'
     extra += _arena_layout_entry(fn, arg_types, split)
@@ -424,35 +419,29 @@ def signature_entry(fn: func.FuncOp, pyname: str, arg_names: Sequence[str]) -> s
 def _arena_layout_entry(fn: func.FuncOp, arg_types: Sequence[Attribute], split: int) -> str:
     """`"arenas"`: the caller's inputs and outputs when `tess-fuse-horizontal` packed some
     into arenas (`tess.arena_layout`): `(shape, dtype, host argument, element offset)` each,
-    offset -1 for an array passed as it is (see `tessc.runtime.executor`)."""
-    layout = fn.attributes.get(ARENA_LAYOUT_ATTR)
-    if not isinstance(layout, DictionaryAttr):
+    offset None for an array passed as it is (see `tessc.runtime.signatures`)."""
+    layout = contract.ARENA_LAYOUT.get(fn)
+    if layout is None:
         return ""
 
-    def entries(kind: str, base: int) -> str:
+    def entries(slots: Sequence[contract.ArenaSlot], base: int) -> str:
         items: list[str] = []
-        for entry in layout.data[kind].data:
-            host, offset, *shape = entry.get_values()
-            dtype = dtype_name(arg_types[base + host].element_type)
-            items.append(f'({tuple_literal(shape)}, "{dtype}", {host}, {offset})')
+        for slot in slots:
+            host_type = arg_types[base + slot.host]
+            assert isinstance(host_type, MemRefType)
+            dtype = dtype_name(host_type.element_type)
+            shape = _shape_literal(slot.shape)
+            items.append(f'({shape}, "{dtype}", {slot.host}, {slot.offset})')
         return ", ".join(items)
 
-    names = ", ".join(f'"{n.data}"' for n in layout.data["input_names"].data)
+    names = ", ".join(f'"{n}"' for n in layout.input_names)
     return (
         '        "arenas": {\n'
-        f'            "inputs": [{entries("inputs", 0)}],\n'
+        f'            "inputs": [{entries(layout.inputs, 0)}],\n'
         f'            "input_names": [{names}],\n'
-        f'            "outputs": [{entries("outputs", split)}],\n'
+        f'            "outputs": [{entries(layout.outputs, split)}],\n'
         "        },\n"
     )
-
-
-def _aliased_input(fn: func.FuncOp, index: int) -> int | None:
-    """The input whose array argument `index` (an out-param) reuses, if any."""
-    if fn.arg_attrs is None or index >= len(fn.arg_attrs.data):
-        return None
-    attr = fn.arg_attrs.data[index].data.get(ALIASES_INPUT_ATTR)
-    return int(attr.value.data) if isinstance(attr, IntegerAttr) else None
 
 
 def python_function_names(functions: Sequence[func.FuncOp]) -> dict[str, str]:
@@ -508,7 +497,7 @@ def _emit_module(
     called = {op.callee.root_reference.data for op in module.walk() if isinstance(op, func.CallOp)}
 
     parallel = {
-        fn.sym_name.data: KERNEL_ATTR in fn.attributes
+        fn.sym_name.data: contract.KERNEL.has(fn)
         and _has_parallel_loop(fn)
         and static_work(fn.body.block) >= parallel_threshold
         for fn in functions
@@ -521,7 +510,7 @@ def _emit_module(
         for fn in functions
         if inline_serial_kernels
         and fn.sym_name.data in called
-        and KERNEL_ATTR in fn.attributes
+        and contract.KERNEL.has(fn)
         and not parallel[fn.sym_name.data]
         and not fn.function_type.outputs.data
     }
@@ -530,12 +519,11 @@ def _emit_module(
     uses_math = uses_prange = uses_bitcast = False
     for fn in functions:
         pyname = function_names[fn.sym_name.data]
-        is_kernel = KERNEL_ATTR in fn.attributes
+        is_kernel = contract.KERNEL.has(fn)
         if fn.sym_name.data in inlined:
             continue
         emitter = FunctionEmitter(fn, function_names, parallel[fn.sym_name.data], inlined)
-        attr = fn.attributes.get(NUM_OUTPUTS_ATTR)
-        num_outputs = int(attr.value.data) if isinstance(attr, IntegerAttr) else 0
+        num_outputs = contract.NUM_OUTPUTS.get(fn) or 0
         arg_names = emitter.argument_names(0 if is_kernel else num_outputs)
         emitter.indent = 0
         emitter.emit_body(fn.body.block)

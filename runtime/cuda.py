@@ -3,7 +3,7 @@
 on device arrays.
 
 A module that `tessc.lowering.to_cuda` generated says `TESSC_TARGET = "cuda"` and carries
-the same `TESSC_SIGNATURES` as a CPU module (see `tessc.runtime.executor`). Its host
+the same `TESSC_SIGNATURES` as a CPU module (format: `tessc.runtime.signatures`). Its host
 functions are plain Python on device arrays: they take the inputs, one device array per
 output, the device workspace (when `"workspace_bytes"` is set) and last `buffers`, a dict
 in which the host keeps its intermediate device buffers. So:
@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from tessc.runtime.cache import CompileStats, numba_compile_stats
-from tessc.runtime.executor import NOT_PACKED, ArenaSlot, ArraySpec, _format_shape, _slots, _specs
+from tessc.runtime.signatures import ArenaSlot, ArraySpec, format_shape, read_signature
 
 
 def _cuda() -> Any:
@@ -116,32 +116,22 @@ class CudaExecutable:
     """
 
     def __init__(self, module: types.ModuleType, entry: str):
-        signatures = getattr(module, "TESSC_SIGNATURES", None)
-        if not isinstance(signatures, dict):
-            raise ValueError(f"module {module.__name__} has no TESSC_SIGNATURES")
-        if entry not in signatures:
-            known = ", ".join(sorted(signatures)) or "none"
-            raise ValueError(f"no entry function '{entry}' (the module defines: {known})")
-        signature = signatures[entry]
+        signature = read_signature(module, entry)
         self.module = module
         self.entry = entry
-        self.function = getattr(module, signature.get("function", entry))
-        self.host_inputs = _specs(signature, "inputs")
-        self.host_outputs = _specs(signature, "outputs")
+        self.function = getattr(module, signature.function)
+        self.host_inputs = signature.inputs
+        self.host_outputs = signature.outputs
         if any(None in spec.shape for spec in self.host_outputs):
             raise ValueError(f"'{entry}' has outputs of dynamic shape, which cannot be allocated")
         self.inputs, self.outputs = self.host_inputs, self.host_outputs
-        self.input_slots: tuple[ArenaSlot, ...] = ()
-        self.output_slots: tuple[ArenaSlot, ...] = ()
-        arenas = signature.get("arenas")
-        if arenas is not None:
-            self.input_slots = _slots(arenas, "inputs")
-            self.output_slots = _slots(arenas, "outputs")
+        self.input_slots: tuple[ArenaSlot, ...] = signature.arena_inputs
+        self.output_slots: tuple[ArenaSlot, ...] = signature.arena_outputs
+        if self.input_slots or self.output_slots:
             self.inputs = tuple(slot.spec for slot in self.input_slots)
             self.outputs = tuple(slot.spec for slot in self.output_slots)
-        self.workspace_bytes = int(signature.get("workspace_bytes", 0))
-        aliases = signature.get("output_aliases") or [None] * len(self.host_outputs)
-        self.output_aliases: tuple[int | None, ...] = tuple(aliases)
+        self.workspace_bytes = signature.workspace_bytes
+        self.output_aliases = signature.output_aliases
         self._per_thread = threading.local()
 
     # -- program state ------------------------------------------------------------------
@@ -171,7 +161,7 @@ class CudaExecutable:
             want is not None and want != got for want, got in zip(spec.shape, shape, strict=True)
         ):
             raise ValueError(
-                f"{where} has shape {_format_shape(shape)}, expected {spec.shape_text()}"
+                f"{where} has shape {format_shape(shape)}, expected {spec.shape_text()}"
             )
 
     def to_device(self, spec: ArraySpec, where: str, arg: object) -> tuple[Any, bool]:
@@ -203,7 +193,7 @@ class CudaExecutable:
         host: list[Any] = [None] * len(self.host_inputs)
         members: dict[int, list[int]] = {}
         for k, slot in enumerate(self.input_slots):
-            if slot.offset == NOT_PACKED:
+            if slot.offset is None:
                 host[slot.host], on_device = self.to_device(slot.spec, self._where(k), args[k])
                 device |= on_device
             else:
@@ -272,7 +262,7 @@ class CudaExecutable:
         results: list[Any] = []
         for slot in self.output_slots:
             arena = outputs[slot.host]
-            if slot.offset == NOT_PACKED:
+            if slot.offset is None:
                 results.append(arena)
                 continue
             view = arena[slot.offset : slot.offset + slot.size].reshape(slot.spec.shape)

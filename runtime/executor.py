@@ -1,33 +1,29 @@
 """
 `Executable`: a compiled tessc program, callable on NumPy arrays.
 
-A module made by `tessc.runtime.cache.load_source` carries `TESSC_SIGNATURES`, the shapes
-and dtypes of each host function's inputs and outputs (written by codegen, so the runtime
-never reads IR). The host function takes its inputs followed by one preallocated buffer per
-output (destination-passing style) and returns nothing; `Executable` checks the inputs
-against the signature, makes them C-contiguous (the compiled code assumes row-major
-layout, and one memory layout means one Numba specialisation), allocates fresh outputs,
-calls the host, and returns the outputs as a tuple.
+A module made by `tessc.runtime.cache.load_source` carries `TESSC_SIGNATURES` (written by
+codegen, so the runtime never reads IR; its format is `tessc.runtime.signatures`): the
+shapes and dtypes of each host function's inputs and outputs. The host function takes its
+inputs followed by one preallocated buffer per output (destination-passing style) and
+returns nothing; `Executable` checks the inputs against the signature, makes them
+C-contiguous (the compiled code assumes row-major layout, and one memory layout means one
+Numba specialisation), allocates fresh outputs, calls the host, and returns the outputs as
+a tuple.
 
-Two optional signature entries come from `tess-memory-plan`:
-
-- `"workspace_bytes": N`: the host takes one more, last argument, a byte arena holding all
-  its intermediates. It is allocated once per `Executable` and thread (64-byte aligned)
-  and reused by every call, so a call allocates nothing but its outputs.
-- `"output_aliases": [k or None, ...]`: output j is computed in place in input k's array
-  (a donated input, e.g. a parameter an optimizer step overwrites), which is then
-  returned as that output. When input k's array is read-only or shares memory with
-  another input, it is copied first, so donation never changes a result.
-
-One comes from `tess-fuse-horizontal`: `"arenas"` when the host takes some inputs packed
-into 1-D arenas and returns some outputs packed the same way. It lists the caller's inputs
-and outputs, each `(shape, dtype, host argument, element offset)` (offset -1: passed as
-is), and `Executable` keeps the caller's convention — separate arrays in, separate arrays
-out. The arrays packed into one arena are passed without a copy when they are already views
-of one buffer at their offsets (as `tessc.arena` makes them; checked by data pointer, and
-remembered for the same array objects), else copied into a new arena. Each output is a view
-of its output arena; when that arena is a donated input arena the caller passed without a
-copy, the outputs are the caller's own arrays, updated in place.
+- A host with `"workspace_bytes"` (from `tess-memory-plan`) gets its byte arena,
+  allocated once per `Executable` and thread (64-byte aligned) and reused by every call,
+  so a call allocates nothing but its outputs.
+- For `"output_aliases"` (donated inputs, e.g. a parameter an optimizer step overwrites),
+  output j is computed in input k's array, which is then returned as that output. When
+  input k's array is read-only or shares memory with another input, it is copied first,
+  so donation never changes a result.
+- For `"arenas"` (from `tess-fuse-horizontal`), `Executable` keeps the caller's
+  convention — separate arrays in, separate arrays out. The arrays packed into one arena
+  are passed without a copy when they are already views of one buffer at their offsets (as
+  `tessc.arena` makes them; checked by data pointer, and remembered for the same array
+  objects), else copied into a new arena. Each output is a view of its output arena; when
+  that arena is a donated input arena the caller passed without a copy, the outputs are
+  the caller's own arrays, updated in place.
 """
 
 from __future__ import annotations
@@ -36,70 +32,11 @@ import operator
 import threading
 import types
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from tessc.runtime.cache import CompileStats, numba_compile_stats
-
-
-@dataclass(frozen=True)
-class ArraySpec:
-    """Shape and dtype of one argument; `None` in a shape is a dynamic dimension."""
-
-    name: str
-    shape: tuple[int | None, ...]
-    dtype: np.dtype
-
-    def shape_text(self) -> str:
-        return _format_shape(self.shape)
-
-    def describe(self) -> str:
-        return f"{self.shape_text()} {self.dtype.name}"
-
-
-def _format_shape(shape: Sequence[int | None]) -> str:
-    """`(3,4)` — the notation of tessc's shape diagnostics; `?` for a dynamic dim."""
-    return "(" + ",".join("?" if d is None else str(d) for d in shape) + ")"
-
-
-def _specs(entry: dict, kind: str) -> tuple[ArraySpec, ...]:
-    """The `ArraySpec`s of `entry[kind]` (`kind` is "inputs" or "outputs")."""
-    singular = kind[:-1]
-    specs = entry[kind]
-    names = entry.get(f"{singular}_names") or [f"{singular}{k}" for k in range(len(specs))]
-    return tuple(
-        ArraySpec(name, tuple(None if d is None or d < 0 else d for d in shape), np.dtype(dtype))
-        for name, (shape, dtype) in zip(names, specs, strict=True)
-    )
-
-
-@dataclass(frozen=True)
-class ArenaSlot:
-    """Where one of the caller's arrays lives in the host call: argument `host`, from
-    element `offset` (`NOT_PACKED`: the argument is the array itself)."""
-
-    spec: ArraySpec
-    host: int
-    offset: int
-
-    @property
-    def size(self) -> int:
-        size = 1
-        for d in self.spec.shape:
-            size *= d or 0
-        return size
-
-
-NOT_PACKED = -1
-
-
-def _slots(entry: dict, kind: str) -> tuple[ArenaSlot, ...]:
-    names = entry.get(f"{kind[:-1]}_names") or [f"{kind[:-1]}{k}" for k in range(len(entry[kind]))]
-    return tuple(
-        ArenaSlot(ArraySpec(name, tuple(shape), np.dtype(dtype)), host, offset)
-        for name, (shape, dtype, host, offset) in zip(names, entry[kind], strict=True)
-    )
+from tessc.runtime.signatures import ArenaSlot, ArraySpec, format_shape, read_signature
 
 
 def arena_of(arrays: Sequence[np.ndarray], offsets: Sequence[int], size: int) -> np.ndarray | None:
@@ -127,39 +64,27 @@ class Executable:
     """
 
     def __init__(self, module: types.ModuleType, entry: str):
-        signatures = getattr(module, "TESSC_SIGNATURES", None)
-        if not isinstance(signatures, dict):
-            raise ValueError(f"module {module.__name__} has no TESSC_SIGNATURES")
-        if entry not in signatures:
-            known = ", ".join(sorted(signatures)) or "none"
-            raise ValueError(f"no entry function '{entry}' (the module defines: {known})")
-        signature = signatures[entry]
+        signature = read_signature(module, entry)
         self.module = module
         self.entry = entry
-        self.host_inputs = _specs(signature, "inputs")
-        self.host_outputs = _specs(signature, "outputs")
+        self.host_inputs = signature.inputs
+        self.host_outputs = signature.outputs
+        self.input_slots: tuple[ArenaSlot, ...] = signature.arena_inputs
+        self.output_slots: tuple[ArenaSlot, ...] = signature.arena_outputs
         self.inputs, self.outputs = self.host_inputs, self.host_outputs
-        arenas = signature.get("arenas")
-        self.input_slots: tuple[ArenaSlot, ...] = ()
-        self.output_slots: tuple[ArenaSlot, ...] = ()
-        if arenas is not None:
-            self.input_slots, self.output_slots = (
-                _slots(arenas, "inputs"),
-                _slots(arenas, "outputs"),
-            )
+        if self.input_slots or self.output_slots:
             self.inputs = tuple(slot.spec for slot in self.input_slots)
             self.outputs = tuple(slot.spec for slot in self.output_slots)
         self._members: dict[int, list[int]] = {}
         for k, slot in enumerate(self.input_slots):
-            if slot.offset != NOT_PACKED:
+            if slot.offset is not None:
                 self._members.setdefault(slot.host, []).append(k)
         self._zero_copy: dict[int, tuple[tuple[object, ...], np.ndarray]] = {}
         if any(None in spec.shape for spec in self.host_outputs):
             raise ValueError(f"'{entry}' has outputs of dynamic shape, which cannot be allocated")
-        self.function = getattr(module, signature.get("function", entry))
-        self.workspace_bytes = int(signature.get("workspace_bytes", 0))
-        aliases = signature.get("output_aliases") or [None] * len(self.host_outputs)
-        self.output_aliases: tuple[int | None, ...] = tuple(aliases)
+        self.function = getattr(module, signature.function)
+        self.workspace_bytes = signature.workspace_bytes
+        self.output_aliases = signature.output_aliases
         self._per_thread = threading.local()
         self._same_as_input = [self._input_in_place(slot) for slot in self.output_slots]
         # (shape, dtype) of every caller input when none has a dynamic dimension: then one
@@ -172,7 +97,7 @@ class Executable:
         """The caller input that output `output` is (when its arena is that input's
         donated arena, passed without a copy): same arena, offset and shape."""
         alias = self.output_aliases[output.host]
-        if output.offset == NOT_PACKED or alias is None:
+        if output.offset is None or alias is None:
             return None
         for k in self._members.get(alias, []):
             slot = self.input_slots[k]
@@ -215,7 +140,7 @@ class Executable:
         )
         if not matches:
             raise ValueError(
-                f"{where} has shape {_format_shape(array.shape)}, expected {spec.shape_text()}"
+                f"{where} has shape {format_shape(array.shape)}, expected {spec.shape_text()}"
             )
         if not array.flags.c_contiguous:
             array = array.copy(order="C")
@@ -228,7 +153,7 @@ class Executable:
             raise ValueError(f"'{self.entry}' takes {len(self.inputs)} inputs, got {len(args)}")
         host: list[np.ndarray | None] = [None] * len(self.host_inputs)
         for k, slot in enumerate(self.input_slots):
-            if slot.offset == NOT_PACKED:
+            if slot.offset is None:
                 host[slot.host] = self.check_input(k, args[k])
         zero_copy: dict[int, np.ndarray] = {}
         for h, members in self._members.items():
@@ -283,7 +208,7 @@ class Executable:
         results: list[np.ndarray] = []
         for slot, k in zip(self.output_slots, self._same_as_input, strict=True):
             arena = outputs[slot.host]
-            if slot.offset == NOT_PACKED:
+            if slot.offset is None:
                 results.append(arena)
             elif k is not None and in_place[slot.host]:
                 results.append(args[k])  # type: ignore[arg-type]

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from xdsl.dialects import func, scf
-from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir import SSAValue
 from xdsl.ir.affine import AffineMap
@@ -26,14 +26,10 @@ from xdsl.utils.exceptions import VerifyException
 
 from tessc.compiler import compile_module, lower_module, print_module
 from tessc.context import make_context
+from tessc.dialects import contract
 from tessc.dialects.builder import TessBuilder, build_function, build_module
 from tessc.dialects.kernel import GroupOp
-from tessc.lowering.fuse_epilogue import (
-    GROUP_REFUSED_ATTR,
-    GROUPED_ATTR,
-    IN_PLACE_ATTR,
-    TessFuseEpiloguePass,
-)
+from tessc.lowering.fuse_epilogue import TessFuseEpiloguePass
 from tessc.lowering.outline_kernels import is_kernel
 from tessc.lowering.to_loops import (
     Access,
@@ -303,8 +299,7 @@ def test_kernel_counts() -> None:
 
 
 def group_labels(module: ModuleOp) -> list[list[str]]:
-    labels = [g.attributes[GROUPED_ATTR] for g in groups(module)]
-    return [[a.data for a in attr] for attr in labels if isinstance(attr, ArrayAttr)]
+    return [labels for g in groups(module) if (labels := contract.GROUPED.get(g)) is not None]
 
 
 def test_groups_of_an_mlp() -> None:
@@ -322,8 +317,8 @@ def test_groups_of_an_mlp() -> None:
         softmax_ops[:3],
         softmax_ops[3:],
     ]
-    refused = [op for op in module.walk() if GROUP_REFUSED_ATTR in op.attributes]
-    assert [str(op.attributes[GROUP_REFUSED_ATTR]) for op in refused] == [
+    refused = [op for op in module.walk() if contract.GROUP_REFUSED.has(op)]
+    assert [str(op.attributes[contract.GROUP_REFUSED.name]) for op in refused] == [
         '"not grouped with tess.matmul: a further matmul (chain-reductions=false)"',
         '"not grouped with tess.matmul: a further reduction (chain-reductions=false)"',
         '"not grouped with tess.reduce_max: a further reduction (chain-reductions=false)"',
@@ -336,9 +331,9 @@ def test_softmax_over_the_leading_dim_shares_no_rows() -> None:
     module = grouped(softmax((5, 9), 0), report=True)
     assert groups(module) == []
     reasons = [
-        op.attributes[GROUP_REFUSED_ATTR]
+        op.attributes[contract.GROUP_REFUSED.name]
         for op in module.walk()
-        if isinstance(op, GenericOp) and GROUP_REFUSED_ATTR in op.attributes
+        if isinstance(op, GenericOp) and contract.GROUP_REFUSED.has(op)
     ]
     assert reasons and all(
         isinstance(r, StringAttr) and "has parallel loops" in r.data for r in reasons
@@ -352,7 +347,7 @@ def test_consumer_reading_other_rows_is_refused() -> None:
 
     module = grouped(module_of("sym", [(4, 6), (6, 4)], body), report=True)
     assert group_labels(module) == [["linalg.fill", "tess.matmul"]]
-    (refused,) = [op for op in module.walk() if GROUP_REFUSED_ATTR in op.attributes]
+    (refused,) = [op for op in module.walk() if contract.GROUP_REFUSED.has(op)]
     assert "shares 0 of the group's 1 outer parallel loops" in str(refused.attributes)
 
 
@@ -395,7 +390,7 @@ def test_epilogue_overwrites_the_matmul_result_in_place() -> None:
     labels = group_labels(grouped(module, report=True))
     assert labels == [["linalg.fill", "tess.matmul", "tess.relu"]]
     (group,) = groups(grouped(module, report=True))
-    assert str(group.attributes[IN_PLACE_ATTR]) == '["tess.relu"]'
+    assert contract.IN_PLACE.get(group) == ["tess.relu"]
 
 
 def test_no_in_place_when_the_input_is_read_elsewhere() -> None:
@@ -405,7 +400,7 @@ def test_no_in_place_when_the_input_is_read_elsewhere() -> None:
 
     module = module_of("both", [(4, 6), (6, 5), (5,)], body)
     (group,) = groups(grouped(module, report=True))
-    assert IN_PLACE_ATTR not in group.attributes
+    assert not contract.IN_PLACE.has(group)
     assert len(group.res) == 2
     check(module)
 

@@ -12,19 +12,14 @@ from typing import Any
 import numpy as np
 import pytest
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr, UnitAttr
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, UnitAttr
 from xdsl.dialects.linalg.ops import GenericOp
 
 import tessc
 from tessc.compiler import compile_module, lower_module
 from tessc.context import make_context
-from tessc.lowering.fuse_horizontal import (
-    LAYOUT_ATTR,
-    MEMBERS_ATTR,
-    REFUSED_ATTR,
-    TessFuseHorizontalPass,
-    elementwise_refusal,
-)
+from tessc.dialects import contract
+from tessc.lowering.fuse_horizontal import TessFuseHorizontalPass, elementwise_refusal
 from tessc.pipelines import get_pipeline, run_passes
 from tessc.reference import interpret, parse_module
 from tessc.runtime.executor import arena_of
@@ -343,9 +338,9 @@ def horizontal(text: str, **options: Any) -> ModuleOp:
 
 def refusals(module: ModuleOp) -> list[str]:
     return [
-        op.attributes[REFUSED_ATTR].data
+        reason
         for op in module.walk()
-        if isinstance(op, GenericOp) and isinstance(op.attributes.get(REFUSED_ATTR), StringAttr)
+        if isinstance(op, GenericOp) and (reason := contract.HORIZONTAL_REFUSED.get(op)) is not None
     ]
 
 
@@ -354,7 +349,7 @@ def test_a_dependency_is_refused_and_results_still_match() -> None:
     reasons = refusals(module)
     assert any("operand 1 is computed" in r and "must not depend" in r for r in reasons)
     (function,) = module.ops
-    assert LAYOUT_ATTR not in function.attributes  # the other mul/sub pairs are not updates
+    assert not contract.ARENA_LAYOUT.has(function)  # the other mul/sub pairs are not updates
     source = parse_module(DEPENDENT)
     args = [scalar(0.5), *arrays([(4,)] * 3, 7)]
     program = compile_module(source, "f")
@@ -389,7 +384,7 @@ def test_groups_are_reported_and_the_pass_is_idempotent() -> None:
     run_passes(module, "tess-to-linalg,tess-fuse")
     TessFuseHorizontalPass(report=True).apply(make_context(), module)
     (generic,) = [op for op in module.walk() if isinstance(op, GenericOp)]
-    assert generic.attributes[MEMBERS_ATTR].value.data == 3
+    assert contract.HORIZONTAL_MEMBERS.get(generic) == 3
     text = str(module)
     TessFuseHorizontalPass(report=True).apply(make_context(), module)
     assert str(module) == text
@@ -405,4 +400,4 @@ def test_donated_only_leaves_undonated_updates_apart() -> None:
     donate(module, ("params",))
     TessFuseHorizontalPass(report=True, donated_only=True).apply(make_context(), module)
     (function,) = module.ops
-    assert LAYOUT_ATTR in function.attributes
+    assert contract.ARENA_LAYOUT.has(function)

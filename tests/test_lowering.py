@@ -47,9 +47,9 @@ from xdsl.parser import Parser
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.context import make_context
-from tessc.dialects import tess
-from tessc.lowering.bufferize import NUM_OUTPUTS_ATTR, TessBufferizePass
-from tessc.lowering.outline_kernels import KERNEL_ATTR, TessOutlineKernelsPass
+from tessc.dialects import contract, tess
+from tessc.lowering.bufferize import TessBufferizePass
+from tessc.lowering.outline_kernels import TessOutlineKernelsPass
 from tessc.lowering.to_linalg import TessToLinalgPass, reassociation
 from tessc.lowering.to_loops import TessLinalgToLoopsPass, plan_loop_nest
 from tessc.passes import load_pass
@@ -176,7 +176,7 @@ def to_shaped(array: np.ndarray) -> ShapedArray[float]:
 def run_loops(module: ModuleOp, entry: str, args: Sequence[np.ndarray]) -> tuple[np.ndarray, ...]:
     """Run a bufferized host with the interpreter; return its out-params as arrays."""
     host = find_func(module, entry)
-    num_outputs = host.attributes[NUM_OUTPUTS_ATTR].value.data
+    num_outputs = contract.NUM_OUTPUTS.get(host) or 0
     out_types = host.function_type.inputs.data[len(host.function_type.inputs) - num_outputs :]
     outs: list[np.ndarray] = []
     for typ in out_types:
@@ -251,7 +251,7 @@ def check_level(module: ModuleOp, level: str) -> None:
         return
     for function in module.ops:
         assert isinstance(function, func.FuncOp)
-        if KERNEL_ATTR in function.attributes:
+        if contract.KERNEL.has(function):
             assert function.sym_visibility is not None
             assert function.sym_visibility.data == "private"
         else:
@@ -520,7 +520,7 @@ def generics_of(module: ModuleOp) -> list[Operation]:
 def test_bufferize_writes_results_into_out_params_without_copies() -> None:
     buffers = lower(parse(PROGRAMS["elementwise_broadcast"]), "buffers")
     host = find_func(buffers, "main")
-    assert host.attributes[NUM_OUTPUTS_ATTR].value.data == 1
+    assert contract.NUM_OUTPUTS.get(host) == 1
     assert [str(t) for t in host.function_type.inputs.data][-1] == "memref<3x4x5xf32>"
     assert not host.function_type.outputs.data
     assert not [op for op in host.walk() if isinstance(op, memref.CopyOp)]

@@ -24,7 +24,8 @@ from xdsl.utils.exceptions import PassFailedException
 
 from tessc.compiler import print_module
 from tessc.context import make_context
-from tessc.lowering.tile import REGISTER_TILE_ATTR, TILE_SIZES_ATTR, TessTilePass
+from tessc.dialects import contract
+from tessc.lowering.tile import TessTilePass
 from tessc.lowering.to_numba import emit_numba
 from tessc.pipelines import get_pipeline, run_passes
 from tessc.reference import interpret
@@ -289,14 +290,14 @@ def test_two_outputs_at_loop_level() -> None:
 
 def tiled_loops(module: ModuleOp) -> list[scf.ParallelOp]:
     return [
-        op
-        for op in module.walk()
-        if isinstance(op, scf.ParallelOp) and TILE_SIZES_ATTR in op.attributes
+        op for op in module.walk() if isinstance(op, scf.ParallelOp) and contract.TILE_SIZES.has(op)
     ]
 
 
-def attribute_values(op: scf.ParallelOp, name: str) -> tuple[int, ...]:
-    return tuple(op.attributes[name].iter_values())  # type: ignore[attr-defined]
+def attribute_values(op: scf.ParallelOp, attr: contract.IntArray) -> tuple[int, ...]:
+    values = attr.get(op)
+    assert values is not None
+    return values
 
 
 @pytest.mark.parametrize(
@@ -321,8 +322,8 @@ def test_tile_sizes_chosen(
 ) -> None:
     (loop,) = tiled_loops(lowered(parse(matmul(lhs, rhs)), tile))
     assert (
-        attribute_values(loop, TILE_SIZES_ATTR),
-        attribute_values(loop, REGISTER_TILE_ATTR),
+        attribute_values(loop, contract.TILE_SIZES),
+        attribute_values(loop, contract.REGISTER_TILE),
     ) == expected
 
 
@@ -351,7 +352,7 @@ def test_grouped_kernel_runs_each_member_over_the_block() -> None:
         op.body.block.args[0].name_hint for op in loop.body.block.ops if isinstance(op, scf.ForOp)
     ]
     assert [hint.split("_")[0] for hint in top if hint] == ["ii", "kb", "ii", "kb"]
-    assert attribute_values(loop, TILE_SIZES_ATTR) == (2, 4, 4, 4, 4)
+    assert attribute_values(loop, contract.TILE_SIZES) == (2, 4, 4, 4, 4)
 
 
 def test_generated_point_loops_count_from_zero() -> None:

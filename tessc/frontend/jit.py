@@ -34,9 +34,10 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import numpy as np
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, UnitAttr
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp
 
 from tessc import timing
+from tessc.dialects import contract
 from tessc.dialects.builder import finish_function
 from tessc.frontend.tracer import Tensor, Trace
 from tessc.runtime.cuda import is_device_array
@@ -122,7 +123,6 @@ def _symbol_name(fn: Callable) -> str:
     return name if name and not name[0].isdigit() else f"f{name}"
 
 
-DONATED_ATTR = "tess.donated"
 """The func-argument attribute of a donated input (`tessc.lowering.memory_plan`)."""
 
 
@@ -247,10 +247,7 @@ def trace_signature(fn: Callable, signature: Signature, names: Sequence[str]) ->
         # Captured constants follow the user's arrays; they are never donated.
         donated = set(signature.donated)
         function.properties["arg_attrs"] = ArrayAttr(
-            [
-                DictionaryAttr({DONATED_ATTR: UnitAttr()} if k in donated else {})
-                for k in range(len(function.body.block.args))
-            ]
+            [contract.DONATED.dict(k in donated) for k in range(len(function.body.block.args))]
         )
     module = ModuleOp([function])
     module.verify()

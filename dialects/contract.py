@@ -1,0 +1,419 @@
+"""
+The pass contract: every `tess.*` attribute one pass writes and another reads, declared once.
+
+MLIR lets a dialect own *discardable* attributes — `tess.kernel` on a `func.func`,
+`tess.chunk_size` on a `linalg.generic` — that any op may carry and that passes use to hand
+facts down the pipeline. They are the joints between passes: a pass writes one, a later pass
+(or codegen, which turns it into `TESSC_SIGNATURES` for the runtime) reads it. This module is
+the only place that spells their names. Each is a typed declaration with accessors,
+
+    KERNEL.has(fn) / KERNEL.set(fn)               # a unit attribute (a flag)
+    NUM_OUTPUTS.get(fn) -> int | None             # typed value; None when absent
+    NUM_OUTPUTS.set(fn, 2)                        # writes `tess.num_outputs = 2 : i64`
+    DONATED.has_arg(fn, k) / ALIASES_INPUT.get_arg(fn, k)   # on argument k (`arg_attrs`)
+
+and a docstring saying who writes it and who reads it. Attributes on function arguments
+(`arg_attrs`) are `ArgUnit`/`ArgInt`; everything else lives in `op.attributes`. Setting an
+attribute writes exactly the attribute the passes wrote before this module existed (an
+`i64` `IntegerAttr`, a `DenseArrayBase` of `i64`, ...), so the printed IR is unchanged.
+
+Two groups:
+
+- the contract proper (`tess.kernel`, `tess.num_outputs`, `tess.donated`,
+  `tess.aliases_input`, `tess.workspace`, `tess.workspace_bytes`, `tess.chunk_size`,
+  `tess.arena_layout`, `tess.op`, `tess.tile_sizes`, ...): facts later passes rely on;
+- decision reports (`tess.fused`, `tess.fusion_refused`, `tess.grouped`, the memory plan's
+  byte counts, ...): written under a pass's `report` option (or always, for the memory
+  plan's figures) for FileCheck tests, benchmarks and readers; a few are read back (a
+  re-run of `tess-memory-plan` skips a host with `tess.peak_bytes`).
+
+`tess.arena_layout` has a structured value, `ArenaLayout`. Codegen copies it into
+`TESSC_SIGNATURES` (documented in `tessc.runtime.signatures`, the runtime's side of the
+contract: the runtime imports nothing from here, so the generated module is plain Python
+literals, with `None` where this IR encoding uses `NOT_PACKED`).
+
+Only xDSL is imported: `dialects/` sits below every pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseArrayBase,
+    DictionaryAttr,
+    IntegerAttr,
+    StringAttr,
+    UnitAttr,
+    i64,
+)
+from xdsl.ir import Attribute, Operation
+
+# ---------------------------------------------------------------------------------------
+# Kinds of declarations
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Discardable:
+    """A discardable attribute `name` in an op's `attributes`."""
+
+    name: str
+
+    def has(self, op: Operation) -> bool:
+        return self.name in op.attributes
+
+    def raw(self, op: Operation) -> Attribute | None:
+        return op.attributes.get(self.name)
+
+    def copy(self, source: Operation, target: Operation) -> None:
+        """Give `target` the attribute `source` carries, if it carries one."""
+        if (attr := source.attributes.get(self.name)) is not None:
+            target.attributes[self.name] = attr
+
+
+@dataclass(frozen=True)
+class Unit(_Discardable):
+    """A flag: present (`{tess.kernel}`) or not."""
+
+    def set(self, op: Operation) -> None:
+        op.attributes[self.name] = UnitAttr()
+
+
+@dataclass(frozen=True)
+class Int(_Discardable):
+    """An integer, written as `i64`."""
+
+    def get(self, op: Operation) -> int | None:
+        attr = op.attributes.get(self.name)
+        return int(attr.value.data) if isinstance(attr, IntegerAttr) else None
+
+    def set(self, op: Operation, value: int) -> None:
+        op.attributes[self.name] = IntegerAttr(value, i64)
+
+
+@dataclass(frozen=True)
+class Str(_Discardable):
+    """A string."""
+
+    def get(self, op: Operation) -> str | None:
+        attr = op.attributes.get(self.name)
+        return attr.data if isinstance(attr, StringAttr) else None
+
+    def set(self, op: Operation, value: str) -> None:
+        op.attributes[self.name] = StringAttr(value)
+
+
+@dataclass(frozen=True)
+class StrList(_Discardable):
+    """A list of strings (`["tess.mul", "tess.add"]`)."""
+
+    def get(self, op: Operation) -> list[str] | None:
+        attr = op.attributes.get(self.name)
+        if not isinstance(attr, ArrayAttr):
+            return None
+        return [a.data for a in attr if isinstance(a, StringAttr)]
+
+    def set(self, op: Operation, values: Sequence[str]) -> None:
+        op.attributes[self.name] = ArrayAttr([StringAttr(v) for v in values])
+
+
+@dataclass(frozen=True)
+class IntArray(_Discardable):
+    """A list of integers, written as `array<i64: ...>`."""
+
+    def get(self, op: Operation) -> tuple[int, ...] | None:
+        attr = op.attributes.get(self.name)
+        if not isinstance(attr, DenseArrayBase):
+            return None
+        return tuple(int(v) for v in attr.get_values())
+
+    def set(self, op: Operation, values: Sequence[int]) -> None:
+        op.attributes[self.name] = DenseArrayBase.from_list(i64, list(values))
+
+
+def _arg_attrs(function: func.FuncOp, index: int) -> DictionaryAttr:
+    attrs = function.arg_attrs
+    if attrs is None or index >= len(attrs.data):
+        return DictionaryAttr({})
+    return attrs.data[index]
+
+
+def _set_arg_attr(function: func.FuncOp, index: int, name: str, value: Attribute) -> None:
+    count = len(function.function_type.inputs.data)
+    old = list(function.arg_attrs.data) if function.arg_attrs is not None else []
+    old += [DictionaryAttr({})] * (count - len(old))
+    old[index] = DictionaryAttr({**old[index].data, name: value})
+    function.properties["arg_attrs"] = ArrayAttr(old)
+
+
+@dataclass(frozen=True)
+class ArgUnit:
+    """A flag on a function argument (in the function's `arg_attrs`)."""
+
+    name: str
+
+    def has_arg(self, function: func.FuncOp, index: int) -> bool:
+        return self.name in _arg_attrs(function, index).data
+
+    def set_arg(self, function: func.FuncOp, index: int) -> None:
+        _set_arg_attr(function, index, self.name, UnitAttr())
+
+    def in_dict(self, attrs: DictionaryAttr) -> bool:
+        """Whether one argument's attribute dictionary `attrs` carries the flag."""
+        return self.name in attrs.data
+
+    def dict(self, present: bool = True) -> DictionaryAttr:
+        """An argument's attribute dictionary holding the flag (or nothing)."""
+        return DictionaryAttr({self.name: UnitAttr()} if present else {})
+
+
+@dataclass(frozen=True)
+class ArgInt:
+    """An integer on a function argument (in the function's `arg_attrs`), written as `i64`."""
+
+    name: str
+
+    def get_arg(self, function: func.FuncOp, index: int) -> int | None:
+        attr = _arg_attrs(function, index).data.get(self.name)
+        return int(attr.value.data) if isinstance(attr, IntegerAttr) else None
+
+    def set_arg(self, function: func.FuncOp, index: int, value: int) -> None:
+        _set_arg_attr(function, index, self.name, IntegerAttr(value, i64))
+
+
+# ---------------------------------------------------------------------------------------
+# tess.arena_layout: a structured value
+# ---------------------------------------------------------------------------------------
+
+NOT_PACKED = -1
+"""The offset `tess.arena_layout`'s IR encoding gives an array passed as it was (an
+`array<i64>` holds no None); `ArenaSlot.offset` is None for it."""
+
+
+@dataclass(frozen=True)
+class ArenaSlot:
+    """Where one of the caller's arrays lives in the packed function: argument (or result)
+    `host`, from element `offset` (None: the argument is the array itself), of `shape`."""
+
+    host: int
+    offset: int | None
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ArenaLayout:
+    """The caller's inputs and results of a function `tess-fuse-horizontal` packed, in
+    their original order, and the inputs' names."""
+
+    inputs: tuple[ArenaSlot, ...]
+    outputs: tuple[ArenaSlot, ...]
+    input_names: tuple[str, ...]
+
+
+def _slot_attr(slot: ArenaSlot) -> DenseArrayBase:
+    offset = NOT_PACKED if slot.offset is None else slot.offset
+    return DenseArrayBase.from_list(i64, [slot.host, offset, *slot.shape])
+
+
+def _slot(attr: Attribute) -> ArenaSlot:
+    assert isinstance(attr, DenseArrayBase)
+    host, offset, *shape = (int(v) for v in attr.get_values())
+    return ArenaSlot(host, None if offset == NOT_PACKED else offset, tuple(shape))
+
+
+@dataclass(frozen=True)
+class ArenaLayoutAttr(_Discardable):
+    """`{inputs = [array<i64: host, offset, shape...>, ...], outputs = [...],
+    input_names = ["w", ...]}` (offset `NOT_PACKED` for an array passed as it was)."""
+
+    def get(self, op: Operation) -> ArenaLayout | None:
+        attr = op.attributes.get(self.name)
+        if not isinstance(attr, DictionaryAttr):
+            return None
+        inputs, outputs, names = (attr.data[k] for k in ("inputs", "outputs", "input_names"))
+        assert isinstance(inputs, ArrayAttr) and isinstance(outputs, ArrayAttr)
+        assert isinstance(names, ArrayAttr)
+        return ArenaLayout(
+            tuple(_slot(a) for a in inputs),
+            tuple(_slot(a) for a in outputs),
+            tuple(n.data for n in names if isinstance(n, StringAttr)),
+        )
+
+    def set(self, op: Operation, layout: ArenaLayout) -> None:
+        op.attributes[self.name] = DictionaryAttr(
+            {
+                "inputs": ArrayAttr([_slot_attr(s) for s in layout.inputs]),
+                "outputs": ArrayAttr([_slot_attr(s) for s in layout.outputs]),
+                "input_names": ArrayAttr([StringAttr(n) for n in layout.input_names]),
+            }
+        )
+
+
+# ---------------------------------------------------------------------------------------
+# The contract
+# ---------------------------------------------------------------------------------------
+
+ORIGIN = Str("tess.op")
+"""On a `linalg.generic`: the tess op it computes (`"tess.add"`). Written by
+`tess-to-linalg`; read by `tess-fuse` and `tess-fuse-epilogue` to name ops in their reports
+(`tess.fused`, `tess.grouped`, ...)."""
+
+DONATED = ArgUnit("tess.donated")
+"""On a host function's input argument: the caller gives up the array, so an output may be
+computed in its storage. Written by the front (`tessc.jit(donate=...)`, textual IR) and by
+`tess-fuse-horizontal` (on an arena all of whose members were donated); read by
+`tess-fuse-horizontal` (`donated-only`) and `tess-memory-plan` (out-params aliasing
+inputs: `tess.aliases_input`)."""
+
+CHUNK_SIZE = Int("tess.chunk_size")
+"""On a horizontally fused arena `linalg.generic`, then on its `scf.parallel`: the loop's
+scheduling chunk in elements. Written by `tess-fuse-horizontal`; moved to the loop by
+`tess-linalg-to-loops`; read by codegen (`tess-to-numba`: a `prange` over chunks)."""
+
+ARENA_LAYOUT = ArenaLayoutAttr("tess.arena_layout")
+"""On a function `tess-fuse-horizontal` packed into arenas: where each of the caller's
+original inputs and results lives (`ArenaLayout`). Written by `tess-fuse-horizontal` (which
+also skips a function that has it); kept through bufferization; read by codegen, which
+copies it into `TESSC_SIGNATURES["arenas"]` for the runtime."""
+
+NUM_OUTPUTS = Int("tess.num_outputs")
+"""On a bufferized function: how many of its trailing memref arguments are out-params
+(destination-passing style). Written by `tess-bufferize`; read by `tess-memory-plan` and
+codegen (the `TESSC_SIGNATURES` inputs/outputs split)."""
+
+KERNEL = Unit("tess.kernel")
+"""On a `func.func`: a kernel (one loop nest the host calls), not a host. Written by
+`tess-outline-kernels`; read by `tess-linalg-to-loops` (chains of nests share loops only in
+kernels), `tess-memory-plan` (plans hosts only) and codegen (`@njit(parallel=...)`
+kernels, no `TESSC_SIGNATURES` entry)."""
+
+ALIASES_INPUT = ArgInt("tess.aliases_input")
+"""On a host's out-param argument: the input argument (index) whose donated storage it
+reuses. Written by `tess-memory-plan`; read by codegen
+(`TESSC_SIGNATURES["output_aliases"]`: the runtime passes that input's array as the out-param)."""
+
+WORKSPACE = ArgUnit("tess.workspace")
+"""On a planned host's last argument: the byte arena (`memref<Nxi8>`) its intermediates live
+in. Written by `tess-memory-plan` (`workspace-arg=true`); for readers of the IR."""
+
+WORKSPACE_BYTES = Int("tess.workspace_bytes")
+"""On a planned host with a workspace argument: its size in bytes. Written by
+`tess-memory-plan`; read by `tess-memory-plan` (a caller of an already planned host passes
+it a workspace) and codegen (the trailing argument; `TESSC_SIGNATURES["workspace_bytes"]`)."""
+
+GPU_SHAPE = Str("tess.gpu_shape")
+"""On a `tess.kernel` function at the gpu level: `"map"` or `"reduce"`, how it is launched.
+Written by `tess-gpu-partition`; read by `tess-gpu-map` and the gpu lowering passes after it
+(`gpu_common.kernel_functions`)."""
+
+TILE_SIZES = IntArray("tess.tile_sizes")
+"""On a tiled row kernel's `scf.parallel`: its row tile, then each contraction's (TK, TJ).
+Written by `tess-tile`, which also skips loops that carry it (tiling once)."""
+
+REGISTER_TILE = IntArray("tess.register_tile")
+"""On a tiled row kernel's `scf.parallel`: its register tile (rows, columns). Written by
+`tess-tile`; for readers and tests."""
+
+# The memory plan's figures, written on every planned host by `tess-memory-plan`, in this
+# order; `tess.peak_bytes` also marks a host as planned (a re-run skips it). Read by tests
+# and `bench/bench_fusion.py`.
+
+PEAK_BYTES = Int("tess.peak_bytes")
+"""Static peak of one call's allocations: out-params (less donated ones) plus the arena."""
+ARENA_BYTES = Int("tess.arena_bytes")
+"""The arena, plus static allocations kept because they escape."""
+UNPLANNED_BYTES = Int("tess.unplanned_bytes")
+"""`tess.peak_bytes` without the plan: out-params plus every intermediate."""
+LIVE_PEAK_BYTES = Int("tess.live_peak_bytes")
+"""Out-params plus the most arena bytes live at one op."""
+INPUT_BYTES = Int("tess.input_bytes")
+"""The inputs' bytes."""
+OUTPUT_BYTES = Int("tess.output_bytes")
+"""The out-params' bytes."""
+ALIASED_BYTES = Int("tess.aliased_bytes")
+"""Bytes of out-params backed by donated inputs."""
+
+# Decision reports (`report=true`), for FileCheck tests and readers.
+
+KIND = Str("tess.kind")
+"""`tess-fuse`: a generic's pattern kind (`elementwise`, `reduction`, ...)."""
+FUSED = StrList("tess.fused")
+"""`tess-fuse`: the ops merged into a fused generic, in program order (by `tess.op`); read
+back by `tess-fuse` and `tess-fuse-epilogue` to name the merged op in later reports."""
+FUSION_REFUSED = Str("tess.fusion_refused")
+"""`tess-fuse`: why each remaining producer edge was not fused."""
+HORIZONTAL_MEMBERS = Int("tess.horizontal_members")
+"""`tess-fuse-horizontal`: how many updates an arena generic computes."""
+HORIZONTAL_PROLOGUE = Int("tess.horizontal_prologue")
+"""`tess-fuse-horizontal`: how many prologue generics (e.g. Lamb's norms) share a
+`kernel.group` with an arena generic."""
+HORIZONTAL_REFUSED = Str("tess.horizontal_refused")
+"""`tess-fuse-horizontal`: why a top-level generic was not packed."""
+GROUPED = StrList("tess.grouped")
+"""`tess-fuse-epilogue`: the members of a `kernel.group` (labels as in `tess.fused`)."""
+SHARED_LOOPS = Int("tess.shared_loops")
+"""`tess-fuse-epilogue`: how many outer loops a group's ops share."""
+IN_PLACE = StrList("tess.in_place")
+"""`tess-fuse-epilogue`: the group members that write into their input's buffer."""
+GROUP_REFUSED = Str("tess.group_refused")
+"""`tess-fuse-epilogue`: why an op was not grouped."""
+
+REPORTS = (
+    KIND,
+    FUSED,
+    FUSION_REFUSED,
+    HORIZONTAL_MEMBERS,
+    HORIZONTAL_PROLOGUE,
+    HORIZONTAL_REFUSED,
+    GROUPED,
+    SHARED_LOOPS,
+    IN_PLACE,
+    GROUP_REFUSED,
+)
+
+__all__ = [
+    "ALIASED_BYTES",
+    "ALIASES_INPUT",
+    "ARENA_BYTES",
+    "ARENA_LAYOUT",
+    "CHUNK_SIZE",
+    "DONATED",
+    "FUSED",
+    "FUSION_REFUSED",
+    "GROUPED",
+    "GROUP_REFUSED",
+    "GPU_SHAPE",
+    "HORIZONTAL_MEMBERS",
+    "HORIZONTAL_PROLOGUE",
+    "HORIZONTAL_REFUSED",
+    "INPUT_BYTES",
+    "IN_PLACE",
+    "KERNEL",
+    "KIND",
+    "LIVE_PEAK_BYTES",
+    "NOT_PACKED",
+    "NUM_OUTPUTS",
+    "ORIGIN",
+    "OUTPUT_BYTES",
+    "PEAK_BYTES",
+    "REGISTER_TILE",
+    "REPORTS",
+    "SHARED_LOOPS",
+    "TILE_SIZES",
+    "UNPLANNED_BYTES",
+    "WORKSPACE",
+    "WORKSPACE_BYTES",
+    "ArenaLayout",
+    "ArenaSlot",
+    "ArgInt",
+    "ArgUnit",
+    "Int",
+    "IntArray",
+    "Str",
+    "StrList",
+    "Unit",
+]

@@ -1,0 +1,155 @@
+"""
+`TESSC_SIGNATURES`: what a generated module tells the runtime about its host functions.
+
+This is the runtime's side of the codegen -> runtime contract. Codegen
+(`tessc.lowering.to_numba`) writes, at the top of every module it generates, a dict of
+plain Python literals — ints, strings, tuples, lists, dicts and `None`, nothing else — so
+that the runtime can check and call the compiled code without reading IR, and without
+importing anything from `tessc.dialects` or `tessc.lowering` (it stands alone). The
+runtime reads it through one function, `read_signature`. The format:
+
+    TESSC_SIGNATURES = {
+        "<entry>": {                       # the IR name of a host function
+            "function": "<python name>",   # its name in the module (default: the entry)
+            "inputs": [(shape, dtype), ...],
+            "input_names": ["x", ...],     # optional (default: input0, input1, ...)
+            "outputs": [(shape, dtype), ...],
+            "output_names": ["y", ...],    # optional (default: output0, ...)
+            "workspace_bytes": N,          # optional
+            "output_aliases": [k or None, ...],  # optional
+            "arenas": {                    # optional
+                "inputs": [(shape, dtype, host, offset), ...],
+                "input_names": ["w", ...],
+                "outputs": [(shape, dtype, host, offset), ...],
+            },
+        },
+    }
+
+- A shape is a tuple of ints, `None` for a dynamic dimension; a dtype is a NumPy dtype
+  name (`"float32"`).
+- The host function takes its inputs, then one preallocated buffer per output
+  (destination-passing style), and returns nothing (`tess-bufferize`'s
+  `tess.num_outputs` splits its arguments).
+- `"workspace_bytes"` (from `tess-memory-plan`'s `tess.workspace_bytes`): the host takes
+  one more, last argument, a byte arena of that size holding all its intermediates,
+  allocated once and reused by every call.
+- `"output_aliases"` (from `tess-memory-plan`'s `tess.aliases_input`): output j is
+  computed in place in input k's (donated) array, then returned as that output; `None`
+  for an output with its own buffer.
+- `"arenas"` (from `tess-fuse-horizontal`'s `tess.arena_layout`): the host takes some
+  inputs packed into 1-D arenas and returns some outputs packed the same way. It lists the
+  caller's own inputs and outputs in their order: each array's shape and dtype, the host
+  argument holding it (inputs: index among the host's inputs; outputs: among its outputs)
+  and its element offset in that arena, `None` when the argument is the array itself.
+  `Executable` keeps the caller's convention (separate arrays in and out).
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def format_shape(shape: Sequence[int | None]) -> str:
+    """`(3,4)` — the notation of tessc's shape diagnostics; `?` for a dynamic dim."""
+    return "(" + ",".join("?" if d is None else str(d) for d in shape) + ")"
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """Shape and dtype of one argument; `None` in a shape is a dynamic dimension."""
+
+    name: str
+    shape: tuple[int | None, ...]
+    dtype: np.dtype
+
+    def shape_text(self) -> str:
+        return format_shape(self.shape)
+
+    def describe(self) -> str:
+        return f"{self.shape_text()} {self.dtype.name}"
+
+
+@dataclass(frozen=True)
+class ArenaSlot:
+    """Where one of the caller's arrays lives in the host call: argument `host`, from
+    element `offset` (`None`: the argument is the array itself)."""
+
+    spec: ArraySpec
+    host: int
+    offset: int | None
+
+    @property
+    def size(self) -> int:
+        size = 1
+        for d in self.spec.shape:
+            size *= d or 0
+        return size
+
+
+@dataclass(frozen=True)
+class HostSignature:
+    """One entry of `TESSC_SIGNATURES`, typed (see the module docstring)."""
+
+    entry: str
+    function: str
+    inputs: tuple[ArraySpec, ...]
+    outputs: tuple[ArraySpec, ...]
+    workspace_bytes: int
+    output_aliases: tuple[int | None, ...]
+    arena_inputs: tuple[ArenaSlot, ...]
+    """Empty unless the host takes arenas (`"arenas"`)."""
+    arena_outputs: tuple[ArenaSlot, ...]
+
+
+def _names(entry: dict, kind: str, count: int) -> list[str]:
+    singular = kind[:-1]
+    return entry.get(f"{singular}_names") or [f"{singular}{k}" for k in range(count)]
+
+
+def _specs(entry: dict, kind: str) -> tuple[ArraySpec, ...]:
+    specs = entry[kind]
+    return tuple(
+        ArraySpec(name, tuple(shape), np.dtype(dtype))
+        for name, (shape, dtype) in zip(_names(entry, kind, len(specs)), specs, strict=True)
+    )
+
+
+def _slots(entry: dict, kind: str) -> tuple[ArenaSlot, ...]:
+    slots = entry[kind]
+    return tuple(
+        ArenaSlot(ArraySpec(name, tuple(shape), np.dtype(dtype)), host, offset)
+        for name, (shape, dtype, host, offset) in zip(
+            _names(entry, kind, len(slots)), slots, strict=True
+        )
+    )
+
+
+def read_signature(module: types.ModuleType, entry: str) -> HostSignature:
+    """The signature of host function `entry` in the generated `module`; ValueError when
+    the module has no `TESSC_SIGNATURES` or no such entry."""
+    signatures = getattr(module, "TESSC_SIGNATURES", None)
+    if not isinstance(signatures, dict):
+        raise ValueError(f"module {module.__name__} has no TESSC_SIGNATURES")
+    if entry not in signatures:
+        known = ", ".join(sorted(signatures)) or "none"
+        raise ValueError(f"no entry function '{entry}' (the module defines: {known})")
+    signature = signatures[entry]
+    outputs = _specs(signature, "outputs")
+    arenas = signature.get("arenas")
+    return HostSignature(
+        entry=entry,
+        function=signature.get("function", entry),
+        inputs=_specs(signature, "inputs"),
+        outputs=outputs,
+        workspace_bytes=int(signature.get("workspace_bytes", 0)),
+        output_aliases=tuple(signature.get("output_aliases") or [None] * len(outputs)),
+        arena_inputs=_slots(arenas, "inputs") if arenas is not None else (),
+        arena_outputs=_slots(arenas, "outputs") if arenas is not None else (),
+    )
+
+
+__all__ = ["ArenaSlot", "ArraySpec", "HostSignature", "format_shape", "read_signature"]
