@@ -11,8 +11,8 @@ broadcast maps). Of `i` and `j`, the one the output's innermost dim walks is the
 column (`c`), the other its row (`r`): stores are coalesced either way.
 
 A block of 16 x 16 threads computes a 32 x 32 output tile, 2 x 2 outputs per thread at
-rows `r0 + ty + 16u` and columns `c0 + tx + 16v` (grid: column tiles, row tiles, batch).
-For each k tile of 32:
+rows `r0 + ty + 16u` and columns `c0 + tx + 16v` (grid: column tiles, row tiles, batch;
+grid z is at most 65535, and blocks stride over larger batches). For each k tile of 32:
 
 1. the block copies the 32 x 32 tiles of both operands into workgroup memory, four
    elements per thread, each element of `A` and `B` read from global memory once per
@@ -63,6 +63,7 @@ from tessc.lowering.gpu_reduce import Reduction, TreeKernel, match_reduction
 TILE = 32
 THREADS = 16  # per block dim: each thread owns TILE // THREADS = 2 rows and 2 columns
 PER_THREAD = TILE // THREADS
+MAX_GRID_Z = 65535
 
 
 def dims_in(affine_map: AffineMap) -> set[int]:
@@ -212,13 +213,11 @@ def contract_kernel(kernel: func.FuncOp, module: ModuleOp) -> bool:
     bx, by = b.block_id("x"), b.block_id("y")
     r0, c0 = b.mul(by, b.c(TILE)), b.mul(bx, b.c(TILE))
     batch_extents = [c.extent(d) for d in c.batch]
-    batch: dict[int, SSAValue] = {}
-    if c.batch:
-        batch = dict(zip(c.batch, b.delinearize(b.block_id("z"), batch_extents), strict=True))
     depth = c.extent(c.k)
-    identity = tiled.tree.identity(b)
 
-    def k_tile(bk: Body, kt: SSAValue, accs: Sequence[SSAValue]) -> Sequence[SSAValue]:
+    def k_tile(
+        bk: Body, kt: SSAValue, accs: Sequence[SSAValue], batch: dict[int, SSAValue]
+    ) -> Sequence[SSAValue]:
         k0 = bk.mul(kt, bk.c(TILE))
         tiled.load_tile(bk, c.row_operand, row_tile, c.row, r0, k0, batch, False, (tx, ty))
         tiled.load_tile(bk, c.col_operand, col_tile, c.col, c0, k0, batch, True, (tx, ty))
@@ -238,28 +237,51 @@ def contract_kernel(kernel: func.FuncOp, module: ModuleOp) -> bool:
         bk.barrier()
         return inner
 
-    tiles = -(-depth // TILE)
-    accs = b.loop(b.c(0), b.c(tiles), b.c(1), k_tile, [identity] * PER_THREAD**2, hint="kt")
-    for u in range(PER_THREAD):
-        for v in range(PER_THREAD):
-            r = b.add(r0, b.add(ty, b.c(THREADS * u)))
-            col = b.add(c0, b.add(tx, b.c(THREADS * v)))
-            inside = b.andi(
-                b.cmp(r, b.c(c.extent(c.row)), "ult"), b.cmp(col, b.c(c.extent(c.col)), "ult")
-            )
-            position = {**batch, c.row: r, c.col: col}
+    def output_tile(bt: Body, batch: dict[int, SSAValue]) -> None:
+        """The k tiles of one output tile, then its in-range outputs."""
+        identity = tiled.tree.identity(bt)
+        tiles = bt.c(-(-depth // TILE))
+        accs = bt.loop(
+            bt.c(0),
+            tiles,
+            bt.c(1),
+            lambda bk, kt, acc: k_tile(bk, kt, acc, batch),
+            [identity] * PER_THREAD**2,
+            hint="kt",
+        )
+        for u in range(PER_THREAD):
+            for v in range(PER_THREAD):
+                r = bt.add(r0, bt.add(ty, bt.c(THREADS * u)))
+                col = bt.add(c0, bt.add(tx, bt.c(THREADS * v)))
+                inside = bt.andi(
+                    bt.cmp(r, bt.c(c.extent(c.row)), "ult"),
+                    bt.cmp(col, bt.c(c.extent(c.col)), "ult"),
+                )
+                position = {**batch, c.row: r, c.col: col}
 
-            def finish(
-                bf: Body, acc=accs[PER_THREAD * u + v], position=position
-            ) -> Sequence[SSAValue]:
-                tiled.tree.finish(bf, acc, [position[d] for d in reduction.out_dims])
-                return ()
+                def finish(
+                    bf: Body, acc=accs[PER_THREAD * u + v], position=position
+                ) -> Sequence[SSAValue]:
+                    tiled.tree.finish(bf, acc, [position[d] for d in reduction.out_dims])
+                    return ()
 
-            b.when(inside, finish)
+                bt.when(inside, finish)
+
+    batches = _product(batch_extents)
+    if c.batch:
+        # Blocks stride over the batch (grid z is at most 65535 blocks).
+
+        def per_batch(bb: Body, index: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+            output_tile(bb, dict(zip(c.batch, bb.delinearize(index, batch_extents), strict=True)))
+            return ()
+
+        b.loop(b.block_id("z"), b.c(batches), b.grid_dim("z"), per_batch, hint="bt")
+    else:
+        output_tile(b, {})
     grid = (
         -(-c.extent(c.col) // TILE),
         -(-c.extent(c.row) // TILE),
-        max(1, _product(batch_extents)),
+        max(1, min(batches, MAX_GRID_Z)),
     )
     launch = gk.finish(grid, (THREADS, THREADS, 1), module)
     launch_kernel(module, kernel, [launch])

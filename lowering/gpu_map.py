@@ -51,6 +51,7 @@ from tessc.lowering.gpu_common import (
     GpuKernel,
     elementwise_threads,
     emit_element,
+    is_reduction,
     kernel_functions,
     launch_kernel,
     linalg_ops,
@@ -110,7 +111,7 @@ def map_kernel(kernel: func.FuncOp, module: ModuleOp) -> None:
         bdim, gdim = b.block_dim("x"), b.grid_dim("x")
         start = b.add(b.mul(bid, bdim), tid)
         stride = b.mul(bdim, gdim)
-        shared_dims = all(not op_is_reduction(op) for op in ops)
+        shared_dims = not any(map(is_reduction, ops))
 
         def element(inner: Body, linear: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
             positions = inner.delinearize(linear, shape)
@@ -127,10 +128,6 @@ def map_kernel(kernel: func.FuncOp, module: ModuleOp) -> None:
         b.loop(start, b.c(total), stride, element, hint="l")
     launch = gk.finish((blocks, 1, 1), (threads, 1, 1), module)
     launch_kernel(module, kernel, [launch])
-
-
-def op_is_reduction(op: LinalgStructuredOperation) -> bool:
-    return any(str(t.data) != "parallel" for t in op.get_iterator_types())
 
 
 @dataclass(frozen=True)
