@@ -304,6 +304,7 @@ class TessGpuContractPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in kernel_functions(op, "reduce"):
             contract_kernel(kernel, op)
+        op.verify()
 
 
 __all__ = ["Contraction", "TessGpuContractPass", "match_contraction"]

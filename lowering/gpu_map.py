@@ -140,6 +140,7 @@ class TessGpuMapPass(ModulePass):
         for shape in ("map", "reduce"):
             for kernel in kernel_functions(op, shape):
                 map_kernel(kernel, op)
+        op.verify()
 
 
 __all__ = ["TessGpuMapPass"]

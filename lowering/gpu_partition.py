@@ -309,6 +309,7 @@ class TessGpuPartitionPass(ModulePass):
             ops = linalg_ops(kernel)
             if ops:
                 split_kernel(kernel, partition(ops), op)
+        op.verify()
 
 
 __all__ = ["LaunchGroup", "TessGpuPartitionPass", "partition"]

@@ -450,6 +450,7 @@ class TessGpuReducePass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for kernel in kernel_functions(op, "reduce"):
             reduce_kernel(kernel, op)
+        op.verify()
 
 
 __all__ = ["IDENTITIES", "Reduction", "TessGpuReducePass", "match_reduction"]
