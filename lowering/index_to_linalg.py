@@ -254,6 +254,38 @@ class SliceToLinalg(RewritePattern):
     def match_and_rewrite(self, op: tess_index.SliceOp, rewriter: PatternRewriter) -> None:
         result_type = result_type_of(op)
         rank = result_type.get_num_dims()
+        slices = list(zip(op.static_offsets, op.static_strides, strict=True))
+        in_shape, out_shape = tensor_shape(op.input), result_type.get_shape()
+        if any(
+            (offset, stride) == (0, 1) and in_shape[d] != out_shape[d]
+            for d, (offset, stride) in enumerate(slices)
+        ):
+            # A prefix of a dim would be read through the map `d -> d` from an input longer
+            # than the loop: linalg infers loop bounds from the first operand with a plain
+            # `d` (the input's longer extent; the loops then wrote past the output's end),
+            # and xDSL's verifier rejects the shapes. Read by index instead, as concat does.
+            def body(b: Builder, args: Sequence[SSAValue]) -> SSAValue:
+                indices = []
+                for d, (offset, stride) in enumerate(slices):
+                    index = loop_index(b, d)
+                    if stride != 1:
+                        index = b.insert(arith.MuliOp(index, index_constant(b, stride))).result
+                    if offset:
+                        index = b.insert(arith.AddiOp(index, index_constant(b, offset))).result
+                    indices.append(index)
+                return extract(b, op.input, indices)
+
+            generic = build_generic(
+                rewriter,
+                [],
+                empty_like(rewriter, result_type),
+                [AffineMap.identity(rank)],
+                parallel_iterators(rank),
+                body,
+                op.name,
+            )
+            rewriter.replace(op, [], [generic.res[0]])
+            return
         input_map = AffineMap(
             rank,
             0,

@@ -47,6 +47,7 @@ loads; tests/test_cpu_differential.py runs every pipeline against the reference.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -173,7 +174,8 @@ def run_passes(
     compiler error: `InternalCompilerError` names the pass and, when the caller passes the
     module as it was before `spec` (`original`), saves a reproducer — the module before the
     failing pass, made again from `original` by the passes before it, so that compiling
-    costs no copy when nothing fails."""
+    costs no copy when nothing fails. With `$TESSC_VERIFY_PASSES=1` (the fuzzer sets it) the
+    module is verified after every pass, and a pass leaving invalid IR is an ICE too."""
     if not spec:
         return
     if ctx is None:
@@ -182,12 +184,17 @@ def run_passes(
         ctx = make_context()
     passes = PassPipeline.parse_spec(available_passes(), spec).passes
     # One pass at a time, as `PassPipeline.apply` does, each a phase of the timing report.
+    verify_each = os.environ.get("TESSC_VERIFY_PASSES", "") not in ("", "0")
     for index, module_pass in enumerate(passes):
         try:
             with timing.phase(module_pass.name):
                 module_pass.apply(ctx, module)
-        except DiagnosticException:
-            raise
+            if verify_each:  # invalid IR from a pass is an ICE, not a miscompile later
+                module.verify()
+        except DiagnosticException as error:
+            if not verify_each or original is None:
+                raise
+            raise _internal_error(passes, index, error, original, ctx) from error
         except Exception as error:
             raise _internal_error(passes, index, error, original, ctx) from error
 

@@ -18,6 +18,7 @@ replays.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import traceback
 from collections.abc import Callable
@@ -110,6 +111,8 @@ def check_text(
     from tessc.compiler import compile_module
     from tessc.reference import interpret, parse_module
 
+    # Invalid IR between passes is an internal error here, not a miscompile to find later.
+    os.environ["TESSC_VERIFY_PASSES"] = "1"
     try:
         module = parse_module(text)
         arg_shapes, out_shapes, dtype = _signature(module, entry)

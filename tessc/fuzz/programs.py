@@ -1,6 +1,7 @@
 """
 Random `tess` programs: DAGs of broadcasting zips, maps, reductions (with and without
-`keepdim`), matmul and batched matmul, reshape/permute/broadcast_to, fills and selects.
+`keepdim`), matmul and batched matmul, reshape/permute/broadcast_to, slices (negative
+strides too) and concatenation, fills and selects.
 
 A `Program` is a list of `Op`s over named values; operands come from earlier results or
 from function arguments created on demand (`_Builder.operand`), so every op can ask for
@@ -93,6 +94,15 @@ class Program:
             return f"{head} {op.attr('value')!r} : {t(op.shape)}"
         if op.kind == "select":
             return f"{head} {ins} : {in_types} -> {t(op.shape)}"
+        if op.kind == "concat":
+            return f"{head} {ins} dim = [{op.attr('dim')}] : {in_types} -> {t(op.shape)}"
+        if op.kind == "slice":
+            offsets = ", ".join(str(d) for d in op.attr("offsets"))  # type: ignore[attr-defined]
+            strides = ", ".join(str(d) for d in op.attr("strides"))  # type: ignore[attr-defined]
+            return (
+                f"{head} {ins} offsets = [{offsets}] strides = [{strides}] : "
+                f"{in_types} -> {t(op.shape)}"
+            )
         raise ValueError(f"unknown op kind {op.kind}")
 
     def without(self, index: int) -> Program:
@@ -182,6 +192,7 @@ class _Builder:
 
     def step(self) -> None:
         kinds = ["unary", "binary", "binary", "reduce", "matmul", "reshape", "permute", "safe"]
+        kinds += ["concat", "slice"]
         kinds += ["select", "broadcast_to", "fill"] if not self.smooth else ["broadcast_to"]
         getattr(self, "_" + self.rng.choice(kinds))()
 
@@ -288,6 +299,35 @@ class _Builder:
         x = self.value()
         y = self.emit("fill", [], self.shapes[x], value=value)
         self.emit(self.rng.choice(BINARY), [x, y], self.shapes[x])
+
+    def _concat(self) -> None:
+        x = self.value()
+        shape = self.shapes[x]
+        if not shape:
+            return self._unary()
+        dim = self.rng.randrange(len(shape))
+        other = list(shape)
+        other[dim] = self.rng.choice((1, 2, 3))
+        y = self.operand(tuple(other))
+        pair = [x, y] if self.rng.random() < 0.5 else [y, x]
+        out = list(shape)
+        out[dim] = shape[dim] + other[dim]
+        self.emit("concat", pair, tuple(out), dim=dim)
+
+    def _slice(self) -> None:
+        x = self.value()
+        shape = self.shapes[x]
+        if not shape or 0 in shape:
+            return self._unary()
+        offsets, strides, out = [], [], []
+        for n in shape:
+            stride = self.rng.choice((1, 1, 2, -1))
+            offset = self.rng.randrange(n)
+            count = len(range(offset, n, stride) if stride > 0 else range(offset, -1, stride))
+            offsets.append(offset)
+            strides.append(stride)
+            out.append(count)
+        self.emit("slice", [x], tuple(out), offsets=tuple(offsets), strides=tuple(strides))
 
     def _select(self) -> None:
         x = self.value()
