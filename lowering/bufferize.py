@@ -200,7 +200,9 @@ class FunctionBufferizer:
     def buffer(self, value: SSAValue) -> SSAValue:
         if value in self.buffers:
             return self.buffers[value]
-        raise PassFailedException(f"tess-bufferize: no buffer for {value} of type {value.type}")
+        # Values are bufferized in program order, so a verified (dominance-respecting)
+        # input always has one: this is an invariant, not a user error (an ICE report).
+        raise AssertionError(f"tess-bufferize: no buffer for {value} of type {value.type}")
 
     def new_buffer(self, builder: Builder, site: BufferSite, typ: TensorType) -> SSAValue:
         if site in self.destinations:
