@@ -193,3 +193,30 @@ def test_device_arrays_take_the_steady_state_fast_path() -> None:
 def test_device_array_to_a_cpu_target_is_a_clear_error() -> None:
     with pytest.raises(TypeError, match="device array was passed to .* target 'cpu'"):
         ts.jit(lambda x: x + 1.0)(cuda.to_device(rand(5)))
+
+
+class ForeignArray:
+    """A stand-in for a CuPy array or PyTorch CUDA tensor: `__cuda_array_interface__` only
+    (no `.dtype` NumPy understands: the interface's typestr gives it)."""
+
+    def __init__(self, array: np.ndarray):
+        self.array, self.dtype = array, "not a numpy dtype"
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        return {"shape": self.array.shape, "typestr": self.array.dtype.str, "version": 3}
+
+
+def test_jit_takes_cuda_array_interface_objects(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The simulator has no `cuda.as_cuda_array`: the test's stand-in records its use.
+    wrapped: list[ForeignArray] = []
+
+    def as_cuda_array(obj: ForeignArray) -> Any:
+        wrapped.append(obj)
+        return cuda.to_device(obj.array)
+
+    monkeypatch.setattr(cuda, "as_cuda_array", as_cuda_array, raising=False)
+    x = rand(33)
+    out = ts.jit(lambda x: x * 2.0, target="cuda")(ForeignArray(x))
+    assert len(wrapped) == 1 and is_device_array(out)
+    np.testing.assert_allclose(out.copy_to_host(), x * 2.0)
