@@ -22,8 +22,9 @@ in which the host keeps its intermediate device buffers. So:
   with another input is copied first, so donation never changes a result;
 - `"arenas"` (`tess-fuse-horizontal`): the caller's arrays are packed into device arenas
   (on the host first when they are host arrays: one upload per arena) and the outputs are
-  views of the output arenas; a donated device array whose update lives in an arena is
-  written back in place.
+  views of the output arenas. The views of a donated arena are remembered: when the next
+  call gets exactly those objects back (`params = step(params, grads)`), the arena is
+  passed as it is, updated in place, and the same view objects are returned.
 
 `resident(arrays)` uploads arrays once (a jitted function's captured constants) and returns
 them wrapped as `Resident`: passed on every call, they are neither copied again nor count
@@ -133,6 +134,28 @@ class CudaExecutable:
         self.workspace_bytes = signature.workspace_bytes
         self.output_aliases = signature.output_aliases
         self._per_thread = threading.local()
+        # The caller's inputs packed into each input arena, by arena (host input index).
+        self._members: dict[int, list[int]] = {}
+        for k, slot in enumerate(self.input_slots):
+            if slot.offset is not None:
+                self._members.setdefault(slot.host, []).append(k)
+        # For each output slot, the caller input at the same place of its donated arena.
+        self._sources: list[int | None] = [self._source(slot) for slot in self.output_slots]
+        # Donated arena -> (the views of it the last call returned, the arena).
+        self._device_views: dict[int, tuple[tuple[Any, ...], Any]] = {}
+
+    def _source(self, output: ArenaSlot) -> int | None:
+        alias = self.output_aliases[output.host]
+        if output.offset is None or alias is None:
+            return None
+        for k, slot in enumerate(self.input_slots):
+            if (slot.host, slot.offset, slot.spec.shape) == (
+                alias,
+                output.offset,
+                output.spec.shape,
+            ):
+                return k
+        return None
 
     # -- program state ------------------------------------------------------------------
 
@@ -184,23 +207,26 @@ class CudaExecutable:
     def _where(self, k: int) -> str:
         return f"'{self.entry}' input {k} ('{self.inputs[k].name}')"
 
-    def _pack(self, args: Sequence[object]) -> tuple[list[Any], bool, dict[int, Any]]:
+    def _pack(self, args: Sequence[object]) -> tuple[list[Any], bool, set[int]]:
         """Host inputs (device arrays), whether the caller passed device arrays, and the
-        caller's device arrays by input index."""
+        arenas passed without a copy (the caller gave back the views of one that an
+        earlier call returned)."""
         cuda = _cuda()
         device = False
-        caller_arrays: dict[int, Any] = {}
+        zero_copy: set[int] = set()
         host: list[Any] = [None] * len(self.host_inputs)
-        members: dict[int, list[int]] = {}
         for k, slot in enumerate(self.input_slots):
             if slot.offset is None:
                 host[slot.host], on_device = self.to_device(slot.spec, self._where(k), args[k])
                 device |= on_device
-            else:
-                members.setdefault(slot.host, []).append(k)
-        for h, ks in members.items():
+        for h, ks in self._members.items():
             spec = self.host_inputs[h]
             size = spec.shape[0] or 0
+            cached = self._device_views.get(h)
+            if cached is not None and all(args[k] is v for k, v in zip(ks, cached[0], strict=True)):
+                host[h], device = cached[1], True
+                zero_copy.add(h)
+                continue
             if not any(is_device_array(args[k]) for k in ks):
                 packed = np.empty(size, dtype=spec.dtype)
                 for k in ks:
@@ -214,13 +240,11 @@ class CudaExecutable:
                 slot = self.input_slots[k]
                 array, on_device = self.to_device(slot.spec, self._where(k), args[k])
                 device |= on_device
-                if on_device:
-                    caller_arrays[k] = array
                 arena[slot.offset : slot.offset + slot.size].copy_to_device(
                     array.reshape(slot.size)
                 )
             host[h] = arena
-        return host, device, caller_arrays
+        return host, device, zero_copy
 
     # -- the call -----------------------------------------------------------------------
 
@@ -228,9 +252,9 @@ class CudaExecutable:
         if len(args) != len(self.inputs):
             raise ValueError(f"'{self.entry}' takes {len(self.inputs)} inputs, got {len(args)}")
         cuda = _cuda()
-        caller_arrays: dict[int, Any] = {}
+        zero_copy: set[int] = set()
         if self.input_slots:
-            inputs, device, caller_arrays = self._pack(args)
+            inputs, device, zero_copy = self._pack(args)
         else:
             inputs, device = [], False
             for k, (spec, arg) in enumerate(zip(self.inputs, args, strict=True)):
@@ -247,43 +271,44 @@ class CudaExecutable:
                 copy = cuda.device_array(spec.shape, dtype=spec.dtype)
                 copy.copy_to_device(array)
                 inputs[alias] = array = copy
+                zero_copy.discard(alias)
             outputs.append(array)
         buffers, workspace = self._state()
         extra = [workspace] if self.workspace_bytes else []
         self.function(*inputs, *outputs, *extra, buffers)
-        results = self._unpack(outputs, caller_arrays) if self.output_slots else outputs
+        if self.output_slots:
+            results = self._unpack(outputs, inputs, device, zero_copy)
+        else:
+            results = outputs
         if device:
             return tuple(results)
         return tuple(r.copy_to_host() for r in results)
 
-    def _unpack(self, outputs: list[Any], caller_arrays: dict[int, Any]) -> list[Any]:
-        """The caller's outputs, views of the output arenas; a donated device array the
-        output updates (same arena slot as its input) gets the update in place."""
+    def _unpack(
+        self, outputs: list[Any], inputs: list[Any], device: bool, zero_copy: set[int]
+    ) -> list[Any]:
+        """The caller's outputs: views of the output arenas. Where an output arena is a
+        donated input arena, its views are remembered: given back on the next call (a
+        training loop's `params = step(params, ...)`), they pass that arena without a copy
+        and come back as the same objects, updated in place."""
         results: list[Any] = []
-        for slot in self.output_slots:
+        fresh: dict[int, dict[int, Any]] = {}
+        for slot, k in zip(self.output_slots, self._sources, strict=True):
             arena = outputs[slot.host]
             if slot.offset is None:
                 results.append(arena)
                 continue
-            view = arena[slot.offset : slot.offset + slot.size].reshape(slot.spec.shape)
             alias = self.output_aliases[slot.host]
-            source = next(
-                (
-                    k
-                    for k, s in enumerate(self.input_slots)
-                    if alias is not None
-                    and s.host == alias
-                    and s.offset == slot.offset
-                    and s.spec.shape == slot.spec.shape
-                ),
-                None,
-            )
-            if source is not None and source in caller_arrays:
-                target = caller_arrays[source]
-                target.reshape(slot.size).copy_to_device(view.reshape(slot.size))
-                results.append(target)
-            else:
-                results.append(view)
+            if k is not None and alias in zero_copy:
+                results.append(self._device_views[alias][0][self._members[alias].index(k)])
+                continue
+            view = arena[slot.offset : slot.offset + slot.size].reshape(slot.spec.shape)
+            if k is not None and device:
+                fresh.setdefault(alias, {})[k] = view  # type: ignore[arg-type]
+            results.append(view)
+        for h, views in fresh.items():
+            if sorted(views) == self._members[h]:
+                self._device_views[h] = (tuple(views[k] for k in self._members[h]), inputs[h])
         return results
 
     def compile_stats(self) -> CompileStats:

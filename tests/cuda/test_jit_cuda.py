@@ -155,9 +155,10 @@ def test_tessc_run_cuda_pipeline(tmp_path: Any, capsys: pytest.CaptureFixture[st
     assert cuda_out.startswith("output 0 (3) float32")
 
 
-def test_fused_optimizer_update_over_arenas() -> None:
+def test_fused_optimizer_update_over_arenas(monkeypatch: pytest.MonkeyPatch) -> None:
     """`tess-fuse-horizontal` packs donated parameters into one arena (one launch): host
-    arrays in -> NumPy out; device arrays in -> the caller's arrays updated in place."""
+    arrays in -> NumPy out; device arrays in -> views of a device arena out, which, fed back
+    as the next call's parameters, are passed without a copy and updated in place."""
 
     def step(params: dict, grads: dict, lr: np.ndarray) -> dict:
         return {k: params[k] - lr * grads[k] for k in params}
@@ -173,11 +174,22 @@ def test_fused_optimizer_update_over_arenas() -> None:
     for k in params:
         assert type(out[k]) is np.ndarray
         np.testing.assert_allclose(out[k], expected[k])
-    on_device = {k: cuda.to_device(v) for k, v in params.items()}
-    out = update(on_device, {k: cuda.to_device(v) for k, v in grads.items()}, lr)
+
+    device_grads = {k: cuda.to_device(v) for k, v in grads.items()}
+    first = update({k: cuda.to_device(v) for k, v in params.items()}, device_grads, lr)
     for k in params:
-        assert out[k] is on_device[k]
-        np.testing.assert_allclose(on_device[k].copy_to_host(), expected[k])
+        assert is_device_array(first[k])
+        np.testing.assert_allclose(first[k].copy_to_host(), expected[k])
+    copies: list[object] = []
+    device_array = cuda.device_array
+    monkeypatch.setattr(
+        cuda, "device_array", lambda *a, **kw: copies.append(a) or device_array(*a, **kw)
+    )
+    second = update(first, device_grads, lr)
+    for k in params:
+        assert second[k] is first[k]  # the same views, updated in place
+        np.testing.assert_allclose(first[k].copy_to_host(), expected[k] - 0.1 * grads[k])
+    assert copies == [(22,)]  # the gradients' arena only: the parameters' is reused
 
 
 def test_device_arrays_take_the_steady_state_fast_path() -> None:
