@@ -42,6 +42,11 @@ runtime reads it through one function, `read_signature`. The format:
   argument holding it (inputs: index among the host's inputs; outputs: among its outputs)
   and its element offset in that arena, `None` when the argument is the array itself.
   `Executable` keeps the caller's convention (separate arrays in and out).
+
+A CUDA module (`tessc.lowering.to_cuda`) carries the same dict and `TESSC_TARGET = "cuda"`;
+its hosts are plain Python on device arrays and take one more, last argument: `buffers`,
+a dict the runtime keeps per program in which they keep their intermediate device
+buffers (`tessc.runtime.cuda`).
 """
 
 from __future__ import annotations
