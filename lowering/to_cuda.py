@@ -15,8 +15,10 @@ The output is a self-contained Python module:
 - a `memref.alloca`/`memref.alloc` in a kernel whose memory space is the workgroup one
   (`#gpu.address_space<workgroup>`, or the NVVM number 3) is `cuda.shared.array(shape,
   dtype)`, one in the private space (or none: an `alloca`) is `cuda.local.array`;
-- `memref.atomic_rmw` `addf`/`addi`, `maximumf`/`maxs`, `minimumf`/`mins` are
-  `cuda.atomic.add`/`max`/`min` (they return the old value, as the op does);
+- `memref.atomic_rmw` is the `cuda.atomic` function of its kind (`addf` -> `add`,
+  `maximumf` -> `max`, ...; `ATOMIC_KINDS`), which returns the old value as the op does;
+- `scf.for`/`scf.if` (and `scf.parallel`, serially) are the CPU emitter's
+  (`to_numba.FunctionEmitter`, which this module's emitter extends);
 - every host `func.func` is a plain Python function on device arrays: `gpu.launch_func
   @m::@k blocks in (gx, gy, gz) threads in (bx, by, bz) args(...)` becomes
   `k[(gx, gy, gz), (bx, by, bz)](...)`. Its intermediate buffers (`memref.alloc` and
@@ -76,9 +78,9 @@ PRIVATE_SPACES = ("private", "5")
 # treats a NaN operand is untested on hardware (the simulator uses Python's `max`).
 ATOMIC_KINDS: dict[int, tuple[str, str]] = {
     0: ("addf", "add"), 1: ("addi", "add"), 2: ("assign", "exch"), 3: ("maximumf", "max"),
-    4: ("maxs", "max"), 6: ("minimumf", "min"),
-    5: ("maxu", "max"), 7: ("mins", "min"), 8: ("minu", "min"), 11: ("ori", "or_"),
-    12: ("andi", "and_"), 13: ("maxnumf", "max"), 14: ("minnumf", "min"),
+    4: ("maxs", "max"), 5: ("maxu", "max"), 6: ("minimumf", "min"), 7: ("mins", "min"),
+    8: ("minu", "min"), 11: ("ori", "or_"), 12: ("andi", "and_"), 13: ("maxnumf", "max"),
+    14: ("minnumf", "min"),
 }  # fmt: skip
 
 # The thread/block index ops: the CUDA special register, the stem of the local (`tx`).
