@@ -28,7 +28,9 @@ flattened row-major.
      over `r`, the tree runs over `y` in a `memref<8x32x..>`.
 3. A whole-tensor reduction too large for one block (one output, r >= 2B) takes two
    launches: G <= 64 blocks each reduce a strided share to `partials[block]` (a host
-   `memref.alloc`, device scratch), then one block reduces the G partials as in 1.
+   `memref.alloc`, device scratch), then one block reduces the G partials as in 1. A tall
+   column reduction (few blocks of outputs, r >= 512) likewise: grid y splits r into G
+   shares, `partials[G, outputs]`, then the column variant over the G partials.
 
 A reduction that is no `combine(acc, f(...))` (several outputs, an accumulator used
 twice), or that has several outputs of fewer than `MIN_STEPS` steps each (a block of 32
@@ -87,6 +89,10 @@ MAX_THREADS = 256
 COLUMN_LANES = (32, 8)
 MAX_PARTIAL_BLOCKS = 64
 MIN_STEPS = 4
+FEW_BLOCKS = 16
+COLUMN_SPLIT_STEPS = 512
+"""A column reduction over fewer than `FEW_BLOCKS` blocks of outputs and at least this many
+steps splits its steps over grid y (64 steps per y lane), then a second pass."""
 """Reductions of fewer steps per output (and more than one output) stay with `tess-gpu-map`:
 one thread per output, the steps sequential."""
 
@@ -386,9 +392,39 @@ def reduce_kernel(kernel: func.FuncOp, module: ModuleOp) -> bool:
         launch_kernel(module, kernel, [launch_first, launch_second], [partial_type])
         return True
 
+    columns = outputs > 1 and not innermost_is_reduced(reduction)
+    width, height = COLUMN_LANES
+    if columns and -(-outputs // width) < FEW_BLOCKS and steps >= COLUMN_SPLIT_STEPS:
+        split = min(MAX_PARTIAL_BLOCKS, -(-steps // COLUMN_SPLIT_STEPS))
+        partial_type = MemRefType(element_type, [split, outputs])
+        first = GpuKernel.create(
+            f"{name}_0", kernel, ops[: ops.index(reduction.op) + 1], [(0, partial_type)]
+        )
+        tk = TreeKernel(reduction, first, element_type)
+        (partials,) = first.scratch_args
+        partials.name_hint = "partials"
+        launch_first = build_columns(
+            tk,
+            outputs,
+            steps,
+            element_at(tk),
+            lambda b, total, p: b.store(total, partials, [b.block_id("y"), p]),
+            module,
+            split,
+        )
+        second = GpuKernel.create(f"{name}_1", kernel, ops, [(0, partial_type)])
+        tk2 = TreeKernel(reduction, second, element_type)
+        (partials2,) = second.scratch_args
+        partials2.name_hint = "partials"
+        launch_second = build_columns(
+            tk2, outputs, split, lambda b, p, r: b.load(partials2, [r, p]), finish_at(tk2), module
+        )
+        launch_kernel(module, kernel, [launch_first, launch_second], [partial_type])
+        return True
+
     gk = GpuKernel.create(name, kernel, ops)
     tk = TreeKernel(reduction, gk, element_type)
-    if outputs > 1 and not innermost_is_reduced(reduction):
+    if columns:
         launch = build_columns(tk, outputs, steps, element_at(tk), finish_at(tk), module)
     else:
         build_rows(tk, threads, outputs, lanes_from(threads), element_at(tk), finish_at(tk), steps)
@@ -404,8 +440,10 @@ def build_columns(
     element: Callable[[Body, SSAValue, SSAValue], SSAValue],
     finish: Callable[[Body, SSAValue, SSAValue], None],
     module: ModuleOp,
+    split: int = 1,
 ) -> Launch:
-    """Column variant (module docstring, step 2): x picks the output, y strides over r."""
+    """Column variant (module docstring, step 2): x picks the output, y strides over r;
+    with `split` > 1, grid y splits r too (`r = block_id y * 8 + ty, ...`)."""
     width, height = COLUMN_LANES
     b = tk.gk.body()
     tree = b.add_op(
@@ -421,7 +459,9 @@ def build_columns(
             def fold(br: Body, r: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
                 return [tk.reduction.combined(br, acc[0], element(br, p, r))]
 
-            return bi.loop(ty, bi.c(steps), bi.c(height), fold, [tk.identity(bi)], hint="r")
+            start = bi.add(bi.mul(b.block_id("y"), bi.c(height)), ty) if split > 1 else ty
+            stride = bi.c(height * split)
+            return bi.loop(start, bi.c(steps), stride, fold, [tk.identity(bi)], hint="r")
 
         (partial,) = bp.when(
             inside, fold_all, lambda be: [tk.identity(be)], types=[tk.element_type]
@@ -438,7 +478,7 @@ def build_columns(
 
     blocks = min(-(-outputs // width), 1024)
     b.loop(b.mul(bx, b.c(width)), b.c(outputs), b.mul(gdx, b.c(width)), per_block, hint="p0")
-    return tk.gk.finish((blocks, 1, 1), (width, height, 1), module)
+    return tk.gk.finish((blocks, split, 1), (width, height, 1), module)
 
 
 @dataclass(frozen=True)

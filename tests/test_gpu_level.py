@@ -198,6 +198,9 @@ def middle(x: f32[3, 32, 4]) -> f32[3, 4]:
 def column_mean(x: f32[33, 7]) -> f32[7]:
     return mean(exp(x), dim=0)
 
+def tall(x: f32[1100, 3]) -> f32[3]:
+    return mean(x, dim=0)
+
 def whole(x: f32[513]) -> f32[]:
     return sum(x)
 
@@ -217,8 +220,8 @@ def softmax_rows(x: f32[6, 33]) -> f32[6, 33]:
 """
 
 REDUCTION_ENTRIES = [
-    "seed", "rows", "columns", "column_max", "middle", "column_mean", "whole", "whole_max", "one",
-    "softmax_rows", "short_rows",
+    "seed", "rows", "columns", "column_max", "middle", "column_mean", "tall", "whole",
+    "whole_max", "one", "softmax_rows", "short_rows",
 ]  # fmt: skip
 
 
@@ -243,6 +246,9 @@ def test_reduction_shapes() -> None:
     assert "3x5x4" not in print_module(module)
     # A column mean: fill, sum and divide, three CPU kernels, are one launch.
     assert launches(module, "column_mean") == ["column_mean_kernel_0"]
+    # A tall column mean: 3 shares of 1100 rows (grid y), partials [3, 3], a second pass.
+    assert launches(module, "tall") == ["tall_kernel_0_0", "tall_kernel_0_1"]
+    assert list(kernels["tall_kernel_0_0"].known_grid_size.get_values()) == [1, 3, 1]
     # Three steps per row: one thread per row (tess-gpu-map), no workgroup memory.
     short = kernels[launches(module, "short_rows")[-1]]
     assert not any(isinstance(op, memref.AllocaOp | gpu.BarrierOp) for op in short.walk())

@@ -41,6 +41,18 @@ func.func @whole(%x: tensor<513xf32>) -> tensor<f32> {
 // CHECK:         "gpu.launch_func"({{.*}}, %out0, %[[P]]) <{kernel = @kernels::@whole_kernel_0_1,
 // CHECK-NEXT:    memref.dealloc %[[P]] : memref<3xf32>
 
+// A tall column sum, (1100,3) over dim 0: one block of outputs would walk 1100 rows, so
+// grid y splits them into 3 shares (partials[3, 3]) and a second launch folds those.
+func.func @tall(%x: tensor<1100x3xf32>) -> tensor<3xf32> {
+  %0 = tess.sum %x dims = [0] : tensor<1100x3xf32> -> tensor<3xf32>
+  func.return %0 : tensor<3xf32>
+}
+// CHECK-LABEL: func.func @tall(
+// CHECK:         %[[TP:.+]] = memref.alloc() : memref<3x3xf32>
+// CHECK:         "gpu.launch_func"({{.*}}, %x, %[[TP]]) <{kernel = @kernels::@tall_kernel_0_0,
+// CHECK:         "gpu.launch_func"({{.*}}, %out0, %[[TP]]) <{kernel = @kernels::@tall_kernel_0_1,
+// CHECK-NEXT:    memref.dealloc %[[TP]] : memref<3x3xf32>
+
 // CHECK:       "gpu.module"() <{sym_name = "kernels"}> ({
 
 // CHECK:         "gpu.func"() <{function_type = (memref<3x4xf32>, memref<3x17x1xf32>, memref<1x17x4xf32>) -> (), kernel}> ({
@@ -84,3 +96,6 @@ func.func @whole(%x: tensor<513xf32>) -> tensor<f32> {
 // CHECK:           memref.load %partials[
 // CHECK:           arith.divf
 // CHECK:         sym_name = "whole_kernel_0_1", gpu.known_block_size = array<i32: 32, 1, 1>, gpu.known_grid_size = array<i32: 1, 1, 1>}
+
+// CHECK:         sym_name = "tall_kernel_0_0", gpu.known_block_size = array<i32: 32, 8, 1>, gpu.known_grid_size = array<i32: 1, 3, 1>}
+// CHECK:         sym_name = "tall_kernel_0_1", gpu.known_block_size = array<i32: 32, 8, 1>, gpu.known_grid_size = array<i32: 1, 1, 1>}
