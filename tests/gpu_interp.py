@@ -37,6 +37,12 @@ Env = dict[SSAValue, Any]
 Thread = Generator[None, None, Any]
 
 
+def poisoned(shape: Sequence[int], dtype: str) -> np.ndarray:
+    """An array whose unwritten elements show: NaN for floats, a sentinel for integers."""
+    fill = np.nan if np.dtype(dtype).kind == "f" else -7
+    return np.full(shape, fill, dtype=dtype)
+
+
 def _ctor(typ: Any) -> str:
     return "int" if isinstance(typ, IndexType) else f"np.{dtype_name(typ)}"
 
@@ -141,9 +147,7 @@ def _run_op(op: Operation, env: Env, ctx: Block3, tid: tuple[int, int, int]) -> 
         typ = op.memref.type
         assert isinstance(typ, MemRefType) and is_workgroup(typ), "only workgroup allocas"
         if id(op) not in ctx.shared:
-            ctx.shared[id(op)] = np.full(
-                typ.get_shape(), np.nan, dtype=dtype_name(typ.element_type)
-            )
+            ctx.shared[id(op)] = poisoned(typ.get_shape(), dtype_name(typ.element_type))
         env[op.memref] = ctx.shared[id(op)]
     else:
         env[op.results[0]] = _scalar_fn(op)(*[env[v] for v in op.operands])
@@ -194,7 +198,7 @@ def run_host(module: ModuleOp, name: str, args: Sequence[np.ndarray]) -> None:
             run_kernel(kernel, sizes[:3], sizes[3:], [env[v] for v in op.kernelOperands])
         elif isinstance(op, memref.AllocOp):
             typ = op.memref.type
-            env[op.memref] = np.full(typ.get_shape(), np.nan, dtype=dtype_name(typ.element_type))
+            env[op.memref] = poisoned(typ.get_shape(), dtype_name(typ.element_type))
         elif isinstance(op, memref.ViewOp):
             typ = op.result.type
             dtype = np.dtype(dtype_name(typ.element_type))
@@ -214,4 +218,4 @@ def run_host(module: ModuleOp, name: str, args: Sequence[np.ndarray]) -> None:
             raise NotImplementedError(f"host op {op.name}")
 
 
-__all__ = ["run_host", "run_kernel"]
+__all__ = ["poisoned", "run_host", "run_kernel"]
