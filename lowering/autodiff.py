@@ -55,6 +55,7 @@ from xdsl.transforms.common_subexpression_elimination import cse
 from xdsl.transforms.dead_code_elimination import region_dce
 from xdsl.utils.exceptions import PassFailedException
 
+from tessc.dialects.functions import lookup_function, module_functions
 from tessc.lowering.vjp_rules import VJP_RULES, ZERO_GRADIENT_OPS, GradEmitter
 
 
@@ -77,13 +78,13 @@ def is_scalar(value: SSAValue) -> bool:
 
 def find_function(module: ModuleOp, name: str | None) -> func.FuncOp:
     """`@name`, or the module's only function when `name` is None."""
-    functions = [op for op in module.ops if isinstance(op, func.FuncOp)]
+    functions = module_functions(module)
     if name is None:
         if len(functions) != 1:
             _fail(f"the module has {len(functions)} functions: name one with `func=<name>`")
         return functions[0]
-    found = SymbolTable.lookup_symbol(module, name)
-    if not isinstance(found, func.FuncOp):
+    found = lookup_function(module, name)
+    if found is None:
         _fail(f"no function @{name} in the module")
     return found
 

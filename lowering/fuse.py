@@ -60,16 +60,14 @@ from xdsl.context import Context
 from xdsl.dialects import arith, tensor
 from xdsl.dialects.builtin import (
     AffineMapAttr,
-    DenseIntOrFPElementsAttr,
     FloatAttr,
     ModuleOp,
     ShapedType,
     TensorType,
 )
-from xdsl.dialects.linalg.attrs import IteratorType
-from xdsl.dialects.linalg.ops import FillOp, GenericOp, IndexOp, YieldOp
+from xdsl.dialects.linalg.ops import FillOp, GenericOp, YieldOp
 from xdsl.ir import Block, BlockArgument, Operation, OpResult, Region, SSAValue
-from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
+from xdsl.ir.affine import AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -82,6 +80,17 @@ from xdsl.traits import is_side_effect_free
 
 from tessc.dialects import contract
 from tessc.dialects.tess import PatternKind
+from tessc.lowering.generic_analysis import (
+    VIEW_OPS,
+    body_ops,
+    generic_maps,
+    is_permutation,
+    is_reduction,
+    labels,
+    pattern_kind,
+    reads_loop_indices,
+    splat_value,
+)
 
 # Ops that are not worth recomputing: transcendental functions and divisions. Everything
 # else in `math` is a cheap bit/rounding operation.
@@ -90,91 +99,11 @@ _CHEAP_MATH_OPS = frozenset(
      "math.roundeven", "math.trunc"}
 )  # fmt: skip
 _EXPENSIVE_ARITH_OPS = frozenset({"arith.divf", "arith.remf"})
-_VIEW_OPS = (tensor.CollapseShapeOp, tensor.ExpandShapeOp)
 
 
 # ---------------------------------------------------------------------------------------
 # Classification and cost
 # ---------------------------------------------------------------------------------------
-
-
-def _maps(op: GenericOp) -> list[AffineMap]:
-    return [attr.data for attr in op.indexing_maps]
-
-
-def _is_reduction(op: GenericOp) -> bool:
-    return any(it.data == IteratorType.REDUCTION for it in op.iterator_types)
-
-
-def _is_permutation(m: AffineMap) -> bool:
-    return len(m.results) == m.num_dims and m.is_projected_permutation()
-
-
-def _is_projection(m: AffineMap) -> bool:
-    """Each result is a distinct loop dim or the constant 0 (a broadcast, permute or copy)."""
-    dims = [r.position for r in m.results if isinstance(r, AffineDimExpr)]
-    zeros = [r for r in m.results if isinstance(r, AffineConstantExpr) and r.value == 0]
-    return (
-        not m.num_symbols
-        and len(dims) + len(zeros) == len(m.results)
-        and len(set(dims)) == len(dims)
-    )
-
-
-def _splat_value(op: Operation) -> float | None:
-    """The element of an `arith.constant` splat tensor, else None."""
-    if not isinstance(op, arith.ConstantOp) or not isinstance(op.value, DenseIntOrFPElementsAttr):
-        return None
-    raw, size = op.value.data.data, op.value.get_element_type().compile_time_size
-    if not raw or raw != raw[:size] * (len(raw) // size):  # bytes: fast on big constants
-        return None
-    return float(next(iter(op.value.iter_values())))
-
-
-def reads_captured(op: GenericOp) -> bool:
-    """Whether the body reads a tensor the generic captures (a gather's `tensor.extract`):
-    data-dependent accesses no indexing map describes."""
-    return any(isinstance(nested, tensor.ExtractOp) for nested in op.body.walk())
-
-
-def reads_loop_indices(op: GenericOp) -> bool:
-    return any(isinstance(nested, IndexOp) for nested in op.body.walk())
-
-
-def pattern_kind(op: Operation) -> PatternKind:
-    """TVM's FuseOps class of `op`, read off its iterators and indexing maps."""
-    if isinstance(op, FillOp) or _splat_value(op) is not None:
-        return PatternKind.ELEMENTWISE
-    if isinstance(op, _VIEW_OPS):
-        return PatternKind.INJECTIVE
-    if not isinstance(op, GenericOp) or reads_captured(op):
-        return PatternKind.OPAQUE
-    maps = _maps(op)
-    if not all(_is_projection(m) for m in maps):
-        return PatternKind.OPAQUE
-    if _is_reduction(op):
-        # A contraction (matmul-like) reduces two inputs that each carry a parallel dim the
-        # other lacks, as (i,k) and (k,j) do; anything else is a plain reduction.
-        reduced = {d for d, it in enumerate(op.iterator_types) if it.data == IteratorType.REDUCTION}
-        kept = [m.used_dims() - reduced for m in maps[: len(op.inputs)] if reduced & m.used_dims()]
-        contraction = any(not a <= b and not b <= a for a in kept for b in kept)
-        return PatternKind.MATMUL if contraction else PatternKind.REDUCTION
-    out_maps = maps[len(op.inputs) :]
-    if not all(_is_permutation(m) for m in out_maps):
-        return PatternKind.OPAQUE
-    if all(m == AffineMap.identity(m.num_dims) for m in maps):
-        return PatternKind.ELEMENTWISE
-    in_order = all(
-        [r.position for r in m.results if isinstance(r, AffineDimExpr)]
-        == sorted(r.position for r in m.results if isinstance(r, AffineDimExpr))
-        for m in maps
-    )
-    return PatternKind.BROADCAST if in_order else PatternKind.INJECTIVE
-
-
-def _payload(op: GenericOp) -> list[Operation]:
-    """The body ops that compute something (no constants, no yield)."""
-    return [o for o in op.body.block.ops if not isinstance(o, arith.ConstantOp | YieldOp)]
 
 
 def _is_expensive(op: Operation) -> bool:
@@ -186,26 +115,8 @@ def producer_cost(op: Operation) -> tuple[int, bool]:
     """(number of arithmetic ops per element, whether any is expensive)."""
     if not isinstance(op, GenericOp):
         return 0, False
-    payload = _payload(op)
+    payload = body_ops(op)
     return len(payload), any(_is_expensive(o) for o in payload)
-
-
-def labels(op: Operation) -> list[str]:
-    """What `op` stands for in `tess.fused`: the ops already merged into it, else its origin."""
-    fused = contract.FUSED.get(op)
-    if fused is not None:
-        return fused
-    origin = contract.ORIGIN.get(op)
-    if origin is not None:
-        return [origin]
-    if isinstance(op, GenericOp) and (payload := _payload(op)):
-        return ["+".join(o.name for o in payload)]
-    if isinstance(op, GenericOp):  # no arithmetic: it yields an input or a constant
-        yielded = op.body.block.last_op.operands if op.body.block.last_op else ()
-        return [
-            "linalg.copy" if any(isinstance(v, BlockArgument) for v in yielded) else "linalg.fill"
-        ]
-    return [op.name]
 
 
 # ---------------------------------------------------------------------------------------
@@ -253,7 +164,7 @@ def plan_fusion(consumer: GenericOp, index: int, policy: FusionPolicy) -> Fusion
     producer = value.op
     if isinstance(producer, tensor.EmptyOp):
         return None
-    if isinstance(producer, _VIEW_OPS):
+    if isinstance(producer, VIEW_OPS):
         return f"{producer.name} is a view, not a linalg.generic; fusion stops at reshapes"
     kind = pattern_kind(producer)
     if kind in (PatternKind.REDUCTION, PatternKind.MATMUL):
@@ -268,8 +179,10 @@ def plan_fusion(consumer: GenericOp, index: int, policy: FusionPolicy) -> Fusion
     if producer.parent_block() is not consumer.parent_block():
         return "producer is in another block"
 
-    maps = _maps(consumer)
-    out_maps = _maps(producer)[len(producer.inputs) :] if isinstance(producer, GenericOp) else []
+    maps = generic_maps(consumer)
+    out_maps = (
+        generic_maps(producer)[len(producer.inputs) :] if isinstance(producer, GenericOp) else []
+    )
     uses: list[tuple[int, int, AffineMap]] = []
     for i, operand in enumerate(consumer.inputs):
         if not isinstance(operand, OpResult) or operand.op is not producer:
@@ -301,7 +214,7 @@ def plan_fusion(consumer: GenericOp, index: int, policy: FusionPolicy) -> Fusion
     cost, expensive = producer_cost(producer)
     cheap = cost <= policy.max_cheap_ops and not expensive
     if visits > 1 and cost > 0:
-        if _is_reduction(consumer):
+        if is_reduction(consumer):
             return f"would recompute the producer {visits} times per element inside a reduction"
         if not cheap:
             return f"expensive producer would be recomputed {visits} times per element"
@@ -312,9 +225,9 @@ def plan_fusion(consumer: GenericOp, index: int, policy: FusionPolicy) -> Fusion
         refusal = f"producer has {len(others) + 1} uses and is expensive"
         if not policy.multi_output:
             return refusal
-        if _is_reduction(consumer):
+        if is_reduction(consumer):
             return f"{refusal}; multi-output fusion needs an all-parallel consumer"
-        if len(transforms) != 1 or not _is_permutation(transforms[0]):
+        if len(transforms) != 1 or not is_permutation(transforms[0]):
             return f"{refusal}; the consumer's iteration space differs from the producer's"
         block = consumer.parent_block()
         assert block is not None
@@ -333,7 +246,9 @@ def plan_fusion(consumer: GenericOp, index: int, policy: FusionPolicy) -> Fusion
         # The producer's inputs, kept results and inits its body reads join the fused op.
         n, args = len(producer.inputs), producer.body.block.args
         carried = [
-            m for j, m in enumerate(_maps(producer)) if j < n or j - n in kept or args[j].uses
+            m
+            for j, m in enumerate(generic_maps(producer))
+            if j < n or j - n in kept or args[j].uses
         ]
         fused_maps += [m.compose(t) for t in transforms for m in carried]
     missing = _covers_all_loops(fused_maps, len(extents))
@@ -372,7 +287,7 @@ def _scalar_of(producer: Operation, block: Block, before: Operation | None) -> S
             return scalar  # defined above the consumer, so still visible from its body
         constant = scalar.op.clone()
     else:
-        value = _splat_value(producer)
+        value = splat_value(producer)
         assert value is not None and isinstance(producer.results[0].type, TensorType)
         element_type = producer.results[0].type.get_element_type()
         constant = arith.ConstantOp(FloatAttr(value, element_type))
@@ -432,8 +347,8 @@ def build_fused(consumer: GenericOp, plan: FusionPlan, rewriter: PatternRewriter
     are spent afterwards (the caller replaces the consumer and erases a dead producer).
     """
     producer = plan.producer
-    consumer_maps = _maps(consumer)
-    producer_maps = _maps(producer) if isinstance(producer, GenericOp) else []
+    consumer_maps = generic_maps(consumer)
+    producer_maps = generic_maps(producer) if isinstance(producer, GenericOp) else []
     by_index = {i: (r, t) for i, r, t in plan.uses}
     transforms = list(dict.fromkeys(t for _, _, t in plan.uses))
 

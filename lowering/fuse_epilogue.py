@@ -89,8 +89,8 @@ from xdsl.rewriter import InsertPoint
 from tessc.dialects import contract
 from tessc.dialects.kernel import GroupOp, YieldOp
 from tessc.dialects.tess import PatternKind
-from tessc.lowering.fuse import labels, pattern_kind
-from tessc.lowering.to_loops import NestSummary, shared_by_chain, summarize_nest
+from tessc.lowering.generic_analysis import labels, pattern_kind
+from tessc.lowering.loop_analysis import NestSummary, shared_by_chain, summarize_nest
 
 _ROOT_KINDS = (PatternKind.REDUCTION, PatternKind.MATMUL)
 

@@ -105,9 +105,10 @@ from xdsl.transforms.common_subexpression_elimination import cse
 
 from tessc.dialects import contract
 from tessc.dialects.contract import ARENA_LAYOUT, DONATED, ArenaLayout, ArenaSlot
+from tessc.dialects.functions import called_functions
 from tessc.dialects.kernel import GroupOp
 from tessc.dialects.kernel import YieldOp as GroupYieldOp
-from tessc.lowering.fuse import reads_captured, reads_loop_indices
+from tessc.lowering.generic_analysis import reads_captured, reads_loop_indices
 
 # ---------------------------------------------------------------------------------------
 # Elementwise ops
@@ -655,7 +656,7 @@ class TessFuseHorizontalPass(ModulePass):
     scalar_prologue: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        called = {o.callee.root_reference.data for o in op.walk() if isinstance(o, func.CallOp)}
+        called = called_functions(op)
         for function in list(op.body.block.ops):
             if not isinstance(function, func.FuncOp) or function.is_declaration:
                 continue

@@ -93,6 +93,7 @@ from xdsl.traits import SymbolTable
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
+from tessc.dialects.functions import called_functions
 from tessc.dialects.kernel import GroupOp
 
 ALIGNMENT = 64
@@ -584,7 +585,7 @@ class TessMemoryPlanPass(ModulePass):
     """Print each host's plan to stderr."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        called = {c.callee.root_reference.data for c in op.walk() if isinstance(c, func.CallOp)}
+        called = called_functions(op)
         workspaces: dict[str, int] = {}
         for function in hosts_callees_first(op):
             name = function.sym_name.data

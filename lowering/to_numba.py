@@ -61,6 +61,7 @@ from xdsl.traits import IsTerminator
 
 # Re-exported: `_EXPRESSIONS` and `_CMPF` for tests that evaluate the templates.
 from tessc.dialects import contract
+from tessc.dialects.functions import called_functions
 from tessc.lowering.numba_ops import _CMPF as _CMPF
 from tessc.lowering.numba_ops import _EXPRESSIONS as _EXPRESSIONS
 from tessc.lowering.numba_ops import (
@@ -494,7 +495,7 @@ def _emit_module(
             raise UnsupportedOpError(op, f"@{op.sym_name.data} has more than one block")
         functions.append(op)
     function_names = python_function_names(functions)
-    called = {op.callee.root_reference.data for op in module.walk() if isinstance(op, func.CallOp)}
+    called = called_functions(module)
 
     parallel = {
         fn.sym_name.data: contract.KERNEL.has(fn)

@@ -29,6 +29,7 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import DiagnosticException
 
 from tessc import timing
+from tessc.dialects.functions import lookup_function, module_functions
 from tessc.pipelines import IR_STAGES, STAGES, get_pipeline, run_passes
 
 Outputs = tuple[np.ndarray, ...]
@@ -103,10 +104,10 @@ def lower(module: ModuleOp, stage: str, *, pipeline: str = "cpu", **codegen_opti
 
 
 def _check_entry(module: ModuleOp, entry: str) -> func.FuncOp:
-    for op in module.ops:
-        if isinstance(op, func.FuncOp) and op.sym_name.data == entry:
-            return op
-    names = [op.sym_name.data for op in module.ops if isinstance(op, func.FuncOp)]
+    found = lookup_function(module, entry)
+    if found is not None:
+        return found
+    names = [f.sym_name.data for f in module_functions(module)]
     raise ValueError(
         f"no function '@{entry}' in the module (it defines: {', '.join(names) or 'none'})"
     )

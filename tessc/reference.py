@@ -42,6 +42,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.parser import Parser
 
 from tessc.dialects import tess, tess_index
+from tessc.dialects.functions import lookup_function, module_functions
 from tessc.dialects.tess import format_shape
 
 OpImplementation = Callable[[Any, list[np.ndarray]], np.ndarray]
@@ -314,13 +315,11 @@ def _constant(op: arith.ConstantOp, operands: list[np.ndarray]) -> np.ndarray:
 
 def find_func(module: ModuleOp, func_name: str) -> func.FuncOp:
     """The top-level `func.func @func_name` of `module`; KeyError names the known funcs."""
-    names: list[str] = []
-    for op in module.ops:
-        if isinstance(op, func.FuncOp):
-            if op.sym_name.data == func_name:
-                return op
-            names.append(op.sym_name.data)
-    raise KeyError(f"no func.func @{func_name} in the module (it has: {', '.join(names)})")
+    found = lookup_function(module, func_name)
+    if found is None:
+        names = [f.sym_name.data for f in module_functions(module)]
+        raise KeyError(f"no func.func @{func_name} in the module (it has: {', '.join(names)})")
+    return found
 
 
 def check_arguments(func_op: func.FuncOp, args: Sequence[np.ndarray]) -> list[np.ndarray]:

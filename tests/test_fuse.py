@@ -32,7 +32,8 @@ from xdsl.ir import Operation, SSAValue
 from tessc.context import make_context
 from tessc.dialects import tess as tess_dialect
 from tessc.dialects.tess import PatternKind
-from tessc.lowering.fuse import FusionPolicy, TessFusePass, pattern_kind, plan_fusion
+from tessc.lowering.fuse import FusionPolicy, TessFusePass, plan_fusion
+from tessc.lowering.generic_analysis import pattern_kind
 from tessc.reference import interpret, numpy_dtype, parse_module, shape_and_dtype
 
 from helpers import (

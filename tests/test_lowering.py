@@ -49,9 +49,10 @@ from xdsl.utils.exceptions import PassFailedException
 from tessc.context import make_context
 from tessc.dialects import contract, tess
 from tessc.lowering.bufferize import TessBufferizePass
+from tessc.lowering.loop_analysis import plan_loop_nest
 from tessc.lowering.outline_kernels import TessOutlineKernelsPass
 from tessc.lowering.to_linalg import TessToLinalgPass, reassociation
-from tessc.lowering.to_loops import TessLinalgToLoopsPass, plan_loop_nest
+from tessc.lowering.to_loops import TessLinalgToLoopsPass
 from tessc.passes import load_pass
 from tessc.reference import find_func, interpret, shape_and_dtype
 

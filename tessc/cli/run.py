@@ -47,6 +47,7 @@ from tessc.diagnostics import (
     recording_failing_ops,
     verify_located,
 )
+from tessc.dialects.functions import lookup_function, module_functions
 from tessc.pipelines import PIPELINES
 
 
@@ -68,15 +69,15 @@ def parse_file(path: Path, text: str) -> ModuleOp:
 
 
 def entry_function(module: ModuleOp, entry: str | None) -> func.FuncOp:
-    functions = [op for op in module.ops if isinstance(op, func.FuncOp)]
+    functions = module_functions(module)
     names = ", ".join(f"@{f.sym_name.data}" for f in functions) or "none"
     if entry is None:
         if len(functions) != 1:
             raise RunError(f"choose the function to run with --entry (the module defines {names})")
         return functions[0]
-    for function in functions:
-        if function.sym_name.data == entry:
-            return function
+    found = lookup_function(module, entry)
+    if found is not None:
+        return found
     raise RunError(f"no function '@{entry}' to run (the module defines {names})")
 
 

@@ -1,0 +1,138 @@
+"""
+Analyses of `linalg.generic` ops on tensors (level 3), shared by the fusion passes.
+
+`tess-fuse` decides what to merge from an op's pattern kind (TVM's FuseOps classes:
+elementwise, broadcast, injective, reduction, matmul, opaque, read off its iterators and
+indexing maps); `tess-fuse-epilogue` picks group roots by the same kind, and both name ops
+in their reports by `labels` (what an op stands for: the ops merged into it, `tess.fused`,
+else the tess op it computes, `tess.op`). `tess-fuse-horizontal` refuses bodies that read
+captured tensors or loop indices. No IR is changed here.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import arith, tensor
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
+from xdsl.dialects.linalg.attrs import IteratorType
+from xdsl.dialects.linalg.ops import FillOp, GenericOp, IndexOp, YieldOp
+from xdsl.ir import BlockArgument, Operation
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
+
+from tessc.dialects import contract
+from tessc.dialects.tess import PatternKind
+
+VIEW_OPS = (tensor.CollapseShapeOp, tensor.ExpandShapeOp)
+"""Tensor ops that only reshape (injective, never fused into)."""
+
+
+def generic_maps(op: GenericOp) -> list[AffineMap]:
+    """The indexing maps of `op`, inputs first."""
+    return [attr.data for attr in op.indexing_maps]
+
+
+def is_reduction(op: GenericOp) -> bool:
+    return any(it.data == IteratorType.REDUCTION for it in op.iterator_types)
+
+
+def is_permutation(m: AffineMap) -> bool:
+    return len(m.results) == m.num_dims and m.is_projected_permutation()
+
+
+def is_projection(m: AffineMap) -> bool:
+    """Each result is a distinct loop dim or the constant 0 (a broadcast, permute or copy)."""
+    dims = [r.position for r in m.results if isinstance(r, AffineDimExpr)]
+    zeros = [r for r in m.results if isinstance(r, AffineConstantExpr) and r.value == 0]
+    return (
+        not m.num_symbols
+        and len(dims) + len(zeros) == len(m.results)
+        and len(set(dims)) == len(dims)
+    )
+
+
+def splat_value(op: Operation) -> float | None:
+    """The element of an `arith.constant` splat tensor, else None."""
+    if not isinstance(op, arith.ConstantOp) or not isinstance(op.value, DenseIntOrFPElementsAttr):
+        return None
+    raw, size = op.value.data.data, op.value.get_element_type().compile_time_size
+    if not raw or raw != raw[:size] * (len(raw) // size):  # bytes: fast on big constants
+        return None
+    return float(next(iter(op.value.iter_values())))
+
+
+def reads_captured(op: GenericOp) -> bool:
+    """Whether the body reads a tensor the generic captures (a gather's `tensor.extract`):
+    data-dependent accesses no indexing map describes."""
+    return any(isinstance(nested, tensor.ExtractOp) for nested in op.body.walk())
+
+
+def reads_loop_indices(op: GenericOp) -> bool:
+    return any(isinstance(nested, IndexOp) for nested in op.body.walk())
+
+
+def pattern_kind(op: Operation) -> PatternKind:
+    """TVM's FuseOps class of `op`, read off its iterators and indexing maps."""
+    if isinstance(op, FillOp) or splat_value(op) is not None:
+        return PatternKind.ELEMENTWISE
+    if isinstance(op, VIEW_OPS):
+        return PatternKind.INJECTIVE
+    if not isinstance(op, GenericOp) or reads_captured(op):
+        return PatternKind.OPAQUE
+    maps = generic_maps(op)
+    if not all(is_projection(m) for m in maps):
+        return PatternKind.OPAQUE
+    if is_reduction(op):
+        # A contraction (matmul-like) reduces two inputs that each carry a parallel dim the
+        # other lacks, as (i,k) and (k,j) do; anything else is a plain reduction.
+        reduced = {d for d, it in enumerate(op.iterator_types) if it.data == IteratorType.REDUCTION}
+        kept = [m.used_dims() - reduced for m in maps[: len(op.inputs)] if reduced & m.used_dims()]
+        contraction = any(not a <= b and not b <= a for a in kept for b in kept)
+        return PatternKind.MATMUL if contraction else PatternKind.REDUCTION
+    out_maps = maps[len(op.inputs) :]
+    if not all(is_permutation(m) for m in out_maps):
+        return PatternKind.OPAQUE
+    if all(m == AffineMap.identity(m.num_dims) for m in maps):
+        return PatternKind.ELEMENTWISE
+    in_order = all(
+        [r.position for r in m.results if isinstance(r, AffineDimExpr)]
+        == sorted(r.position for r in m.results if isinstance(r, AffineDimExpr))
+        for m in maps
+    )
+    return PatternKind.BROADCAST if in_order else PatternKind.INJECTIVE
+
+
+def body_ops(op: GenericOp) -> list[Operation]:
+    """The body ops that compute something (no constants, no yield)."""
+    return [o for o in op.body.block.ops if not isinstance(o, arith.ConstantOp | YieldOp)]
+
+
+def labels(op: Operation) -> list[str]:
+    """What `op` stands for in `tess.fused`: the ops already merged into it, else its origin."""
+    fused = contract.FUSED.get(op)
+    if fused is not None:
+        return fused
+    origin = contract.ORIGIN.get(op)
+    if origin is not None:
+        return [origin]
+    if isinstance(op, GenericOp) and (payload := body_ops(op)):
+        return ["+".join(o.name for o in payload)]
+    if isinstance(op, GenericOp):  # no arithmetic: it yields an input or a constant
+        yielded = op.body.block.last_op.operands if op.body.block.last_op else ()
+        return [
+            "linalg.copy" if any(isinstance(v, BlockArgument) for v in yielded) else "linalg.fill"
+        ]
+    return [op.name]
+
+
+__all__ = [
+    "VIEW_OPS",
+    "body_ops",
+    "generic_maps",
+    "is_permutation",
+    "is_projection",
+    "is_reduction",
+    "labels",
+    "pattern_kind",
+    "reads_captured",
+    "reads_loop_indices",
+    "splat_value",
+]

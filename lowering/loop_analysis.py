@@ -1,0 +1,240 @@
+"""
+Loop-nest analysis of linalg structured ops: the loop order, the parallel prefix, and which
+outer loops consecutive nests can share. No IR is changed here.
+
+Two passes at two levels ask the same questions about a linalg op's future loop nest:
+`tess-linalg-to-loops` (level 5) builds the nest and fuses the nests of a kernel that share
+outer loops; `tess-fuse-epilogue` (level 3, on tensors) groups ops into a `kernel.group`
+only when their nests will share those loops. Both use this module, so the decision made
+on tensors is the one the loop level carries out. The algorithm (see `tess-linalg-to-loops`'
+module docstring, steps 1, 2 and 4):
+
+- `plan_loop_nest`: the innermost loop is the one that makes the accesses cheapest (0 if
+  it does not move an access, 1 for a unit-stride one, `STRIDED_ACCESS_COST` otherwise;
+  ties to the loop indexing the first output's last dim, then the later loop), only where
+  legal (a parallel loop that indexes every output, or the last reduction). The other
+  loops keep iterator order, parallel ones first. The leading loops that are parallel and
+  index every output form the parallel prefix (one `scf.parallel`).
+- `summarize_nest`: an op's plan, static loop extents and memory accesses (`NestSummary`),
+  on tensors or memrefs (`buffer_of` names the memory an operand touches).
+- `shared_outer_loops` / `shared_by_chain`: how many leading outer loops (the parallel
+  prefix without loops of extent 1) a later nest can share with earlier ones: same
+  extents, and every element one writes and another touches indexed by the same outer
+  loops at the same positions, so distinct outer iterations touch disjoint elements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import ShapedType
+from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
+from xdsl.dialects.linalg.attrs import IteratorType
+from xdsl.ir.affine import AffineDimExpr, AffineMap
+
+
+@dataclass(frozen=True)
+class LoopNestPlan:
+    """The order of an op's loops (outermost first) and how many lead as scf.parallel."""
+
+    order: tuple[int, ...]
+    num_parallel: int
+
+
+def dims_of(affine_map: AffineMap) -> set[int]:
+    return {e.position for e in affine_map.results if isinstance(e, AffineDimExpr)}
+
+
+STRIDED_ACCESS_COST = 8
+"""What a strided access in the innermost loop costs, against 1 for a unit-stride one and 0
+for one the innermost loop does not move (a register, after LLVM hoists it)."""
+
+
+def access_cost(loop: int, affine_map: AffineMap, shape: Sequence[int]) -> int:
+    """The cost of accessing an operand of `shape` through `affine_map` when `loop` is the
+    innermost loop: 0 if the loop does not move the access, 1 if it walks the operand's
+    last dim of size > 1 (unit stride), `STRIDED_ACCESS_COST` otherwise."""
+    if loop not in dims_of(affine_map):
+        return 0
+    results = list(affine_map.results)
+    while results and shape[len(results) - 1] == 1:
+        results.pop()  # size-1 trailing dims do not change the stride
+    if results and results[-1] == AffineDimExpr(loop):
+        return 1
+    return STRIDED_ACCESS_COST
+
+
+def plan_loop_nest(
+    iterator_types: Sequence[IteratorType],
+    indexing_maps: Sequence[AffineMap],
+    shapes: Sequence[Sequence[int]],
+    num_inputs: int,
+    ranges: Sequence[int],
+) -> LoopNestPlan:
+    """
+    The loop order and parallel prefix of the module docstring, steps 1 and 2, for an op
+    with these iterators and maps over operands of `shapes` (`()` for a scalar) whose first
+    `num_inputs` are inputs, and loops of extents `ranges`.
+    """
+    num_loops = len(iterator_types)
+    parallel = [d for d, t in enumerate(iterator_types) if t == IteratorType.PARALLEL]
+    sequential = [d for d, t in enumerate(iterator_types) if t != IteratorType.PARALLEL]
+    output_maps = indexing_maps[num_inputs:]
+    writes_distinct = set(range(num_loops))
+    for output_map in output_maps:
+        writes_distinct &= dims_of(output_map)
+
+    def legal_innermost(d: int) -> bool:
+        # A parallel loop may sink below the reductions if its iterations write disjoint
+        # outputs; a reduction loop only if it is the last one (summation order unchanged).
+        return d in writes_distinct if d in parallel else d == sequential[-1]
+
+    candidates = [d for d in range(num_loops) if ranges[d] != 1] or list(range(num_loops))
+    candidates = [d for d in candidates if legal_innermost(d)]
+    output_last: int | None = None
+    if output_maps and output_maps[0].results:
+        last = output_maps[0].results[-1]
+        output_last = last.position if isinstance(last, AffineDimExpr) else None
+
+    def score(d: int) -> tuple[int, bool, int]:
+        cost = sum(access_cost(d, m, shape) for m, shape in zip(indexing_maps, shapes, strict=True))
+        return (cost, d != output_last, -d)
+
+    innermost = min(candidates, key=score) if candidates else None
+    if innermost is not None and innermost in parallel:
+        order = (*(d for d in parallel if d != innermost), *sequential, innermost)
+    else:
+        order = (*parallel, *sequential)
+
+    num_parallel = 0
+    for d in order:
+        if d not in parallel or d not in writes_distinct:
+            break
+        num_parallel += 1
+    return LoopNestPlan(order, num_parallel)
+
+
+# ---------------------------------------------------------------------------------------
+# Sharing outer loops between nests (step 4)
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Access:
+    """One operand of a nest: the memory it touches (`buffer`: anything hashable that
+    names it), through which map, and whether the nest writes it."""
+
+    buffer: Hashable
+    map: AffineMap
+    writes: bool
+
+
+@dataclass(frozen=True)
+class NestSummary:
+    """What nest fusion needs to know about one linalg op."""
+
+    plan: LoopNestPlan
+    ranges: tuple[int, ...]
+    accesses: tuple[Access, ...]
+
+    @property
+    def outer_loops(self) -> tuple[int, ...]:
+        """The loops this nest can share, outermost first: its parallel prefix (which
+        indexes every output), without loops of extent 1 (they go anywhere)."""
+        prefix = self.plan.order[: self.plan.num_parallel]
+        return tuple(d for d in prefix if self.ranges[d] != 1)
+
+
+BufferOf = Callable[[LinalgStructuredOperation, int], Hashable]
+"""The memory operand `index` of an op touches (for memrefs: the memref value itself)."""
+
+
+def operand_buffer(op: LinalgStructuredOperation, index: int) -> Hashable:
+    return op.operands[index]
+
+
+def summarize_nest(
+    op: LinalgStructuredOperation, buffer_of: BufferOf = operand_buffer
+) -> NestSummary | None:
+    """The loop plan and accesses of `op` (on tensors or memrefs), or None without static
+    loop extents."""
+    maps = [m.data for m in op.get_indexing_maps()]
+    iterator_types = [t.data for t in op.get_iterator_types()]
+    try:
+        ranges = tuple(op.get_static_loop_ranges()) if iterator_types else ()
+    except (NotImplementedError, ValueError):
+        return None
+    if any(r < 0 for r in ranges):
+        return None
+    shapes = [v.type.get_shape() if isinstance(v.type, ShapedType) else () for v in op.operands]
+    num_inputs = len(op.inputs)
+    plan = plan_loop_nest(iterator_types, maps, shapes, num_inputs, ranges)
+    accesses = tuple(
+        Access(buffer_of(op, index), affine_map, index >= num_inputs)
+        for index, (operand, affine_map) in enumerate(zip(op.operands, maps, strict=True))
+        if isinstance(operand.type, ShapedType)
+    )
+    return NestSummary(plan, ranges, accesses)
+
+
+def _same_rows(
+    writer: Access, writer_loops: Sequence[int], other: Access, other_loops: Sequence[int]
+) -> int:
+    """How many leading outer loops index `writer`'s and `other`'s elements alike: at the
+    memref position where the writer's map has its p-th outer loop, the other map has its
+    own p-th outer loop."""
+    for p, (w, o) in enumerate(zip(writer_loops, other_loops, strict=True)):
+        results = list(writer.map.results)
+        if AffineDimExpr(w) not in results:
+            return p
+        position = results.index(AffineDimExpr(w))
+        if other.map.results[position] != AffineDimExpr(o):
+            return p
+    return len(writer_loops)
+
+
+def shared_outer_loops(before: NestSummary, after: NestSummary, limit: int) -> int:
+    """How many leading outer loops (at most `limit`) `before` and the later nest `after`
+    can share: same extents, and each element one writes and the other touches is indexed
+    by the same outer loops (so distinct outer iterations touch disjoint elements)."""
+    count = min(limit, len(before.outer_loops), len(after.outer_loops))
+    first, second = before.outer_loops[:count], after.outer_loops[:count]
+    for p, (a, b) in enumerate(zip(first, second, strict=True)):
+        if before.ranges[a] != after.ranges[b]:
+            count = p
+            break
+    for x in before.accesses:
+        for y in after.accesses:
+            if count == 0:
+                return 0
+            if x.buffer != y.buffer or not (x.writes or y.writes):
+                continue
+            if x.writes:
+                count = min(count, _same_rows(x, first[:count], y, second[:count]))
+            if y.writes:
+                count = min(count, _same_rows(y, second[:count], x, first[:count]))
+    return count
+
+
+def shared_by_chain(chain: Sequence[NestSummary], nest: NestSummary, limit: int) -> int:
+    """How many outer loops `nest` can share with every nest of `chain` (at most `limit`)."""
+    for member in chain:
+        limit = shared_outer_loops(member, nest, limit)
+    return limit
+
+
+__all__ = [
+    "STRIDED_ACCESS_COST",
+    "Access",
+    "BufferOf",
+    "LoopNestPlan",
+    "NestSummary",
+    "access_cost",
+    "dims_of",
+    "operand_buffer",
+    "plan_loop_nest",
+    "shared_by_chain",
+    "shared_outer_loops",
+    "summarize_nest",
+]
