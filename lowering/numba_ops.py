@@ -63,6 +63,7 @@ class UnsupportedOpError(DiagnosticException):
 # ---------------------------------------------------------------------------------------
 
 _FLOAT_DTYPES = {16: "float16", 32: "float32", 64: "float64"}
+_MANTISSA_BITS = {16: 10, 32: 23, 64: 52}
 _ITEMSIZES = {
     "float16": 2, "float32": 4, "float64": 8, "bool_": 1,
     "int8": 1, "int16": 2, "int32": 4, "int64": 8,
@@ -156,7 +157,8 @@ def bitcast(typingctx, value, target):
 # ---------------------------------------------------------------------------------------
 
 # `{0}`, `{1}`, `{2}`: operand expressions (names or literals); `{T}`: the result's scalar
-# constructor (`np.float32`), `{S}`: the first operand's, `{one}`: 1 in the result type.
+# constructor (`np.float32`), `{S}`: the first operand's, `{one}`: 1 in the result type,
+# `{big}`: 2^(mantissa bits) in the result type (from it on every float is an integer).
 _EXPRESSIONS: dict[str, str] = {
     "arith.addf": "{0} + {1}", "arith.subf": "{0} - {1}", "arith.mulf": "{0} * {1}",
     "arith.divf": "{0} / {1}", "arith.remf": "np.fmod({0}, {1})", "arith.negf": "-{0}",
@@ -299,6 +301,9 @@ class OpEmitter:
         # 0-d memrefs in parallel kernels, seen through 1-element views: Numba's parfor
         # lowering cannot index a 0-d array (`x[()]`) inside a prange body.
         self.scalar_views: dict[SSAValue, str] = {}
+        # The arith/math templates; a target whose compiler lacks some spellings (Numba's
+        # CUDA target has no `np.exp`) overrides those entries (`to_cuda.CUDA_TEMPLATES`).
+        self.templates: dict[str, str] = _EXPRESSIONS
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -342,8 +347,8 @@ class OpEmitter:
         """Emit `op` if it is an arith, math or memref op; False for any other op."""
         if isinstance(op, arith.ConstantOp):
             self.exprs[op.result] = constant_expr(op)
-        elif op.name in _EXPRESSIONS:
-            self.emit_expression(op, _EXPRESSIONS[op.name])
+        elif op.name in self.templates:
+            self.emit_expression(op, self.templates[op.name])
         elif isinstance(op, arith.CmpfOp):
             predicate = arith.CMPF_COMPARISON_OPERATIONS[op.predicate.value.data]
             self.emit_expression(op, _CMPF[predicate])
@@ -393,6 +398,9 @@ class OpEmitter:
             T=_scalar_ctor(result_type),
             S=_scalar_ctor(source) if "{S}" in template else "",
             one=one if "{one}" in template else "",
+            big=_float_literal(2.0 ** _MANTISSA_BITS[result_type.bitwidth], result_type)
+            if "{big}" in template and isinstance(result_type, AnyFloat)
+            else "",
         )
         self.uses_math |= "math." in text
         self.uses_bitcast |= op.name == "arith.bitcast"

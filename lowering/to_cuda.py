@@ -33,9 +33,10 @@ The output is a self-contained Python module:
 
 Between the structure, the arith, math and memref ops are translated by the CPU emitter's
 `OpEmitter` (`tessc.lowering.numba_ops`): one table of arith/math templates for both
-targets. Its NumPy spellings (`np.exp`, `np.maximum`, `np.float32(...)`) are what Numba's
-CUDA target compiles in kernels too. `arith.bitcast` is the one exception: an `@intrinsic`
-cannot run in Numba's CUDA simulator, so the module binds `bitcast` to a NumPy view there.
+targets, of which `CUDA_TEMPLATES` respells the few NumPy ufuncs Numba's CUDA target has
+no kernel implementation of (`np.exp` -> `math.exp`, ...). `arith.bitcast`: an
+`@intrinsic` cannot run in Numba's CUDA simulator, so the module binds `bitcast` to a
+NumPy view there.
 
 The launch configuration is what the gpu level says: the emitter computes no grid or block
 size of its own.
@@ -56,6 +57,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
 from tessc.dialects import contract
+from tessc.lowering.numba_ops import _EXPRESSIONS as _EXPRESSIONS
 from tessc.lowering.numba_ops import (
     BITCAST_INTRINSIC,
     RESERVED_NAMES,
@@ -81,6 +83,25 @@ ATOMIC_KINDS: dict[int, tuple[str, str]] = {
     4: ("maxs", "max"), 5: ("maxu", "max"), 6: ("minimumf", "min"), 7: ("mins", "min"),
     8: ("minu", "min"), 11: ("ori", "or_"), 12: ("andi", "and_"), 13: ("maxnumf", "max"),
     14: ("minnumf", "min"),
+}  # fmt: skip
+
+# The templates of `numba_ops` that Numba's CUDA target cannot compile as the CPU spells
+# them (NumPy ufuncs without a CUDA kernel implementation: `np.exp`, `np.sqrt`, `np.floor`
+# ...), found by lowering every template for the CUDA target (tests/test_cuda_lowering.py):
+# `math` functions and builtins instead, which the simulator runs too. Python's floor,
+# ceil, trunc and round return integers, so non-finite values and those already integral
+# (|x| >= 2^mantissa) pass through unconverted.
+_INTEGRAL = "({0} if not abs({0}) < {big} else {T}(%s({0})))"
+CUDA_TEMPLATES: dict[str, str] = {
+    **_EXPRESSIONS,
+    "arith.remf": "math.fmod({0}, {1})", "math.absf": "abs({0})",
+    "math.cbrt": "math.copysign(math.pow(abs({0}), {one} / {T}(3)), {0})",
+    "math.copysign": "math.copysign({0}, {1})", "math.exp": "math.exp({0})",
+    "math.exp2": "math.exp2({0})", "math.expm1": "math.expm1({0})",
+    "math.log1p": "math.log1p({0})", "math.powf": "math.pow({0}, {1})",
+    "math.rsqrt": "{one} / math.sqrt({0})", "math.sqrt": "math.sqrt({0})",
+    "math.ceil": _INTEGRAL % "math.ceil", "math.floor": _INTEGRAL % "math.floor",
+    "math.trunc": _INTEGRAL % "math.trunc", "math.roundeven": _INTEGRAL % "round",
 }  # fmt: skip
 
 # The thread/block index ops: the CUDA special register, the stem of the local (`tx`).
@@ -147,6 +168,7 @@ class _CudaEmitter(FunctionEmitter):
         self.kernel_names = kernel_names
         self.on_device = isinstance(fn, gpu.FuncOp)
         self.names.taken |= CUDA_MODULE_NAMES | set(kernel_names.values())
+        self.templates = CUDA_TEMPLATES
         self.buffer_count = 0
 
     def kernel_argument_names(self) -> list[str]:
