@@ -283,12 +283,14 @@ copies it into `TESSC_SIGNATURES["arenas"]` for the runtime."""
 NUM_OUTPUTS = Int("tess.num_outputs")
 """On a bufferized function: how many of its trailing memref arguments are out-params
 (destination-passing style). Written by `tess-bufferize`; read by `tess-memory-plan` and
-codegen (the `TESSC_SIGNATURES` inputs/outputs split)."""
+codegen, CPU and CUDA (the `TESSC_SIGNATURES` inputs/outputs split)."""
 
 KERNEL = Unit("tess.kernel")
 """On a `func.func`: a kernel (one loop nest the host calls), not a host. Written by
-`tess-outline-kernels`; read by `tess-linalg-to-loops` (chains of nests share loops only in
-kernels), `tess-memory-plan` (plans hosts only) and codegen (`@njit(parallel=...)`
+`tess-outline-kernels` (copied by `tess-gpu-partition` onto the kernels it splits); read by
+`tess-linalg-to-loops` (chains of nests share loops only in kernels),
+`tess-parallel-columns`, `tess-memory-plan` (plans hosts only), `tess-gpu-partition` and
+the gpu passes after it (`gpu_common.kernel_functions`), and codegen (`@njit(parallel=...)`
 kernels, no `TESSC_SIGNATURES` entry)."""
 
 ALIASES_INPUT = ArgInt("tess.aliases_input")
@@ -307,8 +309,8 @@ it a workspace) and codegen (the trailing argument; `TESSC_SIGNATURES["workspace
 
 GPU_SHAPE = Str("tess.gpu_shape")
 """On a `tess.kernel` function at the gpu level: `"map"` or `"reduce"`, how it is launched.
-Written by `tess-gpu-partition`; read by `tess-gpu-map` and the gpu lowering passes after it
-(`gpu_common.kernel_functions`)."""
+Written by `tess-gpu-partition`; read by `tess-gpu-contract`, `tess-gpu-reduce` and
+`tess-gpu-map`, each taking the kernels of its shape (`gpu_common.kernel_functions`)."""
 
 TILE_SIZES = IntArray("tess.tile_sizes")
 """On a tiled row kernel's `scf.parallel`: its row tile, then each contraction's (TK, TJ).
