@@ -68,6 +68,7 @@ from xdsl.dialects.builtin import (
     ShapedType,
     TensorType,
 )
+from xdsl.dialects.linalg.attrs import IteratorType
 from xdsl.dialects.linalg.ops import FillOp, GenericOp, YieldOp
 from xdsl.ir import Block, BlockArgument, Operation, OpResult, Region, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineMap
@@ -178,7 +179,7 @@ def _transposes_contraction_operand(
     reductions = {
         d for d, it in enumerate(consumer.iterator_types) if it.data == IteratorType.REDUCTION
     }
-    (source_map,) = _maps(producer)[:1]
+    (source_map,) = generic_maps(producer)[:1]
     for i, _, transform in uses:
         last = maps[i].results[-1] if maps[i].results else None
         fused = source_map.compose(transform).results
