@@ -28,6 +28,8 @@ def run_programs(args: argparse.Namespace) -> int:
         failure = check(program, grad=grad, seed=seed, pipelines=COMPILED_PIPELINES)
         done += 1
         grads += grad
+        if done % 50 == 0:  # a long run reports as it goes
+            print(f"... {done} programs, {sum(failures.values())} failing", flush=True)
         if failure is None:
             continue
         failures[f"{failure.kind} at {failure.pipeline}"] += 1
