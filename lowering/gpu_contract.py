@@ -58,7 +58,7 @@ from tessc.lowering.gpu_common import (
     linalg_ops,
     maps_of,
 )
-from tessc.lowering.gpu_reduce import Reduction, TreeKernel, match_reduction
+from tessc.lowering.gpu_tree import Reduction, TreeKernel, match_reduction
 
 TILE = 32
 THREADS = 16  # per block dim: each thread owns TILE // THREADS = 2 rows and 2 columns
