@@ -244,16 +244,16 @@ class _CudaEmitter(FunctionEmitter):
         if kind not in ATOMIC_KINDS:
             raise UnsupportedOpError(op, f"no CUDA atomic for atomic_rmw kind {kind}")
         indices = op.indices
+        target = self.expr(op.memref)
         if not indices:
-            index = "()"
+            # Numba's CUDA atomics take no 0-d array: its 1-element view, element 0.
+            target, index = f"{target}.reshape(1)", "0"
         elif len(indices) == 1:
             index = self.expr(indices[0])
         else:
             index = "(" + ", ".join(self.expr(i) for i in indices) + ")"
         value = self.expr(op.value)
-        self.assign(
-            op, f"cuda.atomic.{ATOMIC_KINDS[kind][1]}({self.expr(op.memref)}, {index}, {value})"
-        )
+        self.assign(op, f"cuda.atomic.{ATOMIC_KINDS[kind][1]}({target}, {index}, {value})")
 
     # -- host side ----------------------------------------------------------------------
 
@@ -355,6 +355,35 @@ def is_gpu_level(module: ModuleOp) -> bool:
     return any(isinstance(op, gpu.ModuleOp) for op in module.ops)
 
 
+def _kernel_names(
+    kernels: Sequence[tuple[str, gpu.FuncOp]], host_names: set[str]
+) -> dict[tuple[str, str], str]:
+    """The Python name of each (gpu.module, gpu.func): unique, shadowing nothing."""
+    taken = set(RESERVED_NAMES) | CUDA_MODULE_NAMES | host_names
+    names: dict[tuple[str, str], str] = {}
+    for module_name, kernel in kernels:
+        name = python_identifier(kernel.sym_name.data)
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        names[(module_name, kernel.sym_name.data)] = name
+    return names
+
+
+def kernel_python_names(module: ModuleOp) -> dict[str, str]:
+    """Each `gpu.func`'s name in `emit_cuda(module)`'s source, by its symbol name."""
+    hosts = [op for op in module.ops if isinstance(op, func.FuncOp)]
+    kernels = [
+        (op.sym_name.data, inner)
+        for op in module.ops
+        if isinstance(op, gpu.ModuleOp)
+        for inner in op.body.block.ops
+        if isinstance(inner, gpu.FuncOp)
+    ]
+    names = _kernel_names(kernels, set(python_function_names(hosts).values()))
+    return {fn: name for (_, fn), name in names.items()}
+
+
 def _emit_module(module: ModuleOp) -> str:
     hosts: list[func.FuncOp] = []
     kernels: list[tuple[str, gpu.FuncOp]] = []
@@ -374,14 +403,7 @@ def _emit_module(module: ModuleOp) -> str:
             raise UnsupportedOpError(op, f"@{op.sym_name.data} has more than one block")
 
     host_names = python_function_names(hosts)
-    taken = set(RESERVED_NAMES) | CUDA_MODULE_NAMES | set(host_names.values())
-    kernel_names: dict[tuple[str, str], str] = {}
-    for module_name, kernel in kernels:
-        name = python_identifier(kernel.sym_name.data)
-        while name in taken:
-            name += "_"
-        taken.add(name)
-        kernel_names[(module_name, kernel.sym_name.data)] = name
+    kernel_names = _kernel_names(kernels, set(host_names.values()))
     # A device function is called by its bare name from its module's kernels.
     device_names = {fn: name for (_, fn), name in kernel_names.items()}
 
@@ -446,4 +468,4 @@ def _emit_module(module: ModuleOp) -> str:
     return "\n\n\n".join(["\n".join(prologue), *helpers, *bodies]) + "\n"
 
 
-__all__ = ["emit_cuda", "is_gpu_level", "memory_space"]
+__all__ = ["CUDA_TEMPLATES", "emit_cuda", "is_gpu_level", "kernel_python_names", "memory_space"]

@@ -10,6 +10,7 @@ import importlib.util
 import math
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -100,19 +101,43 @@ def programs() -> dict[str, tuple[Callable[..., Any], tuple]]:
 
 @pytest.mark.parametrize("program", sorted(programs()))
 def test_every_emitted_kernel_lowers_for_the_cuda_target(program: str) -> None:
+    import tessc as ts
+    from tessc.compiler import lower_module
+
+    function, args = programs()[program]
+    traced = ts.jit(function, target="cuda").trace(*args)
+    lower_kernels(lower_module(traced.module, "gpu", pipeline="cuda"))
+
+
+HAND_WRITTEN = [
+    Path(__file__).parent / "filecheck" / "codegen" / "to-cuda.mlir",
+    *sorted((Path(__file__).parent / "cuda" / "inputs").glob("*.mlir")),
+]
+
+
+@pytest.mark.parametrize("path", HAND_WRITTEN, ids=lambda p: p.name)
+def test_hand_written_gpu_level_kernels_lower_for_the_cuda_target(path: Path) -> None:
+    """Shared arrays, barriers, atomics on a 0-d buffer, the bitcast intrinsic."""
+    from xdsl.parser import Parser
+
+    from tessc.context import make_context
+
+    module = Parser(make_context(), path.read_text()).parse_module()
+    module.verify()
+    lower_kernels(module)
+
+
+def lower_kernels(module: Any) -> None:
+    """Every `gpu.func` of `module`'s emitted source, typed from its memref arguments and
+    lowered for the CUDA target."""
     from numba import types
     from xdsl.dialects import gpu
     from xdsl.dialects.builtin import MemRefType
 
-    import tessc as ts
-    from tessc.compiler import lower_module
-    from tessc.lowering.numba_ops import dtype_name, python_identifier
-    from tessc.lowering.to_cuda import emit_cuda
+    from tessc.lowering.numba_ops import dtype_name
+    from tessc.lowering.to_cuda import emit_cuda, kernel_python_names
     from tessc.runtime import load_source
 
-    function, args = programs()[program]
-    traced = ts.jit(function, target="cuda").trace(*args)
-    module = lower_module(traced.module, "gpu", pipeline="cuda")
     loaded = load_source(emit_cuda(module))
     kernels = [op for op in module.walk() if isinstance(op, gpu.FuncOp)]
     assert kernels
@@ -122,5 +147,5 @@ def test_every_emitted_kernel_lowers_for_the_cuda_target(program: str) -> None:
             assert isinstance(typ, MemRefType)
             dtype = getattr(types, dtype_name(typ.element_type))
             argument_types.append(types.Array(dtype, len(typ.get_shape()), "C"))
-        dispatcher = getattr(loaded, python_identifier(kernel.sym_name.data))
+        dispatcher = getattr(loaded, kernel_python_names(module)[kernel.sym_name.data])
         lower(dispatcher.py_func, tuple(argument_types))

@@ -162,7 +162,7 @@
 // CHECK:          cuda.syncthreads()
 // CHECK-NEXT:     is0 = tid == 0
 // CHECK-NEXT:     if is0:
-// CHECK:              old = cuda.atomic.add(acc, (), pq_1)
+// CHECK:              old = cuda.atomic.add(acc.reshape(1), 0, pq_1)
 
 // CHECK:      def scale(x, y, out0, buffers):
 // CHECK-NEXT:     scale_kernel_0[(2, 1, 1), (8, 1, 1)](out0, x, y)
