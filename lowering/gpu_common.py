@@ -94,9 +94,6 @@ class Constants:
             values[op.result] = clone.results[0]
 
 
-IndexFn = Callable[[SSAValue, SSAValue], int]
-
-
 @dataclass
 class Body:
     """Appends ops to `block`; index arithmetic on constants folds."""
