@@ -96,6 +96,13 @@ def programs() -> dict[str, tuple[Callable[..., Any], tuple]]:
             (r(2, 9, 5, dtype=np.float64), r(2, 5, 4, dtype=np.float64)),
         ),
         "mlp_grad": (ts.value_and_grad(mlp_loss), (params, r(8, 5, dtype=np.float64))),
+        "optimizer": (
+            lambda p, g, s: (
+                {k: p[k] - 0.1 * g[k] / ((s[k] + g[k] * g[k]).sqrt() + 1e-10) for k in p},
+                {k: s[k] + g[k] * g[k] for k in s},
+            ),
+            tuple({"a": r(3, 5), "b": r(7)} for _ in range(3)),
+        ),
     }
 
 
@@ -105,7 +112,10 @@ def test_every_emitted_kernel_lowers_for_the_cuda_target(program: str) -> None:
     from tessc.compiler import lower_module
 
     function, args = programs()[program]
-    traced = ts.jit(function, target="cuda").trace(*args)
+    # Parameters and states donated, as an optimizer step is: its updates are one arena
+    # kernel (`tess-fuse-horizontal{donated-only=true}`).
+    donated = (0, 2) if program == "optimizer" else ()
+    traced = ts.jit(function, target="cuda", donate_argnums=donated).trace(*args)
     lower_kernels(lower_module(traced.module, "gpu", pipeline="cuda"))
 
 
