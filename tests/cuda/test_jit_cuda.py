@@ -232,3 +232,29 @@ def test_jit_takes_cuda_array_interface_objects(monkeypatch: pytest.MonkeyPatch)
     out = ts.jit(lambda x: x * 2.0, target="cuda")(ForeignArray(x))
     assert len(wrapped) == 1 and is_device_array(out)
     np.testing.assert_allclose(out.copy_to_host(), x * 2.0)
+
+
+def test_train_mlp_example_step_on_the_cuda_target() -> None:
+    """examples/train_mlp.py --target cuda: parameters and a batch on the device, one
+    training step, the same loss and parameters as the example's NumPy step."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parent.parent.parent / "examples" / "train_mlp.py"
+    spec = importlib.util.spec_from_file_location("train_mlp_example", path)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    rng = np.random.default_rng(0)
+    params = {
+        k: v[:, :8] if v.ndim == 2 and k == "w1" else v for k, v in example.init_params(8).items()
+    }
+    x = rng.random((16, 64)).astype(np.float32)
+    y = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 16)]
+    step = example.make_train_step(0.1, "cuda")
+    new_params, loss = step(example.on_target(params, "cuda"), *example.on_target((x, y), "cuda"))
+    assert all(is_device_array(v) for v in new_params.values())
+    want_params, want_loss = example.numpy_train_step(params, x, y, 0.1)
+    np.testing.assert_allclose(float(example.on_host(loss)), want_loss, rtol=1e-5)
+    for k, v in example.on_host(new_params).items():
+        np.testing.assert_allclose(v, want_params[k], rtol=1e-4, atol=1e-6)
