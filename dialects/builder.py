@@ -39,22 +39,27 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
+    IntegerType,
     ModuleOp,
     TensorType,
     f32,
     f64,
+    i1,
+    i32,
+    i64,
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
-from tessc.dialects import tess
-from tessc.dialects.tess import broadcast_shapes, format_shape, matmul_shape
+from tessc.dialects import tess, tess_index
+from tessc.dialects.tess import broadcast_shapes, format_shape, is_float, matmul_shape
 
 Shape: TypeAlias = tuple[int, ...]
 FloatType: TypeAlias = Float32Type | Float64Type
+ElementType: TypeAlias = Float32Type | Float64Type | IntegerType
 Operand: TypeAlias = SSAValue | float | int
 DimsLike: TypeAlias = int | Sequence[int] | None
-DTypeLike: TypeAlias = str | type | np.dtype | Float32Type | Float64Type
+DTypeLike: TypeAlias = str | type | np.dtype | Float32Type | Float64Type | IntegerType
 
 
 class TessError(ValueError):
@@ -66,36 +71,69 @@ class TessError(ValueError):
 # types
 # ---------------------------------------------------------------------------------------
 
-_DTYPE_NAMES: dict[str, FloatType] = {
-    "f32": f32,
-    "float32": f32,
-    "f64": f64,
-    "float64": f64,
-}
+_DTYPE_NAMES: dict[str, ElementType] = {
+    "f32": f32, "float32": f32, "f64": f64, "float64": f64,
+    "i32": i32, "int32": i32, "i64": i64, "int64": i64, "i1": i1, "bool": i1,
+}  # fmt: skip
+_SHORT_NAMES: dict[ElementType, str] = {f32: "f32", f64: "f64", i32: "i32", i64: "i64", i1: "i1"}
+_NUMPY_DTYPES: dict[ElementType, np.dtype] = {
+    f32: np.dtype(np.float32), f64: np.dtype(np.float64), i32: np.dtype(np.int32),
+    i64: np.dtype(np.int64), i1: np.dtype(np.bool_),
+}  # fmt: skip
 
 
-def element_type(dtype: DTypeLike) -> FloatType:
-    """`f32`/`f64` from "f32", "float64", `np.float32`, a NumPy dtype or an xDSL type."""
-    if isinstance(dtype, Float32Type | Float64Type):
+def element_type(dtype: DTypeLike) -> ElementType:
+    """`f32`/`f64`/`i32`/`i64`/`i1` from "f32", "float64", "int32", "bool", `np.float32`,
+    `np.int64`, a NumPy dtype or an xDSL type."""
+    if isinstance(dtype, Float32Type | Float64Type | IntegerType) and dtype in _SHORT_NAMES:
         return dtype
     if isinstance(dtype, str) and dtype in _DTYPE_NAMES:
         return _DTYPE_NAMES[dtype]
     try:
-        name = np.dtype(dtype).name
+        name = np.dtype(dtype).name  # type: ignore[arg-type]
     except TypeError:
         name = str(dtype)
     if name in _DTYPE_NAMES:
         return _DTYPE_NAMES[name]
-    raise TessError(f"unsupported dtype {name}: tessc computes in float32 and float64")
+    raise TessError(
+        f"unsupported dtype {name}: tessc computes in float32, float64, int32, int64 and bool"
+    )
 
 
 def numpy_dtype(dtype: DTypeLike) -> np.dtype:
-    return np.dtype(np.float32 if isinstance(element_type(dtype), Float32Type) else np.float64)
+    return _NUMPY_DTYPES[element_type(dtype)]
 
 
 def dtype_name(dtype: DTypeLike) -> str:
-    """The short name used in diagnostics and `.tess` types: "f32" or "f64"."""
-    return "f32" if isinstance(element_type(dtype), Float32Type) else "f64"
+    """The short name used in diagnostics and `.tess` types: "f32", "f64", "i32", "i64", "i1"."""
+    return _SHORT_NAMES[element_type(dtype)]
+
+
+def is_float_value(value: SSAValue) -> bool:
+    return is_float(element_type_of(value))
+
+
+def promote_types(types: Iterable[ElementType], weak: Iterable[object] = ()) -> ElementType:
+    """The dtype an op on tensors of `types` and Python numbers `weak` computes in.
+
+    As NumPy and JAX promote: f32 with f64 is f64, integers and bools take the float type
+    of the floats present, and without floats the widest integer wins, then bool. A Python
+    number is weakly typed, as in JAX: it takes the tensors' dtype, except that a float
+    number makes integer tensors f32 and an int number makes bool tensors i64.
+    """
+    kinds = list(dict.fromkeys(types))
+    floats = [t for t in kinds if is_float(t)]
+    if floats:
+        return f64 if f64 in floats else f32
+    result = i64 if i64 in kinds else i32 if i32 in kinds else i1
+    numbers = list(weak)
+    if any(isinstance(v, float | np.floating) for v in numbers):
+        return f32
+    if result == i1 and any(
+        isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_) for v in numbers
+    ):
+        return i64
+    return result
 
 
 def tensor_type(shape: Sequence[int], dtype: DTypeLike = "f32") -> TensorType:
@@ -220,22 +258,42 @@ class TessBuilder:
         tensor. (Numbers given as operands become these.)"""
         return self.fill(value, (), element_type_of(like))
 
-    def _operands(self, *operands: Operand) -> list[SSAValue]:
-        """SSAValues for `operands`, numbers becoming rank-0 fills of the tensors' dtype."""
+    def _operands(self, *operands: Operand, floating: bool = False) -> list[SSAValue]:
+        """SSAValues for `operands` in one dtype (`promote_types`; f32 at least when
+        `floating`): tensors of another dtype are cast, numbers become rank-0 fills."""
         tensors = [v for v in operands if isinstance(v, SSAValue)]
         if not tensors:
             raise TessError("at least one operand must be a tensor")
-        dtypes = {element_type_of(v) for v in tensors}
-        if len(dtypes) > 1:
-            names = " and ".join(describe(v) for v in tensors)
-            raise TessError(f"dtype mismatch: {names}")
-        like = tensors[0]
-        return [v if isinstance(v, SSAValue) else self.scalar(_number(v), like) for v in operands]
+        numbers = [v for v in operands if not isinstance(v, SSAValue)]
+        dtype = promote_types([element_type_of(v) for v in tensors], numbers)
+        if floating and not is_float(dtype):
+            dtype = f32
+        cast = {v: self.cast(v, dtype) for v in tensors}
+        like = cast[tensors[0]]
+        # Numbers through `scalar` (a subclass may shape them, as GradEmitter does).
+        return [cast[v] if isinstance(v, SSAValue) else self.scalar(_number(v), like) for v in operands]
+
+    def cast(self, x: SSAValue, dtype: DTypeLike) -> SSAValue:
+        """`x` converted to `dtype` (`tess.cast`; NumPy's `astype`), or `x` if it has it."""
+        target = element_type(dtype)
+        if element_type_of(x) == target:
+            return x
+        return self.insert(tess.CastOp(x, target))
+
+    astype = cast
+
+    def floating(self, x: SSAValue) -> SSAValue:
+        """`x` as a float tensor: integers and bools become f32 (as JAX computes them)."""
+        return x if is_float_value(x) else self.cast(x, f32)
 
     # -- map: unary elementwise ------------------------------------------------------------
 
     def unary(self, op: type[tess.UnaryOp], x: SSAValue) -> SSAValue:
-        """`op(x)`: every map is built here."""
+        """`op(x)`: every map is built here (integers become floats for float-only maps)."""
+        if op.ELEMENTS is tess.Elements.FLOAT:
+            x = self.floating(x)
+        elif not is_float_value(x) and element_type_of(x) == i1:
+            x = self.cast(x, i64)  # arithmetic on bools counts them, as NumPy's does
         return self.insert(op(x))
 
     def neg(self, x: SSAValue) -> SSAValue:
@@ -268,10 +326,22 @@ class TessBuilder:
     # -- zip: binary elementwise with broadcasting -----------------------------------------
 
     def binary(self, op: type[tess.BinaryOp], lhs: Operand, rhs: Operand) -> SSAValue:
-        """`op(lhs, rhs)`, broadcasting: every zip is built here."""
+        """`op(lhs, rhs)`, broadcasting: every zip is built here (a comparison gives a 0/1
+        mask in the operands' dtype; `lt`/`gt`/`eq` give bools)."""
+        floating = op.ELEMENTS is tess.Elements.FLOAT
+        lhs_value, rhs_value = self._operands(lhs, rhs, floating=floating)
+        self.check_broadcast(lhs_value, rhs_value)
+        if element_type_of(lhs_value) == i1 and op.ELEMENTS is not tess.Elements.ANY:
+            lhs_value, rhs_value = self.cast(lhs_value, i64), self.cast(rhs_value, i64)
+        return self.insert(op(lhs_value, rhs_value))
+
+    def _compare(self, op: type[tess.CompareOp], lhs: Operand, rhs: Operand) -> SSAValue:
+        """A bool (`i1`) tensor: where `lhs <op> rhs` holds."""
         lhs_value, rhs_value = self._operands(lhs, rhs)
         self.check_broadcast(lhs_value, rhs_value)
-        return self.insert(op(lhs_value, rhs_value))
+        if element_type_of(lhs_value) == i1 and op.ELEMENTS is not tess.Elements.ANY:
+            lhs_value, rhs_value = self.cast(lhs_value, i32), self.cast(rhs_value, i32)
+        return self.insert(op(lhs_value, rhs_value, bool_result=True))
 
     @staticmethod
     def check_broadcast(*values: SSAValue) -> Shape:
@@ -313,44 +383,66 @@ class TessBuilder:
     min = minimum
 
     def lt(self, lhs: Operand, rhs: Operand) -> SSAValue:
-        return self.binary(tess.LtOp, lhs, rhs)
+        return self._compare(tess.LtOp, lhs, rhs)
 
     def gt(self, lhs: Operand, rhs: Operand) -> SSAValue:
-        return self.binary(tess.GtOp, lhs, rhs)
+        return self._compare(tess.GtOp, lhs, rhs)
 
     def eq(self, lhs: Operand, rhs: Operand) -> SSAValue:
-        return self.binary(tess.EqOp, lhs, rhs)
+        return self._compare(tess.EqOp, lhs, rhs)
 
     def le(self, lhs: Operand, rhs: Operand) -> SSAValue:
-        """`max(lt, eq)`: unlike `1 - gt` it stays 0 when an operand is NaN."""
+        """`lt or eq`: unlike `not gt` it is false when an operand is NaN."""
         lhs_value, rhs_value = self._operands(lhs, rhs)
-        return self.maximum(self.lt(lhs_value, rhs_value), self.eq(lhs_value, rhs_value))
+        return self.logical_or(self.lt(lhs_value, rhs_value), self.eq(lhs_value, rhs_value))
 
     def ge(self, lhs: Operand, rhs: Operand) -> SSAValue:
         lhs_value, rhs_value = self._operands(lhs, rhs)
-        return self.maximum(self.gt(lhs_value, rhs_value), self.eq(lhs_value, rhs_value))
+        return self.logical_or(self.gt(lhs_value, rhs_value), self.eq(lhs_value, rhs_value))
 
     def ne(self, lhs: Operand, rhs: Operand) -> SSAValue:
-        """`1 - eq`, which is 1 for NaN as IEEE `!=` is."""
-        equal = self.eq(lhs, rhs)
-        return self.sub(1.0, equal)
+        """`not eq`, which is true for NaN as IEEE `!=` is."""
+        return self.logical_not(self.eq(lhs, rhs))
+
+    def _bool(self, x: Operand) -> SSAValue | bool:
+        return self.cast(x, i1) if isinstance(x, SSAValue) else bool(x)
+
+    def logical_and(self, lhs: Operand, rhs: Operand) -> SSAValue:
+        """Elementwise `and` of truth values (`tess.mul` on bools)."""
+        return self.binary(tess.MulOp, self._bool(lhs), self._bool(rhs))
+
+    def logical_or(self, lhs: Operand, rhs: Operand) -> SSAValue:
+        """Elementwise `or` of truth values (`tess.max` on bools)."""
+        return self.binary(tess.MaxOp, self._bool(lhs), self._bool(rhs))
+
+    def logical_not(self, x: SSAValue) -> SSAValue:
+        return self.insert(tess.EqOp(self.cast(x, i1), self.fill(0.0, (), i1), bool_result=True))
+
+    def logical_xor(self, lhs: Operand, rhs: Operand) -> SSAValue:
+        return self.insert(
+            tess.EqOp(
+                *self._operands(self._bool(lhs), self.logical_not(self._bool(rhs))),
+                bool_result=True,
+            )
+        )
 
     # -- select, matmul --------------------------------------------------------------------
 
     def select(self, cond: Operand, lhs: Operand, rhs: Operand) -> SSAValue:
-        """`where(cond != 0, lhs, rhs)`, broadcasting all three. A tensor `cond` may have any
-        dtype (a bool tensor, a 0/1 mask); the branches must agree on theirs."""
-        if isinstance(cond, SSAValue) and not all(_is_number(v) for v in (lhs, rhs)):
-            values = [cond, *self._operands(lhs, rhs)]
-        else:
-            values = self._operands(cond, lhs, rhs)
-        self.check_broadcast(*values)
-        return self.insert(tess.SelectOp(*values))
+        """`where(cond != 0, lhs, rhs)`, broadcasting all three; `cond` may have any dtype."""
+        if not isinstance(lhs, SSAValue) and not isinstance(rhs, SSAValue):
+            if not isinstance(cond, SSAValue):
+                raise TessError("at least one operand must be a tensor")
+            lhs, rhs = self._operands(lhs, rhs, cond)[:2]  # numbers in cond's dtype
+        values = self._operands(lhs, rhs)
+        condition = cond if isinstance(cond, SSAValue) else self.fill(_number(cond), (), i1)
+        self.check_broadcast(condition, *values)
+        return self.insert(tess.SelectOp(condition, *values))
 
     where = select
 
     def matmul(self, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
-        lhs_value, rhs_value = self._operands(lhs, rhs)
+        lhs_value, rhs_value = self._operands(lhs, rhs, floating=True)
         try:
             matmul_shape(shape_of(lhs_value), shape_of(rhs_value))
         except ValueError as e:
@@ -363,6 +455,10 @@ class TessBuilder:
         self, op: type[tess.ReduceOp], x: SSAValue, dims: DimsLike, keepdim: bool
     ) -> SSAValue:
         """`op` over `dims` of `x`: every reduction is built here."""
+        if op.ELEMENTS is tess.Elements.FLOAT:
+            x = self.floating(x)  # the mean of integers is a float
+        elif element_type_of(x) == i1:
+            x = self.cast(x, i64)  # a sum of bools counts them
         return self.insert(op(x, normalize_dims(dims, len(shape_of(x))), bool(keepdim)))
 
     def sum(self, x: SSAValue, dims: DimsLike = None, keepdim: bool = False) -> SSAValue:
@@ -377,6 +473,8 @@ class TessBuilder:
 
     def reduce_min(self, x: SSAValue, dims: DimsLike = None, keepdim: bool = False) -> SSAValue:
         """`-reduce_max(-x)`: tess has no min reduction."""
+        if element_type_of(x) == i1:
+            x = self.cast(x, i64)
         return self.neg(self.reduce_max(self.neg(x), dims, keepdim))
 
     def sum_to_shape(self, x: SSAValue, shape: Sequence[int]) -> SSAValue:
@@ -449,6 +547,125 @@ class TessBuilder:
         if not fits:
             raise TessError(f"cannot broadcast {format_shape(source)} to {format_shape(target)}")
         return self.insert(tess.BroadcastToOp(x, target))
+
+    # -- indexing (tessc.dialects.tess_index) ---------------------------------------------
+
+    def _dim(self, dim: int, rank: int) -> int:
+        if not isinstance(dim, int | np.integer) or isinstance(dim, bool):
+            raise TessError(f"dim must be an int, got {dim!r}")
+        if not -rank <= dim < rank:
+            raise TessError(f"dim {dim} is out of range for a tensor of rank {rank}")
+        return int(dim) % rank
+
+    def _indices(self, indices: Operand) -> SSAValue:
+        if not isinstance(indices, SSAValue):
+            if not isinstance(indices, int | np.integer) or isinstance(indices, bool):
+                raise TessError(f"indices must be an integer tensor or an int, got {indices!r}")
+            return self.fill(float(indices), (), i64)
+        if element_type_of(indices) == i1:
+            raise TessError(
+                f"boolean mask indexing ({describe(indices)}) gives a data-dependent shape, "
+                "which tessc cannot trace; use tessc.where"
+            )
+        if is_float_value(indices):
+            raise TessError(f"indices must be integers, got {describe(indices)}")
+        return indices
+
+    def take(self, x: SSAValue, indices: Operand, dim: int = 0) -> SSAValue:
+        """`x` gathered along `dim` at integer `indices` (NumPy's `take(x, idx, axis=dim)`:
+        the index dims replace `dim`; negative indices count back, others are clamped)."""
+        axis = self._dim(dim, len(shape_of(x)))
+        if shape_of(x)[axis] == 0:
+            raise TessError(f"cannot take from dim {axis} of size 0 in {describe(x)}")
+        return self.insert(tess_index.TakeOp(x, self._indices(indices), axis))
+
+    def one_hot(self, labels: SSAValue, classes: int, dtype: DTypeLike = "f32") -> SSAValue:
+        """`(..., classes)`: 1 where the last index is the label, else 0 (a label outside
+        [0, classes) gives a zero row)."""
+        if not isinstance(classes, int | np.integer) or classes < 1:
+            raise TessError(f"one_hot needs a positive number of classes, got {classes!r}")
+        return self.insert(
+            tess_index.OneHotOp(self._indices(labels), int(classes), element_type(dtype))
+        )
+
+    def _arg_reduce(
+        self, op: type[tess_index.ArgReduceOp], x: SSAValue, dim: int | None, keepdim: bool
+    ) -> SSAValue:
+        if element_type_of(x) == i1:
+            x = self.cast(x, i32)
+        if dim is None:
+            flat = self.reshape(x, (numel(shape_of(x)),))
+            result = self.insert(op(flat, 0, False))
+            return self.reshape(result, (1,) * len(shape_of(x))) if keepdim else result
+        axis = self._dim(dim, len(shape_of(x)))
+        if shape_of(x)[axis] == 0:
+            raise TessError(f"{op.name[5:]} of an empty dim: {describe(x)}")
+        return self.insert(op(x, axis, bool(keepdim)))
+
+    def argmax(self, x: SSAValue, dim: int | None = None, keepdim: bool = False) -> SSAValue:
+        """The index (int64) of the first maximum along `dim` (of the flattened `x` if None)."""
+        return self._arg_reduce(tess_index.ArgMaxOp, x, dim, keepdim)
+
+    def argmin(self, x: SSAValue, dim: int | None = None, keepdim: bool = False) -> SSAValue:
+        return self._arg_reduce(tess_index.ArgMinOp, x, dim, keepdim)
+
+    def slice(
+        self,
+        x: SSAValue,
+        offsets: Sequence[int],
+        strides: Sequence[int],
+        sizes: Sequence[int],
+    ) -> SSAValue:
+        """`y[i...] = x[offsets + i * strides]` of shape `sizes` (`tess.slice`)."""
+        full = shape_of(x)
+        if not len(full) == len(sizes) == len(offsets) == len(strides):
+            raise TessError(f"slice needs one offset, stride and size per dim of {describe(x)}")
+        for d, (n, size, offset, stride) in enumerate(
+            zip(full, sizes, offsets, strides, strict=True)
+        ):
+            last = offset + (size - 1) * stride
+            if stride == 0 or (size and not (0 <= offset < n and 0 <= last < n)):
+                raise TessError(f"slice of dim {d} leaves {format_shape(full)}")
+        if tuple(sizes) == full and all(o == 0 for o in offsets) and all(s == 1 for s in strides):
+            return x
+        return self.insert(tess_index.SliceOp(x, offsets, strides, sizes))
+
+    def concatenate(self, xs: Sequence[SSAValue], dim: int = 0) -> SSAValue:
+        """The tensors one after another along `dim` (dtypes promoted)."""
+        if not xs:
+            raise TessError("concatenate needs at least one tensor")
+        values = self._operands(*xs)
+        rank = len(shape_of(values[0]))
+        if any(len(shape_of(v)) != rank for v in values):
+            shapes = ", ".join(format_shape(shape_of(v)) for v in values)
+            raise TessError(f"cannot concatenate tensors of different ranks: {shapes}")
+        if rank == 0:
+            raise TessError("cannot concatenate rank-0 tensors (stack them)")
+        axis = self._dim(dim, rank)
+        try:
+            tess_index.concat_shape([shape_of(v) for v in values], axis)
+        except ValueError as e:
+            raise TessError(f"cannot concatenate: {e}") from None
+        if len(values) == 1:
+            return values[0]
+        return self.insert(tess_index.ConcatOp(values, axis))
+
+    def stack(self, xs: Sequence[SSAValue], dim: int = 0) -> SSAValue:
+        """The tensors (of one shape) along a new dim `dim`."""
+        if not xs:
+            raise TessError("stack needs at least one tensor")
+        shapes = {shape_of(v) for v in xs if isinstance(v, SSAValue)}
+        if len(shapes) != 1:
+            names = ", ".join(format_shape(s) for s in shapes)
+            raise TessError(f"stack needs tensors of one shape, got {names}")
+        rank = len(next(iter(shapes)))
+        if not -rank - 1 <= dim <= rank:
+            raise TessError(f"dim {dim} is out of range for stacking rank-{rank} tensors")
+        return self.concatenate([self.unsqueeze(v, dim) for v in self._operands(*xs)], dim)
+
+    def stop_gradient(self, x: SSAValue) -> SSAValue:
+        """`x`, treated as a constant by `tess-autodiff` (JAX's `stop_gradient`)."""
+        return self.insert(tess.StopGradientOp(x))
 
     # -- functions -------------------------------------------------------------------------
 

@@ -24,8 +24,11 @@ it). Indices are computed in the `index` type.
   strictly better, or when it is NaN and the best so far is not (`ugt` and `ord(best)`):
   the first extreme, NaN first, as NumPy. `tess-linalg-to-loops` keeps the reduction in
   iterator order, so the first occurrence is found.
-- slice: a copy generic whose input map is `(d0, d1) -> (o0 + s0 * d0, o1 + s1 * d1)`:
-  no data-dependent index at all.
+- slice: `tensor.extract_slice` (upstream; `tess-bufferize` makes it a `memref.subview`,
+  so consumers read the strided elements in place, no copy), with the absolute steps; dims
+  with a negative step are then reversed by a copy generic reading `n - 1 - i`. (A copy
+  generic reading a sub-range through a plain loop dim would break linalg's rule that
+  such a dim spans its operand dim, from which loop extents are inferred.)
 - unslice (slice's adjoint): a parallel generic over the full shape reading the slice with
   `tensor.extract` where `(i - o) mod s == 0` and `(i - o) / s` is in range, else 0.
 - concat: a parallel generic over the result; along the dim, position `p` reads operand
@@ -253,59 +256,42 @@ class SliceToLinalg(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tess_index.SliceOp, rewriter: PatternRewriter) -> None:
         result_type = result_type_of(op)
-        rank = result_type.get_num_dims()
-        slices = list(zip(op.static_offsets, op.static_strides, strict=True))
-        in_shape, out_shape = tensor_shape(op.input), result_type.get_shape()
-        if any(
-            (offset, stride) == (0, 1) and in_shape[d] != out_shape[d]
-            for d, (offset, stride) in enumerate(slices)
-        ):
-            # A prefix of a dim would be read through the map `d -> d` from an input longer
-            # than the loop: linalg infers loop bounds from the first operand with a plain
-            # `d` (the input's longer extent; the loops then wrote past the output's end),
-            # and xDSL's verifier rejects the shapes. Read by index instead, as concat does.
-            def body(b: Builder, args: Sequence[SSAValue]) -> SSAValue:
-                indices = []
-                for d, (offset, stride) in enumerate(slices):
-                    index = loop_index(b, d)
-                    if stride != 1:
-                        index = b.insert(arith.MuliOp(index, index_constant(b, stride))).result
-                    if offset:
-                        index = b.insert(arith.AddiOp(index, index_constant(b, offset))).result
-                    indices.append(index)
-                return extract(b, op.input, indices)
-
+        sizes = tensor_shape(result_type)
+        offsets, strides = op.static_offsets, op.static_strides
+        # The view with positive steps: a reversed dim starts at its last element read.
+        starts = [
+            o + (n - 1) * s if s < 0 else o for o, s, n in zip(offsets, strides, sizes, strict=True)
+        ]
+        view = tensor.ExtractSliceOp.from_static_parameters(
+            op.input, starts, sizes, [abs(s) for s in strides]
+        )
+        rewriter.insert(view)
+        result = view.result
+        if any(s < 0 for s in strides):
+            # Reversed dims: a copy reading index `n - 1 - i` (the whole view, so the map
+            # keeps linalg's rule that a bare loop dim spans its operand dim).
+            rank = len(sizes)
+            flip = AffineMap(
+                rank,
+                0,
+                tuple(
+                    AffineExpr.dimension(d) * -1 + (sizes[d] - 1)
+                    if strides[d] < 0
+                    else AffineExpr.dimension(d)
+                    for d in range(rank)
+                ),
+            )
             generic = build_generic(
                 rewriter,
-                [],
+                [result],
                 empty_like(rewriter, result_type),
-                [AffineMap.identity(rank)],
+                [flip, AffineMap.identity(rank)],
                 parallel_iterators(rank),
-                body,
+                lambda b, args: args[0],
                 op.name,
             )
-            rewriter.replace(op, [], [generic.res[0]])
-            return
-        input_map = AffineMap(
-            rank,
-            0,
-            tuple(
-                AffineExpr.dimension(d) * stride + offset
-                for d, (offset, stride) in enumerate(
-                    zip(op.static_offsets, op.static_strides, strict=True)
-                )
-            ),
-        )
-        generic = build_generic(
-            rewriter,
-            [op.input],
-            empty_like(rewriter, result_type),
-            [input_map, AffineMap.identity(rank)],
-            parallel_iterators(rank),
-            lambda b, args: args[0],
-            op.name,
-        )
-        rewriter.replace(op, [], [generic.res[0]])
+            result = generic.res[0]
+        rewriter.replace(op, [], [result])
 
 
 class UnsliceToLinalg(RewritePattern):

@@ -718,7 +718,21 @@ def reshape_view(rewriter: PatternRewriter, source: SSAValue, result_type: Tenso
 class ReshapeToLinalg(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tess.ReshapeOp, rewriter: PatternRewriter) -> None:
-        result = reshape_view(rewriter, op.input, result_type_of(op))
+        source = op.input
+        if isinstance(source.owner, tensor.ExtractSliceOp) and source.type != op.result.type:
+            # A slice is a strided view: collapsing or expanding it is no view of the
+            # buffer, so reshape a contiguous copy of it.
+            rank = len(tensor_shape(source))
+            source = build_generic(
+                rewriter,
+                [source],
+                empty_like(rewriter, source.type),
+                [AffineMap.identity(rank)] * 2,
+                parallel_iterators(rank),
+                lambda b, args: args[0],
+                "tess.slice",
+            ).res[0]
+        result = reshape_view(rewriter, source, result_type_of(op))
         rewriter.replace(op, [], [result])
 
 

@@ -49,6 +49,7 @@ from tessc.dialects.tess import (
     BinaryOp,
     BroadcastToOp,
     CastOp,
+    CompareOp,
     DivOp,
     EqOp,
     ExpOp,
@@ -156,6 +157,10 @@ class GradEmitter(TessBuilder):
                 if broadcast_shapes(tensor_shape(source), *others) == shape:
                     result[i] = source
         return result
+
+    def _compare(self, op: type[CompareOp], lhs: Operand, rhs: Operand) -> SSAValue:
+        """In gradients a comparison is a 0/1 mask in the operands' dtype (it multiplies)."""
+        return self.binary(op, lhs, rhs)
 
     def binary(self, op_type: type[BinaryOp], lhs: Operand, rhs: Operand) -> SSAValue:
         lhs_value, rhs_value = self._operands(lhs, rhs)

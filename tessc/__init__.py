@@ -44,6 +44,12 @@ _EXPORTS: dict[str, str] = {
     "TraceError": _TRACER,
     "trace": _JIT,
     "where": _TRACER,
+    "concatenate": _TRACER,
+    "stack": _TRACER,
+    "one_hot": _TRACER,
+    "take": _TRACER,
+    "stop_gradient": _TRACER,
+    "clip": _TRACER,
     "full": _TRACER,
     "zeros": _TRACER,
     "ones": _TRACER,
@@ -63,7 +69,7 @@ _EXPORTS: dict[str, str] = {
 _FUNCTION_FORMS = (
     "exp", "log", "relu", "sigmoid", "tanh", "sqrt", "abs", "neg", "reciprocal",
     "pow", "maximum", "minimum", "matmul",
-    "sum", "mean", "max", "min",
+    "sum", "mean", "max", "min", "argmax", "argmin", "var", "std", "astype",
     "reshape", "view", "permute", "transpose", "broadcast_to", "unsqueeze",
 )  # fmt: skip
 
@@ -73,7 +79,7 @@ def _available(name: str) -> bool:
     return module is not None and (module != _GRAD or importlib.util.find_spec(_GRAD) is not None)
 
 
-_SUBMODULES = ("optim",)
+_SUBMODULES = ("optim", "nn")
 """Subpackages offered as attributes (`tessc.optim.Adam`), imported on first use."""
 
 

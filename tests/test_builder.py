@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from xdsl.dialects import func
-from xdsl.dialects.builtin import Float64Type, TensorType, f32, f64
+from xdsl.dialects.builtin import Float64Type, TensorType, f32, f64, i64
 from xdsl.ir import SSAValue
 
 from tessc.dialects import tess
@@ -53,9 +53,9 @@ def test_element_type_spellings_of_f64(spelling):
     assert element_type(spelling) == f64
 
 
-@pytest.mark.parametrize("spelling", ["f16", np.int32, "bfloat"])
+@pytest.mark.parametrize("spelling", ["f16", np.int8, "bfloat"])
 def test_element_type_rejects_other_dtypes(spelling):
-    with pytest.raises(TessError, match="float32 and float64"):
+    with pytest.raises(TessError, match="float32, float64, int32, int64 and bool"):
         element_type(spelling)
 
 
@@ -271,13 +271,15 @@ def test_select_broadcast_error():
     )
 
 
-def test_dtype_mismatch():
-    fails(
-        [(3,), (3,)],
-        lambda b, x, y: b.mul(x, y),
-        r"dtype mismatch: f32\(3\) and f64\(3\)",
-        dtypes=["f32", "f64"],
-    )
+def test_dtypes_promote_as_in_numpy():
+    cases = [(("f32", "f64"), f64), (("i32", "f32"), f32), (("i1", "i64"), i64)]
+    for (a, b), expected in cases:
+
+        def body(builder, x, y):
+            return builder.mul(x, y)
+
+        function = build_function("f", [tensor_type((3,), a), tensor_type((3,), b)], body)
+        assert function.function_type.outputs.data[0].element_type == expected
 
 
 def test_matmul_errors():

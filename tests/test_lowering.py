@@ -156,6 +156,22 @@ class LoopLevelFunctions(InterpreterFunctions):
     def run_expand(self, interpreter: Interpreter, op: memref.ExpandShapeOp, args):
         return (view(args[0], op.result.type),)
 
+    @impl(memref.SubviewOp)
+    def run_subview(self, interpreter: Interpreter, op: memref.SubviewOp, args):
+        # A copy of the strided elements: ShapedArray is row-major only. Programs here
+        # only read slices (tess.slice), so a copy reads the same values.
+        source = args[0]
+        offsets = op.static_offsets.get_values()
+        sizes = op.static_sizes.get_values()
+        strides = op.static_strides.get_values()
+        count = math.prod(sizes)
+        data = TypedPtr.new([source.data_ptr[0]] * count, xtype=source.data_ptr.xtype)
+        result = ShapedArray(data, list(sizes))
+        for index in itertools.product(*(range(n) for n in sizes)):
+            at = tuple(o + i * s for o, i, s in zip(offsets, index, strides, strict=True))
+            result.store(index, source.load(at))
+        return (result,)
+
 
 def view(array: ShapedArray[Any], typ: Any) -> ShapedArray[Any]:
     """The same storage with another shape (ShapedArray.with_shape would copy)."""
@@ -220,6 +236,7 @@ HOST_OPS = (
     memref.DeallocOp,
     memref.CollapseShapeOp,
     memref.ExpandShapeOp,
+    memref.SubviewOp,
     memref.CopyOp,
     func.CallOp,
     func.ReturnOp,

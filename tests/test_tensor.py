@@ -66,8 +66,13 @@ def test_binary(case, dtype):
         y = np.round(y)
         x = np.round(x)
     result = run(traced, x, y)
+    expected = np.asarray(reference(x, y))
+    if expected.dtype == bool:  # comparisons give bool tensors, as in NumPy
+        assert result.dtype == bool
+        np.testing.assert_array_equal(result, expected)
+        return
     assert result.dtype == dtype
-    assert_close(result, np.asarray(reference(x, y)).astype(dtype))
+    assert_close(result, expected.astype(dtype))
 
 
 UNARY_CASES = {
@@ -363,8 +368,8 @@ def test_other_shape_errors():
     assert "cannot broadcast (3,4) to (2,4)" in str(
         error_of(lambda x: x.broadcast_to(2, 4), data(3, 4))
     )
-    error = error_of(lambda x, y: x * y, data(3), data(3, dtype=np.float64))
-    assert "dtype mismatch: f32(3) and f64(3) in `x * y`" in str(error)
+    # f32 with f64 promotes to f64, as in NumPy and JAX.
+    assert run(lambda x, y: x * y, data(3), data(3, dtype=np.float64)).dtype == np.float64
 
 
 def test_python_control_flow_on_a_tensor_is_an_error():
@@ -378,8 +383,8 @@ def test_python_control_flow_on_a_tensor_is_an_error():
 
 
 def test_bad_arguments_and_results():
-    with pytest.raises(TypeError, match="argument `x` has dtype int64"):
-        run(lambda x: x, np.arange(3))
+    with pytest.raises(TypeError, match="argument `x` has dtype int8"):
+        run(lambda x: x, np.arange(3, dtype=np.int8))
     with pytest.raises(TypeError, match="must return a Tensor"):
         run(lambda x: 1.0, data(3))
     with pytest.raises(TypeError, match="must return a Tensor"):
@@ -491,8 +496,8 @@ def test_steady_state_calls_still_retrace_and_check_on_any_change():
     step(params, np.asfortranarray(x), 0.5)  # not C-contiguous: copied, same signature
     assert_close(step(params, x[:, ::-1], 0.5)[1], 2 * x[:, ::-1])
     assert step.trace_count == 5
-    with pytest.raises(TypeError, match="argument `x` has dtype int64"):
-        step(params, np.ones((2, 3), np.int64), 0.5)
+    with pytest.raises(TypeError, match="argument `x` has dtype float16"):
+        step(params, np.ones((2, 3), np.float16), 0.5)
     with pytest.raises(TypeError, match="neither an array nor hashable"):
         step(params, x, {0.5})
 

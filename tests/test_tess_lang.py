@@ -310,10 +310,6 @@ SEMANTIC_ERRORS = {
         HEADER + "    return y\n",
         "bad.tess:2:5: error: `f` returns f32[3, 5] but is declared to return f32[3]",
     ),
-    "dtype": (
-        "def f(x: f32[3], y: f64[3]):\n    return x * y\n",
-        "bad.tess:2:12: error: dtype mismatch: f32(3) and f64(3) in `x * y`",
-    ),
     "unknown dtype": (
         "def f(x: f16[3]):\n    return x\n",
         "bad.tess:1:10: error: unknown dtype `f16`; expected f32 or f64",

@@ -97,6 +97,10 @@ def unflatten_tree(tree: TreeDef, leaves: list[Any]) -> Any:
 # ---------------------------------------------------------------------------------------
 
 
+_DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.bool_))
+"""The dtypes of array arguments (`tess` element types f32, f64, i32, i64, i1)."""
+
+
 def _is_array(value: Any) -> bool:
     return isinstance(value, np.ndarray | np.floating) or is_device_array(value)
 
@@ -195,17 +199,14 @@ def flatten_arguments(
     types: list[tuple[tuple[int, ...], str]] = []
     for path, leaf in (leaf for c in children for leaf in c[1]):
         shape, dtype = _leaf_type(leaf)
-        if dtype.byteorder not in ("=", "|") and dtype.newbyteorder("=") in (
-            np.float32,
-            np.float64,
-        ):
-            # A byte-swapped (big-endian) float array: computed on in native order.
+        if dtype.byteorder not in ("=", "|") and dtype.newbyteorder("=") in _DTYPES:
+            # A byte-swapped (big-endian) array: computed on in native order.
             leaf = np.asarray(leaf).astype(dtype.newbyteorder("="))
             dtype = leaf.dtype
-        if dtype not in (np.float32, np.float64):
+        if dtype not in _DTYPES:
             raise TypeError(
-                f"argument `{path}` has dtype {dtype}; tessc computes in float32 "
-                "and float64 (convert it with .astype)"
+                f"argument `{path}` has dtype {dtype}; tessc computes in float32, float64, "
+                "int32, int64 and bool (convert it with .astype)"
             )
         # Device arrays (the cuda target's) stay where they are.
         arrays.append((path, leaf if is_device_array(leaf) else np.asarray(leaf)))

@@ -161,24 +161,48 @@ class Trace:
         array = np.asarray(value)
         if array.dtype.kind not in "biuf":
             raise TessError(f"cannot use an array of dtype {array.dtype} as a tensor")
+        if array.dtype.kind == "f" and numpy_dtype(dtype).kind != "f":
+            dtype = np.float32  # floats next to integer tensors: promoted, never truncated
         array = np.ascontiguousarray(array, dtype=numpy_dtype(dtype))
         if array.size and np.all(array == array.flat[0]):
             return self.builder.fill(float(array.flat[0]), array.shape, dtype)
         self.constants.append(array)
         return self.input(array.shape, dtype, "const").value
 
-    def operand(self, value: Any, dtype: DTypeLike) -> SSAValue | float | None:
-        """`value` as a builder operand of `dtype` (None if it cannot be one)."""
+    def operand(self, value: Any, dtype: DTypeLike) -> SSAValue | float | int | None:
+        """`value` as a builder operand of `dtype` (None if it cannot be one). A number stays
+        a Python number (bool, int or float): the builder types it weakly."""
         if isinstance(value, Tensor):
             return self.own(value)
-        if isinstance(value, bool | int | float | np.number | np.bool_):
-            return float(value)
+        if isinstance(value, np.number | np.bool_):
+            return value.item()
+        if isinstance(value, bool | int | float):
+            return value
         if isinstance(value, np.ndarray | list | tuple):
             array = np.asarray(value)
             if array.ndim == 0 and array.dtype.kind in "biuf":
-                return float(array)
+                return array.item()
             return self.constant(array, dtype)
         return None
+
+    def indices(self, value: Any) -> SSAValue:
+        """Integer indices: a Tensor, or an array captured in its own integer dtype."""
+        if isinstance(value, Tensor):
+            return self.own(value)
+        array = np.asarray(value)
+        if array.dtype.kind not in "iu" or (array.dtype.kind == "u" and array.dtype.itemsize > 4):
+            if array.dtype.kind == "b":
+                raise TessError(
+                    "boolean mask indexing gives a data-dependent shape, which tessc cannot "
+                    "trace; use tessc.where"
+                )
+            raise TessError(f"indices must be integers, got an array of dtype {array.dtype}")
+        dtype = np.int32 if array.dtype.itemsize <= 4 and array.dtype.kind == "i" else np.int64
+        array = np.ascontiguousarray(array, dtype=dtype)
+        if array.ndim == 0:
+            return self.builder.fill(float(array), (), dtype)
+        self.constants.append(array)
+        return self.input(array.shape, dtype, "indices").value
 
     def __enter__(self) -> Trace:
         """Make this the current trace (the one `tessc.full` and friends build into) while
@@ -340,6 +364,12 @@ class Tensor:
     __ge__ = _binary_method("ge")
     __eq__ = _binary_method("eq")  # type: ignore[assignment]
     __ne__ = _binary_method("ne")  # type: ignore[assignment]
+    __and__ = logical_and = _binary_method("logical_and")
+    __rand__ = _binary_method("logical_and", reverse=True)
+    __or__ = logical_or = _binary_method("logical_or")
+    __ror__ = _binary_method("logical_or", reverse=True)
+    __xor__ = logical_xor = _binary_method("logical_xor")
+    __rxor__ = _binary_method("logical_xor", reverse=True)
     pow = _binary_method("pow")
     matmul = _binary_method("matmul")
     maximum = _binary_method("maximum")
@@ -355,27 +385,98 @@ class Tensor:
     sqrt = _unary_method("sqrt")
     reciprocal = _unary_method("reciprocal")
 
+    __invert__ = logical_not = _unary_method("logical_not")
+
     def __pos__(self) -> Tensor:
         return self
+
+    @_located
+    def astype(self, dtype: DTypeLike) -> Tensor:
+        """This tensor converted to `dtype` (`tess.cast`): float to int truncates toward zero,
+        anything to bool is `!= 0`."""
+        return _apply("cast", self, dtype=dtype)
+
+    @_located
+    def clip(self, min: Any = None, max: Any = None) -> Tensor:
+        """`min(max(x, min), max)`; either bound may be None (NumPy's `clip`)."""
+        result = self
+        if min is not None:
+            result = _apply("maximum", result, min)
+        if max is not None:
+            result = _apply("minimum", result, max)
+        return result
+
+    # -- indexing ---------------------------------------------------------------------------
+
+    @_located
+    def take(self, indices: Any, dim: int = 0, *, axis: int | None = None) -> Tensor:
+        """Gather along `dim` at integer `indices` (a Tensor or an array; NumPy's `take`)."""
+        dim = axis if axis is not None else dim
+        return Tensor(
+            self.trace.builder.take(self.value, self.trace.indices(indices), dim), self.trace
+        )
+
+    @_located
+    def argmax(self, dim: int | None = None, keepdim: bool = False, **aliases: Any) -> Tensor:
+        """The int64 index of the first maximum along `dim` (the flattened tensor if None)."""
+        dim, keepdim = _axis_aliases(dim, keepdim, aliases)
+        return _apply("argmax", self, dim=dim, keepdim=keepdim)
+
+    @_located
+    def argmin(self, dim: int | None = None, keepdim: bool = False, **aliases: Any) -> Tensor:
+        dim, keepdim = _axis_aliases(dim, keepdim, aliases)
+        return _apply("argmin", self, dim=dim, keepdim=keepdim)
+
+    @_located
+    def __getitem__(self, key: Any) -> Tensor:
+        """NumPy indexing: ints, slices (any step), `None`, `...` as `tess.slice` views and
+        reshapes; one integer array (or integer Tensor) as a gather (`tess.take`)."""
+        return _getitem(self, key)
 
     # -- reductions: dim is None (all), an int or a tuple; negative dims count back --------
 
     @_located
-    def sum(self, dim: DimsLike = None, keepdim: bool = False) -> Tensor:
+    def sum(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
+        """Sum over `dim` (`axis=`/`keepdims=` are accepted as NumPy spells them)."""
+        dim, keepdim = _axis_aliases(dim, keepdim, aliases)
         return _apply("sum", self, dims=dim, keepdim=keepdim)
 
     @_located
-    def mean(self, dim: DimsLike = None, keepdim: bool = False) -> Tensor:
+    def mean(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
+        dim, keepdim = _axis_aliases(dim, keepdim, aliases)
         return _apply("mean", self, dims=dim, keepdim=keepdim)
 
     @_located
-    def max(self, dim: DimsLike = None, keepdim: bool = False) -> Tensor:
+    def max(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
         """The max over `dim` (values only; the elementwise max is `maximum`)."""
+        dim, keepdim = _axis_aliases(dim, keepdim, aliases)
         return _apply("reduce_max", self, dims=dim, keepdim=keepdim)
 
     @_located
-    def min(self, dim: DimsLike = None, keepdim: bool = False) -> Tensor:
+    def min(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
+        dim, keepdim = _axis_aliases(dim, keepdim, aliases)
         return _apply("reduce_min", self, dims=dim, keepdim=keepdim)
+
+    @_located
+    def var(
+        self, dim: DimsLike = None, keepdim: bool = False, *, ddof: int = 0, **aliases: Any
+    ) -> Tensor:
+        """The variance over `dim`: the mean squared deviation, divided by `n - ddof` (NumPy's
+        default ddof=0; torch's `var` is ddof=1, `correction=` is accepted for it)."""
+        ddof = aliases.pop("correction", ddof)
+        dim, keepdim = _axis_aliases(dim, keepdim, aliases)
+        x = self if self.dtype.kind == "f" else self.astype(np.float32)
+        centered = x - x.mean(dim, keepdim=True)
+        squares = (centered * centered).sum(dim, keepdim=keepdim)
+        count = x.size // max(_kept_size(x, dim), 1)
+        return squares / float(count - ddof)
+
+    @_located
+    def std(
+        self, dim: DimsLike = None, keepdim: bool = False, *, ddof: int = 0, **aliases: Any
+    ) -> Tensor:
+        """The square root of `var` (same arguments)."""
+        return self.var(dim, keepdim, ddof=ddof, **aliases).sqrt()
 
     # -- shape ----------------------------------------------------------------------------
 
@@ -418,6 +519,88 @@ class Tensor:
 # ---------------------------------------------------------------------------------------
 
 
+def _axis_aliases(dim: Any, keepdim: bool, aliases: dict[str, Any]) -> tuple[Any, bool]:
+    """`dim`/`keepdim` with NumPy's `axis=`/`keepdims=` spellings folded in."""
+    if "axis" in aliases:
+        if dim is not None:
+            raise TessError("pass either dim= or axis=, not both")
+        dim = aliases.pop("axis")
+    keepdim = bool(aliases.pop("keepdims", keepdim))
+    if aliases:
+        raise TessError(f"unexpected keyword arguments: {', '.join(sorted(aliases))}")
+    if isinstance(dim, list):
+        dim = tuple(dim)
+    return dim, keepdim
+
+
+def _kept_size(x: Tensor, dim: DimsLike) -> int:
+    """The number of elements left after reducing `dim` (all dims if None)."""
+    if dim is None:
+        return 1
+    dims = {d % x.ndim for d in ((dim,) if isinstance(dim, int) else dim)}
+    return int(np.prod([n for d, n in enumerate(x.shape) if d not in dims], dtype=np.int64))
+
+
+def _getitem(x: Tensor, key: Any) -> Tensor:
+    """`x[key]` for NumPy's basic indexing plus one integer-array index (see __getitem__)."""
+    items = list(key) if isinstance(key, tuple) else [key]
+    arrays = [
+        i
+        for i, item in enumerate(items)
+        if isinstance(item, Tensor | np.ndarray | list)
+        or (isinstance(item, np.generic) and not isinstance(item, np.integer))
+    ]
+    if len(arrays) > 1:
+        raise TessError("only one integer-array index per subscript is supported (use take)")
+    if sum(item is Ellipsis for item in items) > 1:
+        raise TessError("an index can only have a single ellipsis ('...')")
+    consumed = sum(item is not None and item is not Ellipsis for item in items)
+    if consumed > x.ndim:
+        raise TessError(f"too many indices for a tensor of rank {x.ndim}")
+    if Ellipsis in items:
+        at = items.index(Ellipsis)
+        items[at : at + 1] = [slice(None)] * (x.ndim - consumed)
+    items += [slice(None)] * (x.ndim - sum(item is not None for item in items))
+    offsets: list[int] = []
+    strides: list[int] = []
+    sizes: list[int] = []
+    result_shape: list[int] = []
+    gather_dim: int | None = None
+    dim = 0
+    for position, item in enumerate(items):
+        if item is None:
+            result_shape.append(1)
+            continue
+        n = x.shape[dim]
+        if position in arrays:
+            gather_dim = len(result_shape)
+            start, step, count = 0, 1, n
+            result_shape.append(n)
+        elif isinstance(item, slice):
+            start, _, step = item.indices(n)
+            count = len(range(*item.indices(n)))
+            start = start if count else 0
+            result_shape.append(count)
+        elif isinstance(item, int | np.integer) and not isinstance(item, bool):
+            if not -n <= int(item) < n:
+                raise TessError(f"index {int(item)} is out of range for dim {dim} of size {n}")
+            start, step, count = int(item) % n, 1, 1
+        else:
+            raise TessError(f"cannot index a Tensor with {type(item).__name__}")
+        offsets.append(start)
+        strides.append(step)
+        sizes.append(count)
+        dim += 1
+    builder = x.trace.builder
+    value = builder.slice(x.value, offsets, strides, sizes)
+    if tuple(result_shape) != tuple(sizes):
+        value = builder.reshape(value, result_shape)
+    if gather_dim is not None:
+        # The gathered dim was kept whole: take replaces it with the index dims.
+        value = builder.take(value, x.trace.indices(items[arrays[0]]), gather_dim)
+    return Tensor(value, x.trace)
+
+
 def tensor_function(name: str) -> Callable[..., Tensor]:
     """The Tensor method `name` as a function: `tessc.exp(x)`, `tessc.sum(x, dim=1)`, ...
 
@@ -448,6 +631,59 @@ def _lift(value: Any, others: Sequence[Any]) -> Tensor:
     if not isinstance(operand, SSAValue):
         operand = trace.builder.fill(operand, (), dtype)
     return Tensor(operand, trace)
+
+
+def _tensors(xs: Sequence[Any]) -> tuple[Trace, list[SSAValue]]:
+    trace = _trace_of(*xs)
+    dtype = next((x.dtype for x in xs if isinstance(x, Tensor)), np.dtype(np.float32))
+    values = []
+    for x in xs:
+        value = trace.operand(x, dtype)
+        if value is None:
+            raise TessError(f"expected a tensor, got {type(x).__name__}")
+        values.append(
+            value if isinstance(value, SSAValue) else trace.builder.fill(value, (), dtype)
+        )
+    return trace, values
+
+
+@_located
+def concatenate(xs: Sequence[Any], dim: int = 0, *, axis: int | None = None) -> Tensor:
+    """The tensors one after another along `dim` (`tess.concat`)."""
+    trace, values = _tensors(list(xs))
+    return Tensor(trace.builder.concatenate(values, axis if axis is not None else dim), trace)
+
+
+@_located
+def stack(xs: Sequence[Any], dim: int = 0, *, axis: int | None = None) -> Tensor:
+    """The tensors (of one shape) along a new dim `dim`."""
+    trace, values = _tensors(list(xs))
+    return Tensor(trace.builder.stack(values, axis if axis is not None else dim), trace)
+
+
+@_located
+def one_hot(labels: Any, classes: int, dtype: DTypeLike = "f32") -> Tensor:
+    """`(..., classes)` of `dtype`: 1 where the last index is the label (an integer), else 0."""
+    trace = _trace_of(labels)
+    return Tensor(trace.builder.one_hot(trace.indices(labels), classes, dtype), trace)
+
+
+@_located
+def take(x: Any, indices: Any, dim: int = 0, *, axis: int | None = None) -> Tensor:
+    """`x` gathered along `dim` at integer `indices` (NumPy's `take`; see `Tensor.take`)."""
+    return _lift(x, (indices,)).take(indices, dim, axis=axis)
+
+
+@_located
+def stop_gradient(x: Tensor) -> Tensor:
+    """`x`, as a constant to `grad` (JAX's `stop_gradient`)."""
+    return _apply("stop_gradient", x)
+
+
+@_located
+def clip(x: Any, min: Any = None, max: Any = None) -> Tensor:
+    """`x` clipped to [min, max] (NumPy's `clip`; either bound may be None)."""
+    return _lift(x, (min, max)).clip(min, max)
 
 
 @_located

@@ -1,0 +1,142 @@
+"""
+`tessc.nn`: the functions a training program needs, as composites of `tess` ops.
+
+Each is a few Tensor operations inside a traced function, so it fuses with its neighbours
+(and its gradient, built by `tess-autodiff`, fuses too) like hand-written code; nothing
+here is a new op. The stable forms subtract the row maximum under `stop_gradient`: the max
+is a constant shift of the softmax, so its gradient would be zero anyway, and without it
+the gradient of `cross_entropy` is the textbook `(softmax(x) - one_hot(labels)) / N`, one
+fused kernel, rather than that plus the tie-splitting terms of `max`.
+
+    loss = ts.nn.cross_entropy(logits, labels)          # labels: integer class indices
+
+The names and defaults follow `torch.nn.functional` (`dim=-1`, `reduction="mean"`), with
+`axis=` accepted where NumPy/JAX spell it so. `gelu` is the tanh approximation (JAX's
+default, torch's `approximate="tanh"`): tess has no `erf`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from tessc.frontend.builder import TessError
+from tessc.frontend.tracer import Tensor, _lift, _located, one_hot, stop_gradient
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def _tensor(x: Any) -> Tensor:
+    return _lift(x, ())
+
+
+def _dim(dim: int, axis: int | None) -> int:
+    return dim if axis is None else axis
+
+
+def _reduce(loss: Tensor, reduction: str) -> Tensor:
+    if reduction not in _REDUCTIONS:
+        raise TessError(f"reduction must be one of {', '.join(_REDUCTIONS)}, got {reduction!r}")
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss
+
+
+@_located
+def relu(x: Any) -> Tensor:
+    return _tensor(x).relu()
+
+
+@_located
+def gelu(x: Any, approximate: str | bool = "tanh") -> Tensor:
+    """`x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))`."""
+    if approximate not in ("tanh", True):
+        raise TessError("gelu: only approximate='tanh' is available (tess has no erf op)")
+    x = _tensor(x)
+    inner = (x + 0.044715 * x * x * x) * math.sqrt(2.0 / math.pi)
+    return 0.5 * x * (1.0 + inner.tanh())
+
+
+@_located
+def logsumexp(x: Any, dim: int = -1, keepdim: bool = False, *, axis: int | None = None) -> Tensor:
+    """`log(sum(exp(x), dim))`, computed as `m + log(sum(exp(x - m)))` with `m` the max."""
+    x = _tensor(x)
+    d = _dim(dim, axis)
+    shift = stop_gradient(x.max(d, keepdim=True))
+    result = shift + (x - shift).exp().sum(d, keepdim=True).log()
+    return result if keepdim else result.sum(d)  # a sum over one element: drops the dim
+
+
+@_located
+def softmax(x: Any, dim: int = -1, *, axis: int | None = None) -> Tensor:
+    x = _tensor(x)
+    d = _dim(dim, axis)
+    e = (x - stop_gradient(x.max(d, keepdim=True))).exp()
+    return e / e.sum(d, keepdim=True)
+
+
+@_located
+def log_softmax(x: Any, dim: int = -1, *, axis: int | None = None) -> Tensor:
+    x = _tensor(x)
+    d = _dim(dim, axis)
+    return x - logsumexp(x, d, keepdim=True)
+
+
+@_located
+def cross_entropy(logits: Any, labels: Any, reduction: str = "mean") -> Tensor:
+    """The softmax cross-entropy of `logits` `(N, C)` (or `(C,)`) against integer class
+    `labels` `(N,)`, or against class probabilities of the logits' shape; averaged over N
+    by default (`torch.nn.functional.cross_entropy`)."""
+    logits = _tensor(logits)
+    if logits.ndim == 0:
+        raise TessError("cross_entropy needs logits with a class dim")
+    classes = logits.shape[-1]
+    lse = logsumexp(logits, -1)
+    if isinstance(labels, Tensor) and labels.dtype.kind == "f":
+        if labels.shape != logits.shape:
+            raise TessError(
+                f"probability targets must have the logits' shape {logits.shape}, "
+                f"got {labels.shape}"
+            )
+        loss = lse * labels.sum(-1) - (labels * logits).sum(-1)
+    else:
+        label_shape = labels.shape if isinstance(labels, Tensor) else np.shape(labels)
+        if tuple(label_shape) != logits.shape[:-1]:
+            raise TessError(
+                f"labels of shape {tuple(label_shape)} do not match logits of shape "
+                f"{logits.shape} (one integer label per row)"
+            )
+        picked = (one_hot(labels, classes, logits.dtype) * logits).sum(-1)
+        loss = lse - picked
+    return _reduce(loss, reduction)
+
+
+@_located
+def nll_loss(log_probs: Any, labels: Any, reduction: str = "mean") -> Tensor:
+    """The negative log-likelihood of integer `labels` under `log_probs` `(N, C)`."""
+    log_probs = _tensor(log_probs)
+    picked = (one_hot(labels, log_probs.shape[-1], log_probs.dtype) * log_probs).sum(-1)
+    return _reduce(-picked, reduction)
+
+
+@_located
+def mse_loss(prediction: Any, target: Any, reduction: str = "mean") -> Tensor:
+    """The mean (or sum) of squared differences, broadcasting as the operands do."""
+    difference = _tensor(prediction) - target
+    return _reduce(difference * difference, reduction)
+
+
+__all__ = [
+    "cross_entropy",
+    "gelu",
+    "log_softmax",
+    "logsumexp",
+    "mse_loss",
+    "nll_loss",
+    "relu",
+    "softmax",
+]

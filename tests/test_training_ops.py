@@ -1,0 +1,217 @@
+"""Integer and bool arrays, casts, gathers, one-hot, arg-reductions, slicing, concatenation and
+`tessc.nn`, end to end through `jit` on the `cpu` and `reference` targets: values against
+NumPy, gradients against float64 central differences, cross-entropy against PyTorch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tessc as ts
+from tessc.frontend.builder import TessError
+
+TARGETS = ("reference", "cpu")
+RNG = np.random.default_rng(7)
+X = RNG.normal(size=(5, 4)).astype(np.float32)
+IDX = np.array([0, 4, -1, 2, 4], dtype=np.int64)
+LABELS = np.array([3, 0, 1, 1, 2], dtype=np.int32)
+
+
+def check(results, expected) -> None:
+    for index, (actual, wanted) in enumerate(zip(results, expected, strict=True)):
+        wanted = np.asarray(wanted)
+        assert actual.dtype == wanted.dtype, (index, actual.dtype, wanted.dtype)
+        assert actual.shape == wanted.shape, (index, actual.shape, wanted.shape)
+        if wanted.dtype.kind in "biu":
+            np.testing.assert_array_equal(actual, wanted, err_msg=f"result {index}")
+        else:
+            tol = 1e-5 if wanted.dtype == np.float32 else 1e-12
+            np.testing.assert_allclose(actual, wanted, rtol=tol, atol=tol, err_msg=f"{index}")
+
+
+# ---------------------------------------------------------------------------------------
+# values against NumPy
+# ---------------------------------------------------------------------------------------
+
+
+def dtypes_and_casts(x, i, labels):
+    return (
+        x > 0,
+        (x > 0) & (x < 1),
+        ~(x > 0) | (x == x),
+        x.astype(np.int32),
+        x.astype(np.float64),
+        i.astype(np.float32) * x[:, :1].sum(),  # int * float is float
+        i + labels,  # int32 + int64 is int64
+        labels * 2 - 1,
+        (x > 0).sum(axis=1),  # a sum of bools counts them
+        i.max(),
+        abs(labels - 2),
+        ts.where(x > 0, x, 0.0),
+        x.clip(-0.5, 0.5),
+        i / 2,  # true division of integers is a float
+    )
+
+
+def dtypes_and_casts_numpy(x, i, labels):
+    return (
+        x > 0,
+        (x > 0) & (x < 1),
+        ~(x > 0) | (x == x),
+        x.astype(np.int32),
+        x.astype(np.float64),
+        i.astype(np.float32) * x[:, :1].sum(),
+        i + labels,
+        labels * 2 - 1,
+        (x > 0).sum(axis=1),
+        np.asarray(i.max()),
+        np.abs(labels - 2),
+        np.where(x > 0, x, np.float32(0.0)),
+        np.clip(x, -0.5, 0.5),
+        (i / 2).astype(np.float32),
+    )
+
+
+def indexing(x, i, labels):
+    return (
+        x[i],
+        ts.take(x, labels, 1),
+        x.take(i[:2], axis=0),
+        ts.one_hot(labels, 4),
+        ts.one_hot(i, 3, dtype=np.int32),
+        x.argmax(dim=1),
+        x.argmin(axis=0, keepdims=True),
+        x.argmax(),
+        x[1:5:2, ::-1],
+        x[0],
+        x[..., -1],
+        x[None, 2:, 1],
+        x[::-2, 1:3][:, None],
+        ts.concatenate([x, x[i][:2]], 0),
+        ts.stack([x[0], x[1], x[2]], dim=1),
+        x.var(axis=0),
+        x.std(1, keepdim=True, ddof=1),
+    )
+
+
+def indexing_numpy(x, i, labels):
+    return (
+        x[i],
+        np.take(x, labels, 1),
+        x[i[:2]],
+        np.eye(4, dtype=np.float32)[labels],
+        (i[:, None] == np.arange(3)).astype(np.int32),
+        x.argmax(1),
+        x.argmin(0, keepdims=True),
+        np.asarray(x.argmax()),
+        x[1:5:2, ::-1],
+        x[0],
+        x[..., -1],
+        x[None, 2:, 1],
+        x[::-2, 1:3][:, None],
+        np.concatenate([x, x[i][:2]], 0),
+        np.stack([x[0], x[1], x[2]], 1),
+        x.var(0),
+        x.std(1, keepdims=True, ddof=1),
+    )
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize(
+    "program", [(dtypes_and_casts, dtypes_and_casts_numpy), (indexing, indexing_numpy)]
+)
+def test_against_numpy(target: str, program) -> None:
+    traced, numpy = program
+    i = IDX.copy()
+    check(ts.jit(traced, target=target)(X, i, LABELS), numpy(X, i, LABELS))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_argmax_ties_and_nan_follow_numpy(target: str) -> None:
+    x = np.array([[1, 3, 3, 0], [np.nan, 2, np.nan, 5], [-np.inf] * 4], dtype=np.float64)
+    f = ts.jit(lambda x: (x.argmax(1), x.argmin(1)), target=target)
+    check(f(x), (x.argmax(1), x.argmin(1)))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_out_of_range_indices_are_clamped(target: str) -> None:
+    i = np.array([-7, 9, -5], dtype=np.int32)
+    f = ts.jit(lambda x, i: x[i], target=target)
+    check((f(X, i),), (X[np.clip(np.where(i < 0, i + 5, i), 0, 4)],))
+
+
+def test_indexing_errors_are_located() -> None:
+    with pytest.raises(TessError, match="out of range"):
+        ts.jit(lambda x: x[7], target="reference")(X)
+    with pytest.raises(TessError, match="boolean mask"):
+        ts.jit(lambda x: x[x > 0], target="reference")(X)
+    with pytest.raises(TessError, match="indices must be integers"):
+        ts.jit(lambda x, y: ts.take(x, y), target="reference")(X, X[0])
+
+
+# ---------------------------------------------------------------------------------------
+# gradients against central differences (float64)
+# ---------------------------------------------------------------------------------------
+
+
+def central_difference(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    grad = np.zeros_like(x)
+    for k in range(x.size):
+        step = np.zeros_like(x)
+        step.flat[k] = eps
+        grad.flat[k] = (float(f(x + step)) - float(f(x - step))) / (2 * eps)
+    return grad
+
+
+W = RNG.normal(size=(5, 4))
+
+LOSSES = {
+    "gather": lambda x, i, y: (x[i] * W[: len(IDX)]).sum(),
+    "take_dim1": lambda x, i, y: (ts.take(x, y, 1) ** 2).sum(),
+    "slices": lambda x, i, y: (x[1:5:2, :0:-1] * x[:2, 1:]).sum() + x[..., -1].sum() * 3,
+    "concat_stack": lambda x, i, y: (
+        (ts.concatenate([x, 2 * x[:2]], 0) ** 2).sum() + (ts.stack([x, x * x], 1) * 0.5).sum()
+    ),
+    "clip_var_std": lambda x, i, y: x.clip(-0.5, 0.7).sum() + x.var(0).sum() + x.std(1).sum(),
+    "softmax": lambda x, i, y: (ts.nn.softmax(x, dim=1) * W).sum(),
+    "log_softmax": lambda x, i, y: (ts.nn.log_softmax(x, axis=0) * W).sum(),
+    "logsumexp": lambda x, i, y: ts.nn.logsumexp(x * 3, 1).sum(),
+    "cross_entropy": lambda x, i, y: ts.nn.cross_entropy(x, y),
+    "cross_entropy_sum": lambda x, i, y: ts.nn.cross_entropy(x, y, reduction="sum"),
+    "mse": lambda x, i, y: ts.nn.mse_loss(x, W),
+    "gelu_relu": lambda x, i, y: (ts.nn.gelu(x) * W).sum() + (ts.nn.relu(x) * W).sum(),
+}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_gradients_match_central_differences(target: str, name: str) -> None:
+    loss = LOSSES[name]
+    x = X.astype(np.float64)
+    value_and_grad = ts.jit(ts.value_and_grad(loss), target=target)
+    value, grad = value_and_grad(x, IDX, LABELS)
+    forward = ts.jit(loss, target="reference")
+    expected = central_difference(lambda v: forward(v, IDX, LABELS), x)
+    np.testing.assert_allclose(grad, expected, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(value, forward(x, IDX, LABELS), rtol=1e-12)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_gradient_through_a_float_cast(target: str) -> None:
+    def loss(x):
+        return (x.astype(np.float32) * W.astype(np.float32)).sum().astype(np.float64)
+
+    grad = ts.jit(ts.grad(loss), target=target)(X.astype(np.float64))
+    assert grad.dtype == np.float64
+    np.testing.assert_allclose(grad, W.astype(np.float32), rtol=1e-7)
+
+
+def test_cross_entropy_matches_torch() -> None:
+    torch = pytest.importorskip("torch")
+    x = X.astype(np.float64)
+    value, grad = ts.jit(ts.value_and_grad(ts.nn.cross_entropy))(x, LABELS)
+    logits = torch.tensor(x, requires_grad=True)
+    loss = torch.nn.functional.cross_entropy(logits, torch.tensor(LABELS, dtype=torch.long))
+    loss.backward()
+    np.testing.assert_allclose(value, loss.item(), rtol=1e-12)
+    np.testing.assert_allclose(grad, logits.grad.numpy(), rtol=1e-10, atol=1e-14)
