@@ -113,13 +113,15 @@ def is_float_value(value: SSAValue) -> bool:
     return is_float(element_type_of(value))
 
 
-def promote_types(types: Iterable[ElementType], weak: Iterable[object] = ()) -> ElementType:
+def promote_types(
+    types: Iterable[ElementType], weak: Iterable[object] = (), default_float: ElementType = f32
+) -> ElementType:
     """The dtype an op on tensors of `types` and Python numbers `weak` computes in.
 
     As NumPy and JAX promote: f32 with f64 is f64, integers and bools take the float type
     of the floats present, and without floats the widest integer wins, then bool. A Python
     number is weakly typed, as in JAX: it takes the tensors' dtype, except that a float
-    number makes integer tensors f32 and an int number makes bool tensors i64.
+    number makes integer tensors `default_float` and an int number makes bool tensors i64.
     """
     kinds = list(dict.fromkeys(types))
     floats = [t for t in kinds if is_float(t)]
@@ -128,7 +130,7 @@ def promote_types(types: Iterable[ElementType], weak: Iterable[object] = ()) -> 
     result = i64 if i64 in kinds else i32 if i32 in kinds else i1
     numbers = list(weak)
     if any(isinstance(v, float | np.floating) for v in numbers):
-        return f32
+        return default_float
     if result == i1 and any(
         isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_) for v in numbers
     ):
@@ -265,13 +267,15 @@ class TessBuilder:
         if not tensors:
             raise TessError("at least one operand must be a tensor")
         numbers = [v for v in operands if not isinstance(v, SSAValue)]
-        dtype = promote_types([element_type_of(v) for v in tensors], numbers)
+        dtype = promote_types([element_type_of(v) for v in tensors], numbers, self.default_float)
         if floating and not is_float(dtype):
-            dtype = f32
+            dtype = self.default_float
         cast = {v: self.cast(v, dtype) for v in tensors}
         like = cast[tensors[0]]
         # Numbers through `scalar` (a subclass may shape them, as GradEmitter does).
-        return [cast[v] if isinstance(v, SSAValue) else self.scalar(_number(v), like) for v in operands]
+        return [
+            cast[v] if isinstance(v, SSAValue) else self.scalar(_number(v), like) for v in operands
+        ]
 
     def cast(self, x: SSAValue, dtype: DTypeLike) -> SSAValue:
         """`x` converted to `dtype` (`tess.cast`; NumPy's `astype`), or `x` if it has it."""
@@ -283,8 +287,17 @@ class TessBuilder:
     astype = cast
 
     def floating(self, x: SSAValue) -> SSAValue:
-        """`x` as a float tensor: integers and bools become f32 (as JAX computes them)."""
-        return x if is_float_value(x) else self.cast(x, f32)
+        """`x` as a float tensor: integers and bools become `default_float`."""
+        return x if is_float_value(x) else self.cast(x, self.default_float)
+
+    @property
+    def default_float(self) -> ElementType:
+        """The float type integers and bools become in float arithmetic: f64 in a function
+        with an f64 argument, else f32 (so an f64 program stays f64, an f32 one f32)."""
+        for arg in self.insertion_point.block.args:
+            if isinstance(arg.type, TensorType) and arg.type.element_type == f64:
+                return f64
+        return f32
 
     # -- map: unary elementwise ------------------------------------------------------------
 

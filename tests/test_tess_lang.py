@@ -312,7 +312,7 @@ SEMANTIC_ERRORS = {
     ),
     "unknown dtype": (
         "def f(x: f16[3]):\n    return x\n",
-        "bad.tess:1:10: error: unknown dtype `f16`; expected f32 or f64",
+        "bad.tess:1:10: error: unknown dtype `f16`; expected f32, f64, i32, i64 or bool",
     ),
     "bad dimension": (
         "def f(x: f32[2.5]):\n    return x\n",

@@ -446,8 +446,11 @@ class _Lowering:
 
     def tensor_type(self, node: Tree) -> TensorType:
         dtype_token, dims = node.children[0], node.children[-1] if len(node.children) > 1 else None
-        if str(dtype_token) not in ("f32", "f64"):
-            raise self.error(dtype_token, f"unknown dtype `{dtype_token}`; expected f32 or f64")
+        if str(dtype_token) not in _TYPE_NAMES:
+            raise self.error(
+                dtype_token,
+                f"unknown dtype `{dtype_token}`; expected f32, f64, i32, i64 or bool",
+            )
         shape = []
         for dim in dims.children if dims is not None else ():
             if not str(dim).isdigit():
@@ -654,12 +657,17 @@ class _Lowering:
         return results[0] if len(results) == 1 else tuple(results)
 
 
+_TYPE_NAMES = ("f32", "f64", "i32", "i64", "bool")
+"""The dtypes of `.tess` types (`bool` is `i1`)."""
+
+
 def _types_text(types: Sequence[Any]) -> str:
     texts = []
     for typ in types:
         assert isinstance(typ, TensorType)
         dims = ", ".join(str(d) for d in typ.get_shape())
-        texts.append(f"{dtype_name(typ.element_type)}[{dims}]")
+        name = dtype_name(typ.element_type)
+        texts.append(f"{'bool' if name == 'i1' else name}[{dims}]")
     return texts[0] if len(texts) == 1 else "(" + ", ".join(texts) + ")"
 
 

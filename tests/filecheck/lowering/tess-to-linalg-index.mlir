@@ -1,6 +1,6 @@
 // The indexing ops lower to linalg.generic: a gather reads its captured source with
 // tensor.extract at the normalised, clamped index; one_hot compares the label with
-// linalg.index; argmax is a two-output reduction; a slice is a copy through an affine map.
+// linalg.index; argmax is a two-output reduction; a slice is a view.
 // tess-bufferize turns the captured reads into memref.loads, and tess-fuse keeps the
 // gather opaque while one_hot fuses into its consumer.
 // RUN: tessc-opt %s -p tess-to-linalg | filecheck %s
@@ -47,8 +47,14 @@ func.func @one_hot_argmax(%x: tensor<4x10xf32>, %l: tensor<4xi32>) -> (tensor<4x
   func.return %1, %2 : tensor<4x10xf32>, tensor<4xi64>
 }
 
+// A slice is a view (tensor.extract_slice, a memref.subview once bufferized); a dim with
+// a negative step is reversed by a copy generic over the view.
 // CHECK-LABEL: func.func @slice
-// CHECK:       linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (((d0 * 2) + 1), ((d1 * -1) + 4))>, affine_map<(d0, d1) -> (d0, d1)>]
+// CHECK:       %[[V:.*]] = tensor.extract_slice %x[1, 0] [3, 5] [2, 1] : tensor<6x5xf32> to tensor<3x5xf32>
+// CHECK:       linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, ((d1 * -1) + 4))>, affine_map<(d0, d1) -> (d0, d1)>]
+// CHECK-SAME:    ins(%[[V]] : tensor<3x5xf32>)
+// BUF-LABEL:   func.func @slice
+// BUF:         memref.subview %x[1, 0] [3, 5] [2, 1]
 func.func @slice(%x: tensor<6x5xf32>) -> tensor<3x5xf32> {
   %0 = tess.slice %x offsets = [1, 4] strides = [2, -1] : tensor<6x5xf32> -> tensor<3x5xf32>
   func.return %0 : tensor<3x5xf32>
