@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from tessc.frontend.builder import TessError
+from tessc.dialects.builder import TessError
 from tessc.frontend.tracer import Tensor, _lift, _located, one_hot, stop_gradient
 
 _REDUCTIONS = ("mean", "sum", "none")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tessc as ts
-from tessc.frontend.builder import TessError
+from tessc.dialects.builder import TessError
 
 TARGETS = ("reference", "cpu")
 RNG = np.random.default_rng(7)
