@@ -1,11 +1,13 @@
 """The emitted CUDA kernels against Numba's real CUDA target, without a GPU: every arith/
 math template of the CUDA emitter and every kernel of a set of programs is typed and
 lowered to LLVM IR by numba-cuda's compiler (`compile_cuda`, which stops before NVVM/PTX),
-so a spelling the CUDA target lacks (e.g. `np.exp`: the simulator runs it, a GPU would not
+and compiled on to PTX where NVVM is installed (`pip install 'numba-cuda[cu12]'`), so a
+spelling the CUDA target lacks (e.g. `np.exp`: the simulator runs it, a GPU would not
 compile it) fails here. Runs in the main suite: it needs numba-cuda, not the simulator."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import math
 import os
@@ -25,11 +27,30 @@ FLOATS = ("float32", "float64")
 INTS = ("int32", "int64")
 
 
+@functools.cache
+def can_make_ptx() -> bool:
+    """Whether NVVM is installed (the `numba-cuda[cu12]` wheels): then kernels go on to PTX."""
+    from numba import cuda, float32
+
+    def kernel(out: Any) -> None:
+        out[0] = float32(1)
+
+    try:
+        cuda.compile_ptx(kernel, (float32[:],), cc=(7, 5))
+    except Exception:
+        return False
+    return True
+
+
 def lower(function: Callable[..., Any], argument_types: tuple) -> None:
-    from numba import types
+    """Type `function` as a kernel of `argument_types` and lower it to LLVM IR for the
+    CUDA target; to PTX too when NVVM is there."""
+    from numba import cuda, types
     from numba.cuda.compiler import compile_cuda
 
     compile_cuda(function, types.void, argument_types, cc=(7, 5))
+    if can_make_ptx():
+        cuda.compile_ptx(function, argument_types, cc=(7, 5))
 
 
 def operand_dtypes(name: str) -> tuple[str, ...]:
