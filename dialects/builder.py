@@ -455,12 +455,36 @@ class TessBuilder:
     where = select
 
     def matmul(self, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
+        """`lhs @ rhs` as NumPy's `matmul`: a rank-1 operand is a row (left) or a column
+        (right) vector whose dim the result drops; batch dims broadcast."""
         lhs_value, rhs_value = self._operands(lhs, rhs, floating=True)
+        lhs_shape, rhs_shape = shape_of(lhs_value), shape_of(rhs_value)
+        if not lhs_shape or not rhs_shape:
+            raise TessError(
+                f"matmul needs operands of rank >= 1, got {format_shape(lhs_shape)} and "
+                f"{format_shape(rhs_shape)} (use * for a scalar)"
+            )
+        row, column = len(lhs_shape) == 1, len(rhs_shape) == 1
+        if row:
+            lhs_value = self.reshape(lhs_value, (1, *lhs_shape))
+        if column:
+            rhs_value = self.reshape(rhs_value, (*rhs_shape, 1))
         try:
-            matmul_shape(shape_of(lhs_value), shape_of(rhs_value))
+            shape = matmul_shape(shape_of(lhs_value), shape_of(rhs_value))
         except ValueError as e:
-            raise TessError(str(e)) from None
-        return self.insert(tess.MatmulOp(lhs_value, rhs_value))
+            message = str(e)
+            if row or column:  # name the shapes as written
+                k_lhs, k_rhs = lhs_shape[-1], rhs_shape[0 if column else -2]
+                message = (
+                    f"matmul contraction mismatch: {format_shape(lhs_shape)} and "
+                    f"{format_shape(rhs_shape)} ({k_lhs} != {k_rhs})"
+                )
+            raise TessError(message) from None
+        result = self.insert(tess.MatmulOp(lhs_value, rhs_value))
+        if row or column:
+            kept = shape[:-2] + shape[-2:-1] * (not row) + shape[-1:] * (not column)
+            result = self.reshape(result, kept)
+        return result
 
     # -- reductions ------------------------------------------------------------------------
 
@@ -560,6 +584,29 @@ class TessBuilder:
         if not fits:
             raise TessError(f"cannot broadcast {format_shape(source)} to {format_shape(target)}")
         return self.insert(tess.BroadcastToOp(x, target))
+
+    def squeeze(self, x: SSAValue, dims: DimsLike = None) -> SSAValue:
+        """`x` without its size-1 dims (`dims`: only those, each of size 1)."""
+        shape = shape_of(x)
+        if dims is None:
+            drop = {d for d, n in enumerate(shape) if n == 1}
+        else:
+            drop = set(normalize_dims(dims, len(shape)))
+            for d in drop:
+                if shape[d] != 1:
+                    raise TessError(f"cannot squeeze dim {d} of size {shape[d]} in {describe(x)}")
+        return self.reshape(x, [n for d, n in enumerate(shape) if d not in drop])
+
+    def flatten(self, x: SSAValue, start: int = 0, end: int = -1) -> SSAValue:
+        """`x` with dims `start..end` (inclusive) merged into one (all of them by default)."""
+        shape = shape_of(x)
+        if not shape:
+            return self.reshape(x, (1,))
+        first, last = self._dim(start, len(shape)), self._dim(end, len(shape))
+        if first > last:
+            raise TessError(f"flatten: start dim {start} comes after end dim {end}")
+        merged = numel(shape[first : last + 1])
+        return self.reshape(x, (*shape[:first], merged, *shape[last + 1 :]))
 
     # -- indexing (tessc.dialects.tess_index) ---------------------------------------------
 

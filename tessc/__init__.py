@@ -70,7 +70,7 @@ _FUNCTION_FORMS = (
     "exp", "log", "relu", "sigmoid", "tanh", "sqrt", "abs", "neg", "reciprocal",
     "pow", "maximum", "minimum", "matmul",
     "sum", "mean", "max", "min", "argmax", "argmin", "var", "std", "astype",
-    "reshape", "view", "permute", "transpose", "broadcast_to", "unsqueeze",
+    "reshape", "view", "permute", "transpose", "broadcast_to", "unsqueeze", "squeeze", "flatten",
 )  # fmt: skip
 
 

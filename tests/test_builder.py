@@ -284,7 +284,8 @@ def test_dtypes_promote_as_in_numpy():
 
 def test_matmul_errors():
     fails([(3, 4), (5, 6)], lambda b, x, y: b.matmul(x, y), r"\(3,4\) and \(5,6\) \(4 != 5\)")
-    fails([(4,), (4, 2)], lambda b, x, y: b.matmul(x, y), "rank >= 2")
+    fails([(3,), (4, 2)], lambda b, x, y: b.matmul(x, y), r"\(3\) and \(4,2\) \(3 != 4\)")
+    fails([(), (4, 2)], lambda b, x, y: b.matmul(x, y), "rank >= 1")
 
 
 def test_reshape_errors():

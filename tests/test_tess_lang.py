@@ -304,7 +304,7 @@ SEMANTIC_ERRORS = {
     ),
     "matmul": (
         HEADER + "    return y @ v\n",
-        "bad.tess:2:12: error: matmul needs operands of rank >= 2, got (3,5) and (3) in `y @ v`",
+        "bad.tess:2:12: error: matmul contraction mismatch: (3,5) and (3) (5 != 3) in `y @ v`",
     ),
     "declared result": (
         HEADER + "    return y\n",

@@ -149,6 +149,68 @@ def test_indexing_errors_are_located() -> None:
         ts.jit(lambda x, y: ts.take(x, y), target="reference")(X, X[0])
 
 
+V = RNG.normal(size=(4,)).astype(np.float32)
+
+
+def numpy_habits(x, v, b):
+    return (
+        x @ v,  # matrix-vector
+        v[:4] @ x.T,  # vector-matrix
+        v @ v,
+        b @ v,  # batched matrix-vector
+        np.exp(x) + np.maximum(x, 0.5),  # NumPy ufuncs map to tess ops
+        np.asarray(V) + x,  # an ndarray on the left
+        np.sum(x, axis=1, keepdims=True),
+        np.concatenate([x, x], axis=0),
+        np.where(x > 0, x, 0.0),
+        np.argmax(x, axis=1),
+        b.transpose(2, 0, 1),
+        b.transpose(0, 2),  # two dims of a rank-3 tensor: swapped, as in PyTorch
+        b[:, :1].squeeze(),
+        b.flatten(),
+        b.flatten(1),
+        x.sum(axis=(0, 1)),
+    )
+
+
+def numpy_habits_numpy(x, v, b):
+    return (
+        x @ v,
+        v[:4] @ x.T,
+        np.asarray(v @ v),
+        b @ v,
+        np.exp(x) + np.maximum(x, np.float32(0.5)),
+        V + x,
+        np.sum(x, axis=1, keepdims=True),
+        np.concatenate([x, x], axis=0),
+        np.where(x > 0, x, np.float32(0.0)),
+        np.argmax(x, axis=1),
+        b.transpose(2, 0, 1),
+        b.swapaxes(0, 2),
+        b[:, :1].squeeze(),
+        b.flatten(),
+        b.reshape(2, -1),
+        np.asarray(x.sum()),
+    )
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_numpy_habits(target: str) -> None:
+    x = RNG.normal(size=(5, 4)).astype(np.float32)
+    v = RNG.normal(size=(4,)).astype(np.float32)
+    b = RNG.normal(size=(2, 5, 4)).astype(np.float32)
+    check(ts.jit(numpy_habits, target=target)(x, v, b), numpy_habits_numpy(x, v, b))
+
+
+def test_numpy_functions_without_a_tessc_form_are_located_errors() -> None:
+    with pytest.raises(TessError, match=r"np.sin .*no tessc equivalent.*test_training_ops.py"):
+        ts.jit(lambda x: np.sin(x), target="reference")(X)
+    with pytest.raises(TessError, match=r"np.cumsum .*no tessc equivalent"):
+        ts.jit(lambda x: np.cumsum(x), target="reference")(X)
+    with pytest.raises(TessError, match=r"\(3\) and \(4\) \(3 != 4\)"):
+        ts.jit(lambda x: x[0, :3] @ x[0], target="reference")(X)
+
+
 # ---------------------------------------------------------------------------------------
 # gradients against central differences (float64)
 # ---------------------------------------------------------------------------------------
@@ -180,6 +242,7 @@ LOSSES = {
     "cross_entropy_sum": lambda x, i, y: ts.nn.cross_entropy(x, y, reduction="sum"),
     "mse": lambda x, i, y: ts.nn.mse_loss(x, W),
     "gelu_relu": lambda x, i, y: (ts.nn.gelu(x) * W).sum() + (ts.nn.relu(x) * W).sum(),
+    "matvec": lambda x, i, y: (x @ W[0, :4]).sum() + (W[:, 0] @ x * W[0]).sum(),
 }
 
 

@@ -295,8 +295,20 @@ def _unary_method(name: str) -> Callable[[Tensor], Tensor]:
 class Tensor:
     """A traced tensor: the `tess` SSA value an operation on the input arrays produced."""
 
-    __array_ufunc__ = None  # NumPy defers to our reflected operators (`array + tensor`)
     __hash__ = object.__hash__
+
+    @_located
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        """`np.exp(t)`, `array + t`, `np.maximum(t, 0)`: NumPy's ufuncs on a traced Tensor
+        build the tess op of the same meaning (`NUMPY_UFUNCS`); any other is a TessError
+        naming what to write instead."""
+        return _numpy_ufunc(ufunc, method, inputs, kwargs)
+
+    @_located
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        """`np.sum(t, axis=1)`, `np.concatenate([t, u])`, `np.where(c, t, 0)`: NumPy's
+        functions on a traced Tensor map to tessc's (`NUMPY_FUNCTIONS`)."""
+        return _numpy_function(func, args, kwargs)
 
     def __init__(self, value: SSAValue, trace: Trace):
         self.value = value
@@ -492,8 +504,28 @@ class Tensor:
         return _apply("permute", self, dims=_shape_args(dims))
 
     @_located
-    def transpose(self, dim0: int = -2, dim1: int = -1) -> Tensor:
-        return _apply("transpose", self, dim0=dim0, dim1=dim1)
+    def transpose(self, *axes: Any) -> Tensor:
+        """`x.transpose(1, 0, 2)` or `x.transpose((1, 0, 2))` permutes the dims (NumPy);
+        `x.transpose(d0, d1)` on a tensor of rank > 2 swaps two (PyTorch); `x.transpose()`
+        swaps the last two (the reversal for a matrix; `.T` reverses all dims)."""
+        if not axes:
+            return _apply("transpose", self)
+        dims = _shape_args(axes)
+        if len(dims) == 2 and self.ndim != 2:
+            return _apply("transpose", self, dim0=dims[0], dim1=dims[1])
+        return _apply("permute", self, dims=dims)
+
+    @_located
+    def squeeze(self, dim: DimsLike = None, *, axis: DimsLike = None) -> Tensor:
+        """Drop the size-1 dims (only `dim`, if given)."""
+        return _apply("squeeze", self, dims=axis if axis is not None else dim)
+
+    @_located
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        """Dims `start_dim..end_dim` merged into one (all: a 1-D tensor, NumPy's flatten)."""
+        return _apply("flatten", self, start=start_dim, end=end_dim)
+
+    ravel = flatten
 
     @property
     @_located
@@ -517,6 +549,101 @@ class Tensor:
 # ---------------------------------------------------------------------------------------
 # function forms (`tessc.exp(x)`, `tessc.where(c, a, b)`, ...): made here, named in tessc
 # ---------------------------------------------------------------------------------------
+
+
+# NumPy ufunc name -> the tessc function (a Tensor method or a module-level form) it is.
+NUMPY_UFUNCS: dict[str, Callable[..., Any]] = {
+    "add": lambda a, b: _lift(a, (b,)) + b,
+    "subtract": lambda a, b: _lift(a, (b,)) - b,
+    "multiply": lambda a, b: _lift(a, (b,)) * b,
+    "true_divide": lambda a, b: _lift(a, (b,)) / b,
+    "divide": lambda a, b: _lift(a, (b,)) / b,
+    "power": lambda a, b: _lift(a, (b,)) ** b,
+    "matmul": lambda a, b: _lift(a, (b,)) @ b,
+    "maximum": lambda a, b: _lift(a, (b,)).maximum(b),
+    "minimum": lambda a, b: _lift(a, (b,)).minimum(b),
+    "less": lambda a, b: _lift(a, (b,)) < b,
+    "greater": lambda a, b: _lift(a, (b,)) > b,
+    "less_equal": lambda a, b: _lift(a, (b,)) <= b,
+    "greater_equal": lambda a, b: _lift(a, (b,)) >= b,
+    "equal": lambda a, b: _lift(a, (b,)) == b,
+    "not_equal": lambda a, b: _lift(a, (b,)) != b,
+    "logical_and": lambda a, b: _lift(a, (b,)).logical_and(b),
+    "logical_or": lambda a, b: _lift(a, (b,)).logical_or(b),
+    "logical_xor": lambda a, b: _lift(a, (b,)).logical_xor(b),
+    "bitwise_and": lambda a, b: _lift(a, (b,)).logical_and(b),
+    "bitwise_or": lambda a, b: _lift(a, (b,)).logical_or(b),
+    "logical_not": lambda a: a.logical_not(),
+    "negative": lambda a: -a,
+    "positive": lambda a: a,
+    "absolute": lambda a: abs(a),
+    "exp": lambda a: a.exp(),
+    "log": lambda a: a.log(),
+    "sqrt": lambda a: a.sqrt(),
+    "tanh": lambda a: a.tanh(),
+    "reciprocal": lambda a: a.reciprocal(),
+    "square": lambda a: a * a,
+}
+
+# NumPy function name -> tessc function; `axis`/`keepdims` pass through (aliases).
+NUMPY_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "sum": lambda a, axis=None, keepdims=False: a.sum(axis=axis, keepdims=keepdims),
+    "mean": lambda a, axis=None, keepdims=False: a.mean(axis=axis, keepdims=keepdims),
+    "max": lambda a, axis=None, keepdims=False: a.max(axis=axis, keepdims=keepdims),
+    "amax": lambda a, axis=None, keepdims=False: a.max(axis=axis, keepdims=keepdims),
+    "min": lambda a, axis=None, keepdims=False: a.min(axis=axis, keepdims=keepdims),
+    "amin": lambda a, axis=None, keepdims=False: a.min(axis=axis, keepdims=keepdims),
+    "var": lambda a, axis=None, keepdims=False, ddof=0: a.var(
+        axis=axis, keepdims=keepdims, ddof=ddof
+    ),
+    "std": lambda a, axis=None, keepdims=False, ddof=0: a.std(
+        axis=axis, keepdims=keepdims, ddof=ddof
+    ),
+    "argmax": lambda a, axis=None, keepdims=False: a.argmax(axis=axis, keepdims=keepdims),
+    "argmin": lambda a, axis=None, keepdims=False: a.argmin(axis=axis, keepdims=keepdims),
+    "reshape": lambda a, shape, *rest: a.reshape(shape),
+    "transpose": lambda a, axes=None: a.T if axes is None else a.transpose(*axes),
+    "squeeze": lambda a, axis=None: a.squeeze(axis=axis),
+    "expand_dims": lambda a, axis: a.unsqueeze(axis),
+    "ravel": lambda a: a.flatten(),
+    "concatenate": lambda arrays, axis=0: concatenate(arrays, axis),
+    "stack": lambda arrays, axis=0: stack(arrays, axis),
+    "where": lambda c, a, b: where(c, a, b),
+    "clip": lambda a, a_min=None, a_max=None: clip(a, a_min, a_max),
+    "take": lambda a, indices, axis=None: take(
+        a.flatten() if axis is None else a, indices, axis or 0
+    ),
+    "matmul": lambda a, b: _lift(a, (b,)) @ b,
+    "dot": lambda a, b: _lift(a, (b,)) @ b,
+    "broadcast_to": lambda a, shape: _lift(a, ()).broadcast_to(shape),
+}
+
+
+def _numpy_ufunc(ufunc: Any, method: str, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    name = getattr(ufunc, "__name__", str(ufunc))
+    if method != "__call__" or kwargs.get("out") is not None:
+        raise TessError(
+            f"np.{name}.{method} (or out=) on a traced Tensor has no tessc form; "
+            "use the Tensor methods (x.sum(axis=...), ...)"
+        )
+    function = NUMPY_UFUNCS.get(name)
+    if function is None:
+        raise TessError(
+            f"np.{name} on a traced Tensor has no tessc equivalent; tessc has "
+            f"{', '.join('np.' + n for n in sorted(NUMPY_UFUNCS))}"
+        )
+    return _located(function)(*inputs)
+
+
+def _numpy_function(func: Any, args: Any, kwargs: Any) -> Any:
+    name = getattr(func, "__name__", str(func))
+    function = NUMPY_FUNCTIONS.get(name)
+    if function is None:
+        raise TessError(
+            f"np.{name} on a traced Tensor has no tessc equivalent; tessc maps "
+            f"{', '.join('np.' + n for n in sorted(NUMPY_FUNCTIONS))} (and NumPy's ufuncs)"
+        )
+    return _located(function)(*args, **kwargs)
 
 
 def _axis_aliases(dim: Any, keepdim: bool, aliases: dict[str, Any]) -> tuple[Any, bool]:
