@@ -552,27 +552,41 @@ class Tensor:
 
 
 # NumPy ufunc name -> the tessc function (a Tensor method or a module-level form) it is.
+def _binary_ufunc(name: str) -> Callable[[Any, Any], Tensor]:
+    """The builder's `name` on two operands, one a Tensor (a number stays weakly typed)."""
+
+    def function(a: Any, b: Any) -> Tensor:
+        return a._zip(name, b) if isinstance(a, Tensor) else b._zip(name, a, reverse=True)
+
+    return function
+
+
 NUMPY_UFUNCS: dict[str, Callable[..., Any]] = {
-    "add": lambda a, b: _lift(a, (b,)) + b,
-    "subtract": lambda a, b: _lift(a, (b,)) - b,
-    "multiply": lambda a, b: _lift(a, (b,)) * b,
-    "true_divide": lambda a, b: _lift(a, (b,)) / b,
-    "divide": lambda a, b: _lift(a, (b,)) / b,
-    "power": lambda a, b: _lift(a, (b,)) ** b,
-    "matmul": lambda a, b: _lift(a, (b,)) @ b,
-    "maximum": lambda a, b: _lift(a, (b,)).maximum(b),
-    "minimum": lambda a, b: _lift(a, (b,)).minimum(b),
-    "less": lambda a, b: _lift(a, (b,)) < b,
-    "greater": lambda a, b: _lift(a, (b,)) > b,
-    "less_equal": lambda a, b: _lift(a, (b,)) <= b,
-    "greater_equal": lambda a, b: _lift(a, (b,)) >= b,
-    "equal": lambda a, b: _lift(a, (b,)) == b,
-    "not_equal": lambda a, b: _lift(a, (b,)) != b,
-    "logical_and": lambda a, b: _lift(a, (b,)).logical_and(b),
-    "logical_or": lambda a, b: _lift(a, (b,)).logical_or(b),
-    "logical_xor": lambda a, b: _lift(a, (b,)).logical_xor(b),
-    "bitwise_and": lambda a, b: _lift(a, (b,)).logical_and(b),
-    "bitwise_or": lambda a, b: _lift(a, (b,)).logical_or(b),
+    **{
+        numpy_name: _binary_ufunc(name)
+        for numpy_name, name in (
+            ("add", "add"),
+            ("subtract", "sub"),
+            ("multiply", "mul"),
+            ("true_divide", "div"),
+            ("divide", "div"),
+            ("power", "pow"),
+            ("matmul", "matmul"),
+            ("maximum", "maximum"),
+            ("minimum", "minimum"),
+            ("less", "lt"),
+            ("greater", "gt"),
+            ("less_equal", "le"),
+            ("greater_equal", "ge"),
+            ("equal", "eq"),
+            ("not_equal", "ne"),
+            ("logical_and", "logical_and"),
+            ("logical_or", "logical_or"),
+            ("logical_xor", "logical_xor"),
+            ("bitwise_and", "logical_and"),
+            ("bitwise_or", "logical_or"),
+        )
+    },  # fmt: skip
     "logical_not": lambda a: a.logical_not(),
     "negative": lambda a: -a,
     "positive": lambda a: a,
