@@ -81,7 +81,11 @@ def find_function(module: ModuleOp, name: str | None) -> func.FuncOp:
     functions = module_functions(module)
     if name is None:
         if len(functions) != 1:
-            _fail(f"the module has {len(functions)} functions: name one with `func=<name>`")
+            # Located at the second function: the one that makes the choice ambiguous.
+            _fail(
+                f"the module has {len(functions)} functions: name one with `func=<name>`",
+                functions[1] if len(functions) > 1 else None,
+            )
         return functions[0]
     found = lookup_function(module, name)
     if found is None:
