@@ -21,7 +21,11 @@ better; the goal is <= 2). Set NUMBA_NUM_THREADS / OPENBLAS_NUM_THREADS to compa
 core with one core.
 
 Run: /work/venv/bin/python bench/bench_matmul.py [--sizes 256,512] [--repeat 20] [--rounds 5]
-     [--tile-sizes 64,128,256] [--register-tile 4,4] [--no-untiled]
+     [--tile-sizes 64,128,256] [--register-tile 4,4] [--no-untiled] [--transposed]
+     [--dtype float64]
+
+`--transposed` adds `a @ b.T` (b stored (M, K): `nn.Linear`'s layout), which `tess-tile-dot`
+register-tiles, against NumPy's `a @ b.T` on the same arrays.
 
 Measured (2-core AMD EPYC with AVX-512, shared with other jobs; GFLOP/s, "x np" in
 parentheses; `--sizes 256,512,1024 --repeat 10 --rounds 5`):
@@ -71,6 +75,17 @@ func.func @matmul(%a: tensor<{n}x{k}xf32>, %b: tensor<{k}x{m}xf32>) -> tensor<{n
 """
 
 
+def matmul_t_program(n: int, k: int, m: int) -> str:
+    """`a @ b.T` with b of shape (M, K): the dot-product nest `tess-tile-dot` tiles."""
+    return f"""
+func.func @matmul_t(%a: tensor<{n}x{k}xf32>, %b: tensor<{m}x{k}xf32>) -> tensor<{n}x{m}xf32> {{
+  %t = tess.permute %b dims = [1, 0] : tensor<{m}x{k}xf32> -> tensor<{k}x{m}xf32>
+  %c = tess.matmul %a, %t : tensor<{n}x{k}xf32>, tensor<{k}x{m}xf32> -> tensor<{n}x{m}xf32>
+  func.return %c : tensor<{n}x{m}xf32>
+}}
+"""
+
+
 def seed_program(n: int, k: int, m: int) -> str:
     return f"""
 func.func @seed(%a: tensor<{n}x{k}x1xf32>, %b: tensor<1x{k}x{m}xf32>) -> tensor<{n}x{m}xf32> {{
@@ -84,7 +99,7 @@ func.func @seed(%a: tensor<{n}x{k}x1xf32>, %b: tensor<1x{k}x{m}xf32>) -> tensor<
 def pipeline_spec(tile: str | None) -> str:
     """The `cpu` pipeline's passes without its own `tess-tile`, with `tile` (a
     `tess-tile{...}` spec) right after `tess-linalg-to-loops`."""
-    spec = re.sub(r",tess-tile(\{[^}]*\})?", "", get_pipeline("cpu").spec)
+    spec = re.sub(r",tess-tile(?!-)(\{[^}]*\})?", "", get_pipeline("cpu").spec)
     if tile is None:
         return spec
     return spec.replace("tess-linalg-to-loops", f"tess-linalg-to-loops,{tile}")
@@ -114,6 +129,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tile-sizes", default=None, help="TI,TK,TJ (default: the pass's)")
     parser.add_argument("--register-tile", default=None, help="R,U (default: the pass's)")
     parser.add_argument("--no-untiled", action="store_true", help="skip the cpu pipeline")
+    parser.add_argument("--transposed", action="store_true", help="also a @ b.T vs NumPy's")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "float64"))
     args = parser.parse_args(argv)
 
     options = []
@@ -141,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args.no_untiled:
         specs = {"cpu": pipeline_spec(None), **specs}
     for n in (int(s) for s in args.sizes.split(",")):
-        times = measure(n, specs, args.repeat, args.rounds, torch)
+        times = measure(n, specs, args.repeat, args.rounds, torch, args.transposed, args.dtype)
         flops = 2.0 * n**3
         for name, seconds in times.items():
             ratio = seconds / times["np.matmul"]
@@ -150,20 +167,33 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def measure(
-    n: int, specs: dict[str, str], repeat: int, rounds: int, torch: Any
+    n: int,
+    specs: dict[str, str],
+    repeat: int,
+    rounds: int,
+    torch: Any,
+    transposed: bool = False,
+    dtype: str = "float32",
 ) -> dict[str, float]:
     """Seconds per call of every variant at N = K = M = n (checked against np.matmul)."""
     rng = np.random.default_rng(0)
-    a = rng.standard_normal((n, n), dtype=np.float32)
-    b = rng.standard_normal((n, n), dtype=np.float32)
+    a = rng.standard_normal((n, n)).astype(dtype)
+    b = rng.standard_normal((n, n)).astype(dtype)
     a3, b3 = a.reshape(n, n, 1), b.reshape(1, n, n)
+    bt = np.ascontiguousarray(b.T)
     expected = a @ b
     variants: dict[str, Callable[[], object]] = {"np.matmul": lambda: np.matmul(a, b)}
+    if transposed:
+        variants["np a @ b.T"] = lambda: np.matmul(a, bt.T)
+    programs = [
+        ("matmul", matmul_program(n, n, n), (a, b)),
+        ("seed", seed_program(n, n, n), (a3, b3)),
+    ]
+    if transposed:
+        programs.append(("matmul_t", matmul_t_program(n, n, n), (a, bt)))
     for label, spec in specs.items():
-        for name, text, inputs in (
-            ("matmul", matmul_program(n, n, n), (a, b)),
-            ("seed", seed_program(n, n, n), (a3, b3)),
-        ):
+        for name, text, inputs in programs:
+            text = text.replace("xf32>", "xf64>") if dtype == "float64" else text
             program = compile_program(text, name, spec)
             (result,) = program(*inputs)
             scale = float(np.abs(expected).max())

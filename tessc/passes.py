@@ -23,6 +23,7 @@ TESS_PASSES: dict[str, str] = {
     "tess-outline-kernels": "tessc.lowering.outline_kernels:TessOutlineKernelsPass",
     "tess-linalg-to-loops": "tessc.lowering.to_loops:TessLinalgToLoopsPass",
     "tess-tile": "tessc.lowering.tile:TessTilePass",
+    "tess-tile-dot": "tessc.lowering.tile_dot:TessTileDotPass",
     "tess-parallel-columns": "tessc.lowering.parallel_columns:TessParallelColumnsPass",
     "tess-expand-math": "tessc.lowering.expand_math:TessExpandMathPass",
     "tess-gpu-partition": "tessc.lowering.gpu_partition:TessGpuPartitionPass",

@@ -44,7 +44,7 @@ def pipeline(tile: str | None, base: str = "cpu") -> str:
     """`base` (the `cpu` pipeline, or `UNGROUPED`) without its own `tess-tile`, with `tile`
     right after `tess-linalg-to-loops`."""
     spec = get_pipeline("cpu").spec if base == "cpu" else f"{UNGROUPED},canonicalize,cse"
-    spec = re.sub(r",tess-tile(\{[^}]*\})?", "", spec)
+    spec = re.sub(r",tess-tile(?!-)(\{[^}]*\})?", "", spec)
     return (
         spec
         if tile is None
