@@ -24,8 +24,9 @@ Run: /work/venv/bin/python bench/bench_matmul.py [--sizes 256,512] [--repeat 20]
      [--tile-sizes 64,128,256] [--register-tile 4,4] [--no-untiled] [--transposed]
      [--dtype float64]
 
-`--transposed` adds `a @ b.T` (b stored (M, K): `nn.Linear`'s layout), which `tess-tile-dot`
-register-tiles, against NumPy's `a @ b.T` on the same arrays.
+`--transposed` adds, with b stored (M, K) (`nn.Linear`'s layout), `a @ b.T` (a transpose
+copy, then the tiled matmul) and the same product as a zip+reduce over the last dim
+(`tess-tile-dot`'s register-tiled dot products), against NumPy's `a @ b.T`.
 
 Measured (2-core AMD EPYC with AVX-512, shared with other jobs; GFLOP/s, "x np" in
 parentheses; `--sizes 256,512,1024 --repeat 10 --rounds 5`):
@@ -75,8 +76,22 @@ func.func @matmul(%a: tensor<{n}x{k}xf32>, %b: tensor<{k}x{m}xf32>) -> tensor<{n
 """
 
 
+def dot_program(n: int, k: int, m: int) -> str:
+    """`(a[:, None, :] * b[None]).sum(-1)`, b of shape (M, K): the dot-product nest
+    `tess-tile-dot` register-tiles."""
+    return f"""
+func.func @dot(%a: tensor<{n}x{k}xf32>, %b: tensor<{m}x{k}xf32>) -> tensor<{n}x{m}xf32> {{
+  %a3 = tess.reshape %a : tensor<{n}x{k}xf32> -> tensor<{n}x1x{k}xf32>
+  %b3 = tess.reshape %b : tensor<{m}x{k}xf32> -> tensor<1x{m}x{k}xf32>
+  %p = tess.mul %a3, %b3 : tensor<{n}x1x{k}xf32>, tensor<1x{m}x{k}xf32> -> tensor<{n}x{m}x{k}xf32>
+  %s = tess.sum %p dims = [2] : tensor<{n}x{m}x{k}xf32> -> tensor<{n}x{m}xf32>
+  func.return %s : tensor<{n}x{m}xf32>
+}}
+"""
+
+
 def matmul_t_program(n: int, k: int, m: int) -> str:
-    """`a @ b.T` with b of shape (M, K): the dot-product nest `tess-tile-dot` tiles."""
+    """`a @ b.T` with b of shape (M, K): `tess-fuse` keeps the transpose a packed copy."""
     return f"""
 func.func @matmul_t(%a: tensor<{n}x{k}xf32>, %b: tensor<{m}x{k}xf32>) -> tensor<{n}x{m}xf32> {{
   %t = tess.permute %b dims = [1, 0] : tensor<{m}x{k}xf32> -> tensor<{k}x{m}xf32>
@@ -191,6 +206,7 @@ def measure(
     ]
     if transposed:
         programs.append(("matmul_t", matmul_t_program(n, n, n), (a, bt)))
+        programs.append(("dot", dot_program(n, n, n), (a, bt)))
     for label, spec in specs.items():
         for name, text, inputs in programs:
             text = text.replace("xf32>", "xf64>") if dtype == "float64" else text

@@ -318,7 +318,9 @@ Written by `tess-tile`, which also skips loops that carry it (tiling once)."""
 
 REGISTER_TILE = IntArray("tess.register_tile")
 """On a tiled row kernel's `scf.parallel`: its register tile (rows, columns). Written by
-`tess-tile`; for readers and tests."""
+`tess-tile`; for readers and tests. On a dot-product nest's `scf.parallel`: its (rows,
+columns) of jammed outputs, `1, 1` on the leftover nests; written by `tess-tile-dot`, which
+skips loops that carry it (tiling once)."""
 
 # The memory plan's figures, written on every planned host by `tess-memory-plan`, in this
 # order; `tess.peak_bytes` also marks a host as planned (a re-run skips it). Read by tests

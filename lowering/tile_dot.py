@@ -2,8 +2,10 @@
 `tess-tile-dot`: register-tile dot-product nests, where the reduction is the unit-stride
 dim of both operands (level 5, loops).
 
-`a @ b.T` (and `nn.Linear`'s `x @ W.T`, and any contraction whose operands are both read
-along the summed dim) leaves `tess-linalg-to-loops` with one loop per output element:
+A zip+reduce over the last dim, `(a[:, None, :] * w[None]).sum(-1)` (`a @ w.T` written
+out; attention scores; a fused transpose into a contraction, which `tess-fuse` now only
+allows where it keeps the reduction off the unit-stride dim) leaves
+`tess-linalg-to-loops` with one loop per output element:
 
     scf.parallel (b..., i, j) {                  out[.., i, j] = 0
       scf.for k { out[.., i, j] = out[.., i, j] + a[.., i, k] * w[.., j, k] } }
@@ -11,11 +13,13 @@ along the summed dim) leaves `tess-linalg-to-loops` with one loop per output ele
 `tess-tile` does not take it (its inner loop over `j` would read `w` with a stride of a
 row). Run as it is, every step of `k` loads and stores `out` (Numba cannot keep it in a
 register: the arrays may alias), so the loop does not vectorise and runs at about a tenth
-of BLAS. This pass jams R x C output elements into one `k` loop whose accumulators are
-loop-carried values (`iter_args`: Python locals, so LLVM's vectoriser turns each into a
-vector reduction over `k`):
+of BLAS (17.7 GFLOP/s against NumPy's 224 at 512 f32, one thread, AVX-512). This pass
+jams R x C output elements into one `k` loop whose accumulators are loop-carried values
+(`iter_args`: Python locals, so LLVM's vectoriser turns each into a vector reduction over
+`k`):
 
-    scf.parallel (b..., ib, jb) {                i_r = ib * R + r, j_c = jb * C + c
+    scf.parallel (b..., jo, ib) {                TJ / C column tiles per block `jo`
+     scf.for ji { jb = jo * TJ / C + ji          i_r = ib * R + r, j_c = jb * C + c
       the ops before the k loop, per (r, c)      (the zero fill)
       acc_rc = out[.., i_r, j_c]
       acc.. = scf.for k iter_args(acc..) {
@@ -23,10 +27,12 @@ vector reduction over `k`):
         the body per (r, c), its load of out replaced by acc_rc
         scf.yield (what the body stored) }
       out[.., i_r, j_c] = acc_rc
-      the ops after the k loop, per (r, c) }     (a bias, an activation)
+      the ops after the k loop, per (r, c) }}    (a bias, an activation)
     the original nest on the rows left over (N mod R), then on the columns (M mod C)
 
-R + C vector loads feed R x C multiply-adds; nothing is stored inside the loop. Each
+R + C vector loads feed R x C multiply-adds; nothing is stored inside the loop (103
+GFLOP/s at 512 f32, one thread). A thread sweeps all its row tiles over one block of TJ
+(`column-block`, 64) columns, whose rows of `w` stay in L2 (1024: 15 -> 35 GFLOP/s). Each
 element still gets its k terms in the original order (up to the code generator's
 fast-math reassociation, which vectorising a reduction needs anyway).
 
@@ -42,7 +48,7 @@ iterations phase by phase, and the scalar replacement of `out` is exact because 
 else in the loop touches it. Nests with fewer than R rows or C columns stay as they are.
 
 The tile is the `register-tile` option (R rows, C columns; 4 x 4 was the fastest of 2x4,
-3x4, 4x2, 4x4 with bench/bench_matmul.py --transposed on AVX-512: 16 vector
+3x4, 4x2, 4x4 on AVX-512, one thread (bench/bench_matmul.py --transposed): 16 vector
 accumulators, within the 16 registers of AVX2 too). The new `scf.parallel` carries
 `tess.register_tile`.
 """
@@ -54,7 +60,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, scf
-from xdsl.dialects.builtin import DenseArrayBase, IndexType, IntegerAttr, ModuleOp, i64
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -66,7 +72,8 @@ from xdsl.pattern_rewriter import (
 from xdsl.traits import is_side_effect_free
 from xdsl.utils.exceptions import PassFailedException
 
-from tessc.lowering.tile import REGISTER_TILE_ATTR, constant_index, depends_on, same_index
+from tessc.dialects import contract
+from tessc.lowering.tile import constant_index, depends_on, same_index
 
 DEFAULT_DOT_TILE: tuple[int, int] = (4, 4)
 DEFAULT_COLUMN_BLOCK = 64
@@ -87,7 +94,7 @@ class DotNest:
 
 
 def match_dot(op: scf.ParallelOp) -> DotNest | None:
-    if op.initVals or REGISTER_TILE_ATTR in op.attributes:
+    if op.initVals or contract.REGISTER_TILE.has(op):
         return None
     if not isinstance(op.parent_op(), func.FuncOp) or len(op.lowerBound) < 2:
         return None
@@ -204,7 +211,7 @@ class DotTiler:
         uppers = [self.constant(e) for e in (*batch, blocks_j, n // r_count)]
         dims = len(uppers)
         parallel = scf.ParallelOp([zero] * dims, uppers, [one] * dims, Region(outer))
-        parallel.attributes[REGISTER_TILE_ATTR] = DenseArrayBase.from_list(i64, [r_count, c_count])
+        contract.REGISTER_TILE.set(parallel, (r_count, c_count))
         return parallel
 
     def tile(self, block: Block, maps: list[dict[SSAValue, SSAValue]]) -> None:
@@ -258,7 +265,7 @@ class DotTiler:
         steps = [self.constant(1)] * len(uppers)
         region = nest.parallel.body.clone()
         rest = scf.ParallelOp(lowers, uppers, steps, region)
-        rest.attributes[REGISTER_TILE_ATTR] = DenseArrayBase.from_list(i64, [1, 1])
+        contract.REGISTER_TILE.set(rest, (1, 1))
         return rest
 
 

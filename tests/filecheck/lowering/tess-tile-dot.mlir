@@ -1,14 +1,15 @@
 // RUN: tessc-opt %s -p 'tess-to-linalg,tess-fuse,tess-fuse-epilogue,tess-bufferize,tess-outline-kernels,tess-linalg-to-loops,tess-tile-dot' | filecheck %s
 // RUN: tessc-opt %s -p 'tess-to-linalg,tess-fuse,tess-fuse-epilogue,tess-bufferize,tess-outline-kernels,tess-linalg-to-loops,tess-tile-dot,canonicalize,cse' -t numba | filecheck %s --check-prefix=NUMBA
 
-// a @ b.T: the reduction is the unit-stride dim of both operands. 4 x 4 outputs share
+// a @ b.T as a zip+reduce, (a[:, None, :] * b[None]).sum(-1): the reduction is the
+// unit-stride dim of both operands. 4 x 4 outputs share
 // one k loop whose 16 accumulators are loop-carried (no load or store of the output
 // inside it); 130 columns are 32 tiles in 2 blocks of 16, then 2 leftover columns; 10
 // rows are 2 tiles, then 2 leftover rows; the leftovers run the original nest.
-func.func @mt(%a: tensor<10x16xf32>, %b: tensor<130x16xf32>) -> tensor<10x130xf32> {
-  %bt = tess.permute %b dims = [1, 0] : tensor<130x16xf32> -> tensor<16x130xf32>
-  %c = tess.matmul %a, %bt : tensor<10x16xf32>, tensor<16x130xf32> -> tensor<10x130xf32>
-  func.return %c : tensor<10x130xf32>
+func.func @mt(%a: tensor<10x1x16xf32>, %b: tensor<1x130x16xf32>) -> tensor<10x130xf32> {
+  %p = tess.mul %a, %b : tensor<10x1x16xf32>, tensor<1x130x16xf32> -> tensor<10x130x16xf32>
+  %s = tess.sum %p dims = [2] : tensor<10x130x16xf32> -> tensor<10x130xf32>
+  func.return %s : tensor<10x130xf32>
 }
 
 // CHECK-LABEL: func.func private @mt_kernel_0(
@@ -45,11 +46,11 @@ func.func @mt(%a: tensor<10x16xf32>, %b: tensor<130x16xf32>) -> tensor<10x130xf3
 // NUMBA:           for [[I:.*]] in range(8):
 // NUMBA-NEXT:          for [[J:.*]] in range(128, 130):
 
-// x @ W.T + c, then relu (nn.Linear's layout): the epilogue is cloned per output after
-// the accumulators are stored.
-func.func @linear(%x: tensor<8x32xf64>, %w: tensor<8x32xf64>, %c: tensor<8xf64>) -> tensor<8x8xf64> {
-  %wt = tess.permute %w dims = [1, 0] : tensor<8x32xf64> -> tensor<32x8xf64>
-  %y = tess.matmul %x, %wt : tensor<8x32xf64>, tensor<32x8xf64> -> tensor<8x8xf64>
+// x @ W.T + c, then relu (nn.Linear's layout, as a zip+reduce): the epilogue is cloned
+// per output after the accumulators are stored.
+func.func @linear(%x: tensor<8x1x32xf64>, %w: tensor<1x8x32xf64>, %c: tensor<8xf64>) -> tensor<8x8xf64> {
+  %p = tess.mul %x, %w : tensor<8x1x32xf64>, tensor<1x8x32xf64> -> tensor<8x8x32xf64>
+  %y = tess.sum %p dims = [2] : tensor<8x8x32xf64> -> tensor<8x8xf64>
   %z = tess.add %y, %c : tensor<8x8xf64>, tensor<8xf64> -> tensor<8x8xf64>
   %r = tess.relu %z : tensor<8x8xf64>
   func.return %r : tensor<8x8xf64>
