@@ -278,3 +278,36 @@ def test_cross_entropy_matches_torch() -> None:
     loss.backward()
     np.testing.assert_allclose(value, loss.item(), rtol=1e-12)
     np.testing.assert_allclose(grad, logits.grad.numpy(), rtol=1e-10, atol=1e-14)
+
+
+# ---------------------------------------------------------------------------------------
+# tessc-run: --out result.npz, and a closed pipe
+# ---------------------------------------------------------------------------------------
+
+
+def test_tessc_run_writes_npz_and_stops_quietly_on_a_closed_pipe(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    count = 1500  # ~100 KB of text: more than a pipe buffer
+    types = ", ".join(["tensor<8xf32>"] * count)
+    program = tmp_path / "many.mlir"
+    program.write_text(
+        f"func.func @f(%a: tensor<8xf32>) -> ({types}) {{\n"
+        "  %0 = tess.exp %a : tensor<8xf32>\n"
+        f"  func.return {', '.join(['%0'] * count)} : {types}\n}}\n"
+    )
+    run = [sys.executable, "-m", "tessc.cli.run", str(program), "--pipeline", "reference"]
+    out = tmp_path / "result.npz"
+    assert subprocess.run([*run, "--out", str(out)], capture_output=True).returncode == 0
+    arrays = np.load(out)
+    assert len(arrays.files) == count and arrays["output_7"].shape == (8,)
+    np.testing.assert_array_equal(arrays["output_0"], arrays["output_1499"])
+
+    process = subprocess.Popen(run, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.readline()
+    process.stdout.close()  # as `| head -1` does
+    stderr = process.stderr.read()
+    assert process.wait() == 141
+    assert b"Traceback" not in stderr and b"Error" not in stderr, stderr

@@ -4,6 +4,7 @@
     tessc-run prog.mlir --entry f                      # random inputs (seed 0), cpu pipeline
     tessc-run prog.mlir --entry f --seed 3 --pipeline reference
     tessc-run prog.tess --entry f --inputs x.npy w.npy
+    tessc-run prog.mlir --out result.npz               # outputs as arrays, not text
 
 Inputs are the `.npy` files given to `--inputs` (one per argument, in order) or, without
 them, arrays of the declared shapes and dtypes drawn uniformly from [-2, 2) with
@@ -13,7 +14,8 @@ them, arrays of the declared shapes and dtypes drawn uniformly from [-2, 2) with
     [[...]]
 
 with `np.array2string` under fixed print options (`--precision` digits), so the text is
-stable and FileCheck can match it. Every error — bad file, failing verifier or pass,
+stable and FileCheck can match it; `--out result.npz` writes them as arrays `output_0`,
+`output_1`, ... instead. A closed pipe (`tessc-run ... | head`) ends the run quietly. Every error — bad file, failing verifier or pass,
 wrong input shapes — is one diagnostic (`file:line:col: error: ...` when the error has an
 op with a location, else `file: error: ...`) on stderr and exit status 1, never a
 traceback.
@@ -22,6 +24,7 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -148,9 +151,22 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    if args.out is not None:
+        write_outputs(Path(args.out), outputs)
+        return 0
     for index, array in enumerate(outputs):
         print(format_output(index, array, args.precision))
     return 0
+
+
+def write_outputs(path: Path, outputs: Sequence[np.ndarray]) -> None:
+    """The outputs as arrays `output_0`, `output_1`, ... of one `.npz` file."""
+    if path.suffix != ".npz":
+        raise RunError(f"--out {path}: expected a .npz file name")
+    try:
+        np.savez(path, **{f"output_{k}": np.asarray(a) for k, a in enumerate(outputs)})
+    except OSError as error:
+        raise RunError(f"cannot write {path}: {error.strerror or error}") from None
 
 
 def read_source(path: Path) -> bytes:
@@ -189,6 +205,12 @@ def argument_parser() -> argparse.ArgumentParser:
         help="seed of the random inputs in [-2, 2) (default 0)",
     )
     parser.add_argument(
+        "--out",
+        metavar="NPZ",
+        help="write the outputs as arrays output_0, output_1, ... of this .npz file "
+        "instead of printing them",
+    )
+    parser.add_argument(
         "--precision",
         type=_bounded_int(0, 20, "a number of digits from 0 to 20"),
         default=4,
@@ -201,11 +223,18 @@ def main(argv: list[str] | None = None) -> int:
     """The `tessc-run` console script; returns (and exits with) the status."""
     args = argument_parser().parse_args(argv)
     try:
-        status = run(args)
-    except RunError as error:
-        print(f"{args.file}: error: {error}", file=sys.stderr)
-        status = 1
-    sys.stdout.flush()
+        try:
+            status = run(args)
+        except RunError as error:
+            print(f"{args.file}: error: {error}", file=sys.stderr)
+            status = 1
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`tessc-run ... | head`): stop quietly, as `cat` does; point
+        # stdout at /dev/null so that the interpreter's final flush does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        status = 141  # 128 + SIGPIPE, what a shell reports for a writer killed by the pipe
     if argv is None:
         sys.exit(status)
     return status
