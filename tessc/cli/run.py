@@ -15,10 +15,10 @@ them, arrays of the declared shapes and dtypes drawn uniformly from [-2, 2) with
 
 with `np.array2string` under fixed print options (`--precision` digits), so the text is
 stable and FileCheck can match it; `--out result.npz` writes them as arrays `output_0`,
-`output_1`, ... instead. A closed pipe (`tessc-run ... | head`) ends the run quietly.
-Every error — bad file, failing verifier or pass, wrong input shapes — is one diagnostic (`file:line:col: error: ...` when the error has an
-op with a location, else `file: error: ...`) on stderr and exit status 1, never a
-traceback.
+`output_1`, ... instead. A closed pipe (`tessc-run ... | head`) ends the run quietly. Every
+error — bad file, failing verifier or pass, wrong input shapes — is one diagnostic
+(`file:line:col: error: ...` when the error has an op with a location, else `file: error:
+...`) on stderr and exit status 1, never a traceback.
 """
 
 from __future__ import annotations
