@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -358,6 +359,27 @@ class _FastPath:
 # jit
 # ---------------------------------------------------------------------------------------
 
+RETRACE_WARNING = 8
+"""After this many traces of one function, `jit` warns once (as torch.compile's recompile
+limit does): usually a Python number that changes every call is being baked in."""
+
+
+class RetraceWarning(UserWarning):
+    """A jitted function keeps being traced for new signatures."""
+
+
+def _statics(tree: TreeDef) -> Iterator[TreeDef]:
+    """The static nodes (non-array values) of an argument structure."""
+    if not isinstance(tree, tuple) or not tree:
+        return
+    if tree[0] == "static":
+        yield tree
+        return
+    for child in tree[1:]:
+        if isinstance(child, tuple):
+            for item in child:
+                yield from _statics(item) if isinstance(item, tuple) else ()
+
 
 class JitFunction:
     """A function compiled once per input signature; call it on NumPy arrays.
@@ -421,7 +443,24 @@ class JitFunction:
                 traced = trace_signature(self.fn, signature, [name for name, _ in arrays])
             self._traces[signature] = traced
             self.trace_count += 1
+            if self.trace_count == RETRACE_WARNING:
+                warnings.warn(RetraceWarning(self._retrace_message()), stacklevel=3)
         return traced, [array for _, array in arrays]
+
+    def _retrace_message(self) -> str:
+        """Why a function was traced `RETRACE_WARNING` times, and what to do about it."""
+        name = getattr(self.fn, "__qualname__", self.fn)
+        statics = sorted(
+            {f"{type(node[2]).__name__}" for sig in self._traces for node in _statics(sig.tree)}
+        )
+        hint = (
+            f" Its non-array arguments ({', '.join(statics)}) are part of each signature: "
+            "a Python number that changes every call (a step count, a learning rate) "
+            "retraces and recompiles every time; pass it as a NumPy array instead."
+            if statics
+            else " Each distinct shape or dtype of an argument is a new signature."
+        )
+        return f"`{name}` has been traced {self.trace_count} times (one per signature).{hint}"
 
     def trace(self, *args: Any, **kwargs: Any) -> TracedFunction:
         """The (cached) trace for these arguments."""
