@@ -308,9 +308,10 @@ WORKSPACE_BYTES = Int("tess.workspace_bytes")
 it a workspace) and codegen (the trailing argument; `TESSC_SIGNATURES["workspace_bytes"]`)."""
 
 GPU_SHAPE = Str("tess.gpu_shape")
-"""On a `tess.kernel` function at the gpu level: `"map"` or `"reduce"`, how it is launched.
-Written by `tess-gpu-partition`; read by `tess-gpu-contract`, `tess-gpu-reduce` and
-`tess-gpu-map`, each taking the kernels of its shape (`gpu_common.kernel_functions`)."""
+"""On a `tess.kernel` function at the gpu level: `"map"`, `"reduce"` or `"rows"`, how it is
+launched. Written by `tess-gpu-partition`; read by `tess-gpu-rows`, `tess-gpu-contract`,
+`tess-gpu-reduce` and `tess-gpu-map`, each taking the kernels of its shape
+(`gpu_common.kernel_functions`)."""
 
 TILE_SIZES = IntArray("tess.tile_sizes")
 """On a tiled row kernel's `scf.parallel`: its row tile, then each contraction's (TK, TJ).

@@ -61,6 +61,7 @@ from tessc.lowering.gpu_common import (
     loop_ranges,
     maps_of,
 )
+from tessc.lowering.gpu_tree import is_row_kernel
 
 
 def is_fill_of(op: LinalgStructuredOperation, buffer: SSAValue) -> bool:
@@ -170,6 +171,9 @@ def split_kernel(kernel: func.FuncOp, groups: list[LaunchGroup], module: ModuleO
     name = kernel.sym_name.data
     if len(groups) == 1:
         contract.GPU_SHAPE.set(kernel, groups[0].shape)
+        return
+    if is_row_kernel(linalg_ops(kernel)):
+        contract.GPU_SHAPE.set(kernel, "rows")  # one launch after all: a block per row
         return
     constants = [op for op in kernel.body.block.ops if isinstance(op, arith.ConstantOp)]
     parts: list[func.FuncOp] = []

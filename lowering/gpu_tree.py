@@ -210,4 +210,52 @@ class TreeKernel:
         return tree
 
 
-__all__ = ["IDENTITIES", "Reduction", "TreeKernel", "match_reduction"]
+def written_buffers(ops: Sequence[LinalgStructuredOperation]) -> set[SSAValue]:
+    return {v for op in ops for v in op.outputs}
+
+
+def row_dim(op: LinalgStructuredOperation, written: set[SSAValue]) -> int | None:
+    """The loop dim every access of `op` to a written buffer has first, if one does."""
+    dims: set[int] = set()
+    for operand, affine_map in zip(op.operands, maps_of(op), strict=True):
+        if operand not in written:
+            continue
+        first = affine_map.results[0] if affine_map.results else None
+        if not isinstance(first, AffineDimExpr):
+            return None
+        dims.add(first.position)
+    if len(dims) != 1:
+        return None
+    (dim,) = dims
+    kinds = [str(t.data) for t in op.get_iterator_types()]
+    return dim if kinds[dim] == "parallel" else None
+
+
+def is_row_kernel(ops: Sequence[LinalgStructuredOperation]) -> bool:
+    """Whether one block per row can run all of `ops` (`tess-gpu-rows`)."""
+    written = written_buffers(ops)
+    extents: set[int] = set()
+    for op in ops:
+        dim = row_dim(op, written)
+        if dim is None:
+            return False
+        extents.add(loop_ranges(op)[dim])
+        if is_reduction(op):
+            reduction = match_reduction([op])
+            if reduction is None:
+                return False
+            rest = [d for d in reduction.out_dims if d != dim]
+            if any(loop_ranges(op)[d] != 1 for d in rest):
+                return False  # one element per row
+    return len(extents) == 1
+
+
+__all__ = [
+    "IDENTITIES",
+    "Reduction",
+    "TreeKernel",
+    "is_row_kernel",
+    "match_reduction",
+    "row_dim",
+    "written_buffers",
+]

@@ -27,6 +27,7 @@ TESS_PASSES: dict[str, str] = {
     "tess-parallel-columns": "tessc.lowering.parallel_columns:TessParallelColumnsPass",
     "tess-expand-math": "tessc.lowering.expand_math:TessExpandMathPass",
     "tess-gpu-partition": "tessc.lowering.gpu_partition:TessGpuPartitionPass",
+    "tess-gpu-rows": "tessc.lowering.gpu_rows:TessGpuRowsPass",
     "tess-gpu-contract": "tessc.lowering.gpu_contract:TessGpuContractPass",
     "tess-gpu-reduce": "tessc.lowering.gpu_reduce:TessGpuReducePass",
     "tess-gpu-map": "tessc.lowering.gpu_map:TessGpuMapPass",

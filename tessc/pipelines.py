@@ -21,9 +21,9 @@ pass-pipeline string in `xdsl-opt -p` syntax. For `cpu`:
 
     stage    the module holds                         passes that reach it
     gpu      host funcs launching `gpu.func`s of      tess-outline-kernels,
-             one `gpu.module @kernels` (level 5g)     tess-gpu-partition, tess-gpu-contract,
-                                                      tess-gpu-reduce, tess-gpu-map,
-                                                      canonicalize, cse
+             one `gpu.module @kernels` (level 5g)     tess-gpu-partition, tess-gpu-rows,
+                                                      tess-gpu-contract, tess-gpu-reduce,
+                                                      tess-gpu-map, canonicalize, cse
     numba    Python source for Numba's CUDA target    codegen: emit_cuda
 
 It has no `loops` stage: the GPU passes read the outlined linalg kernels directly, where a
@@ -116,7 +116,8 @@ _LOOPS = (
 )
 _BASIC_LOOPS = "tess-outline-kernels,tess-linalg-to-loops,canonicalize,cse"
 _GPU = (
-    "tess-outline-kernels,tess-gpu-partition,tess-gpu-contract,tess-gpu-reduce,tess-gpu-map,"
+    "tess-outline-kernels,tess-gpu-partition,tess-gpu-rows,tess-gpu-contract,tess-gpu-reduce,"
+    "tess-gpu-map,"
     "canonicalize,cse"
 )
 

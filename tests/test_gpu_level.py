@@ -244,6 +244,8 @@ def test_reduction_shapes() -> None:
     # The seed's zip+reduce (a contraction: tess-gpu-contract) is one kernel, no (3,5,4).
     assert launches(module, "seed") == ["seed_kernel_0"]
     assert "3x5x4" not in print_module(module)
+    # Softmax over rows (a row-wise CPU kernel): one launch, a block per row.
+    assert launches(module, "softmax_rows") == ["softmax_rows_kernel_0"]
     # A column mean: fill, sum and divide, three CPU kernels, are one launch.
     assert launches(module, "column_mean") == ["column_mean_kernel_0"]
     # A tall column mean: 3 shares of 1100 rows (grid y), partials [3, 3], a second pass.

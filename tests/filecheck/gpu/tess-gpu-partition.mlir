@@ -4,11 +4,9 @@
 // Neighbouring kernels join first: a fill with the reduction after it, a reduction with
 // the elementwise kernel that only rewrites its output.
 
-// Softmax over rows is one CPU kernel (row-wise group). On the GPU: the row max (its
-// fill folded in), then exp(x - max) over all elements (it reads the max at another
-// shape than the max's own elements: a new launch), then the row sum with the divide as
-// its per-element epilogue... except the divide runs over all (6,33) elements, not over
-// the sums: a fourth launch.
+// Softmax over rows is one CPU kernel (a row-wise group): max, exp(x - max), sum, divide,
+// each needing the one before it finished, but only in the same row: it stays ONE kernel,
+// marked `rows` (tess-gpu-rows runs it a block per row).
 func.func @softmax(%x: tensor<6x33xf32>) -> tensor<6x33xf32> {
   %0 = tess.reduce_max %x dims = [1] keepdim : tensor<6x33xf32> -> tensor<6x1xf32>
   %1 = tess.sub %x, %0 : tensor<6x33xf32>, tensor<6x1xf32> -> tensor<6x33xf32>
@@ -18,19 +16,39 @@ func.func @softmax(%x: tensor<6x33xf32>) -> tensor<6x33xf32> {
   func.return %4 : tensor<6x33xf32>
 }
 // CHECK-LABEL: func.func @softmax(
-// CHECK:         func.call @softmax_kernel_0_0(
-// CHECK-NEXT:    func.call @softmax_kernel_0_1(
-// CHECK-NEXT:    func.call @softmax_kernel_0_2(
-// CHECK-NEXT:    func.call @softmax_kernel_0_3(
+// CHECK:         func.call @softmax_kernel_0(
 // CHECK-NEXT:    func.return
-// CHECK:       func.func private @softmax_kernel_0_0({{.*}}) attributes {tess.kernel, tess.gpu_shape = "reduce"}
+// CHECK:       func.func private @softmax_kernel_0({{.*}}) attributes {tess.kernel, tess.gpu_shape = "rows"}
+
+// A log-sum-exp over a matmul's rows: the matmul's rows are 5 wide (not one element per
+// row), so the kernel splits: the matmul (its fill folded in), the row max (a new
+// launch: it reads the matmul's output across the row), then the sum of exp(z - max)
+// with log and + max as its per-element epilogue.
+func.func @lse_dense(%x: tensor<6x8xf32>, %w: tensor<8x5xf32>) -> tensor<6x1xf32> {
+  %z = tess.matmul %x, %w : tensor<6x8xf32>, tensor<8x5xf32> -> tensor<6x5xf32>
+  %m = tess.reduce_max %z dims = [1] keepdim : tensor<6x5xf32> -> tensor<6x1xf32>
+  %d = tess.sub %z, %m : tensor<6x5xf32>, tensor<6x1xf32> -> tensor<6x5xf32>
+  %e = tess.exp %d : tensor<6x5xf32>
+  %s = tess.sum %e dims = [1] keepdim : tensor<6x5xf32> -> tensor<6x1xf32>
+  %l = tess.log %s : tensor<6x1xf32>
+  %r = tess.add %l, %m : tensor<6x1xf32>, tensor<6x1xf32> -> tensor<6x1xf32>
+  func.return %r : tensor<6x1xf32>
+}
+// CHECK-LABEL: func.func @lse_dense(
+// CHECK:         func.call @lse_dense_kernel_0_0(
+// CHECK-NEXT:    func.call @lse_dense_kernel_0_1(
+// CHECK-NEXT:    func.call @lse_dense_kernel_0_2(
+// CHECK-NEXT:    func.return
+// CHECK:       func.func private @lse_dense_kernel_0_0({{.*}}) attributes {tess.kernel, tess.gpu_shape = "reduce"}
 // CHECK-NEXT:    linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]} outs(
-// CHECK:         linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]}
-// CHECK:       func.func private @softmax_kernel_0_1({{.*}}) attributes {tess.kernel, tess.gpu_shape = "map"}
+// CHECK-NEXT:    ^bb
+// CHECK:         linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]}
+// CHECK-NOT:     linalg.generic
+// CHECK:       func.func private @lse_dense_kernel_0_1({{.*}}) attributes {tess.kernel, tess.gpu_shape = "reduce"}
+// CHECK:         arith.maximumf
+// CHECK:       func.func private @lse_dense_kernel_0_2({{.*}}) attributes {tess.kernel, tess.gpu_shape = "reduce"}
 // CHECK:         math.exp
-// CHECK:       func.func private @softmax_kernel_0_2({{.*}}) attributes {tess.kernel, tess.gpu_shape = "reduce"}
-// CHECK:       func.func private @softmax_kernel_0_3({{.*}}) attributes {tess.kernel, tess.gpu_shape = "map"}
-// CHECK:         arith.divf
+// CHECK:         math.log
 
 // A matmul with its bias and relu: fill, contraction, and the epilogue (one (8,5) element
 // per output element, same positions) stay ONE launch.
