@@ -208,6 +208,19 @@ def run_host(module: ModuleOp, name: str, args: Sequence[np.ndarray]) -> None:
             env[op.result] = window.view(dtype).reshape(typ.get_shape())
         elif isinstance(op, memref.CollapseShapeOp | memref.ExpandShapeOp):
             env[op.results[0]] = env[op.operands[0]].reshape(op.results[0].type.get_shape())
+        elif isinstance(op, memref.SubviewOp):
+            dynamic = iter(env[v] for v in (*op.offsets, *op.sizes, *op.strides))
+            offsets, sizes, strides = (
+                [next(dynamic) if x < -(2**62) else x for x in a.get_values()]
+                for a in (op.static_offsets, op.static_sizes, op.static_strides)
+            )
+            window = env[op.source][
+                tuple(
+                    slice(o, o + n * st if o + n * st >= 0 else None, st)
+                    for o, n, st in zip(offsets, sizes, strides, strict=True)
+                )
+            ]
+            env[op.result] = window.reshape(op.result.type.get_shape())
         elif isinstance(op, memref.CopyOp):
             env[op.destination][...] = env[op.source]
         elif isinstance(op, arith.ConstantOp):
