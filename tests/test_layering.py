@@ -1,0 +1,171 @@
+"""
+Imports point down the pipeline (DESIGN.md, "Where things live"; lowering/README.md).
+
+The front (`tessc/`) may import everything; `lowering/` imports xDSL, `tessc.dialects` and
+the lowering modules that are shared code rather than passes; `dialects/` imports xDSL and
+itself; `runtime/` imports neither xDSL nor any other part of tessc (it runs generated
+Python and never reads IR). No module of the package imports a test-only library. Every
+`import` statement counts, also those inside functions, so a lazy import cannot hide.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+PACKAGE_DIRS = {
+    "tessc": "tessc",
+    "dialects": "tessc.dialects",
+    "lowering": "tessc.lowering",
+    "runtime": "tessc.runtime",
+}
+"""Each folder and the package it is (pyproject.toml's package-dir)."""
+
+SHARED_LOWERING = frozenset(
+    {"loop_analysis", "generic_analysis", "gpu_common", "gpu_tree", "numba_ops", "vjp_rules"}
+)
+"""Lowering modules that are not passes: any pass may import them (lowering/README.md,
+"Shared code that is not a pass")."""
+
+PASS_TO_PASS = frozenset(
+    {
+        # One pass split over two files.
+        ("to_linalg", "index_to_linalg"),
+        ("index_to_linalg", "to_linalg"),
+        # The CUDA emitter extends the CPU one (its function emitter, TESSC_SIGNATURES).
+        ("to_cuda", "to_numba"),
+        # Not yet mended: tess-tile-dot borrows tess-tile's index matchers (constant_index,
+        # same_index, depends_on), which belong in a shared module.
+        ("tile_dot", "tile"),
+    }
+)
+"""The pass modules that import another pass module, each with its reason."""
+
+DIALECT_THIRD_PARTY = {"tessc.dialects.builder": {"numpy"}}
+"""Besides xDSL: the builder converts NumPy dtypes and numbers for the front."""
+
+TEST_ONLY = frozenset({"hypothesis", "pytest", "_pytest", "lit", "filecheck"})
+
+
+def module_name(path: Path) -> str:
+    relative = path.relative_to(REPOSITORY)
+    package = PACKAGE_DIRS[relative.parts[0]]
+    parts = [*relative.parts[1:-1], relative.stem]
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join([package, *parts])
+
+
+def imports(source: str, name: str, is_package: bool = False) -> Iterator[str]:
+    """The absolute names of the modules `source` (module `name`) imports."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                base = name.split(".")
+                base = base[: len(base) - node.level + (1 if is_package else 0)]
+                module = ".".join([*base, *([module] if module else [])])
+            # `from tessc.lowering import fuse` imports a module: name what comes after too.
+            yield from (f"{module}.{alias.name}" for alias in node.names)
+
+
+def package_modules(directory: str) -> Iterator[tuple[str, Path]]:
+    for path in sorted((REPOSITORY / directory).rglob("*.py")):
+        yield module_name(path), path
+
+
+def violations(name: str, imported: str) -> str | None:
+    """Why module `name` may not import `imported`, or None where it may."""
+    top = imported.split(".")[0]
+    if top in TEST_ONLY:
+        return f"{name} imports the test-only library {top}"
+    layer = name.split(".")[1] if name.count(".") >= 1 else ""
+    if layer not in ("dialects", "lowering", "runtime"):
+        return None  # the front may use everything
+    target = imported.split(".")
+    target_layer = target[1] if top == "tessc" and len(target) > 1 else None
+    if layer == "runtime":
+        if top == "xdsl" or (top == "tessc" and target_layer != "runtime"):
+            return f"{name} (runtime stands alone) imports {imported}"
+        return None
+    if top == "tessc":
+        if layer == "dialects" and target_layer != "dialects":
+            return f"{name} (dialects) imports {imported}"
+        if layer == "lowering":
+            if target_layer not in ("dialects", "lowering"):
+                return f"{name} (lowering) imports {imported}, above it or beside it"
+            if target_layer == "lowering" and len(target) > 2:
+                source, other = name.split(".")[2], target[2]
+                if other not in SHARED_LOWERING and (source, other) not in PASS_TO_PASS:
+                    return f"pass module {name} imports pass module {imported}"
+        return None
+    if top == "xdsl" or top in sys.stdlib_module_names or top == "__future__":
+        return None
+    if layer == "dialects" and top in DIALECT_THIRD_PARTY.get(name, set()):
+        return None
+    return f"{name} ({layer}) imports the library {top} (only xDSL and the standard library)"
+
+
+@pytest.mark.parametrize("directory", list(PACKAGE_DIRS))
+def test_imports_point_down_the_pipeline(directory: str) -> None:
+    problems = []
+    for name, path in package_modules(directory):
+        is_package = path.name == "__init__.py"
+        for imported in imports(path.read_text(), name, is_package):
+            problem = violations(name, imported)
+            if problem:
+                problems.append(f"{path.relative_to(REPOSITORY)}: {problem}")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_package_directory_is_read() -> None:
+    names = {name for directory in PACKAGE_DIRS for name, _ in package_modules(directory)}
+    for expected in (
+        "tessc.compiler",
+        "tessc.dialects.tess",
+        "tessc.lowering.to_loops",
+        "tessc.runtime.executor",
+    ):
+        assert expected in names
+
+
+@pytest.mark.parametrize(
+    ("name", "source", "problem"),
+    [
+        ("tessc.runtime.executor", "from xdsl.ir import Operation", "runtime stands alone"),
+        ("tessc.runtime.cuda", "def f():\n    import tessc.lowering.to_numba", "runtime"),
+        ("tessc.dialects.tess", "from tessc.lowering import fuse", "(dialects)"),
+        ("tessc.dialects.tess", "import numpy as np", "the library numpy"),
+        ("tessc.lowering.fuse", "from tessc.runtime import Executable", "(lowering)"),
+        ("tessc.lowering.fuse", "from tessc.pipelines import get_pipeline", "(lowering)"),
+        ("tessc.lowering.fuse", "from tessc.lowering.to_loops import x", "pass module"),
+        ("tessc.lowering.fuse", "from .to_loops import x", "pass module"),
+        ("tessc.lowering.fuse", "from tessc.lowering import to_loops", "pass module"),
+        ("tessc.lowering.fuse", "from . import to_loops", "pass module"),
+        ("tessc.compiler", "import hypothesis.strategies", "test-only"),
+    ],
+)
+def test_a_wrong_import_is_caught(name: str, source: str, problem: str) -> None:
+    found = [violations(name, m) for m in imports(source, name)]
+    assert any(p and problem in p for p in found), found
+
+
+@pytest.mark.parametrize(
+    ("name", "source"),
+    [
+        ("tessc.lowering.fuse", "from tessc.lowering.generic_analysis import x"),
+        ("tessc.lowering.to_cuda", "from tessc.lowering.to_numba import emit_numba"),
+        ("tessc.lowering.fuse", "from tessc.dialects import contract"),
+        ("tessc.compiler", "from tessc.runtime import Executable"),
+        ("tessc.runtime.executor", "import numpy as np\nfrom tessc.runtime import cache"),
+    ],
+)
+def test_an_allowed_import_passes(name: str, source: str) -> None:
+    assert all(violations(name, m) is None for m in imports(source, name))
