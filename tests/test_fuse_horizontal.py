@@ -19,6 +19,7 @@ import tessc
 from tessc.compiler import compile_module, lower_module
 from tessc.context import make_context
 from tessc.dialects import contract
+from tessc.dialects.kernel import GroupOp
 from tessc.lowering.fuse_horizontal import TessFuseHorizontalPass, elementwise_refusal
 from tessc.pipelines import get_pipeline, run_passes
 from tessc.reference import interpret, parse_module
@@ -401,3 +402,38 @@ def test_donated_only_leaves_undonated_updates_apart() -> None:
     TessFuseHorizontalPass(report=True, donated_only=True).apply(make_context(), module)
     (function,) = module.ops
     assert contract.ARENA_LAYOUT.has(function)
+
+
+def test_scalar_prologue_joins_the_arena_kernel_only_when_nothing_else_reads_it() -> None:
+    shapes = [(3,), (2, 2), (5,)]
+
+    def step(lr: Any, params: list, grads: list) -> tuple:
+        scaled = lr * 0.5  # rank-0, from an argument: the arena kernel's prologue
+        return [p - scaled * g for p, g in zip(params, grads, strict=True)], scaled + 1.0
+
+    def shared(lr: Any, params: list, grads: list, other: Any) -> tuple:
+        # A pow, which tess-fuse does not recompute per element, also read by `other`'s
+        # op: it stays a kernel of its own.
+        scaled = 0.5**lr
+        updated = [p - scaled * g for p, g in zip(params, grads, strict=True)]
+        return updated, (other * scaled).exp()
+
+    args = (scalar(0.2), arrays(shapes, 0), arrays(shapes, 1))
+    module = donate(tessc.trace(step, *args).module, ("params",))
+    (kernel,) = kernels(module)
+    lowered = lower_module(module, "fused")
+    (group,) = [op for op in lowered.walk() if isinstance(op, GroupOp)]
+    ranks = sorted(len(op.iterator_types) for op in group.members() if isinstance(op, GenericOp))
+    assert ranks[0] == 0 and ranks[-1] == 1  # the rank-0 prologue, then the 1-D arena loop
+    program = compile_module(module, "step")
+    for got, want in zip(
+        program(*args[:1], *args[1], *args[2]),
+        interpret(module, "step", [args[0], *args[1], *args[2]]),
+        strict=True,
+    ):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+    other = arrays([(4,)], 2)[0]
+    module = donate(tessc.trace(shared, *args, other).module, ("params",))
+    assert len(kernels(module)) == 3  # the rank-0 chain, the arena, `other`'s map
+    assert not [op for op in lower_module(module, "fused").walk() if isinstance(op, GroupOp)]
