@@ -11,7 +11,7 @@ import tessc as ts
 def test_a_transposed_rhs_is_a_packed_copy_and_correct() -> None:
     @ts.jit
     def f(a, w):
-        return a @ w.transpose(0, 1)
+        return a @ w.T
 
     rng = np.random.default_rng(0)
     a, w = rng.standard_normal((33, 10), np.float32), rng.standard_normal((47, 10), np.float32)
@@ -25,7 +25,7 @@ def test_a_transposed_rhs_is_a_packed_copy_and_correct() -> None:
 def test_a_transposed_lhs_still_fuses() -> None:
     @ts.jit
     def g(x, d):
-        return x.transpose(0, 1) @ d
+        return x.T @ d
 
     rng = np.random.default_rng(1)
     x, d = rng.standard_normal((20, 12), np.float64), rng.standard_normal((20, 9), np.float64)
