@@ -323,12 +323,12 @@ SEMANTIC_ERRORS = {
         "bad.tess:2:16: error: undefined name `w`",
     ),
     "unknown function": (
-        HEADER + "    return softmax(v)\n",
-        "bad.tess:2:12: error: unknown function `softmax`",
+        HEADER + "    return softplus(v)\n",
+        "bad.tess:2:12: error: unknown function `softplus`",
     ),
     "unknown attribute": (
-        HEADER + "    return v.shape\n",
-        "bad.tess:2:14: error: unknown attribute `shape`",
+        HEADER + "    return v.size\n",
+        "bad.tess:2:14: error: unknown attribute `size`",
     ),
     "bad keyword": (
         HEADER + "    return sum(v, dims=0)\n",

@@ -20,7 +20,11 @@ program, so the two frontends print identical IR:
 - numbers are Python numbers (folded when both operands are numbers) and become rank-0
   `tess.fill`s of the other operand's dtype; `[2, 3]` and `(0, 1)` are shapes and dims;
 - calling another `def` of the file inlines it (as tracing a Python call does), checking
-  the argument types against its signature.
+  the argument types against its signature;
+- `x.shape[i]` and `x.ndim` are numbers, `x[i, j]` an integer-indexed view; `tessc.nn`'s
+  functions (`softmax(z, dim=1)`, `cross_entropy(logits, labels)`, ...) and
+  `grad(f, wrt=w)(x, w)` / `value_and_grad(...)` of a `def` are built in
+  (`tess_functions.py`: the Python frontend's own code, so both print the same IR).
 
 Errors are `TessSourceError`s (an xDSL `ParseError`, so `tessc-opt` reports them like IR
 parse errors), printed as `file:line:col: error: message`: a syntax error says what was
@@ -55,6 +59,7 @@ from tessc.dialects.builder import (
     shape_of,
     tensor_type,
 )
+from tessc.frontend.tess_functions import Gradient, nn_builtins, splice_gradient, subscript
 
 GRAMMAR_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tess.lark")
 
@@ -243,6 +248,8 @@ def _kind(value: Value) -> str:
         return "a number"
     if isinstance(value, tuple):
         return "a list"
+    if isinstance(value, Gradient):
+        return f"the gradient function of `{value.function}`"
     return "a dtype"
 
 
@@ -335,7 +342,11 @@ BUILTINS: dict[str, Callable[..., SSAValue]] = {
     "zeros": lambda b, shape, dtype=None: _full(b, shape, 0.0, dtype),
     "ones": lambda b, shape, dtype=None: _full(b, shape, 1.0, dtype),
 }
-ATTRIBUTES: dict[str, Callable[[TessBuilder, Value], Value]] = {"T": _transpose_all}
+ATTRIBUTES: dict[str, Callable[[TessBuilder, Value], Value]] = {
+    "T": _transpose_all,
+    "shape": lambda b, x: tuple(shape_of(_tensor(x))),
+    "ndim": lambda b, x: len(shape_of(_tensor(x))),
+}
 CONSTANTS: dict[str, Value] = {
     "True": True,
     "False": False,
@@ -568,6 +579,16 @@ class _Lowering:
         if kind == "call":
             name, args = children
             return self.call(node, name, [], args, env, b)
+        if kind == "apply":  # `grad(f, wrt=w)(x, w)`
+            callee, args = children
+            function = self.expr(callee, env, b)
+            if not isinstance(function, Gradient):
+                raise self.error(callee, f"{_kind(function)} is not callable")
+            return self.apply_gradient(node, function, args, env, b)
+        if kind == "subscript":
+            receiver, *index = children
+            value = self.expr(receiver, env, b)
+            return subscript(b, value, [self.expr(i, env, b) for i in index])
         if kind == "method_call":
             receiver, name, args = children
             if str(name) in self.defs:
@@ -596,6 +617,25 @@ class _Lowering:
         env: dict[str, Value],
         b: TessBuilder,
     ) -> Value:
+        if not receiver and str(name) in ("grad", "value_and_grad") and str(name) not in env:
+            return self.gradient_function(node, str(name), args)
+        if not receiver and isinstance(env.get(str(name)), Gradient):
+            return self.apply_gradient(node, env[str(name)], args, env, b)
+        positional, keywords = self.arguments(receiver, args, env, b)
+        if str(name) in self.defs:
+            return self.inline(node, str(name), positional, keywords, b)
+        builtin = BUILTINS.get(str(name)) or nn_builtins().get(str(name))
+        if builtin is None:
+            raise self.error(name, f"unknown function `{name}`")
+        try:
+            inspect.signature(builtin).bind(b, *positional, **keywords)
+        except TypeError as error:
+            raise self.error(node, f"`{name}`: {error}") from None
+        return builtin(b, *positional, **keywords)
+
+    def arguments(
+        self, receiver: list[Value], args: Tree | None, env: dict[str, Value], b: TessBuilder
+    ) -> tuple[list[Value], dict[str, Value]]:
         positional = list(receiver)
         keywords: dict[str, Value] = {}
         for arg in args.children if args is not None else ():
@@ -608,25 +648,62 @@ class _Lowering:
                 raise self.error(arg, "a positional argument follows a keyword argument")
             else:
                 positional.append(self.expr(arg, env, b))
-        if str(name) in self.defs:
-            return self.inline(node, str(name), positional, keywords, b)
-        if str(name) not in BUILTINS:
-            raise self.error(name, f"unknown function `{name}`")
-        builtin = BUILTINS[str(name)]
-        try:
-            inspect.signature(builtin).bind(b, *positional, **keywords)
-        except TypeError as error:
-            raise self.error(node, f"`{name}`: {error}") from None
-        return builtin(b, *positional, **keywords)
+        return positional, keywords
 
-    def inline(
-        self, node: Tree, name: str, positional: list, keywords: dict, b: TessBuilder
+    def gradient_function(self, node: Tree, kind: str, args: Tree | None) -> Gradient:
+        """`grad(f, wrt=w)`: `f` a `def` of the file, `wrt` its parameters (names or
+        positions, one or a tuple; default the first). Read as syntax, not evaluated:
+        `w` names `f`'s parameter, whatever `w` is where `grad` is written."""
+        items = list(args.children) if args is not None else []
+        keywords = {str(a.children[0]): a for a in items if _is_keyword(a)}
+        positional = [a for a in items if not _is_keyword(a)]
+        if len(positional) != 1 or set(keywords) - {"wrt"}:
+            raise self.error(node, f"`{kind}` takes a function and `wrt=`: {kind}(f, wrt=x)")
+        target = positional[0]
+        if target.data != "name" or str(target.children[0]) not in self.defs:
+            raise self.error(target, f"`{kind}` differentiates a `def` of this file")
+        function = str(target.children[0])
+        names = [str(param) for param, _ in self.signature(self.defs[function])[0]]
+        wrt_node = keywords["wrt"].children[1] if "wrt" in keywords else None
+        single = wrt_node is None or wrt_node.data not in ("tuple", "list")
+        chosen = [wrt_node] if single else [c for c in wrt_node.children if c is not None]
+        wrt = []
+        for item in chosen:
+            if item is None:
+                position = 0
+            elif item.data == "name" and str(item.children[0]) in names:
+                position = names.index(str(item.children[0]))
+            elif item.data == "number" and str(item.children[0]).isdigit():
+                position = int(str(item.children[0]))
+            else:
+                raise self.error(
+                    item, f"`wrt` names a parameter of `{function}`: one of {', '.join(names)}"
+                )
+            if position >= len(names):
+                raise self.error(item, f"`{function}` has {len(names)} parameters")
+            wrt.append(position)
+        if not wrt or len(set(wrt)) != len(wrt):
+            raise self.error(wrt_node or node, "`wrt` names each parameter once")
+        return Gradient(function, tuple(wrt), single, kind == "value_and_grad")
+
+    def apply_gradient(
+        self, node: Tree, gradient: Gradient, args: Tree | None, env: dict, b: TessBuilder
     ) -> Value:
-        """A call of another `def`: its body, evaluated on the arguments (checked)."""
+        name = gradient.function
         if name in self.call_stack:
-            raise self.error(node, f"`{name}` calls itself (recursion cannot be traced)")
+            raise self.error(node, f"`{name}` differentiates itself (recursion cannot be traced)")
+        positional, keywords = self.arguments([], args, env, b)
+        arguments = self.bind(node, name, positional, keywords)
+        primal = self.function(name, self.defs[name])
+        try:
+            return splice_gradient(b, gradient, primal, arguments)
+        except TessError as error:
+            raise self.error(node, f"{error} in `{self.source(node)}`") from None
+
+    def bind(self, node: Tree, name: str, positional: list, keywords: dict) -> list[SSAValue]:
+        """The arguments of a call of `def name`, in parameter order, checked."""
         funcdef = self.defs[name]
-        parameters, declared = self.signature(funcdef)
+        parameters, _ = self.signature(funcdef)
         names = [str(param) for param, _ in parameters]
         arguments = dict(zip(names, positional, strict=False))
         if len(positional) > len(names):
@@ -646,6 +723,18 @@ class _Lowering:
                     node,
                     f"argument `{param}` of `{name}` must be {_types_text([typ])}, got {found}",
                 )
+        return [arguments[str(param)] for param, _ in parameters]
+
+    def inline(
+        self, node: Tree, name: str, positional: list, keywords: dict, b: TessBuilder
+    ) -> Value:
+        """A call of another `def`: its body, evaluated on the arguments (checked)."""
+        if name in self.call_stack:
+            raise self.error(node, f"`{name}` calls itself (recursion cannot be traced)")
+        funcdef = self.defs[name]
+        parameters, declared = self.signature(funcdef)
+        values = self.bind(node, name, positional, keywords)
+        arguments = {str(param): v for (param, _), v in zip(parameters, values, strict=True)}
         results, _ = self.body(name, funcdef, arguments, b)
         actual = [value.type for value in results]
         if declared is not None and actual != declared:
@@ -655,6 +744,10 @@ class _Lowering:
                 f"{_types_text(declared)}",
             )
         return results[0] if len(results) == 1 else tuple(results)
+
+
+def _is_keyword(arg: Any) -> bool:
+    return isinstance(arg, Tree) and arg.data == "keyword"
 
 
 _TYPE_NAMES = ("f32", "f64", "i32", "i64", "bool")
