@@ -45,8 +45,8 @@ CHILD = textwrap.dedent(
         args = [rng.standard_normal((256, 256, 1)).astype(np.float32),
                 rng.standard_normal((1, 256, 256)).astype(np.float32)]
     else:
-        sys.path.insert(0, "examples")
-        from train_mlp import init_params, load_digits_data
+        sys.path.insert(0, "bench")
+        from mlp_step import init_params, load_digits_data
         xt, yt, _, _ = load_digits_data()
         params = init_params(128)
         args = [params, xt[:128], yt[:128]]
@@ -59,7 +59,7 @@ CHILD = textwrap.dedent(
         elif workload == "w2":
             fn = ts.jit(lambda a, b: (a * b).sum(dim=1))
         else:
-            from train_mlp import loss_fn
+            from mlp_step import loss_fn
             def step(p, x, y):
                 loss, g = ts.value_and_grad(loss_fn)(p, x, y)
                 return {k: p[k] - 0.1 * g[k] for k in p}, loss

@@ -2,7 +2,7 @@
 The dispatch-bound digits MLP train step, steady state, side by side in one run.
 
 One epoch is 11 steps of a 64-H-10 MLP (softmax cross-entropy, gradients, SGD update) on
-batches of 128 of scikit-learn's digits (`examples/train_mlp.py`'s step). Contenders:
+batches of 128 of scikit-learn's digits (`bench/mlp_step.py`). Contenders:
 tessc (`jit`, and `jit(donate_argnums=0)` so the parameters are updated in place), the same
 step by hand in NumPy, PyTorch eager (autograd + in-place SGD), and JAX's jitted step
 (where JAX is installed). Times are medians over rounds, contenders alternating; ratios
@@ -18,13 +18,11 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-from machine import describe_machine  # noqa: E402
-from train_mlp import init_params, load_digits_data, loss_fn, numpy_train_step  # noqa: E402
+from machine import describe_machine
+from mlp_step import init_params, load_digits_data, loss_fn, numpy_train_step
 
-import tessc as ts  # noqa: E402
+import tessc as ts
 
 LR = 0.1
 
