@@ -330,6 +330,12 @@ class TessBuilder:
     def sqrt(self, x: SSAValue) -> SSAValue:
         return self.unary(tess.SqrtOp, x)
 
+    def sin(self, x: SSAValue) -> SSAValue:
+        return self.unary(tess.SinOp, x)
+
+    def cos(self, x: SSAValue) -> SSAValue:
+        return self.unary(tess.CosOp, x)
+
     def reciprocal(self, x: SSAValue) -> SSAValue:
         return self.unary(tess.ReciprocalOp, x)
 
@@ -504,6 +510,10 @@ class TessBuilder:
 
     def mean(self, x: SSAValue, dims: DimsLike = None, keepdim: bool = False) -> SSAValue:
         return self.reduce(tess.MeanOp, x, dims, keepdim)
+
+    def prod(self, x: SSAValue, dims: DimsLike = None, keepdim: bool = False) -> SSAValue:
+        """The product over `dims`."""
+        return self.reduce(tess.ProdOp, x, dims, keepdim)
 
     def reduce_max(self, x: SSAValue, dims: DimsLike = None, keepdim: bool = False) -> SSAValue:
         return self.reduce(tess.ReduceMaxOp, x, dims, keepdim)

@@ -12,12 +12,12 @@ error is a located diagnostic rather than a wrong answer later.
 
 The op families follow minitorch:
 
-- map (unary, elementwise): `neg exp log relu sigmoid tanh sqrt reciprocal abs`;
+- map (unary, elementwise): `neg exp log relu sigmoid tanh sqrt reciprocal abs sin cos`;
 - zip (binary, broadcasting): `add sub mul div max min pow` and the comparisons
   `lt gt eq`, whose result is `i1` (a bool tensor, what the front builds) or 0/1 in the
   operand dtype (a mask, what the VJP rules multiply with);
 - `cast`: elementwise conversion between any two element types (NumPy's `astype`);
-- reduce: `sum max mean` over a list of dims, keeping them as size 1 with `keepdim`;
+- reduce: `sum max mean prod` over a list of dims, keeping them as size 1 with `keepdim`;
 - shape: `reshape` (a view), `permute`, `broadcast_to`, `fill` (a splat constant);
 - `select` (where), broadcasting its three operands;
 - `matmul`: 2-D and batched, broadcasting over the batch dims.
@@ -441,6 +441,16 @@ class CastOp(TessOp):
 
 
 @irdl_op_definition
+class SinOp(UnaryOp):
+    name = "tess.sin"
+
+
+@irdl_op_definition
+class CosOp(UnaryOp):
+    name = "tess.cos"
+
+
+@irdl_op_definition
 class StopGradientOp(UnaryOp):
     """The identity, with a zero gradient (JAX's `stop_gradient`): `tess-to-linalg` drops
     it; `tess-autodiff` treats its result as a constant (a stable softmax's max)."""
@@ -507,6 +517,14 @@ class SumOp(ReduceOp):
 @irdl_op_definition
 class ReduceMaxOp(ReduceOp):
     name = "tess.reduce_max"
+    ELEMENTS: ClassVar[Elements] = Elements.NUMBER
+
+
+@irdl_op_definition
+class ProdOp(ReduceOp):
+    """The product over `dims` (1 over an empty dim)."""
+
+    name = "tess.prod"
     ELEMENTS: ClassVar[Elements] = Elements.NUMBER
 
 
@@ -715,7 +733,7 @@ def _numel(shape: Sequence[int]) -> int:
 
 
 UNARY_OPS: tuple[type[UnaryOp], ...] = (
-    NegOp, ExpOp, LogOp, ReluOp, SigmoidOp, TanhOp, SqrtOp, ReciprocalOp, AbsOp,
+    NegOp, ExpOp, LogOp, ReluOp, SigmoidOp, TanhOp, SqrtOp, ReciprocalOp, AbsOp, SinOp, CosOp,
 )  # fmt: skip
 BINARY_OPS: tuple[type[BinaryOp], ...] = (
     AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, LtOp, GtOp, EqOp,
@@ -726,6 +744,7 @@ REDUCE_OPS: tuple[type[ReduceOp], ...] = (SumOp, ReduceMaxOp, MeanOp)
 CORE_OPS: tuple[type[TessOp], ...] = (
     *UNARY_OPS, *BINARY_OPS, *REDUCE_OPS,
     ReshapeOp, PermuteOp, BroadcastToOp, FillOp, SelectOp, MatmulOp, CastOp, StopGradientOp,
+    ProdOp,  # not in REDUCE_OPS: random programs keep to sums, means and maxima
 )  # fmt: skip
 
 

@@ -7,7 +7,7 @@ generic is a fresh `tensor.empty`, so the result is in destination-passing style
 `tess-bufferize` can turn each `tensor.empty` into a `memref.alloc`.
 
 - map (unary): one parallel loop per result dim, identity maps; bodies are
-  `neg -> negf`, `exp/log/tanh/sqrt/abs -> math.*`, `relu -> maximumf(x, 0)`,
+  `neg -> negf`, `exp/log/tanh/sqrt/abs/sin/cos -> math.*`, `relu -> maximumf(x, 0)`,
   `sigmoid -> 1 / (1 + exp(-x))`, `reciprocal -> 1 / x`.
 - zip (binary) and `select`: one parallel loop per result dim; broadcasting lives in the
   operand maps only (see `broadcast_map`): an operand's dims align with the trailing
@@ -20,8 +20,8 @@ generic is a fresh `tensor.empty`, so the result is in destination-passing style
   (`addf`/`addi`, `maximumf`/`maxsi`, `mul`/`max`/`min` of `i1` are `andi`/`ori`/`andi`);
   `cast` is `extf`/`truncf`/`fptosi`/`sitofp`/`extsi`/`trunci`, `!= 0` to `i1`, and
   `select(1, 0)` from `i1`.
-- reduce: an init generic that yields the neutral element (0 for sum/mean, -inf or the
-  integer minimum for max) into the result shape, then a generic over the input's dims
+- reduce: an init generic that yields the neutral element (0 for sum/mean, 1 for prod,
+  -inf or the integer minimum for max) into the result shape, then a generic over the input's dims
   whose reduced dims are `reduction` iterators and that combines into the output
   (`addf`/`maximumf`, `addi`/`maxsi`). The
   output map drops the reduced dims, or maps them to the constant `0` with `keepdim`.
@@ -291,6 +291,8 @@ UNARY_BODIES: dict[type[tess.UnaryOp], Callable[[Builder, SSAValue], SSAValue]] 
     tess.SqrtOp: lambda b, x: b.insert(math.SqrtOp(x)).result,
     tess.ReciprocalOp: reciprocal,
     tess.AbsOp: absolute,
+    tess.SinOp: lambda b, x: b.insert(math.SinOp(x)).result,
+    tess.CosOp: lambda b, x: b.insert(math.CosOp(x)).result,
 }
 
 _FLOAT_PREDICATES = {"lt": "olt", "gt": "ogt", "eq": "oeq"}
@@ -506,6 +508,7 @@ REDUCE_INIT: dict[type[tess.ReduceOp], float] = {
     tess.SumOp: 0.0,
     tess.MeanOp: 0.0,
     tess.ReduceMaxOp: float("-inf"),
+    tess.ProdOp: 1.0,
 }
 
 
@@ -531,6 +534,8 @@ class ReduceToLinalg(RewritePattern):
         def combine(b: Builder, args: Sequence[SSAValue]) -> SSAValue:
             if isinstance(op, tess.ReduceMaxOp):
                 return BINARY_BODIES[tess.MaxOp](b, args[1], args[0])
+            if isinstance(op, tess.ProdOp):
+                return BINARY_BODIES[tess.MulOp](b, args[1], args[0])
             return BINARY_BODIES[tess.AddOp](b, args[1], args[0])
 
         init = build_fill(rewriter, result_type, REDUCE_INIT[type(op)])

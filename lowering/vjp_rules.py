@@ -50,6 +50,7 @@ from tessc.dialects.tess import (
     BroadcastToOp,
     CastOp,
     CompareOp,
+    CosOp,
     DivOp,
     EqOp,
     ExpOp,
@@ -65,6 +66,7 @@ from tessc.dialects.tess import (
     NegOp,
     PermuteOp,
     PowOp,
+    ProdOp,
     ReciprocalOp,
     ReduceMaxOp,
     ReduceOp,
@@ -72,6 +74,7 @@ from tessc.dialects.tess import (
     ReshapeOp,
     SelectOp,
     SigmoidOp,
+    SinOp,
     SqrtOp,
     StopGradientOp,
     SubOp,
@@ -273,6 +276,8 @@ UNARY_DERIVATIVES: dict[
     SqrtOp: lambda e, x, y, g: e.div(e.mul(g, e.scalar(0.5, y)), y),
     ReciprocalOp: lambda e, x, y, g: e.neg(e.mul(g, e.mul(y, y))),
     AbsOp: lambda e, x, y, g: e.mul(g, _sign(e, x)),
+    SinOp: lambda e, x, y, g: e.mul(g, e.unary(CosOp, x)),
+    CosOp: lambda e, x, y, g: e.neg(e.mul(g, e.unary(SinOp, x))),
 }
 
 for _op_type, _derivative in UNARY_DERIVATIVES.items():
@@ -424,6 +429,18 @@ def _mean_rule(
     kept = _grad_with_kept_dims(emit, op, grad)
     scaled = emit.mul(kept, emit.scalar(1.0 / count, kept))
     return [emit.broadcast_to(scaled, shape)]
+
+
+@vjp_rule(ProdOp)
+def _prod_rule(
+    emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
+) -> Contributions:
+    """`g * prod / x`: exact where no reduced element is 0 (NaN where one is; torch
+    special-cases zeros)."""
+    assert isinstance(op, ProdOp)
+    kept_grad = _grad_with_kept_dims(emit, op, grad)
+    kept_prod = emit.reshape(op.result, tensor_shape(kept_grad))
+    return [emit.div(emit.mul(kept_grad, kept_prod), op.input)]
 
 
 @vjp_rule(ReduceMaxOp)

@@ -142,6 +142,8 @@ OP_IMPLEMENTATIONS.update(
         tess.ReciprocalOp: _unary(_reciprocal),
         tess.AbsOp: _unary(np.abs),
         tess.StopGradientOp: _unary(lambda x: x),
+        tess.SinOp: _unary(np.sin),
+        tess.CosOp: _unary(np.cos),
         tess.AddOp: _binary(np.add),
         tess.SubOp: _binary(np.subtract),
         tess.MulOp: _binary(lambda a, b: np.logical_and(a, b) if a.dtype == bool else a * b),
@@ -159,6 +161,11 @@ OP_IMPLEMENTATIONS.update(
 @_implements(tess.SumOp)
 def _sum(op: tess.SumOp, operands: list[np.ndarray]) -> np.ndarray:
     return np.sum(operands[0], axis=op.reduced_dims, keepdims=op.keeps_dims)
+
+
+@_implements(tess.ProdOp)
+def _prod(op: tess.ProdOp, operands: list[np.ndarray]) -> np.ndarray:
+    return np.prod(operands[0], axis=op.reduced_dims, keepdims=op.keeps_dims)
 
 
 @_implements(tess.ReduceMaxOp)

@@ -137,6 +137,14 @@ class LoopLevelFunctions(InterpreterFunctions):
     def run_extf(self, interpreter: Interpreter, op: Operation, args: PythonValues):
         return (args[0],)
 
+    @impl(xmath.SinOp)
+    def run_sin(self, interpreter: Interpreter, op: Operation, args: PythonValues):
+        return (math.sin(args[0]),)
+
+    @impl(xmath.CosOp)
+    def run_cos(self, interpreter: Interpreter, op: Operation, args: PythonValues):
+        return (math.cos(args[0]),)
+
     @impl(xmath.AbsIOp)
     def run_absi(self, interpreter: Interpreter, op: Operation, args: PythonValues):
         return (abs(args[0]),)
@@ -445,6 +453,15 @@ func.func @main(%x: tensor<5x3xf32>, %i: tensor<2x2xi64>) -> (tensor<2x2x3xf32>,
   %4 = tess.take %3, %i dim = [1] : tensor<3x5xf32>, tensor<2x2xi64> -> tensor<3x2x2xf32>
   func.return %0, %1, %2, %4 : tensor<2x2x3xf32>, tensor<5x3xf32>, tensor<2x2x4xf64>,
       tensor<3x2x2xf32>
+}""",
+    "sin_cos_prod": """
+func.func @main(%x: tensor<4x5xf64>, %i: tensor<3x2xi32>) -> (tensor<4x5xf64>, tensor<4xf64>,
+    tensor<2xi32>) {
+  %0 = tess.sin %x : tensor<4x5xf64>
+  %1 = tess.cos %0 : tensor<4x5xf64>
+  %2 = tess.prod %1 dims = [1] : tensor<4x5xf64> -> tensor<4xf64>
+  %3 = tess.prod %i dims = [0] : tensor<3x2xi32> -> tensor<2xi32>
+  func.return %1, %2, %3 : tensor<4x5xf64>, tensor<4xf64>, tensor<2xi32>
 }""",
     "arg_reductions": """
 func.func @main(%x: tensor<4x5xf32>, %i: tensor<3x2xi32>) -> (tensor<4xi64>, tensor<1x5xi64>,

@@ -170,6 +170,7 @@ def numpy_habits(x, v, b):
         b.flatten(),
         b.flatten(1),
         x.sum(axis=(0, 1)),
+        np.sin(x) * np.cos(x) + x.prod(axis=1, keepdims=True),
     )
 
 
@@ -191,6 +192,7 @@ def numpy_habits_numpy(x, v, b):
         b.flatten(),
         b.reshape(2, -1),
         np.asarray(x.sum()),
+        np.sin(x) * np.cos(x) + x.prod(axis=1, keepdims=True),
     )
 
 
@@ -242,6 +244,12 @@ LOSSES = {
     "cross_entropy_sum": lambda x, i, y: ts.nn.cross_entropy(x, y, reduction="sum"),
     "mse": lambda x, i, y: ts.nn.mse_loss(x, W),
     "gelu_relu": lambda x, i, y: (ts.nn.gelu(x) * W).sum() + (ts.nn.relu(x) * W).sum(),
+    "sin_cos_prod": lambda x, i, y: (
+        (x.sin() * W).sum()
+        + (np.cos(x) * W).sum()
+        + (x + 3.0).prod(1).sum()
+        + np.prod(x[:2] + 3.0, axis=0).sum()
+    ),
     "matvec": lambda x, i, y: (x @ W[0, :4]).sum() + (W[:, 0] @ x * W[0]).sum(),
 }
 

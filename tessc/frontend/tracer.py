@@ -396,6 +396,8 @@ class Tensor:
     tanh = _unary_method("tanh")
     sqrt = _unary_method("sqrt")
     reciprocal = _unary_method("reciprocal")
+    sin = _unary_method("sin")
+    cos = _unary_method("cos")
 
     __invert__ = logical_not = _unary_method("logical_not")
 
@@ -468,6 +470,12 @@ class Tensor:
     def min(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
         dim, keepdim = _axis_aliases(dim, keepdim, aliases)
         return _apply("reduce_min", self, dims=dim, keepdim=keepdim)
+
+    @_located
+    def prod(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
+        """The product over `dim` (its gradient is NaN where a reduced element is 0)."""
+        dim, keepdim = _axis_aliases(dim, keepdim, aliases)
+        return _apply("prod", self, dims=dim, keepdim=keepdim)
 
     @_located
     def var(
@@ -592,6 +600,8 @@ NUMPY_UFUNCS: dict[str, Callable[..., Any]] = {
     "positive": lambda a: a,
     "absolute": lambda a: abs(a),
     "exp": lambda a: a.exp(),
+    "sin": lambda a: a.sin(),
+    "cos": lambda a: a.cos(),
     "log": lambda a: a.log(),
     "sqrt": lambda a: a.sqrt(),
     "tanh": lambda a: a.tanh(),
@@ -602,6 +612,7 @@ NUMPY_UFUNCS: dict[str, Callable[..., Any]] = {
 # NumPy function name -> tessc function; `axis`/`keepdims` pass through (aliases).
 NUMPY_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "sum": lambda a, axis=None, keepdims=False: a.sum(axis=axis, keepdims=keepdims),
+    "prod": lambda a, axis=None, keepdims=False: a.prod(axis=axis, keepdims=keepdims),
     "mean": lambda a, axis=None, keepdims=False: a.mean(axis=axis, keepdims=keepdims),
     "max": lambda a, axis=None, keepdims=False: a.max(axis=axis, keepdims=keepdims),
     "amax": lambda a, axis=None, keepdims=False: a.max(axis=axis, keepdims=keepdims),

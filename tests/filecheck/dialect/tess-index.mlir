@@ -25,6 +25,12 @@ func.func @types_and_cast(%x: tensor<3x4xf32>, %i: tensor<4xi64>, %j: tensor<3x1
   %8 = tess.fill 7.0 : tensor<3x4xi64>
   // CHECK-NEXT: %9 = tess.sum %8 dims = [0] : tensor<3x4xi64> -> tensor<4xi64>
   %9 = tess.sum %8 dims = [0] : tensor<3x4xi64> -> tensor<4xi64>
+  // CHECK-NEXT: %10 = tess.sin %x : tensor<3x4xf32>
+  %10 = tess.sin %x : tensor<3x4xf32>
+  // CHECK-NEXT: %11 = tess.cos %10 : tensor<3x4xf32>
+  %11 = tess.cos %10 : tensor<3x4xf32>
+  // CHECK-NEXT: %12 = tess.prod %11 dims = [1] keepdim : tensor<3x4xf32> -> tensor<3x1xf32>
+  %12 = tess.prod %11 dims = [1] keepdim : tensor<3x4xf32> -> tensor<3x1xf32>
   func.return %4, %2, %6, %7 : tensor<3x4xi1>, tensor<3x4xi64>, tensor<3x4xf32>, tensor<3x4xf64>
 }
 
