@@ -247,12 +247,19 @@ def test_train_mlp_example_step_on_the_cuda_target() -> None:
     spec.loader.exec_module(example)
     rng = np.random.default_rng(0)
     params = example.init_params(8)  # a hidden layer of 8
-    x = rng.random((16, 64)).astype(np.float32)
-    y = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 16)]
-    step = example.make_train_step(0.1, "cuda")
-    new_params, loss = step(example.on_target(params, "cuda"), *example.on_target((x, y), "cuda"))
+    x_all = rng.random((40, 64)).astype(np.float32)
+    y_all = rng.integers(0, 10, 40).astype(np.int64)
+    idx = rng.permutation(40)[:16].astype(np.int64)  # the minibatch, gathered on the device
+    optimizer = ts.optim.SGD(lr=0.1, momentum=0.9)
+    step = example.make_train_step(optimizer, "cuda")
+    device_params = example.on_target(params, "cuda")
+    state = example.on_target(optimizer.init(params), "cuda")
+    new_params, _, loss = step(
+        device_params, state, *example.on_target((x_all, y_all, idx), "cuda")
+    )
     assert all(is_device_array(v) for v in new_params.values())
-    want_params, want_loss = example.numpy_train_step(params, x, y, 0.1)
+    want_loss, grads = example.numpy_train_step(params, x_all, y_all, idx)
+    want_params = example.NumpyOptimizer(optimizer, params).step(params, grads)
     np.testing.assert_allclose(float(example.on_host(loss)), want_loss, rtol=1e-5)
     for k, v in example.on_host(new_params).items():
         np.testing.assert_allclose(v, want_params[k], rtol=1e-4, atol=1e-6)
