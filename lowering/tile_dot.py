@@ -109,6 +109,9 @@ def match_dot(op: scf.ParallelOp) -> DotNest | None:
     loops = [index for index, inner in enumerate(ops) if inner.regions]
     if len(loops) != 1 or not isinstance(k_loop := ops[loops[0]], scf.ForOp) or k_loop.iter_args:
         return None
+    bounds = (k_loop.lb, k_loop.ub, k_loop.step)
+    if any(isinstance(v.owner, Operation) and op.is_ancestor(v.owner) for v in bounds):
+        return None  # the jammed loop is built outside the old body: bounds must be too
     k = k_loop.body.block.args[0]
     *body, terminator = k_loop.body.block.ops
     if not isinstance(terminator, scf.YieldOp) or terminator.operands:
