@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -134,6 +135,18 @@ def test_every_package_directory_is_read() -> None:
         "tessc.runtime.executor",
     ):
         assert expected in names
+
+
+def test_every_subpackage_is_packaged() -> None:
+    # pyproject.toml lists the packages: one left out is missing from a built wheel.
+    with open(REPOSITORY / "pyproject.toml", "rb") as f:
+        listed = set(tomllib.load(f)["tool"]["setuptools"]["packages"])
+    found = {
+        module_name(path)
+        for directory in PACKAGE_DIRS
+        for path in (REPOSITORY / directory).rglob("__init__.py")
+    }
+    assert found <= listed, f"not in pyproject.toml's packages: {sorted(found - listed)}"
 
 
 @pytest.mark.parametrize(
