@@ -44,6 +44,23 @@ broadcast+sum for the seed runs at 2.5 GFLOP/s. At 1024 with 2 threads every var
 varied with the machine's load; on one core the tiled kernel matches OpenBLAS there too.
 Tile sizes around the defaults (TI 32-128, TK 64-256, TJ 128-512; R x U of 4x4, 2x8, 4x8)
 were within noise of each other; 4x2, 8x2 and R x U = 1 were clearly slower.
+
+Later (2-core Intel Xeon, AVX-512 (avx512f, LLVM host cpu 'rocketlake'), load 12-25 from
+other jobs; `--sizes 512,1024 --transposed --no-untiled --repeat 5 --rounds 5`, one
+thread): GFLOP/s (time / np.matmul's)
+
+    N     np.matmul  np a @ b.T  matmul       seed         matmul_t     dot
+    512   174        185         106 (1.63)   106 (1.64)   93 (1.87)    108 (1.62)
+    1024   61 *       62          25 (2.44)    26 (2.31)   22 (2.79)     31 (1.97)
+
+(* the machine's load at that moment.) `dot` before `tess-tile-dot`: 17.7 GFLOP/s at 512.
+Measured by thread CPU time instead (one thread: less hurt by the load), tess-tile's
+kernel runs at 0.45-0.52x of np.matmul at 512 and 1024 f32 and 0.43x at 512 f64, and the
+variants tried do not move it beyond noise: register tiles 5x4, 6x4, 8x4, 6x2; tile sizes
+(64,128,128), (64,64,128), (64,256,64), (60,128,256); 512-bit vectors (Numba with
+NUMBA_CPU_FEATURES=<host>,-prefer-256-bit: zmm FMAs, same speed). The i-k-j kernel loads
+and stores its output rows every U k steps and the dot kernel streams one operand from L2
+per 4 FMAs: both are bound there, not by the vector width (zmm gave both nothing).
 """
 
 from __future__ import annotations

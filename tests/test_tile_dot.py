@@ -83,6 +83,21 @@ def test_dot_nests_match_the_reference(
     assert_results_match(compile_module(module, "f", parallel_threshold=0)(*args), expected)
 
 
+def test_batched_dot_against_a_broadcast_operand() -> None:
+    text = """
+func.func @f(%a: tensor<2x6x1x9xf32>, %b: tensor<1x7x9xf32>) -> tensor<2x6x7xf32> {
+  %p = tess.mul %a, %b : tensor<2x6x1x9xf32>, tensor<1x7x9xf32> -> tensor<2x6x7x9xf32>
+  %s = tess.sum %p dims = [3] : tensor<2x6x7x9xf32> -> tensor<2x6x7xf32>
+  func.return %s : tensor<2x6x7xf32>
+}
+"""
+    assert tiled_nests(text) == [(4, 4)]
+    module = parse_module(text)
+    args = random_inputs(next(iter(module.ops)), 8)
+    expected = interpret(module, "f", args)
+    assert_results_match(compile_module(module, "f", parallel_threshold=0)(*args), expected)
+
+
 def test_linear_layer_epilogue_is_tiled_with_the_dot() -> None:
     text = LINEAR.format(n=10, k=13, m=9)
     assert tiled_nests(text) == [(4, 4)]
