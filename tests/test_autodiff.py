@@ -41,6 +41,7 @@ from helpers import (
     broadcastable_pair,
     broadcastable_triple,
     build_single_op_module,
+    central_difference,
     matmul_shapes,
     random_program,
     reduce_dims,
@@ -101,17 +102,10 @@ def central_differences(
     def objective(point: list[np.ndarray]) -> float:
         return sum(float(np.sum(o * s)) for o, s in zip(run(point), seeds, strict=True))
 
-    gradients = []
-    for i in wrt:
-        gradient = np.zeros_like(args[i])
-        for index in np.ndindex(args[i].shape):
-            plus = [a.copy() for a in args]
-            minus = [a.copy() for a in args]
-            plus[i][index] += eps
-            minus[i][index] -= eps
-            gradient[index] = (objective(plus) - objective(minus)) / (2 * eps)
-        gradients.append(gradient)
-    return gradients
+    return [
+        central_difference(lambda x, i=i: objective([*args[:i], x, *args[i + 1 :]]), args[i], eps)
+        for i in wrt
+    ]
 
 
 def pass_gradients(

@@ -11,6 +11,8 @@ import tessc as ts
 from tessc.dialects.builder import TessError
 from tessc.frontend.grad import GradFunction, grad, value_and_grad
 
+from helpers import central_difference
+
 REF = "reference"
 HAS_COMPILER = importlib.util.find_spec("tessc.compiler") is not None
 
@@ -22,14 +24,9 @@ def rng_arrays(seed: int, *shapes: tuple[int, ...]) -> list[np.ndarray]:
 
 def numeric_gradient(f, args: list[np.ndarray], argnum: int, eps: float = 1e-6) -> np.ndarray:  # type: ignore[no-untyped-def]
     """Central differences of the scalar f(*args) in args[argnum], float64."""
-    gradient = np.zeros_like(args[argnum])
-    for index in np.ndindex(gradient.shape):
-        plus = [a.copy() for a in args]
-        minus = [a.copy() for a in args]
-        plus[argnum][index] += eps
-        minus[argnum][index] -= eps
-        gradient[index] = (float(f(*plus)) - float(f(*minus))) / (2 * eps)
-    return gradient
+    return central_difference(
+        lambda x: f(*args[:argnum], x, *args[argnum + 1 :]), args[argnum], eps
+    )
 
 
 def mlp_loss(w1, b1, w2, b2, x, labels):  # type: ignore[no-untyped-def]

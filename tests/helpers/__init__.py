@@ -8,8 +8,8 @@ compiler and through `tessc.reference.interpret`, compare. This package supplies
   the seed rules (`broadcastable_pair`, `broadcastable_triple`), reduction dim lists,
   batched matmul shapes;
 - `helpers.compare`: `random_inputs` (deterministic arrays of a func's declared argument
-  shapes and dtypes) and `assert_allclose_by_dtype` / `assert_results_match` (tolerances
-  chosen by dtype);
+  shapes and dtypes), `assert_allclose_by_dtype` / `assert_results_match` (tolerances
+  chosen by dtype) and `central_difference` (the numerical gradient);
 - `helpers.programs`: `build_single_op_module` (a func with one tess op) and
   `random_program` (a hypothesis strategy for small random tess programs), and
   `compiled_examples` (settings for tests that compile kernels).
@@ -23,6 +23,7 @@ from helpers.compare import (
     TOLERANCES,
     assert_allclose_by_dtype,
     assert_results_match,
+    central_difference,
     random_inputs,
 )
 from helpers.programs import (
@@ -55,6 +56,7 @@ __all__ = [
     "broadcastable_shapes",
     "broadcastable_triple",
     "build_single_op_module",
+    "central_difference",
     "compiled_examples",
     "element_type",
     "matmul_shapes",

@@ -1,12 +1,13 @@
 """
 Inputs for a func and comparison of its results: `random_inputs` (deterministic arrays of
-the declared argument shapes and dtypes) and `assert_allclose_by_dtype` /
-`assert_results_match` (tolerances chosen by dtype).
+the declared argument shapes and dtypes), `assert_allclose_by_dtype` /
+`assert_results_match` (tolerances chosen by dtype), and `central_difference`, the
+numerical gradient that gradients are checked against.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from xdsl.dialects import func
@@ -98,3 +99,17 @@ def assert_results_match(
         raise AssertionError(f"{len(actual)} results, expected {len(expected)}")
     for index, (a, e) in enumerate(zip(actual, expected, strict=True)):
         assert_allclose_by_dtype(a, e, err_msg=f"(result {index})", **tolerances)  # type: ignore[arg-type]
+
+
+def central_difference(
+    f: Callable[[np.ndarray], object], x: np.ndarray, eps: float = 1e-6
+) -> np.ndarray:
+    """The gradient of the scalar `f` at `x` by central differences, element by element
+    ((f(x + eps) - f(x - eps)) / 2 eps); give float64 arrays."""
+    gradient = np.zeros_like(x)
+    for index in np.ndindex(x.shape):
+        up, down = x.copy(), x.copy()
+        up[index] += eps
+        down[index] -= eps
+        gradient[index] = (float(f(up)) - float(f(down))) / (2 * eps)  # type: ignore[arg-type]
+    return gradient
