@@ -221,7 +221,9 @@ def test_argnums_errors() -> None:
     with pytest.raises(ValueError, match="argnums 2 is out of range"):
         grad(lambda w, x: (w * x).sum(), 2, target=REF)(np.ones(2), np.ones(2))
     with pytest.raises(TypeError, match="argument 1 .* has no gradient"):
-        grad(lambda w, k: (w * k).sum(), 1, target=REF)(np.ones(2), 3.0)
+        grad(lambda w, k: (w * len(k)).sum(), 1, target=REF)(np.ones(2), "3")
+    # A Python float is traced (weakly typed, as in JAX): it has a gradient.
+    assert grad(lambda w, k: (w * k).sum(), 1, target=REF)(np.ones(2), 3.0) == 2.0
 
 
 def test_has_aux_needs_a_pair() -> None:

@@ -293,11 +293,15 @@ def test_traces_once_per_signature():
     assert f.trace_count == 2
     f(x.astype(np.float64))  # a new dtype
     assert f.trace_count == 3
-    assert_close(f(x, scale=2.0), 2 * x)  # a new static value
-    assert f.trace_count == 4
+    assert_close(f(x, scale=2.0), 2 * x)  # a Python number is traced: no new trace
+    assert f.trace_count == 3
     f(x, 2.0)  # the same binding, positionally
     f(data(3, 3))
-    assert f.trace_count == 4
+    assert f.trace_count == 3
+    static = ts.jit(lambda x, scale=1.0: x * scale, target="reference", static_argnames="scale")
+    assert_close(static(x, scale=2.0), 2 * x)
+    assert_close(static(x, 3.0), 3 * x)  # a new static value
+    assert static.trace_count == 2
 
 
 def test_ir_is_the_tess_module():

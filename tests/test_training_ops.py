@@ -324,8 +324,8 @@ def test_tessc_run_writes_npz_and_stops_quietly_on_a_closed_pipe(tmp_path) -> No
 def test_many_retraces_warn_once() -> None:
     from tessc.frontend.jit import RETRACE_WARNING, RetraceWarning
 
-    f = ts.jit(lambda x, step: x * step, target="reference")
-    with pytest.warns(RetraceWarning, match=r"traced 8 times.*\(int\).*NumPy array") as record:
+    f = ts.jit(lambda x, step: x * step, target="reference", static_argnums=1)
+    with pytest.warns(RetraceWarning, match=r"traced 8 times.*\(int\).*traced argument") as record:
         for step in range(RETRACE_WARNING + 3):
             f(X, step)
     assert len([w for w in record if w.category is RetraceWarning]) == 1

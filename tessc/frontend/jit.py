@@ -9,9 +9,11 @@ the arrays. Every operator and method of a `Tensor` emits one `tess` op, so the 
 calls with the same signature run the compiled program directly. Constants the trace
 captured are passed, after the user's arrays, on every call.
 
-Arguments may be arrays or (nested) tuples, lists and dicts of them; any other argument
-(a Python number, a string, None) is static: its value is part of the signature and it is
-passed to `f` as is. A function returns a Tensor, or a tuple/list/dict of Tensors.
+Arguments may be arrays or (nested) tuples, lists and dicts of them. Python ints and
+floats are traced as weakly typed 0-d arrays (JAX's rule: no retrace when a step count
+changes) unless named by `static_argnums`/`static_argnames` or used as Python values; any
+other argument (a string, None, a bool) is static: its value is part of the signature and
+it is passed to `f` as is. A function returns a Tensor, or a tuple/list/dict of Tensors.
 `flatten_tree`/`unflatten_tree` take such a nest apart and put it back together; `grad`
 (`tessc.frontend.grad`) flattens with them too, so its leaves come in the tracer's order.
 
@@ -52,16 +54,30 @@ TreeDef: TypeAlias = tuple[Any, ...]
 _CONTAINERS = (tuple, list, dict)
 
 
-def flatten_tree(obj: Any, is_leaf: Callable[[Any], bool], path: str) -> tuple[TreeDef, list]:
-    """(structure, [(path, leaf), ...]) of a nest of tuples, lists and dicts."""
+def _is_weak_scalar(obj: Any) -> bool:
+    """A Python int (in int64's range) or float: traced as a weakly typed 0-d array."""
+    if type(obj) is float:
+        return True
+    return type(obj) is int and -(2**63) <= obj < 2**63
+
+
+def flatten_tree(
+    obj: Any, is_leaf: Callable[[Any], bool], path: str, scalars: bool = False
+) -> tuple[TreeDef, list]:
+    """(structure, [(path, leaf), ...]) of a nest of tuples, lists and dicts; with
+    `scalars`, Python ints and floats are leaves too (`("weak", type)` nodes)."""
     if is_leaf(obj):
         return ("leaf",), [(path, obj)]
+    if scalars and _is_weak_scalar(obj):
+        return ("weak", type(obj)), [(path, obj)]
     if isinstance(obj, tuple | list):
-        children = [flatten_tree(item, is_leaf, f"{path}_{i}") for i, item in enumerate(obj)]
+        children = [
+            flatten_tree(item, is_leaf, f"{path}_{i}", scalars) for i, item in enumerate(obj)
+        ]
         return (type(obj), tuple(c[0] for c in children)), [x for c in children for x in c[1]]
     if isinstance(obj, dict):
         keys = sorted(obj, key=repr)
-        children = [flatten_tree(obj[k], is_leaf, f"{path}_{k}") for k in keys]
+        children = [flatten_tree(obj[k], is_leaf, f"{path}_{k}", scalars) for k in keys]
         tree = (dict, tuple(keys), tuple(c[0] for c in children))
         return tree, [x for c in children for x in c[1]]
     try:
@@ -79,7 +95,7 @@ def unflatten_tree(tree: TreeDef, leaves: list[Any]) -> Any:
 
     def build(node: TreeDef) -> Any:
         kind = node[0]
-        if kind == "leaf":
+        if kind in ("leaf", "weak"):
             return next(iterator)
         if kind == "static":
             return node[2]
@@ -139,6 +155,8 @@ class Signature:
     tree: TreeDef
     arrays: tuple[tuple[tuple[int, ...], str], ...]
     donated: tuple[int, ...] = ()
+    weak: tuple[int, ...] = ()
+    """The array leaves that are traced Python numbers."""
 
 
 @dataclass
@@ -183,22 +201,60 @@ def _donated_leaves(
     return tuple(donated)
 
 
+def _weak_float_dtype(leaves: Sequence[Any]) -> np.dtype:
+    """The dtype traced Python floats get: f64 beside an f64 array, else f32 (the
+    function's float type, which a weak float takes anyway)."""
+    for leaf in leaves:
+        if not _is_weak_scalar(leaf) and _leaf_type(leaf)[1] == np.float64:
+            return np.dtype(np.float64)
+    return np.dtype(np.float32)
+
+
+def _typed_weak(tree: TreeDef, float_dtype: np.dtype) -> TreeDef:
+    """`tree` with each `("weak", type)` node given the dtype its number is passed in."""
+    kind = tree[0]
+    if kind == "weak":
+        return ("weak", tree[1], float_dtype if tree[1] is float else np.dtype(np.int64))
+    if kind in ("leaf", "static"):
+        return tree
+    if kind == "arguments" or kind is dict:
+        return (kind, tree[1], tuple(_typed_weak(c, float_dtype) for c in tree[2]))
+    return (kind, tuple(_typed_weak(c, float_dtype) for c in tree[1]))
+
+
 def flatten_arguments(
     parameters: inspect.Signature,
     args: Sequence[Any],
     kwargs: dict[str, Any],
     donate_argnums: frozenset[int] = frozenset(),
+    scalars: bool = False,
+    static: frozenset[str] = frozenset(),
 ) -> tuple[Signature, list[tuple[str, np.ndarray]]]:
     """The call's signature and its array leaves, named by parameter path (`params_w1`);
-    the leaves of the positional arguments `donate_argnums` are marked donated."""
+    the leaves of the positional arguments `donate_argnums` are marked donated. With
+    `scalars`, Python ints and floats are traced too (weakly typed 0-d arrays); the
+    parameters named in `static` are static whatever they hold."""
     bound = parameters.bind(*args, **kwargs)
     bound.apply_defaults()
-    children = [flatten_tree(value, _is_array, name) for name, value in bound.arguments.items()]
+    children = [
+        flatten_tree(value, _is_array, name, scalars)
+        if name not in static
+        else flatten_tree(value, lambda _: False, name)
+        for name, value in bound.arguments.items()
+    ]
     tree = ("arguments", tuple(bound.arguments), tuple(c[0] for c in children))
     donated = _donated_leaves(parameters, bound, children, donate_argnums) if donate_argnums else ()
+    leaves = [leaf for c in children for leaf in c[1]]
+    weak = tuple(i for i, (_, leaf) in enumerate(leaves) if _is_weak_scalar(leaf))
+    float_dtype = np.dtype(np.float32)
+    if weak:
+        float_dtype = _weak_float_dtype([leaf for _, leaf in leaves])
+        tree = _typed_weak(tree, float_dtype)
     arrays: list[tuple[str, np.ndarray]] = []
     types: list[tuple[tuple[int, ...], str]] = []
-    for path, leaf in (leaf for c in children for leaf in c[1]):
+    for path, leaf in leaves:
+        if _is_weak_scalar(leaf):
+            leaf = np.asarray(leaf, float_dtype if type(leaf) is float else np.int64)
         shape, dtype = _leaf_type(leaf)
         if dtype.byteorder not in ("=", "|") and dtype.newbyteorder("=") in _DTYPES:
             # A byte-swapped (big-endian) array: computed on in native order.
@@ -212,7 +268,7 @@ def flatten_arguments(
         # Device arrays (the cuda target's) stay where they are.
         arrays.append((path, leaf if is_device_array(leaf) else np.asarray(leaf)))
         types.append((shape, dtype.str))
-    signature = Signature(tree, tuple(types), donated)
+    signature = Signature(tree, tuple(types), donated, weak)
     return signature, arrays
 
 
@@ -225,9 +281,10 @@ def trace(fn: Callable, *args: Any, **kwargs: Any) -> TracedFunction:
 def trace_signature(fn: Callable, signature: Signature, names: Sequence[str]) -> TracedFunction:
     """Trace `fn` with one input Tensor per array of `signature` (named by `names`)."""
     tracer = Trace()
+    weak = set(signature.weak)
     inputs = [
-        tracer.input(shape, np.dtype(dtype), _ssa_name(name))
-        for (shape, dtype), name in zip(signature.arrays, names, strict=True)
+        tracer.input(shape, np.dtype(dtype), _ssa_name(name), i in weak)
+        for i, ((shape, dtype), name) in enumerate(zip(signature.arrays, names, strict=True))
     ]
     values = unflatten_tree(signature.tree, inputs)
     bound = inspect.BoundArguments(
@@ -274,6 +331,11 @@ def _match_tree(node: TreeDef, obj: Any, leaves: list[np.ndarray]) -> bool:
             return False
         leaves.append(obj)
         return True
+    if kind == "weak":
+        if type(obj) is not node[1] or not _is_weak_scalar(obj):
+            return False
+        leaves.append(np.asarray(obj, node[2]))
+        return True
     if kind == "static":
         # Identity implies equality in the Signature's tuple comparison, too.
         return type(obj) is node[1] and (
@@ -294,7 +356,7 @@ def _match_tree(node: TreeDef, obj: Any, leaves: list[np.ndarray]) -> bool:
 def _tree_builder(node: TreeDef) -> Callable[[Iterator[Any]], Any]:
     """`unflatten_tree(node, ...)` as a closure over the structure, built once."""
     kind = node[0]
-    if kind == "leaf":
+    if kind in ("leaf", "weak"):
         return next
     if kind == "static":
         value = node[2]
@@ -396,7 +458,13 @@ class JitFunction:
     """
 
     def __init__(
-        self, fn: Callable, *, target: str = "cpu", donate_argnums: int | Sequence[int] = ()
+        self,
+        fn: Callable,
+        *,
+        target: str = "cpu",
+        donate_argnums: int | Sequence[int] = (),
+        static_argnums: int | Sequence[int] = (),
+        static_argnames: str | Sequence[str] = (),
     ):
         functools.update_wrapper(self, fn)
         self.fn = fn
@@ -416,6 +484,10 @@ class JitFunction:
                 f"donate_argnums={self.donate_argnums}: `{getattr(fn, '__name__', fn)}` has "
                 f"{positional} positional parameters"
             )
+        self._static = _static_names(self._parameters, static_argnums, static_argnames)
+        # Python numbers are traced until the function needs one's value (then all are
+        # static for it: see `_lookup`).
+        self._trace_scalars = True
         self._traces: dict[Signature, TracedFunction] = {}
         self._compiled: dict[Signature, Callable[..., tuple[np.ndarray, ...]]] = {}
         self._constants: dict[Signature, tuple[Any, ...]] = {}
@@ -435,12 +507,26 @@ class JitFunction:
 
     def _lookup(self, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple:
         signature, arrays = flatten_arguments(
-            self._parameters, args, kwargs, frozenset(self.donate_argnums)
+            self._parameters,
+            args,
+            kwargs,
+            frozenset(self.donate_argnums),
+            self._trace_scalars,
+            self._static,
         )
         traced = self._traces.get(signature)
         if traced is None:
-            with timing.phase("trace"):
-                traced = trace_signature(self.fn, signature, [name for name, _ in arrays])
+            try:
+                with timing.phase("trace"):
+                    traced = trace_signature(self.fn, signature, [name for name, _ in arrays])
+            except Exception:
+                if not signature.weak:
+                    raise
+                # The function uses a number as a Python value (a shape, a dim, a loop
+                # count): tessc takes its numbers as static, as before JAX's rule (JAX
+                # would ask for static_argnums). A real error is raised by the retrace.
+                self._trace_scalars = False
+                return self._lookup(args, kwargs)
             self._traces[signature] = traced
             self.trace_count += 1
             if self.trace_count == RETRACE_WARNING:
@@ -455,8 +541,9 @@ class JitFunction:
         )
         hint = (
             f" Its non-array arguments ({', '.join(statics)}) are part of each signature: "
-            "a Python number that changes every call (a step count, a learning rate) "
-            "retraces and recompiles every time; pass it as a NumPy array instead."
+            "a static value that changes every call (in static_argnums/static_argnames, or "
+            "a Python number the function uses as a Python value) retraces and recompiles "
+            "every time; pass a changing number as a traced argument instead."
             if statics
             else " Each distinct shape or dtype of an argument is a new signature."
         )
@@ -525,15 +612,62 @@ def _holds_tensor(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
     return any(isinstance(leaf, Tensor) for _, leaf in leaves)
 
 
+def _static_names(
+    parameters: inspect.Signature,
+    static_argnums: int | Sequence[int],
+    static_argnames: str | Sequence[str],
+) -> frozenset[str]:
+    """The parameter names `static_argnums` (positions) and `static_argnames` name."""
+    numbers = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+    names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+    positional = [
+        name
+        for name, p in parameters.parameters.items()
+        if p.kind <= inspect.Parameter.POSITIONAL_OR_KEYWORD
+    ]
+    for n in numbers:
+        if (
+            not isinstance(n, int)
+            or isinstance(n, bool)
+            or not -len(positional) <= n < len(positional)
+        ):
+            raise ValueError(
+                f"static_argnums={static_argnums!r}: the function has {len(positional)} "
+                "positional parameters"
+            )
+    for name in names:
+        if name not in parameters.parameters:
+            raise ValueError(f"static_argnames names no parameter: {name!r}")
+    return frozenset([positional[n] for n in numbers] + list(names))
+
+
 def jit(
-    fn: Callable | None = None, *, target: str = "cpu", donate_argnums: int | Sequence[int] = ()
+    fn: Callable | None = None,
+    *,
+    target: str = "cpu",
+    donate_argnums: int | Sequence[int] = (),
+    static_argnums: int | Sequence[int] = (),
+    static_argnames: str | Sequence[str] = (),
 ) -> Any:
     """`@jit`, `@jit(target="reference", donate_argnums=(0, 2))` or `jit(f, ...)`.
+
+    Python ints and floats are traced, as in JAX: weakly typed 0-d arrays (they take the
+    dtype of the tensors they meet, as the numbers would), so a step count or a learning
+    rate that changes every call does not retrace. The arguments in `static_argnums`
+    (positions) or `static_argnames` are static: their values are part of the signature and
+    reach `f` as they are. Unlike JAX, a function that uses a number as a Python value (a
+    shape, a dim) still traces: its numbers are then all static.
 
     `donate_argnums`: the positional arguments whose arrays the call may overwrite (see
     `JitFunction`): after the call their contents are undefined; use the returned arrays
     (for a donated `w` and an output of its type, often `w` itself, updated in place).
     """
+    options = {
+        "target": target,
+        "donate_argnums": donate_argnums,
+        "static_argnums": static_argnums,
+        "static_argnames": static_argnames,
+    }
     if fn is None:
-        return lambda f: JitFunction(f, target=target, donate_argnums=donate_argnums)
-    return JitFunction(fn, target=target, donate_argnums=donate_argnums)
+        return lambda f: JitFunction(f, **options)
+    return JitFunction(fn, **options)

@@ -42,6 +42,7 @@ from tessc.dialects.builder import (
     dtype_name,
     element_type_of,
     numpy_dtype,
+    promote_types,
     shape_of,
     tensor_type,
 )
@@ -150,11 +151,15 @@ class Trace:
         self.active = True
         self._token: contextvars.Token[Trace | None] | None = None
 
-    def input(self, shape: Sequence[int], dtype: DTypeLike, name: str | None) -> Tensor:
+    def input(
+        self, shape: Sequence[int], dtype: DTypeLike, name: str | None, weak: bool = False
+    ) -> Tensor:
+        """A new argument of the function; `weak` for a Python number `jit` traces (a 0-d
+        array that takes the dtype of the tensors it meets, as the number would)."""
         arg = self.block.insert_arg(tensor_type(shape, dtype), len(self.block.args))
         if name is not None and SSAValue.is_valid_name(name):
             arg.name_hint = name
-        return Tensor(arg, self)
+        return Tensor(arg, self, weak)
 
     def constant(self, value: Any, dtype: DTypeLike) -> SSAValue:
         """A non-scalar constant: a `tess.fill` if it is one repeated value, else captured."""
@@ -245,6 +250,8 @@ def _trace_of(*values: Any) -> Trace:
 def _apply(name: str, *operands: Any, **options: Any) -> Tensor:
     """`builder.<name>(*operands, **options)` with operands converted in their trace."""
     trace = _trace_of(*operands)
+    if any(isinstance(v, Tensor) and v.weak for v in operands):
+        operands = _weak_cast(trace, operands)
     tensors = [v for v in operands if isinstance(v, Tensor)]
     dtype = tensors[0].dtype if tensors else np.float32
     values = []
@@ -256,6 +263,27 @@ def _apply(name: str, *operands: Any, **options: Any) -> Tensor:
     if not any(isinstance(v, SSAValue) for v in values):
         raise TessError(f"`{name}` needs at least one tensor operand")
     return Tensor(getattr(trace.builder, name)(*values, **options), trace)
+
+
+def _weak_cast(trace: Trace, operands: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Weak Tensors (traced Python numbers) cast to the dtype the numbers would give with
+    the other operands (`promote_types`), so `x * step` has `x`'s dtype as `x * 3` has."""
+    strong = [v for v in operands if isinstance(v, Tensor) and not v.weak]
+    if not strong:
+        return operands
+    numbers = [
+        (0.0 if v.dtype.kind == "f" else 0) if isinstance(v, Tensor) and v.weak else v
+        for v in operands
+        if not isinstance(v, Tensor) or v.weak
+    ]
+    builder = trace.builder
+    dtype = promote_types(
+        [element_type_of(trace.own(v)) for v in strong], numbers, builder.default_float
+    )
+    return tuple(
+        Tensor(builder.cast(trace.own(v), dtype), trace) if isinstance(v, Tensor) and v.weak else v
+        for v in operands
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -310,9 +338,10 @@ class Tensor:
         functions on a traced Tensor map to tessc's (`NUMPY_FUNCTIONS`)."""
         return _numpy_function(func, args, kwargs)
 
-    def __init__(self, value: SSAValue, trace: Trace):
+    def __init__(self, value: SSAValue, trace: Trace, weak: bool = False):
         self.value = value
         self.trace = trace
+        self.weak = weak
 
     # -- what it is -----------------------------------------------------------------------
 
@@ -346,6 +375,22 @@ class Tensor:
             "a traced Tensor has no truth value: Python control flow on tensor values "
             "cannot be traced (use tessc.where)"
         )
+
+    @_located
+    def __index__(self) -> int:
+        if self.weak:
+            raise TessError(
+                "a Python number given to a jit function is traced (its value is not known "
+                "while tracing): to use it as a Python value (a shape, a dim, an index, a "
+                "loop count), name it in jit's static_argnums or static_argnames"
+            )
+        raise TypeError("a traced Tensor has no value yet; it cannot be a Python number")
+
+    __int__ = __index__
+
+    @_located
+    def __float__(self) -> float:
+        return float(self.__index__())
 
     @_located
     def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
