@@ -304,9 +304,9 @@ def attribute_values(op: scf.ParallelOp, attr: contract.IntArray) -> tuple[int, 
     ("lhs", "rhs", "tile", "expected"),
     [
         # 256 rows give 4 blocks of 64: the defaults stand (k and j clamp to the extents).
-        ((256, 100), (100, 300), "tess-tile", ((64, 100, 256), (4, 4))),
+        ((256, 100), (100, 300), "tess-tile", ((64, 100, 256), (4, 6))),
         # 64 rows: the i tile shrinks to 16 so that there are 4 parallel blocks.
-        ((64, 48), (48, 80), "tess-tile", ((16, 48, 80), (4, 4))),
+        ((64, 48), (48, 80), "tess-tile", ((16, 48, 80), (4, 6))),
         # A batch of 4 already gives 4 blocks; tiles are rounded to multiples of R and U.
         (
             (4, 64, 48),
@@ -314,7 +314,7 @@ def attribute_values(op: scf.ParallelOp, attr: contract.IntArray) -> tuple[int, 
             "tess-tile{tile-sizes=30,10,32 register-tile=4,4}",
             ((28, 8, 32), (4, 4)),
         ),
-        ((7, 13), (13, 5), "tess-tile{min-parallel-blocks=1}", ((7, 13, 5), (4, 4))),
+        ((7, 13), (13, 5), "tess-tile{min-parallel-blocks=1}", ((7, 13, 5), (4, 6))),
     ],
 )
 def test_tile_sizes_chosen(
