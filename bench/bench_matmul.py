@@ -21,7 +21,7 @@ better; the goal is <= 2). Set NUMBA_NUM_THREADS / OPENBLAS_NUM_THREADS to compa
 core with one core.
 
 Run: /work/venv/bin/python bench/bench_matmul.py [--sizes 256,512] [--repeat 20] [--rounds 5]
-     [--tile-sizes 64,128,256] [--register-tile 4,4] [--no-untiled] [--transposed]
+     [--tile-sizes 64,128,256] [--register-tile 4,6] [--no-untiled] [--transposed]
      [--dtype float64]
 
 `--transposed` adds, with b stored (M, K) (`nn.Linear`'s layout), `a @ b.T` (a transpose
