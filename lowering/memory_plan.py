@@ -27,7 +27,11 @@ host ops (`linalg` ops, `func.call`s, `memref.copy`) use which buffers.
    conflict (the input's last use comes before the out-param's first, or they are
    partners): it gets `tess.aliases_input = k : i64` and the runtime passes input k's
    array as that output; a `memref.copy(input, out)` is erased (the data is there). Each
-   input backs at most one out-param.
+   input backs at most one out-param. Before planning, an out-param no donated input can
+   back because a `kernel.group` accumulates in it (a weight update fused after the matmul
+   of its gradient, in place) gets its accumulation moved to a fresh intermediate when that
+   makes the group's last member an in-place partner of a donated input last read there
+   (`group_accumulators`): the update then overwrites the weight, never before it is read.
 4. Argument storage. An intermediate of exactly the type of a donated input or an
    out-param lives in that array (its alloc replaced by the argument) when it conflicts
    with nothing the array holds: before an out-param is first written, after a donated
@@ -95,6 +99,7 @@ from xdsl.utils.exceptions import PassFailedException
 from tessc.dialects import contract
 from tessc.dialects.functions import called_functions
 from tessc.dialects.kernel import GroupOp
+from tessc.lowering.group_accumulators import detach_accumulator
 
 ALIGNMENT = 64
 """Byte alignment of every buffer in the arena."""
@@ -364,6 +369,32 @@ class HostPlanner:
                 held[k] = [out]
         return held
 
+    def detach_accumulators(self) -> bool:
+        """Move one group accumulator off an out-param that no donated input backs, when a
+        donated input of its type then would (`group_accumulators`); whether it did."""
+        probe = HostPlan(self.function)
+        self.storage(probe)
+        for k in range(self.split, len(self.args)):
+            out = self.args[k]
+            first = {
+                top_level(op, self.block)
+                for op in memory_uses(out)
+                if self.positions[top_level(op, self.block)] == min(self.uses(out))
+            }
+            group = first.pop() if len(first) == 1 else None
+            if k in probe.aliases or not isinstance(group, GroupOp):
+                continue
+            for donor in self.donors:
+                source = self.args[donor]
+                if donor in probe.aliases.values() or source.type != out.type:
+                    continue
+                # the group must be the donor's last reader, as for any partner
+                if max(self.uses(source), default=-1) != self.positions[group]:
+                    continue
+                if detach_accumulator(group, out, source):
+                    return True
+        return False
+
     def place_in_arguments(self, plan: HostPlan, held: dict[int, list[Buffer]]) -> None:
         for buffer in sorted(plan.buffers, key=lambda b: (-b.nbytes, b.start)):
             for k, holders in held.items():
@@ -560,7 +591,12 @@ def plan_function(
         )
     if workspace_arg:
         pass_callee_workspaces(function.body.block, workspaces)
-    plan = HostPlanner(function, module, donation).plan()
+    planner = HostPlanner(function, module, donation)
+    for _ in range(len(planner.args) - planner.split):
+        if not (planner.donors and planner.detach_accumulators()):
+            break
+        planner = HostPlanner(function, module, donation)  # positions moved
+    plan = planner.plan()
     rewrite_buffers(plan, workspace_arg)
     if workspace_arg and any(b.argument is None for b in plan.buffers):
         workspaces[function.sym_name.data] = plan.arena_bytes

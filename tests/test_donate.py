@@ -130,3 +130,59 @@ def test_adagrad_over_arena_views_is_one_in_place_kernel() -> None:
         assert all(np.shares_memory(n, p) for n, p in zip(new_params, params, strict=True))
         params, states = new_params, new_states
     assert step.trace_count == 1
+
+
+def mlp_loss(params, x, y):
+    h = (x @ params["w1"] + params["b1"]).relu()
+    z = h @ params["w2"] + params["b2"]
+    return ((z - y) * (z - y)).sum() / x.shape[0]
+
+
+OPTIMIZERS = {
+    "sgd": lambda: ts.optim.SGD(lr=0.1),
+    "momentum": lambda: ts.optim.SGD(lr=0.05, momentum=0.9),
+    "adam": lambda: ts.optim.Adam(lr=0.01),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_mlp_step_updates_matmul_weights_and_biases_in_place(name: str) -> None:
+    """The weights' gradients are matmuls grouped with their update (`tess-fuse-epilogue`);
+    donated, every parameter still comes back in its own array, with the values of the
+    plain step and of the reference interpreter."""
+    optimizer = OPTIMIZERS[name]()
+
+    def train_step(params, state, x, y):
+        loss, grads = ts.value_and_grad(mlp_loss)(params, x, y)
+        params, state = optimizer.step(params, grads, state)
+        return params, state, loss
+
+    params0 = {
+        "w1": random((4, 5), 0),
+        "b1": random((5,), 1),
+        "w2": random((5, 3), 2),
+        "b2": random((3,), 3),
+    }
+    x, y = random((6, 4), 4), random((6, 3), 5)
+    donating = ts.jit(train_step, donate_argnums=(0, 1))
+    plain, reference = ts.jit(train_step), ts.jit(train_step, target="reference")
+    params = {k: v.copy() for k, v in params0.items()}
+    state = optimizer.init(params)
+    runs = {
+        step: ({k: v.copy() for k, v in params0.items()}, optimizer.init(params0))
+        for step in (plain, reference)
+    }
+    for _ in range(3):
+        new_params, state, loss = donating(params, state, x, y)
+        for k in params:
+            assert new_params[k] is params[k], k  # the donated array itself, updated
+        params = new_params
+        for step, (p, s) in list(runs.items()):
+            p, s, expected_loss = step(p, s, x, y)
+            runs[step] = (p, s)
+            np.testing.assert_allclose(float(loss), float(expected_loss), rtol=1e-5)
+    for p, _ in runs.values():
+        for k in params:
+            np.testing.assert_allclose(params[k], p[k], rtol=1e-5, atol=1e-6, err_msg=k)
+    weights = donating.ir(params, state, x, y, stage="buffers")
+    assert weights.count("tess.aliases_input") >= len(params)

@@ -1,0 +1,135 @@
+"""
+Accumulators of `kernel.group`s moved off out-params, so a donated input can back them.
+
+`tess-fuse-epilogue` (in place) makes a contraction's epilogue overwrite the contraction's
+accumulator, which bufferizes as the out-param: the weight update of an SGD step
+
+    kernel.group {
+      fill(outs %out)
+      matmul(ins %x, %dh  outs %out)                  # the gradient, accumulated in %out
+      sub(ins %w  outs %out)  { out = w - lr * out }  # the update reads it through outs
+    }
+
+writes `%out` three times and allocates nothing. But `%out` can then never alias the
+donated `%w`: the fill would zero the weight before the update reads it. `tess-memory-plan`
+calls `detach_accumulator` when that is what stands between an out-param and a donated input
+of its type: the members before the last one touching `%out` (the fill, the contraction)
+write a fresh buffer `%acc` instead, and that last member (the epilogue) reads `%acc` as a
+new identity-mapped input where it read its output's element, and writes only `%out`:
+
+    %acc = memref.alloc()
+    kernel.group {
+      fill(outs %acc)
+      matmul(ins %x, %dh  outs %acc)
+      sub(ins %w, %acc  outs %out)  { out = w - lr * acc }
+    }
+
+The epilogue is then the only member touching `%out` or `%w`, reading each element of
+`%w` where it writes it: the memory plan's in-place partner test (its step 2) accepts it,
+and `%out` aliases `%w`. The rewrite is only made when that test will then pass (the plan
+checks the rest: `%w` read by nothing after the group). `%acc` joins the arena: it trades
+an out-param the runtime allocates on every call for workspace it allocates once.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import memref
+from xdsl.dialects.builtin import AffineMapAttr, MemRefType
+from xdsl.dialects.linalg.ops import GenericOp, IteratorType
+from xdsl.ir import SSAValue
+from xdsl.ir.affine import AffineMap
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from tessc.dialects.kernel import GroupOp
+
+VIEW_OPS = (
+    memref.CollapseShapeOp,
+    memref.ExpandShapeOp,
+    memref.SubviewOp,
+    memref.CastOp,
+    memref.ViewOp,
+)
+
+
+def _identity(map_attr: AffineMapAttr) -> bool:
+    return map_attr.data == AffineMap.identity(map_attr.data.num_dims)
+
+
+def _epilogue(group: GroupOp, out: SSAValue, source: SSAValue) -> GenericOp | None:
+    """The last member touching `out`, if the rewrite applies to it: an all-parallel
+    generic (no loads) whose only output is `out` at identity, reading `source` only at
+    identity; `source` touched by no other member; `out` only written (as `outs`) by the
+    members before it and touched by none after."""
+    members = group.members()
+    touching = [k for k, m in enumerate(members) if out in m.operands]
+    if len(touching) < 2:
+        return None  # nothing accumulates in `out` ahead of the epilogue
+    last = touching[-1]
+    epilogue = members[last]
+    if not isinstance(epilogue, GenericOp) or list(epilogue.outputs) != [out]:
+        return None
+    if any(it.data != IteratorType.PARALLEL for it in epilogue.iterator_types.data):
+        return None
+    if any(isinstance(op, memref.LoadOp) for op in epilogue.body.walk()):
+        return None
+    maps = epilogue.indexing_maps.data
+    if not _identity(maps[-1]) or out in epilogue.inputs:
+        return None
+    if not any(v is source for v in epilogue.inputs):
+        return None
+    if any(v is source and not _identity(m) for v, m in zip(epilogue.inputs, maps, strict=False)):
+        return None
+    for k, member in enumerate(members):
+        if k != last and source in member.operands:
+            return None
+        if k < last and out in member.operands:
+            if not isinstance(member, GenericOp) or out in member.inputs:
+                return None
+    return epilogue
+
+
+def detach_accumulator(group: GroupOp, out: SSAValue, source: SSAValue) -> bool:
+    """Move the accumulation of `out` in `group` to a fresh buffer (see the module
+    docstring); False, and nothing changed, when the group is not of that form."""
+    if not isinstance(out.type, MemRefType) or out.type != source.type:
+        return False
+    for value in (out, source):
+        if any(isinstance(use.operation, VIEW_OPS) for use in value.uses):
+            return False
+    epilogue = _epilogue(group, out, source)
+    if epilogue is None:
+        return False
+    acc = memref.AllocOp([], [], out.type)
+    acc.memref.name_hint = "acc"
+    Rewriter.insert_op(acc, InsertPoint.before(group))
+    for member in group.members():
+        if member is epilogue:
+            break
+        for operand_index, value in enumerate(member.operands):
+            if value is out:
+                member.operands[operand_index] = acc.memref
+    block = epilogue.body.block
+    inputs = list(epilogue.inputs)
+    accumulated = block.insert_arg(out.type.element_type, len(inputs))
+    accumulated.name_hint = "acc"
+    output_arg = block.args[len(inputs) + 1]
+    output_arg.replace_all_uses_with(accumulated)
+    maps = list(epilogue.indexing_maps.data)
+    rank = maps[-1].data.num_dims
+    identity = AffineMapAttr(AffineMap.identity(rank))
+    new_epilogue = GenericOp(
+        [*inputs, acc.memref],
+        list(epilogue.outputs),
+        Rewriter.move_region_contents_to_new_regions(epilogue.body),
+        [*maps[: len(inputs)], identity, *maps[len(inputs) :]],
+        epilogue.iterator_types,
+        doc=epilogue.doc,
+        library_call=epilogue.library_call,
+    )
+    for name, attr in epilogue.attributes.items():
+        new_epilogue.attributes.setdefault(name, attr)
+    Rewriter.replace_op(epilogue, new_epilogue)
+    return True
+
+
+__all__ = ["detach_accumulator"]
