@@ -38,6 +38,7 @@ PASS_TO_PASS = frozenset(
         # One pass split over two files.
         ("to_linalg", "index_to_linalg"),
         ("index_to_linalg", "to_linalg"),
+        ("memory_plan", "group_accumulators"),
         # The CUDA emitter extends the CPU one (its function emitter, TESSC_SIGNATURES).
         ("to_cuda", "to_numba"),
         # Not yet mended: tess-tile-dot borrows tess-tile's index matchers (constant_index,
