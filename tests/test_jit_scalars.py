@@ -81,11 +81,17 @@ def test_static_argnums_and_argnames() -> None:
 
 
 def test_a_number_used_as_a_python_value_falls_back_to_static() -> None:
-    f = ts.jit(lambda x, n: x[:n] * n, target="reference")
+    f = ts.jit(lambda x, n, t: x[:n] * t, target="reference")
     x = np.arange(6, dtype=np.float32)
-    np.testing.assert_array_equal(f(x, 2), x[:2] * 2)
-    np.testing.assert_array_equal(f(x, 4), x[:4] * 4)
+    for t in range(4):  # `n` is a slice bound: static; `t` stays traced
+        np.testing.assert_array_equal(f(x, 2, t), x[:2] * t)
+    np.testing.assert_array_equal(f(x, 4, 5), x[:4] * 5)
     assert f.trace_count == 2
+    # A value needed of a number computed from numbers: all its numbers become static.
+    g = ts.jit(lambda x, n: x[: n + 1] * n, target="reference")
+    np.testing.assert_array_equal(g(x, 2), x[:3] * 2)
+    np.testing.assert_array_equal(g(x, 3), x[:4] * 3)
+    assert g.trace_count == 2
 
 
 def test_the_traced_number_error_names_static_argnums() -> None:

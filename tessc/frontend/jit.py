@@ -291,7 +291,14 @@ def trace_signature(fn: Callable, signature: Signature, names: Sequence[str]) ->
         inspect.signature(fn), dict(zip(signature.tree[1], values, strict=True))
     )
     with tracer:
-        result = fn(*bound.args, **bound.kwargs)
+        try:
+            result = fn(*bound.args, **bound.kwargs)
+        except Exception as error:
+            # Which traced numbers the function needed the value of (for `jit`'s fallback).
+            error.tessc_concretized = [  # type: ignore[attr-defined]
+                arg.index for arg in tracer.block.args if arg in tracer.concretized
+            ]
+            raise
     output_tree, outputs = flatten_tree(result, lambda v: not isinstance(v, _CONTAINERS), "result")
     if not outputs or not all(isinstance(tensor, Tensor) for _, tensor in outputs):
         found = ", ".join(type(v).__name__ for _, v in outputs) or "nothing"
@@ -519,13 +526,19 @@ class JitFunction:
             try:
                 with timing.phase("trace"):
                     traced = trace_signature(self.fn, signature, [name for name, _ in arrays])
-            except Exception:
+            except Exception as error:
                 if not signature.weak:
                     raise
                 # The function uses a number as a Python value (a shape, a dim, a loop
-                # count): tessc takes its numbers as static, as before JAX's rule (JAX
-                # would ask for static_argnums). A real error is raised by the retrace.
-                self._trace_scalars = False
+                # count): that parameter becomes static (JAX would ask for static_argnums);
+                # if the failure named none, all numbers do. A real error is raised again
+                # by the retrace.
+                needed = getattr(error, "tessc_concretized", ())
+                parameters = _leaf_parameters(signature.tree)
+                if needed:
+                    self._static = self._static | {parameters[i] for i in needed}
+                else:
+                    self._trace_scalars = False
                 return self._lookup(args, kwargs)
             self._traces[signature] = traced
             self.trace_count += 1
@@ -612,6 +625,21 @@ def _holds_tensor(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
     return any(isinstance(leaf, Tensor) for _, leaf in leaves)
 
 
+def _leaf_parameters(tree: TreeDef) -> list[str]:
+    """The parameter each array leaf of an `("arguments", ...)` structure belongs to."""
+
+    def count(node: TreeDef) -> int:
+        kind = node[0]
+        if kind in ("leaf", "weak"):
+            return 1
+        if kind == "static":
+            return 0
+        children = node[2] if kind is dict else node[1]
+        return sum(count(child) for child in children)
+
+    return [name for name, child in zip(tree[1], tree[2], strict=True) for _ in range(count(child))]
+
+
 def _static_names(
     parameters: inspect.Signature,
     static_argnums: int | Sequence[int],
@@ -656,7 +684,8 @@ def jit(
     rate that changes every call does not retrace. The arguments in `static_argnums`
     (positions) or `static_argnames` are static: their values are part of the signature and
     reach `f` as they are. Unlike JAX, a function that uses a number as a Python value (a
-    shape, a dim) still traces: its numbers are then all static.
+    shape, a slice bound) still traces: that parameter then becomes static (all of them if
+    the value came from arithmetic on numbers).
 
     `donate_argnums`: the positional arguments whose arrays the call may overwrite (see
     `JitFunction`): after the call their contents are undefined; use the returned arrays

@@ -148,6 +148,7 @@ class Trace:
         self.block = Block()
         self.builder = TessBuilder.at_end(self.block)
         self.constants: list[np.ndarray] = []
+        self.concretized: set[SSAValue] = set()  # weak inputs whose value was asked for
         self.active = True
         self._token: contextvars.Token[Trace | None] | None = None
 
@@ -379,6 +380,7 @@ class Tensor:
     @_located
     def __index__(self) -> int:
         if self.weak:
+            self.trace.concretized.add(self.value)
             raise TessError(
                 "a Python number given to a jit function is traced (its value is not known "
                 "while tracing): to use it as a Python value (a shape, a dim, an index, a "
