@@ -31,6 +31,25 @@ NN = {
     ),
     "mse_loss(x, x * 2)": lambda x, w, labels: ts.nn.mse_loss(x, x * 2),
     "gelu(x)": lambda x, w, labels: ts.nn.gelu(x),
+    "sin(x), x.cos(), prod(x, dim=1), x.var(0), std(x)": lambda x, w, labels: (
+        ts.sin(x),
+        x.cos(),
+        ts.prod(x, dim=1),
+        x.var(0),
+        ts.std(x),
+    ),
+    "argmax(x, 1), clip(x, 0, 1), x.astype(i32), take(w, labels, dim=1)": lambda x, w, labels: (
+        ts.argmax(x, 1),
+        ts.clip(x, 0, 1),
+        x.astype("i32"),
+        ts.take(w, labels, dim=1),
+    ),
+    "one_hot(labels, 5), concatenate([x, x], 1), stack((x, x)), x.flatten()": lambda x, w, labels: (
+        ts.one_hot(labels, 5),
+        ts.concatenate([x, x], 1),
+        ts.stack((x, x)),
+        x.flatten(),
+    ),
     "x.shape[0] * x.shape[-1] + x.ndim * x": lambda x, w, labels: 12 + 2 * x,
     "x[1], x[-1, 2], w.shape[1] * x[0]": lambda x, w, labels: (x[1], x[-1, 2], 5 * x[0]),
 }
@@ -62,6 +81,18 @@ def f({SIGNATURE}):
         np.mean(x.astype(np.float64) ** 2),
         3 * x[0],
     ]
+    for out, want in zip(outputs, expected, strict=True):
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("target", ["reference", "cpu"])
+def test_tensor_functions_run_like_numpy(target: str) -> None:
+    source = (
+        f"def f({SIGNATURE}):\n    return sin(x), cos(x), prod(x, dim=1), x.var(0), argmax(x, 1)\n"
+    )
+    x, w, labels = _inputs()
+    outputs = compile_module(parse_tess(source, "f.tess"), "f", target)(x, w, labels)
+    expected = [np.sin(x), np.cos(x), x.prod(1), x.var(0), x.argmax(1)]
     for out, want in zip(outputs, expected, strict=True):
         np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
 
@@ -162,3 +193,21 @@ def test_errors_are_located(case: str) -> None:
     with pytest.raises(TessSourceError) as info:
         parse_tess(source, "e.tess")
     assert str(info.value) == expected
+
+
+@pytest.mark.parametrize("target", ["reference", "cpu"])
+def test_grad_through_sin_prod_and_var(target: str) -> None:
+    source = """\
+def loss(x: f64[3, 4]) -> f64[]:
+    return sum(prod(sin(x), dim=1)) + mean(x.var(0))
+
+def dloss(x: f64[3, 4]):
+    return grad(loss)(x)
+"""
+    x = RNG.uniform(0.2, 1.2, (3, 4))
+    (gradient,) = compile_module(parse_tess(source, "g.tess"), "dloss", target)(x)
+
+    def numpy_loss(v: np.ndarray) -> float:
+        return float(np.prod(np.sin(v), axis=1).sum() + v.var(0).mean())
+
+    np.testing.assert_allclose(gradient, _central_difference(numpy_loss, x), rtol=1e-6)

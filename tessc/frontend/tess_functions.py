@@ -109,10 +109,47 @@ NN_FUNCTIONS = (
 )
 
 
+TENSOR_FUNCTIONS = (
+    "sin",
+    "cos",
+    "prod",
+    "var",
+    "std",
+    "argmax",
+    "argmin",
+    "clip",
+    "squeeze",
+    "flatten",
+    "astype",
+    "take",
+    "one_hot",
+    "concatenate",
+    "stack",
+    "stop_gradient",
+)
+"""The tracer's function forms offered as they are (`tessc.<name>`)."""
+
+
+def _tensor_builtin(name: str) -> Callable[..., Any]:
+    def builtin(b: TessBuilder, *args: Any, **kwargs: Any) -> Any:
+        import tessc
+
+        try:
+            return through_tensors(getattr(tessc, name), b, *args, **kwargs)
+        except TypeError as error:  # wrong arguments: the caller locates it
+            raise TessError(f"`{name}`: {error}") from None
+
+    return builtin
+
+
 @functools.cache
 def nn_builtins() -> dict[str, Callable[..., Any]]:
-    """`softmax(x, dim=1)`, `cross_entropy(logits, labels)`, ...: `tessc.nn`'s functions."""
-    return {name: _nn_builtin(name) for name in NN_FUNCTIONS}
+    """`softmax(x, dim=1)`, `cross_entropy(logits, labels)`, ...: `tessc.nn`'s functions,
+    and the tracer's `sin`, `prod`, `var`, `argmax`, `clip`, `astype`, `take`, ..."""
+    return {
+        **{name: _nn_builtin(name) for name in NN_FUNCTIONS},
+        **{name: _tensor_builtin(name) for name in TENSOR_FUNCTIONS},
+    }
 
 
 def subscript(b: TessBuilder, value: Any, index: Sequence[Any]) -> Any:

@@ -22,7 +22,9 @@ program, so the two frontends print identical IR:
 - calling another `def` of the file inlines it (as tracing a Python call does), checking
   the argument types against its signature;
 - `x.shape[i]` and `x.ndim` are numbers, `x[i, j]` an integer-indexed view; `tessc.nn`'s
-  functions (`softmax(z, dim=1)`, `cross_entropy(logits, labels)`, ...) and
+  functions (`softmax(z, dim=1)`, `cross_entropy(logits, labels)`, ...), the tracer's
+  `sin`, `cos`, `prod`, `var`, `std`, `argmax`, `clip`, `astype(i32)`, `take`, `one_hot`,
+  `concatenate`, `stack`, `squeeze`, `flatten`, `stop_gradient`, and
   `grad(f, wrt=w)(x, w)` / `value_and_grad(...)` of a `def` are built in
   (`tess_functions.py`: the Python frontend's own code, so both print the same IR).
 
@@ -352,6 +354,9 @@ CONSTANTS: dict[str, Value] = {
     "False": False,
     "f32": element_type("f32"),
     "f64": element_type("f64"),
+    "i32": element_type("i32"),
+    "i64": element_type("i64"),
+    "bool": element_type("bool"),
 }
 OPERATORS = ("add", "sub", "mul", "div", "pow", "matmul", "lt", "gt", "le", "ge", "eq", "ne")
 _FOLD: dict[str, Callable[[Any, Any], Any]] = {
