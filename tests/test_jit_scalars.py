@@ -138,3 +138,17 @@ def test_gradients_with_traced_numbers(target: str) -> None:
         ]
         np.testing.assert_allclose(gx, want_x, rtol=1e-6)
     assert grads.trace_count == 1
+
+
+def test_numbers_among_donated_var_positional_arguments() -> None:
+    @ts.jit(target="cpu", donate_argnums=(2,))
+    def f(*args):
+        scale, shift, w = args
+        return w * scale + shift
+
+    w = np.ones(4)
+    for scale in (2.0, 3.0):
+        w = f(scale, 1, w)
+    np.testing.assert_array_equal(w, np.full(4, (1 * 2 + 1) * 3 + 1.0))
+    assert f.trace_count == 1
+    assert "tess.donated" in f.ir(2.0, 1, np.ones(4)).split("%args_2")[1].split(")")[0]

@@ -178,6 +178,7 @@ def _donated_leaves(
     bound: inspect.BoundArguments,
     children: list[tuple[TreeDef, list]],
     donate_argnums: frozenset[int],
+    scalars: bool = False,
 ) -> tuple[int, ...]:
     """The indices, among all array leaves, of those inside a donated positional argument:
     a parameter at a donated position (passed by position or keyword) or an element of
@@ -188,7 +189,7 @@ def _donated_leaves(
         kind = parameters.parameters[name].kind
         if kind == inspect.Parameter.VAR_POSITIONAL:
             for item in value:
-                count = len(flatten_tree(item, _is_array, name)[1])
+                count = len(flatten_tree(item, _is_array, name, scalars)[1])
                 if position in donate_argnums:
                     donated.extend(range(leaf, leaf + count))
                 leaf, position = leaf + count, position + 1
@@ -243,7 +244,11 @@ def flatten_arguments(
         for name, value in bound.arguments.items()
     ]
     tree = ("arguments", tuple(bound.arguments), tuple(c[0] for c in children))
-    donated = _donated_leaves(parameters, bound, children, donate_argnums) if donate_argnums else ()
+    donated = (
+        _donated_leaves(parameters, bound, children, donate_argnums, scalars)
+        if donate_argnums
+        else ()
+    )
     leaves = [leaf for c in children for leaf in c[1]]
     weak = tuple(i for i, (_, leaf) in enumerate(leaves) if _is_weak_scalar(leaf))
     float_dtype = np.dtype(np.float32)
