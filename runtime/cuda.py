@@ -118,44 +118,24 @@ class CudaExecutable:
 
     def __init__(self, module: types.ModuleType, entry: str):
         signature = read_signature(module, entry)
+        signature.check_static_outputs()
         self.module = module
         self.entry = entry
         self.function = getattr(module, signature.function)
         self.host_inputs = signature.inputs
         self.host_outputs = signature.outputs
-        if any(None in spec.shape for spec in self.host_outputs):
-            raise ValueError(f"'{entry}' has outputs of dynamic shape, which cannot be allocated")
-        self.inputs, self.outputs = self.host_inputs, self.host_outputs
+        self.inputs, self.outputs = signature.caller_inputs, signature.caller_outputs
         self.input_slots: tuple[ArenaSlot, ...] = signature.arena_inputs
         self.output_slots: tuple[ArenaSlot, ...] = signature.arena_outputs
-        if self.input_slots or self.output_slots:
-            self.inputs = tuple(slot.spec for slot in self.input_slots)
-            self.outputs = tuple(slot.spec for slot in self.output_slots)
         self.workspace_bytes = signature.workspace_bytes
         self.output_aliases = signature.output_aliases
         self._per_thread = threading.local()
         # The caller's inputs packed into each input arena, by arena (host input index).
-        self._members: dict[int, list[int]] = {}
-        for k, slot in enumerate(self.input_slots):
-            if slot.offset is not None:
-                self._members.setdefault(slot.host, []).append(k)
+        self._members = signature.arena_members()
         # For each output slot, the caller input at the same place of its donated arena.
-        self._sources: list[int | None] = [self._source(slot) for slot in self.output_slots]
+        self._sources = [signature.input_in_place(slot) for slot in self.output_slots]
         # Donated arena -> (the views of it the last call returned, the arena).
         self._device_views: dict[int, tuple[tuple[Any, ...], Any]] = {}
-
-    def _source(self, output: ArenaSlot) -> int | None:
-        alias = self.output_aliases[output.host]
-        if output.offset is None or alias is None:
-            return None
-        for k, slot in enumerate(self.input_slots):
-            if (slot.host, slot.offset, slot.spec.shape) == (
-                alias,
-                output.offset,
-                output.spec.shape,
-            ):
-                return k
-        return None
 
     # -- program state ------------------------------------------------------------------
 

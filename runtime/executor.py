@@ -65,45 +65,27 @@ class Executable:
 
     def __init__(self, module: types.ModuleType, entry: str):
         signature = read_signature(module, entry)
+        signature.check_static_outputs()
         self.module = module
         self.entry = entry
         self.host_inputs = signature.inputs
         self.host_outputs = signature.outputs
         self.input_slots: tuple[ArenaSlot, ...] = signature.arena_inputs
         self.output_slots: tuple[ArenaSlot, ...] = signature.arena_outputs
-        self.inputs, self.outputs = self.host_inputs, self.host_outputs
-        if self.input_slots or self.output_slots:
-            self.inputs = tuple(slot.spec for slot in self.input_slots)
-            self.outputs = tuple(slot.spec for slot in self.output_slots)
-        self._members: dict[int, list[int]] = {}
-        for k, slot in enumerate(self.input_slots):
-            if slot.offset is not None:
-                self._members.setdefault(slot.host, []).append(k)
+        self.inputs, self.outputs = signature.caller_inputs, signature.caller_outputs
+        self._members = signature.arena_members()
         self._zero_copy: dict[int, tuple[tuple[object, ...], np.ndarray]] = {}
-        if any(None in spec.shape for spec in self.host_outputs):
-            raise ValueError(f"'{entry}' has outputs of dynamic shape, which cannot be allocated")
         self.function = getattr(module, signature.function)
         self.workspace_bytes = signature.workspace_bytes
         self.output_aliases = signature.output_aliases
         self._per_thread = threading.local()
-        self._same_as_input = [self._input_in_place(slot) for slot in self.output_slots]
+        # The caller input each output is when computed in place in its donated arena.
+        self._same_as_input = [signature.input_in_place(slot) for slot in self.output_slots]
         # (shape, dtype) of every caller input when none has a dynamic dimension: then one
         # comparison per array checks a well-formed call (`check_inputs`).
         self._input_types: tuple[tuple[tuple[int, ...], np.dtype], ...] | None = None
         if all(None not in spec.shape for spec in self.inputs):
             self._input_types = tuple((spec.shape, spec.dtype) for spec in self.inputs)  # type: ignore[misc]
-
-    def _input_in_place(self, output: ArenaSlot) -> int | None:
-        """The caller input that output `output` is (when its arena is that input's
-        donated arena, passed without a copy): same arena, offset and shape."""
-        alias = self.output_aliases[output.host]
-        if output.offset is None or alias is None:
-            return None
-        for k in self._members.get(alias, []):
-            slot = self.input_slots[k]
-            if (slot.offset, slot.spec.shape) == (output.offset, output.spec.shape):
-                return k
-        return None
 
     def check_inputs(self, args: Sequence[object]) -> list[np.ndarray]:
         """`args` as C-contiguous arrays; ValueError naming the first mismatch."""

@@ -109,6 +109,52 @@ class HostSignature:
     """Empty unless the host takes arenas (`"arenas"`)."""
     arena_outputs: tuple[ArenaSlot, ...]
 
+    # The caller's view, which `Executable` and `CudaExecutable` both keep.
+
+    @property
+    def caller_inputs(self) -> tuple[ArraySpec, ...]:
+        """The arrays the caller passes: the arena members' when the host takes arenas."""
+        if self.arena_inputs or self.arena_outputs:
+            return tuple(slot.spec for slot in self.arena_inputs)
+        return self.inputs
+
+    @property
+    def caller_outputs(self) -> tuple[ArraySpec, ...]:
+        """The arrays the caller gets back: the arena members' when the host returns arenas."""
+        if self.arena_inputs or self.arena_outputs:
+            return tuple(slot.spec for slot in self.arena_outputs)
+        return self.outputs
+
+    def arena_members(self) -> dict[int, list[int]]:
+        """Host input -> the caller inputs packed into that arena, in order."""
+        members: dict[int, list[int]] = {}
+        for k, slot in enumerate(self.arena_inputs):
+            if slot.offset is not None:
+                members.setdefault(slot.host, []).append(k)
+        return members
+
+    def input_in_place(self, output: ArenaSlot) -> int | None:
+        """The caller input that caller output `output` is when the host computes it in
+        place: its arena is that input's donated arena, at the same offset and shape."""
+        alias = self.output_aliases[output.host]
+        if output.offset is None or alias is None:
+            return None
+        for k, slot in enumerate(self.arena_inputs):
+            if (slot.host, slot.offset, slot.spec.shape) == (
+                alias,
+                output.offset,
+                output.spec.shape,
+            ):
+                return k
+        return None
+
+    def check_static_outputs(self) -> None:
+        """ValueError if an output has a dynamic dimension: the runtime allocates them."""
+        if any(None in spec.shape for spec in self.outputs):
+            raise ValueError(
+                f"'{self.entry}' has outputs of dynamic shape, which cannot be allocated"
+            )
+
 
 def _names(entry: dict, kind: str, count: int) -> list[str]:
     singular = kind[:-1]
