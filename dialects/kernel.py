@@ -176,6 +176,24 @@ def yielded_value(value: SSAValue) -> SSAValue:
     return value
 
 
+def escaping_results(members: Sequence[Operation]) -> list[OpResult]:
+    """The results of `members` that an op outside them reads, in order: what a
+    `kernel.group` made of `members` must yield."""
+    return [
+        result
+        for member in members
+        for result in member.results
+        if any(use.operation not in members for use in result.uses)
+    ]
+
+
 Kernel = Dialect("kernel", [GroupOp, YieldOp])
 
-__all__ = ["GROUP_MEMBER_TYPES", "GroupOp", "Kernel", "YieldOp", "yielded_value"]
+__all__ = [
+    "GROUP_MEMBER_TYPES",
+    "GroupOp",
+    "Kernel",
+    "YieldOp",
+    "escaping_results",
+    "yielded_value",
+]

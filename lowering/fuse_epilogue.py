@@ -87,7 +87,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from tessc.dialects import contract
-from tessc.dialects.kernel import GroupOp, YieldOp
+from tessc.dialects.kernel import GroupOp, YieldOp, escaping_results
 from tessc.dialects.tess import PatternKind
 from tessc.lowering.generic_analysis import labels, pattern_kind
 from tessc.lowering.loop_analysis import NestSummary, shared_by_chain, summarize_nest
@@ -252,12 +252,7 @@ def build_group(plan: GroupPlan, rewriter: PatternRewriter) -> GroupOp:
     """Move the members into a `kernel.group` after the last of them."""
     members: list[Operation] = list(plan.members)
     last = max(members, key=lambda m: plan.block.get_operation_index(m))
-    outside = [
-        result
-        for member in members
-        for result in member.results
-        if any(u.operation not in members for u in result.uses)
-    ]
+    outside = escaping_results(members)
     group = GroupOp([r.type for r in outside], [])
     rewriter.insert(group, InsertPoint.after(last))
     body = InsertPoint.before(group.yield_op)

@@ -106,7 +106,7 @@ from xdsl.transforms.common_subexpression_elimination import cse
 from tessc.dialects import contract
 from tessc.dialects.contract import ARENA_LAYOUT, DONATED, ArenaLayout, ArenaSlot
 from tessc.dialects.functions import called_functions
-from tessc.dialects.kernel import GroupOp
+from tessc.dialects.kernel import GroupOp, escaping_results
 from tessc.dialects.kernel import YieldOp as GroupYieldOp
 from tessc.lowering.generic_analysis import reads_captured, reads_loop_indices
 
@@ -591,12 +591,7 @@ def group_with_prologue(arena: GenericOp, prologue: Sequence[GenericOp], report:
     block = arena.parent_block()
     assert block is not None
     members: list[Operation] = [*prologue, arena]
-    outside = [
-        result
-        for member in members
-        for result in member.results
-        if any(use.operation not in members for use in result.uses)
-    ]
+    outside = escaping_results(members)
     group = GroupOp([r.type for r in outside], [])
     if report:
         contract.HORIZONTAL_PROLOGUE.set(group, len(prologue))
