@@ -15,9 +15,10 @@ parameter. This pass makes them ONE generic over contiguous storage: the paramet
    second (so the second cannot depend on the first); the merged op takes the second's
    place. Each parameter's update is then one generic.
 
-2. Grouping. An *update* is a generic that is elementwise (all iterators parallel, rank
-   >= 1, every operand read through the identity map or a rank-0 tensor read through
-   `(d...) -> ()`, its inits never read, one element type), whose full-rank operands are
+2. Grouping (in `tessc.lowering.horizontal_groups`). An *update* is a generic that is
+   elementwise (all iterators parallel, rank >= 1, every operand read through the
+   identity map or a rank-0 tensor read through `(d...) -> ()`, its inits never read,
+   one element type), whose full-rank operands are
    distinct ARGUMENTS of the function and whose results are each returned once. Updates
    with structurally identical bodies (ops, attributes, operand wiring, constants), one
    element type and the same rank-0 operands (the same SSA values, like `lr`) form a
@@ -80,7 +81,7 @@ from __future__ import annotations
 
 import math
 import os.path
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
@@ -92,13 +93,12 @@ from xdsl.dialects.builtin import (
     FunctionType,
     IntegerAttr,
     ModuleOp,
-    ShapedType,
     TensorType,
     i64,
 )
-from xdsl.dialects.linalg.attrs import IteratorType, IteratorTypeAttr
+from xdsl.dialects.linalg.attrs import IteratorTypeAttr
 from xdsl.dialects.linalg.ops import GenericOp, YieldOp
-from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, Region, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, OpResult, Region, SSAValue
 from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
 from xdsl.transforms.common_subexpression_elimination import cse
@@ -108,97 +108,22 @@ from tessc.dialects.contract import ARENA_LAYOUT, DONATED, ArenaLayout, ArenaSlo
 from tessc.dialects.functions import called_functions
 from tessc.dialects.kernel import GroupOp, escaping_results
 from tessc.dialects.kernel import YieldOp as GroupYieldOp
-from tessc.lowering.generic_analysis import reads_captured, reads_loop_indices
-
-# ---------------------------------------------------------------------------------------
-# Elementwise ops
-# ---------------------------------------------------------------------------------------
-
-
-def _maps(op: GenericOp) -> list[AffineMap]:
-    return [attr.data for attr in op.indexing_maps]
-
-
-def _shape(value: SSAValue) -> tuple[int, ...]:
-    return tuple(value.type.get_shape()) if isinstance(value.type, ShapedType) else ()
-
-
-def _element(value: SSAValue) -> Attribute:
-    typ = value.type
-    return typ.get_element_type() if isinstance(typ, ShapedType) else typ
-
-
-def is_shared_operand(value: SSAValue, affine_map: AffineMap) -> bool:
-    """A rank-0 tensor (or scalar) every iteration reads whole, such as a learning rate."""
-    return not _shape(value) and not affine_map.results
-
-
-def elementwise_refusal(op: GenericOp) -> str | None:
-    """Why `op` is not an elementwise op over one iteration space; None if it is."""
-    if not op.results:
-        return "on memrefs: not this level"
-    if any(it.data != IteratorType.PARALLEL for it in op.iterator_types):
-        return "has reduction iterators"
-    num_loops = len(op.iterator_types)
-    if num_loops == 0:
-        return "a rank-0 op: arenas pack tensors of rank >= 1"
-    block = op.body.block
-    if any(o.regions for o in block.ops):
-        return "its body has nested regions"
-    if reads_loop_indices(op) or reads_captured(op):
-        return "its body reads loop indices or a captured tensor (an indexing op)"
-    identity = AffineMap.identity(num_loops)
-    for index, (value, affine_map) in enumerate(zip(op.operands, _maps(op), strict=True)):
-        if index >= len(op.inputs) and block.args[index].uses:
-            return f"reads its init (output {index - len(op.inputs)})"
-        if not is_shared_operand(value, affine_map) and (
-            affine_map != identity or len(_shape(value)) != num_loops
-        ):
-            return (
-                f"operand {index} is read through {affine_map}, not the identity "
-                "(a broadcast, transpose or reduction)"
-            )
-    types = {_element(v) for v in op.operands if isinstance(v.type, ShapedType)}
-    if len(types) > 1:
-        names = ", ".join(sorted(str(t) for t in types))
-        return f"mixed dtypes ({names}): an arena holds one dtype"
-    return None
-
-
-def body_fingerprint(block: Block) -> Hashable:
-    """The body up to renaming: op names, properties, attributes, result types and how
-    operands are wired (block argument k, result r of the j-th op, or an outside value)."""
-    positions = {op: j for j, op in enumerate(block.ops)}
-
-    def wire(value: SSAValue) -> Hashable:
-        if isinstance(value, BlockArgument) and value.block is block:
-            return ("arg", value.index)
-        if isinstance(value, OpResult) and value.op in positions:
-            return ("result", positions[value.op], value.index)
-        return ("outside", value)
-
-    return (
-        tuple(arg.type for arg in block.args),
-        tuple(
-            (
-                op.name,
-                tuple(sorted(op.properties.items())),
-                tuple(sorted(op.attributes.items())),
-                tuple(wire(v) for v in op.operands),
-                tuple(r.type for r in op.results),
-            )
-            for op in block.ops
-        ),
-    )
-
+from tessc.lowering.generic_analysis import generic_maps
+from tessc.lowering.horizontal_groups import (
+    Group,
+    Update,
+    body_fingerprint,
+    element_of,
+    elementwise_refusal,
+    find_groups,
+    inputs_with_maps,
+    is_shared_operand,
+    shape_of,
+)
 
 # ---------------------------------------------------------------------------------------
 # Step 1: sibling merge
 # ---------------------------------------------------------------------------------------
-
-
-def _inputs_with_maps(op: GenericOp) -> list[tuple[SSAValue, AffineMap]]:
-    return list(zip(op.inputs, _maps(op)[: len(op.inputs)], strict=True))
 
 
 def can_merge_siblings(first: GenericOp, second: GenericOp, block: Block) -> bool:
@@ -206,11 +131,11 @@ def can_merge_siblings(first: GenericOp, second: GenericOp, block: Block) -> boo
     every use of `first`'s results comes after `second` (so `second` does not depend on it)."""
     if elementwise_refusal(first) or elementwise_refusal(second):
         return False
-    if _shape(first.results[0]) != _shape(second.results[0]):
+    if shape_of(first.results[0]) != shape_of(second.results[0]):
         return False
-    if _element(first.results[0]) != _element(second.results[0]):
+    if element_of(first.results[0]) != element_of(second.results[0]):
         return False
-    shared = {v for v, m in _inputs_with_maps(first) if not is_shared_operand(v, m)}
+    shared = {v for v, m in inputs_with_maps(first) if not is_shared_operand(v, m)}
     if not any(v in shared for v in second.inputs):
         return False
     for result in first.results:
@@ -224,17 +149,20 @@ def can_merge_siblings(first: GenericOp, second: GenericOp, block: Block) -> boo
 def merge_siblings(first: GenericOp, second: GenericOp) -> GenericOp:
     """One generic computing both, in `second`'s place; both are erased."""
     inputs: list[tuple[SSAValue, AffineMap]] = []
-    for value, affine_map in _inputs_with_maps(first) + _inputs_with_maps(second):
+    for value, affine_map in inputs_with_maps(first) + inputs_with_maps(second):
         if not any(v is value and m == affine_map for v, m in inputs):
             inputs.append((value, affine_map))
     outputs = [*first.outputs, *second.outputs]
-    out_maps = [*_maps(first)[len(first.inputs) :], *_maps(second)[len(second.inputs) :]]
-    block = Block(arg_types=[_element(v) for v in (*(v for v, _ in inputs), *outputs)])
+    out_maps = [
+        *generic_maps(first)[len(first.inputs) :],
+        *generic_maps(second)[len(second.inputs) :],
+    ]
+    block = Block(arg_types=[element_of(v) for v in (*(v for v, _ in inputs), *outputs)])
     yielded: list[SSAValue] = []
     for op, offset in ((first, 0), (second, len(first.outputs))):
         body = op.body.block
         mapping: dict[SSAValue, SSAValue] = {}
-        for index, (value, affine_map) in enumerate(_inputs_with_maps(op)):
+        for index, (value, affine_map) in enumerate(inputs_with_maps(op)):
             slot = next(k for k, (v, m) in enumerate(inputs) if v is value and m == affine_map)
             mapping[body.args[index]] = block.args[slot]
         for index in range(len(op.outputs)):
@@ -276,7 +204,7 @@ def merge_all_siblings(block: Block) -> None:
         first = worklist.pop()
         if first.parent is not block or elementwise_refusal(first):
             continue
-        readers = {use.operation for v in first.inputs if _shape(v) for use in v.uses}
+        readers = {use.operation for v in first.inputs if shape_of(v) for use in v.uses}
         candidates = [
             op
             for op in block.ops
@@ -289,97 +217,13 @@ def merge_all_siblings(block: Block) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# Step 2: grouping
-# ---------------------------------------------------------------------------------------
-
-
-@dataclass
-class Update:
-    """A generic that can join a group, and the argument at each packed operand position."""
-
-    op: GenericOp
-    key: Hashable
-    arguments: tuple[BlockArgument, ...]
-
-    @property
-    def size(self) -> int:
-        return math.prod(_shape(self.op.results[0]))
-
-
-def classify(op: GenericOp, block: Block, ret: func.ReturnOp) -> Update | str:
-    """`op` as an update of the function whose body is `block`, or why it is not one."""
-    if (reason := elementwise_refusal(op)) is not None:
-        return reason
-    arguments: list[BlockArgument] = []
-    shared: list[tuple[int, SSAValue]] = []
-    for index, (value, affine_map) in enumerate(_inputs_with_maps(op)):
-        if is_shared_operand(value, affine_map):
-            shared.append((index, value))
-        elif isinstance(value, BlockArgument) and value.block is block:
-            arguments.append(value)
-        elif isinstance(value, OpResult):
-            return (
-                f"operand {index} is computed (by {value.op.name}), not a function "
-                "argument: grouped updates must not depend on other ops"
-            )
-        else:
-            return f"operand {index} is not an argument of the function"
-    if not arguments:
-        return "reads no tensor argument: nothing to pack"
-    if len(set(arguments)) != len(arguments):
-        return "one argument at two operand positions"
-    for index, result in enumerate(op.results):
-        returned = sum(use.operation is ret for use in result.uses)
-        if returned != 1:
-            what = "not returned" if not returned else "returned more than once"
-            return f"result {index} is {what} by the function"
-    key = (body_fingerprint(op.body.block), _element(op.results[0]), tuple(shared))
-    return Update(op, key, tuple(arguments))
-
-
-@dataclass
-class Group:
-    updates: list[Update] = field(default_factory=list[Update])
-
-    def donated(self, function: func.FuncOp) -> bool:
-        """Whether some operand position packs only `{tess.donated}` arguments."""
-        attrs = function.arg_attrs.data if function.arg_attrs else ()
-        positions = zip(*(u.arguments for u in self.updates), strict=True)
-        return any(
-            all(a.index < len(attrs) and DONATED.in_dict(attrs[a.index]) for a in members)
-            for members in positions
-        )
-
-
-def find_groups(block: Block, ret: func.ReturnOp) -> tuple[list[Group], dict[Operation, str]]:
-    """The groups of `block`'s updates (in program order of their first member) and why
-    each other top-level generic is left alone."""
-    refused: dict[Operation, str] = {}
-    classes: dict[Hashable, Group] = {}
-    packed: set[BlockArgument] = set()
-    for op in block.ops:
-        if not isinstance(op, GenericOp):
-            continue
-        update = classify(op, block, ret)
-        if isinstance(update, str):
-            refused[op] = update
-        elif taken := [a for a in update.arguments if a in packed]:
-            name = taken[0].name_hint or f"argument {taken[0].index}"
-            refused[op] = f"%{name} is already packed for another update"
-        else:
-            packed.update(update.arguments)
-            classes.setdefault(update.key, Group()).updates.append(update)
-    return list(classes.values()), refused
-
-
-# ---------------------------------------------------------------------------------------
 # Rewriting a function
 # ---------------------------------------------------------------------------------------
 
 
 def _view(value: SSAValue, offset: int, shape: Sequence[int], before: Operation) -> SSAValue:
     """Elements [offset, offset + prod(shape)) of the 1-D `value`, shaped `shape`."""
-    size, element = math.prod(shape), _element(value)
+    size, element = math.prod(shape), element_of(value)
     view: Operation = tensor.ExtractSliceOp(
         value, [offset], [size], [1], TensorType(element, [size])
     )
@@ -422,7 +266,7 @@ def build_arena_generic(
     packed = iter(arenas)
     inputs: list[SSAValue] = []
     maps: list[AffineMap] = []
-    for value, affine_map in _inputs_with_maps(first):
+    for value, affine_map in inputs_with_maps(first):
         shared = is_shared_operand(value, affine_map)
         inputs.append(value if shared else next(packed))
         maps.append(AffineMap(1, 0, ()) if shared else AffineMap.identity(1))
@@ -485,7 +329,7 @@ class FunctionPacker:
         assert block.first_op is not None
         for member, (arena, offset) in self.input_slots.items():
             if member.uses:
-                member.replace_all_uses_with(_view(arena, offset, _shape(member), block.first_op))
+                member.replace_all_uses_with(_view(arena, offset, shape_of(member), block.first_op))
             assert isinstance(member, BlockArgument)
             block.erase_arg(member)
         function.properties["arg_attrs"] = ArrayAttr(
@@ -497,12 +341,12 @@ class FunctionPacker:
         function.properties.pop("res_attrs", None)
 
         inputs = [
-            ArenaSlot(holder.index, offset, _shape(arg))
+            ArenaSlot(holder.index, offset, shape_of(arg))
             for arg in old_args
             for holder, offset in [self.input_slots.get(arg, (arg, None))]
         ]
         outputs = [
-            ArenaSlot(returned.index(holder), offset, _shape(value))
+            ArenaSlot(returned.index(holder), offset, shape_of(value))
             for value, (holder, offset) in zip(old_results, holders, strict=True)
         ]
         ARENA_LAYOUT.set(function, ArenaLayout(tuple(inputs), tuple(outputs), tuple(names)))
@@ -517,7 +361,7 @@ class FunctionPacker:
         offsets = [0]
         for update in updates:
             offsets.append(offsets[-1] + update.size)
-        arena_type = TensorType(_element(updates[0].op.results[0]), [offsets.pop()])
+        arena_type = TensorType(element_of(updates[0].op.results[0]), [offsets.pop()])
         arenas: list[BlockArgument] = []
         for position in range(len(updates[0].arguments)):
             members = [u.arguments[position] for u in updates]
@@ -542,7 +386,7 @@ class FunctionPacker:
                 self.output_slots[member] = (result, offset)
                 for use in list(member.uses):
                     if use.operation is not ret:  # a view, right after the arena generic
-                        view = _view(result, offset, _shape(member), first)
+                        view = _view(result, offset, shape_of(member), first)
                         use.operation.operands[use.index] = view
         return generic, [u.op for u in updates]
 

@@ -28,7 +28,15 @@ PACKAGE_DIRS = {
 """Each folder and the package it is (pyproject.toml's package-dir)."""
 
 SHARED_LOWERING = frozenset(
-    {"loop_analysis", "generic_analysis", "gpu_common", "gpu_tree", "numba_ops", "vjp_rules"}
+    {
+        "loop_analysis",
+        "generic_analysis",
+        "horizontal_groups",
+        "gpu_common",
+        "gpu_tree",
+        "numba_ops",
+        "vjp_rules",
+    }
 )
 """Lowering modules that are not passes: any pass may import them (lowering/README.md,
 "Shared code that is not a pass")."""
