@@ -21,6 +21,12 @@ module docstring, steps 1, 2 and 4):
   prefix without loops of extent 1) a later nest can share with earlier ones: same
   extents, and every element one writes and another touches indexed by the same outer
   loops at the same positions, so distinct outer iterations touch disjoint elements.
+
+At the loop level itself (`scf`), the passes that rewrite loop nests after
+`tess-linalg-to-loops` (`tess-tile`, `tess-tile-dot`, `tess-parallel-columns`) and the
+code generators read index values the same way: `constant_int` (a constant's value),
+`unit_loop_bound` (the extent of a loop `0 to N step 1`), `same_index` (two indices
+provably equal) and `depends_on` (an index computed from a loop variable).
 """
 
 from __future__ import annotations
@@ -28,10 +34,13 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import ShapedType
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IntegerAttr, ShapedType
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
 from xdsl.dialects.linalg.attrs import IteratorType
+from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineMap
+from xdsl.traits import is_side_effect_free
 
 
 @dataclass(frozen=True)
@@ -224,6 +233,52 @@ def shared_by_chain(chain: Sequence[NestSummary], nest: NestSummary, limit: int)
     return limit
 
 
+# ---------------------------------------------------------------------------------------
+# Index values at the loop level (scf)
+# ---------------------------------------------------------------------------------------
+
+
+def constant_int(value: SSAValue) -> int | None:
+    """The value of an integer or index `arith.constant`, None for any other value."""
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return int(owner.value.value.data)
+    return None
+
+
+def unit_loop_bound(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:
+    """The extent of a loop `0 to ub step 1` with a constant `ub`, else None."""
+    if constant_int(lb) != 0 or constant_int(step) != 1:
+        return None
+    return constant_int(ub)
+
+
+def same_index(a: SSAValue, b: SSAValue) -> bool:
+    """Whether two index values are provably equal: one value, equal constants, or one
+    pure op on equal operands."""
+    if a is b or (constant_int(a) is not None and constant_int(a) == constant_int(b)):
+        return True
+    oa, ob = a.owner, b.owner
+    return (
+        isinstance(oa, Operation)
+        and isinstance(ob, Operation)
+        and oa.name == ob.name
+        and is_side_effect_free(oa)
+        and not oa.regions
+        and (oa.attributes, oa.properties) == (ob.attributes, ob.properties)
+        and len(oa.operands) == len(ob.operands)
+        and all(same_index(x, y) for x, y in zip(oa.operands, ob.operands, strict=True))
+    )
+
+
+def depends_on(value: SSAValue, root: SSAValue) -> bool:
+    """Whether `value` is computed from `root` (through ops without regions)."""
+    owner = value.owner
+    return value is root or (
+        isinstance(owner, Operation) and any(depends_on(v, root) for v in owner.operands)
+    )
+
+
 __all__ = [
     "STRIDED_ACCESS_COST",
     "Access",
@@ -231,10 +286,14 @@ __all__ = [
     "LoopNestPlan",
     "NestSummary",
     "access_cost",
+    "constant_int",
+    "depends_on",
     "dims_of",
     "operand_buffer",
     "plan_loop_nest",
+    "same_index",
     "shared_by_chain",
     "shared_outer_loops",
     "summarize_nest",
+    "unit_loop_bound",
 ]

@@ -45,6 +45,8 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
+from tessc.lowering.loop_analysis import constant_int
+
 
 class UnsupportedOpError(DiagnosticException):
     """The IR holds an op (or an op form) that has no Numba translation.
@@ -127,14 +129,6 @@ def tuple_literal(items: Sequence[object]) -> str:
     if len(items) == 1:
         return f"({items[0]},)"
     return "(" + ", ".join(str(x) for x in items) + ")"
-
-
-def constant_int(value: SSAValue) -> int | None:
-    """The value of an integer or index `arith.constant`, None for any other value."""
-    owner = value.owner
-    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
-        return int(owner.value.value.data)
-    return None
 
 
 # Numba has no scalar bitcast (`x.view(np.int32)` is for arrays): an LLVM one, emitted into

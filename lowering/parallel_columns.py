@@ -56,15 +56,9 @@ from xdsl.pattern_rewriter import (
 from xdsl.traits import IsTerminator
 
 from tessc.dialects import contract
+from tessc.lowering.loop_analysis import unit_loop_bound
 
 MIN_BLOCK = 16
-
-
-def _constant(value: SSAValue) -> int | None:
-    owner = value.owner
-    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
-        return int(owner.value.value.data)
-    return None
 
 
 def _only_loop(loop: scf.ForOp) -> scf.ForOp | None:
@@ -121,15 +115,9 @@ def match_column_nest(loop: scf.ForOp, block: int, min_blocks: int) -> ColumnNes
     while inner is not None:
         if inner.iter_args or any(r.iter_args for r in reductions):
             return None
-        extent = _constant(inner.ub)
+        extent = unit_loop_bound(inner.lb, inner.ub, inner.step)
         size = None if extent is None else _block_size(extent, block, min_blocks)
-        if (
-            size is not None
-            and _constant(inner.lb) == 0
-            and _constant(inner.step) == 1
-            and _column_position(inner)
-            and not _bounds_inside(reductions, inner)
-        ):
+        if size is not None and _column_position(inner) and not _bounds_inside(reductions, inner):
             return ColumnNest(tuple(reductions), inner, extent or 0, size)
         reductions.append(inner)
         inner = _only_loop(inner)

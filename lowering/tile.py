@@ -90,6 +90,7 @@ from xdsl.traits import IsTerminator, is_side_effect_free
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
+from tessc.lowering.loop_analysis import constant_int, depends_on, same_index, unit_loop_bound
 
 DEFAULT_TILE_SIZES: tuple[int, int, int] = (64, 128, 256)
 """(TI, TK, TJ), measured with bench/bench_matmul.py on the 2-core AVX-512 machine."""
@@ -100,46 +101,6 @@ by 4-13% in every same-run comparison by thread CPU time on the AVX-512 machine,
 DEFAULT_MIN_PARALLEL_BLOCKS = 4
 
 # -- matching ---------------------------------------------------------------------------
-
-
-def constant_index(value: SSAValue) -> int | None:
-    owner = value.owner
-    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
-        return int(owner.value.value.data)
-    return None
-
-
-def same_index(a: SSAValue, b: SSAValue) -> bool:
-    """Whether two index values are provably equal: one value, equal constants, or one
-    pure op on equal operands."""
-    if a is b or (constant_index(a) is not None and constant_index(a) == constant_index(b)):
-        return True
-    oa, ob = a.owner, b.owner
-    return (
-        isinstance(oa, Operation)
-        and isinstance(ob, Operation)
-        and oa.name == ob.name
-        and is_side_effect_free(oa)
-        and not oa.regions
-        and (oa.attributes, oa.properties) == (ob.attributes, ob.properties)
-        and len(oa.operands) == len(ob.operands)
-        and all(same_index(x, y) for x, y in zip(oa.operands, ob.operands, strict=True))
-    )
-
-
-def depends_on(value: SSAValue, root: SSAValue) -> bool:
-    """Whether `value` is computed from `root` (through ops without regions)."""
-    owner = value.owner
-    return value is root or (
-        isinstance(owner, Operation) and any(depends_on(v, root) for v in owner.operands)
-    )
-
-
-def unit_loop_bound(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:
-    """The extent of a loop `0 to ub step 1` with a constant `ub`, else None."""
-    if constant_index(lb) != 0 or constant_index(step) != 1:
-        return None
-    return constant_index(ub)
 
 
 @dataclass(frozen=True)
@@ -515,7 +476,7 @@ class RowKernelTiler:
     ) -> None:
         """The loops around k, as they were, then the k and j blocks."""
         if loops:
-            iv, extent = loops[0].body.block.args[0], constant_index(loops[0].ub) or 0
+            iv, extent = loops[0].body.block.args[0], constant_int(loops[0].ub) or 0
 
             def body(inner: Emitter, index: IndexValue) -> None:
                 self.mapping[iv] = index
@@ -616,7 +577,7 @@ class TileRowKernel(RewritePattern):
         for existing in op.parent_block().ops:  # type: ignore[union-attr]
             if existing is op:
                 break
-            value = constant_index(existing.results[0]) if existing.results else None
+            value = constant_int(existing.results[0]) if existing.results else None
             if value is not None and isinstance(existing.results[0].type, IndexType):
                 constant.made.setdefault(value, existing.results[0])
         tiled = RowKernelTiler(kernel, row_tile, (r, u), constant, blocks).build()

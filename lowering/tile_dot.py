@@ -73,7 +73,7 @@ from xdsl.traits import is_side_effect_free
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
-from tessc.lowering.tile import constant_index, depends_on, same_index
+from tessc.lowering.loop_analysis import constant_int, depends_on, same_index, unit_loop_bound
 
 DEFAULT_DOT_TILE: tuple[int, int] = (4, 4)
 DEFAULT_COLUMN_BLOCK = 64
@@ -100,8 +100,8 @@ def match_dot(op: scf.ParallelOp) -> DotNest | None:
         return None
     extents: list[int] = []
     for lb, ub, step in zip(op.lowerBound, op.upperBound, op.step, strict=True):
-        extent = constant_index(ub)
-        if constant_index(lb) != 0 or constant_index(step) != 1 or extent is None or extent < 1:
+        extent = unit_loop_bound(lb, ub, step)
+        if extent is None or extent < 1:
             return None
         extents.append(extent)
     i, j = op.body.block.args[-2:]
@@ -292,7 +292,7 @@ class TileDotNest(RewritePattern):
             if existing is op:
                 break
             if existing.results and isinstance(existing.results[0].type, IndexType):
-                if (value := constant_index(existing.results[0])) is not None:
+                if (value := constant_int(existing.results[0])) is not None:
                     constants.setdefault(value, existing.results[0])
         made: list[Operation] = []
         tiler = DotTiler(nest, r_count, c_count, self.column_block, constants, made)

@@ -49,9 +49,6 @@ PASS_TO_PASS = frozenset(
         ("memory_plan", "group_accumulators"),
         # The CUDA emitter extends the CPU one (its function emitter, TESSC_SIGNATURES).
         ("to_cuda", "to_numba"),
-        # Not yet mended: tess-tile-dot borrows tess-tile's index matchers (constant_index,
-        # same_index, depends_on), which belong in a shared module.
-        ("tile_dot", "tile"),
     }
 )
 """The pass modules that import another pass module, each with its reason."""
