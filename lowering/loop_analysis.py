@@ -26,16 +26,18 @@ At the loop level itself (`scf`), the passes that rewrite loop nests after
 `tess-linalg-to-loops` (`tess-tile`, `tess-tile-dot`, `tess-parallel-columns`) and the
 code generators read index values the same way: `constant_int` (a constant's value),
 `unit_loop_bound` (the extent of a loop `0 to N step 1`), `same_index` (two indices
-provably equal) and `depends_on` (an index computed from a loop variable).
+provably equal) and `depends_on` (an index computed from a loop variable); and the
+rewrites that build new nests take their index constants from one `IndexConstants` (reusing
+those defined before the nest; the new ones it makes, the caller inserts).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IntegerAttr, ShapedType
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ShapedType
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
 from xdsl.dialects.linalg.attrs import IteratorType
 from xdsl.ir import Operation, SSAValue
@@ -279,10 +281,41 @@ def depends_on(value: SSAValue, root: SSAValue) -> bool:
     )
 
 
+@dataclass
+class IndexConstants:
+    """Index constants for a new loop nest: `made` by value (those defined before the
+    nest in its block, reused, and new ones), and the new ones in `ops`, for the caller to
+    insert before the nest."""
+
+    made: dict[int, SSAValue] = field(default_factory=dict[int, SSAValue])
+    ops: list[Operation] = field(default_factory=list[Operation])
+
+    @classmethod
+    def before(cls, op: Operation) -> IndexConstants:
+        """The index constants defined before `op` in its block."""
+        constants = cls()
+        block = op.parent_block()
+        assert block is not None
+        for existing in block.ops:
+            if existing is op:
+                break
+            if existing.results and isinstance(existing.results[0].type, IndexType):
+                if (value := constant_int(existing.results[0])) is not None:
+                    constants.made.setdefault(value, existing.results[0])
+        return constants
+
+    def __call__(self, value: int) -> SSAValue:
+        if value not in self.made:
+            self.ops.append(constant := arith.ConstantOp(IntegerAttr.from_index_int_value(value)))
+            self.made[value] = constant.result
+        return self.made[value]
+
+
 __all__ = [
     "STRIDED_ACCESS_COST",
     "Access",
     "BufferOf",
+    "IndexConstants",
     "LoopNestPlan",
     "NestSummary",
     "access_cost",

@@ -77,7 +77,7 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, scf
-from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import IndexType, ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -90,7 +90,13 @@ from xdsl.traits import IsTerminator, is_side_effect_free
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
-from tessc.lowering.loop_analysis import constant_int, depends_on, same_index, unit_loop_bound
+from tessc.lowering.loop_analysis import (
+    IndexConstants,
+    constant_int,
+    depends_on,
+    same_index,
+    unit_loop_bound,
+)
 
 DEFAULT_TILE_SIZES: tuple[int, int, int] = (64, 128, 256)
 """(TI, TK, TJ), measured with bench/bench_matmul.py on the 2-core AVX-512 machine."""
@@ -271,20 +277,6 @@ def make_extent(value: IndexValue, sizes: set[int] | frozenset[int]) -> Extent:
 
 def static(count: int) -> Extent:
     return Extent(count, frozenset({count}))
-
-
-@dataclass
-class IndexConstants:
-    """Index constants: the function's, and new ones in `ops` (to insert before the loop)."""
-
-    made: dict[int, SSAValue] = field(default_factory=dict[int, SSAValue])
-    ops: list[Operation] = field(default_factory=list[Operation])
-
-    def __call__(self, value: int) -> SSAValue:
-        if value not in self.made:
-            self.ops.append(constant := arith.ConstantOp(IntegerAttr.from_index_int_value(value)))
-            self.made[value] = constant.result
-        return self.made[value]
 
 
 @dataclass
@@ -573,13 +565,7 @@ class TileRowKernel(RewritePattern):
             c: (effective_tile(c.depth, tk, u), effective_tile(c.cols, tj, 1))
             for c in kernel.contractions
         }
-        constant = IndexConstants()
-        for existing in op.parent_block().ops:  # type: ignore[union-attr]
-            if existing is op:
-                break
-            value = constant_int(existing.results[0]) if existing.results else None
-            if value is not None and isinstance(existing.results[0].type, IndexType):
-                constant.made.setdefault(value, existing.results[0])
+        constant = IndexConstants.before(op)
         tiled = RowKernelTiler(kernel, row_tile, (r, u), constant, blocks).build()
         bounds = {*op.operands}
         for loop in (inner for inner in op.walk() if isinstance(inner, scf.ForOp)):

@@ -60,7 +60,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, scf
-from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import IndexType, ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -73,7 +73,12 @@ from xdsl.traits import is_side_effect_free
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
-from tessc.lowering.loop_analysis import constant_int, depends_on, same_index, unit_loop_bound
+from tessc.lowering.loop_analysis import (
+    IndexConstants,
+    depends_on,
+    same_index,
+    unit_loop_bound,
+)
 
 DEFAULT_DOT_TILE: tuple[int, int] = (4, 4)
 DEFAULT_COLUMN_BLOCK = 64
@@ -157,15 +162,7 @@ class DotTiler:
     rows: int  # R
     cols: int  # C
     column_block: int  # TJ
-    constants: dict[int, SSAValue]
-    new_constants: list[Operation]
-
-    def constant(self, value: int) -> SSAValue:
-        if value not in self.constants:
-            made = arith.ConstantOp(IntegerAttr.from_index_int_value(value))
-            self.new_constants.append(made)
-            self.constants[value] = made.result
-        return self.constants[value]
+    constant: IndexConstants
 
     def build(self) -> scf.ParallelOp:
         nest, r_count, c_count = self.nest, self.rows, self.cols
@@ -287,22 +284,15 @@ class TileDotNest(RewritePattern):
         *_, n, m = nest.extents
         if n < r_count or m < c_count:
             return
-        constants: dict[int, SSAValue] = {}
-        for existing in op.parent_block().ops:  # type: ignore[union-attr]
-            if existing is op:
-                break
-            if existing.results and isinstance(existing.results[0].type, IndexType):
-                if (value := constant_int(existing.results[0])) is not None:
-                    constants.setdefault(value, existing.results[0])
-        made: list[Operation] = []
-        tiler = DotTiler(nest, r_count, c_count, self.column_block, constants, made)
+        constant = IndexConstants.before(op)
+        tiler = DotTiler(nest, r_count, c_count, self.column_block, constant)
         new_ops: list[Operation] = [tiler.build()]
         n_full, m_full = n - n % r_count, m - m % c_count
         if n_full < n:
             new_ops.append(tiler.leftover((n_full, n), (0, m)))
         if m_full < m:
             new_ops.append(tiler.leftover((0, n_full), (m_full, m)))
-        rewriter.replace(op, [*made, *new_ops], [])
+        rewriter.replace(op, [*constant.ops, *new_ops], [])
 
 
 def _tile(values: Sequence[int]) -> tuple[int, int]:
