@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from xdsl.dialects import arith, tensor
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
+from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
 from xdsl.dialects.linalg.attrs import IteratorType
 from xdsl.dialects.linalg.ops import FillOp, GenericOp, IndexOp, YieldOp
 from xdsl.ir import BlockArgument, Operation
@@ -30,8 +31,9 @@ def generic_maps(op: GenericOp) -> list[AffineMap]:
     return [attr.data for attr in op.indexing_maps]
 
 
-def is_reduction(op: GenericOp) -> bool:
-    return any(it.data == IteratorType.REDUCTION for it in op.iterator_types)
+def is_reduction(op: LinalgStructuredOperation) -> bool:
+    """Whether `op` has a reduction loop (on tensors or memrefs: the gpu passes ask too)."""
+    return any(it.data == IteratorType.REDUCTION for it in op.get_iterator_types())
 
 
 def is_permutation(m: AffineMap) -> bool:

@@ -42,6 +42,8 @@ from xdsl.transforms.lower_affine import affine_expr_ops
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
+from tessc.lowering.generic_analysis import is_reduction
+from tessc.lowering.loop_analysis import constant_int
 
 KERNELS_MODULE = "kernels"
 """The one `gpu.module` of a module at the gpu level."""
@@ -49,11 +51,8 @@ CONTAINER_ATTR = "gpu.container_module"
 
 
 def constant_index(value: SSAValue) -> int | None:
-    owner = value.owner
-    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
-        if isinstance(value.type, IndexType):
-            return int(owner.value.value.data)
-    return None
+    """The value of an index `arith.constant`, None for any other value."""
+    return constant_int(value) if isinstance(value.type, IndexType) else None
 
 
 # -- bodies -------------------------------------------------------------------------------
@@ -234,10 +233,6 @@ def maps_of(op: LinalgStructuredOperation) -> list[AffineMap]:
 
 def loop_ranges(op: LinalgStructuredOperation) -> tuple[int, ...]:
     return tuple(op.get_static_loop_ranges()) if op.get_iterator_types() else ()
-
-
-def is_reduction(op: LinalgStructuredOperation) -> bool:
-    return any(str(t.data) != "parallel" for t in op.get_iterator_types())
 
 
 def access_indices(b: Body, affine_map: AffineMap, induction: Sequence[SSAValue]) -> list[SSAValue]:
