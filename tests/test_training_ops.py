@@ -10,6 +10,8 @@ import pytest
 import tessc as ts
 from tessc.dialects.builder import TessError
 
+from helpers import central_difference
+
 TARGETS = ("reference", "cpu")
 RNG = np.random.default_rng(7)
 X = RNG.normal(size=(5, 4)).astype(np.float32)
@@ -216,15 +218,6 @@ def test_numpy_functions_without_a_tessc_form_are_located_errors() -> None:
 # ---------------------------------------------------------------------------------------
 # gradients against central differences (float64)
 # ---------------------------------------------------------------------------------------
-
-
-def central_difference(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
-    grad = np.zeros_like(x)
-    for k in range(x.size):
-        step = np.zeros_like(x)
-        step.flat[k] = eps
-        grad.flat[k] = (float(f(x + step)) - float(f(x - step))) / (2 * eps)
-    return grad
 
 
 W = RNG.normal(size=(5, 4))
