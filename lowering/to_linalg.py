@@ -85,6 +85,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from tessc.dialects import contract, tess
+from tessc.dialects.builder import element_type_of
 from tessc.dialects.tess import Shape, tensor_shape
 
 """Attribute naming the tess op a generic computes (for fusion reports and readers)."""
@@ -244,11 +245,6 @@ def build_elementwise(
 # ---------------------------------------------------------------------------------------
 # scalar bodies
 # ---------------------------------------------------------------------------------------
-
-
-def element_type_of(value: SSAValue) -> Attribute:
-    assert isinstance(value.type, TensorType)
-    return value.type.element_type
 
 
 def sigmoid(b: Builder, x: SSAValue) -> SSAValue:
