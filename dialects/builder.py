@@ -52,7 +52,13 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from tessc.dialects import tess, tess_index
-from tessc.dialects.tess import broadcast_shapes, format_shape, is_float, matmul_shape
+from tessc.dialects.tess import (
+    broadcast_shapes,
+    element_type_of,
+    format_shape,
+    is_float,
+    matmul_shape,
+)
 
 Shape: TypeAlias = tuple[int, ...]
 FloatType: TypeAlias = Float32Type | Float64Type
@@ -146,13 +152,6 @@ def shape_of(value: SSAValue) -> Shape:
     typ = value.type
     assert isinstance(typ, TensorType), f"expected a tensor value, got {typ}"
     return tuple(typ.get_shape())
-
-
-def element_type_of(value: SSAValue) -> Attribute:
-    """The element type of a tensor value (f32, f64, or an integer or bool type)."""
-    typ = value.type
-    assert isinstance(typ, TensorType), f"expected a tensor value, got {typ}"
-    return typ.element_type
 
 
 def describe(value: SSAValue) -> str:

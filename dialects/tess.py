@@ -212,9 +212,11 @@ def _tensor(shape: Sequence[int], element_type: Attribute) -> TensorType:
     return TensorType(element_type, shape)
 
 
-def _element_type(value: SSAValue) -> Attribute:
-    assert isinstance(value.type, TensorType)
-    return value.type.element_type
+def element_type_of(value: SSAValue) -> Attribute:
+    """The element type of a tensor value (f32, f64, or an integer or bool type)."""
+    typ = value.type
+    assert isinstance(typ, TensorType), f"expected a tensor value, got {typ}"
+    return typ.element_type
 
 
 class TessOp(IRDLOperation, abc.ABC):
@@ -314,7 +316,7 @@ class BinaryOp(TessOp, abc.ABC):
     def __init__(self, lhs: SSAValue | Operation, rhs: SSAValue | Operation):
         lhs, rhs = SSAValue.get(lhs), SSAValue.get(rhs)
         shape = broadcast_shapes(tensor_shape(lhs), tensor_shape(rhs))
-        super().__init__(operands=[lhs, rhs], result_types=[_tensor(shape, _element_type(lhs))])
+        super().__init__(operands=[lhs, rhs], result_types=[_tensor(shape, element_type_of(lhs))])
 
     def verify_(self) -> None:
         _check_float_tensors(self, self.ELEMENTS)
@@ -379,7 +381,7 @@ class CompareOp(BinaryOp, abc.ABC):
     ):
         lhs, rhs = SSAValue.get(lhs), SSAValue.get(rhs)
         shape = broadcast_shapes(tensor_shape(lhs), tensor_shape(rhs))
-        element = i1 if bool_result else _element_type(lhs)
+        element = i1 if bool_result else element_type_of(lhs)
         super(BinaryOp, self).__init__(operands=[lhs, rhs], result_types=[_tensor(shape, element)])
 
     def verify_(self) -> None:
@@ -488,7 +490,7 @@ class ReduceOp(TessOp, abc.ABC):
                 "dims": DenseArrayBase.from_list(i64, list(dims)),
                 "keepdim": UnitAttr() if keepdim else None,
             },
-            result_types=[_tensor(shape, _element_type(input))],
+            result_types=[_tensor(shape, element_type_of(input))],
         )
 
     @property
@@ -553,7 +555,7 @@ class ReshapeOp(TessOp):
 
     def __init__(self, input: SSAValue | Operation, shape: Sequence[int]):
         input = SSAValue.get(input)
-        super().__init__(operands=[input], result_types=[_tensor(shape, _element_type(input))])
+        super().__init__(operands=[input], result_types=[_tensor(shape, element_type_of(input))])
 
     def verify_(self) -> None:
         _check_float_tensors(self, self.ELEMENTS)
@@ -585,7 +587,7 @@ class PermuteOp(TessOp):
         super().__init__(
             operands=[input],
             properties={"dims": DenseArrayBase.from_list(i64, list(dims))},
-            result_types=[_tensor([shape[d] for d in dims], _element_type(input))],
+            result_types=[_tensor([shape[d] for d in dims], element_type_of(input))],
         )
 
     @property
@@ -618,7 +620,7 @@ class BroadcastToOp(TessOp):
 
     def __init__(self, input: SSAValue | Operation, shape: Sequence[int]):
         input = SSAValue.get(input)
-        super().__init__(operands=[input], result_types=[_tensor(shape, _element_type(input))])
+        super().__init__(operands=[input], result_types=[_tensor(shape, element_type_of(input))])
 
     def verify_(self) -> None:
         _check_float_tensors(self, self.ELEMENTS)
@@ -684,7 +686,7 @@ class SelectOp(TessOp):
         cond, lhs, rhs = SSAValue.get(cond), SSAValue.get(lhs), SSAValue.get(rhs)
         shape = broadcast_shapes(tensor_shape(cond), tensor_shape(lhs), tensor_shape(rhs))
         super().__init__(
-            operands=[cond, lhs, rhs], result_types=[_tensor(shape, _element_type(lhs))]
+            operands=[cond, lhs, rhs], result_types=[_tensor(shape, element_type_of(lhs))]
         )
 
     def verify_(self) -> None:
@@ -714,7 +716,7 @@ class MatmulOp(TessOp):
     def __init__(self, lhs: SSAValue | Operation, rhs: SSAValue | Operation):
         lhs, rhs = SSAValue.get(lhs), SSAValue.get(rhs)
         shape = matmul_shape(tensor_shape(lhs), tensor_shape(rhs))
-        super().__init__(operands=[lhs, rhs], result_types=[_tensor(shape, _element_type(lhs))])
+        super().__init__(operands=[lhs, rhs], result_types=[_tensor(shape, element_type_of(lhs))])
 
     def verify_(self) -> None:
         _check_float_tensors(self, self.ELEMENTS)
@@ -765,6 +767,7 @@ __all__ = [
     "PatternKind",
     "Tess",  # noqa: F822 (made on first use by the module's __getattr__)
     "broadcast_shapes",
+    "element_type_of",
     "format_shape",
     "matmul_shape",
     "reduced_shape",

@@ -54,15 +54,11 @@ from tessc.dialects.tess import (
     TessOp,
     check_same_elements,
     check_tensor_type,
+    element_type_of,
     format_shape,
     is_integer,
     tensor_shape,
 )
-
-
-def _element_type(value: SSAValue) -> Attribute:
-    assert isinstance(value.type, TensorType)
-    return value.type.element_type
 
 
 def _ints(values: Sequence[int]) -> DenseArrayBase:
@@ -85,7 +81,7 @@ def _check_dim(op: Operation, dim: int, rank: int) -> None:
 
 def _check_index_type(op: Operation, value: SSAValue) -> None:
     check_tensor_type(op, value.type, Elements.ANY)
-    if not is_integer(_element_type(value)):
+    if not is_integer(element_type_of(value)):
         raise VerifyException(f"'{op.name}' expects i32 or i64 indices, got {value.type}")
 
 
@@ -123,7 +119,7 @@ class TakeOp(TessOp):
         super().__init__(
             operands=[input, indices],
             properties={"dim": _ints([dim])},
-            result_types=[TensorType(_element_type(input), shape)],
+            result_types=[TensorType(element_type_of(input), shape)],
         )
 
     @property
@@ -172,7 +168,7 @@ class ScatterAddOp(TessOp):
         super().__init__(
             operands=[input, indices],
             properties={"dim": _ints([dim])},
-            result_types=[TensorType(_element_type(input), shape)],
+            result_types=[TensorType(element_type_of(input), shape)],
         )
 
     @property
@@ -270,7 +266,7 @@ class ArgReduceOp(TessOp):
 
     def verify_(self) -> None:
         check_tensor_type(self, self.input.type, self.ELEMENTS)
-        if _element_type(self.result) != i64:
+        if element_type_of(self.result) != i64:
             raise VerifyException(f"'{self.name}' result must be an i64 tensor")
         source = tensor_shape(self.input)
         if len(self.dim.get_values()) != 1:
@@ -346,7 +342,7 @@ class SliceLikeOp(TessOp):
         super().__init__(
             operands=[input],
             properties={"offsets": _ints(offsets), "strides": _ints(strides)},
-            result_types=[TensorType(_element_type(input), shape)],
+            result_types=[TensorType(element_type_of(input), shape)],
         )
 
     @property
@@ -420,7 +416,7 @@ class ConcatOp(TessOp):
         super().__init__(
             operands=[values],
             properties={"dim": _ints([dim])},
-            result_types=[TensorType(_element_type(values[0]), shape)],
+            result_types=[TensorType(element_type_of(values[0]), shape)],
         )
 
     @property
