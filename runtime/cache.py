@@ -116,16 +116,17 @@ def _file_text(source: str, digest: str) -> str:
     return f"{HEADER_PREFIX}{digest}\n{source}"
 
 
-def _verified(path: Path, digest: str) -> bool:
-    """Whether `path` holds the header for `digest` and a body with that hash."""
+def verified_body(path: Path, digest: str) -> bytes | None:
+    """The body of cache file `path` if it holds the header for `digest` and a body with
+    that hash (also what `tessc.runtime.program_cache` reads), else None."""
     try:
         data = path.read_bytes()
     except OSError:
-        return False
+        return None
     header, newline, body = data.partition(b"\n")
     if not newline or header.decode("utf-8", "replace") != HEADER_PREFIX + digest:
-        return False
-    return hashlib.sha256(body).hexdigest() == digest
+        return None
+    return body if hashlib.sha256(body).hexdigest() == digest else None
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -160,7 +161,7 @@ def store_source(source: str, cache_dir: Path | None = None) -> Path:
     directory cannot hold it)."""
     digest = source_hash(source)
     path = cache_path(source, cache_dir)
-    if _verified(path, digest):
+    if verified_body(path, digest) is not None:
         STATS.reused += 1
         return path
     existed = path.exists()
@@ -367,4 +368,5 @@ __all__ = [
     "numba_compile_stats",
     "source_hash",
     "store_source",
+    "verified_body",
 ]

@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tessc.runtime.cache import (
-    HEADER_PREFIX,
     MODULE_PREFIX,
     default_cache_dir,
     source_hash,
     store_source,
+    verified_body,
 )
 
 INDEX_DIR = "programs"
@@ -63,19 +63,11 @@ def index_path(key: str, cache_dir: Path | None = None) -> Path:
 
 def _verified_source(digest: str, cache_dir: Path | None) -> str | None:
     """The body of the kernel-cache file for source hash `digest`, if it verifies."""
-    path = _directory(cache_dir) / f"{MODULE_PREFIX}{digest}.py"
+    body = verified_body(_directory(cache_dir) / f"{MODULE_PREFIX}{digest}.py", digest)
     try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    header, newline, body = data.partition(b"\n")
-    if not newline or header.decode("utf-8", "replace") != HEADER_PREFIX + digest:
-        return None
-    try:
-        source = body.decode("utf-8")
+        return None if body is None else body.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    return source if source_hash(source) == digest else None
 
 
 def lookup(key: str, cache_dir: Path | None = None) -> str | None:

@@ -110,7 +110,7 @@ def test_damaged_cache_file_is_rebuilt(tmp_path: Path, damage) -> None:
     report = run_child(tmp_path)
     assert report["repaired"] == 1 and report["written"] == 0
     assert report["y"] == EXPECTED_Y and report["col"] == EXPECTED_COL
-    assert cache._verified(path, cache.source_hash(SOURCE))
+    assert cache.verified_body(path, cache.source_hash(SOURCE)) is not None
 
 
 def test_cache_file_layout(tmp_path: Path) -> None:
