@@ -49,6 +49,8 @@ VIEW_OPS = (
     memref.CastOp,
     memref.ViewOp,
 )
+"""Ops whose result is another name for (part of) their source's memory (also
+`tess-memory-plan`'s)."""
 
 
 def _identity(map_attr: AffineMapAttr) -> bool:

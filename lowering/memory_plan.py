@@ -99,19 +99,10 @@ from xdsl.utils.exceptions import PassFailedException
 from tessc.dialects import contract
 from tessc.dialects.functions import called_functions
 from tessc.dialects.kernel import GroupOp
-from tessc.lowering.group_accumulators import detach_accumulator
+from tessc.lowering.group_accumulators import VIEW_OPS, detach_accumulator
 
 ALIGNMENT = 64
 """Byte alignment of every buffer in the arena."""
-
-VIEW_OPS = (
-    memref.CollapseShapeOp,
-    memref.ExpandShapeOp,
-    memref.SubviewOp,
-    memref.CastOp,
-    memref.ViewOp,
-)
-"""Ops whose result is another name for (part of) their source's memory."""
 
 
 def memref_bytes(typ: Attribute) -> int | None:
