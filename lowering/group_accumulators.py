@@ -29,6 +29,14 @@ The epilogue is then the only member touching `%out` or `%w`, reading each eleme
 and `%out` aliases `%w`. The rewrite is only made when that test will then pass (the plan
 checks the rest: `%w` read by nothing after the group). `%acc` joins the arena: it trades
 an out-param the runtime allocates on every call for workspace it allocates once.
+
+Optimizer state. With momentum, the group updates the state (`m' = mu m + g` into an
+out-param) and then the weight, whose update reads the old `m` again (`tess-fuse` inlined
+`m'` into it). The state's out-param cannot alias the donated `m` while a later member
+reads `m`: `readers_before_writer` moves such readers before the state update when they
+depend on nothing in between (they read neither the state update's output nor anything
+written between). Every member reads `m` at the element it writes, and a group runs its
+members in order row by row, so each element of `m` is read before it is overwritten.
 """
 
 from __future__ import annotations
@@ -134,4 +142,45 @@ def detach_accumulator(group: GroupOp, out: SSAValue, source: SSAValue) -> bool:
     return True
 
 
-__all__ = ["detach_accumulator"]
+def elementwise_reader(member: object, source: SSAValue) -> bool:
+    """`member` reads `source` only as an input, at the element each iteration writes."""
+    if not isinstance(member, GenericOp) or source in member.outputs:
+        return False
+    if any(it.data != IteratorType.PARALLEL for it in member.iterator_types.data):
+        return False
+    if any(isinstance(op, memref.LoadOp) for op in member.body.walk()):
+        return False
+    maps = member.indexing_maps.data
+    return all(_identity(m) for v, m in zip(member.inputs, maps, strict=False) if v is source)
+
+
+def readers_before_writer(group: GroupOp, out: SSAValue, source: SSAValue) -> bool:
+    """Move the members that read `source` after the one member writing `out` (an
+    optimizer's state update, read again by the parameter update that recomputes it) to
+    just before that writer, when they depend on nothing between; then the writer is the
+    last member touching `source`. False, and nothing changed, when that is not possible."""
+    members = group.members()
+    writers = [m for m in members if out in m.operands]
+    if len(writers) != 1 or not elementwise_reader(writers[0], source):
+        return False
+    writer = writers[0]
+    start = members.index(writer)
+    readers = [m for m in members[start + 1 :] if source in m.operands]
+    if not readers or not all(elementwise_reader(m, source) for m in readers):
+        return False
+    moved: list[GenericOp] = []
+    for reader in readers:
+        assert isinstance(reader, GenericOp)
+        between = [m for m in members[start : members.index(reader)] if m not in moved]
+        written = {v for m in between if isinstance(m, GenericOp) for v in m.outputs}
+        touched = {v for m in between for v in m.operands}
+        if written & set(reader.inputs) or set(reader.outputs) & touched or out in reader.operands:
+            return False
+        moved.append(reader)
+    for reader in moved:
+        reader.detach()
+        Rewriter.insert_op(reader, InsertPoint.before(writer))
+    return True
+
+
+__all__ = ["detach_accumulator", "elementwise_reader", "readers_before_writer"]

@@ -17,8 +17,9 @@ host ops (`linalg` ops, `func.call`s, `memref.copy`) use which buffers.
 2. Conflicts. Two buffers may share bytes when their intervals are disjoint, or when they
    are in-place partners: A's last use is B's first use W, they have the same type, and W
    is `memref.copy(A, B)` or a `linalg.generic` (directly, the single generic of a
-   called `tess.kernel`, or the only member of a `kernel.group` touching A or B, as an
-   arena update after its scalar prologue) with only parallel iterators that writes B
+   called `tess.kernel`, or the last member of a `kernel.group` touching A or B, the
+   members before it reading A, if at all, only as elementwise inputs at the element it
+   writes: they run first, row by row) with only parallel iterators that writes B
    (used once, directly) through an identity map and reads A, if at all, directly and
    only through identity maps: each element of A is read at the index it is written to,
    before it is (an elementwise update in place). A generic whose body loads from memory
@@ -32,6 +33,8 @@ host ops (`linalg` ops, `func.call`s, `memref.copy`) use which buffers.
    of its gradient, in place) gets its accumulation moved to a fresh intermediate when that
    makes the group's last member an in-place partner of a donated input last read there
    (`group_accumulators`): the update then overwrites the weight, never before it is read.
+   Likewise members that read a donated optimizer state after the member updating it
+   (the weight update recomputing the new momentum) move before that member.
 4. Argument storage. An intermediate of exactly the type of a donated input or an
    out-param lives in that array (its alloc replaced by the argument) when it conflicts
    with nothing the array holds: before an out-param is first written, after a donated
@@ -99,7 +102,12 @@ from xdsl.utils.exceptions import PassFailedException
 from tessc.dialects import contract
 from tessc.dialects.functions import called_functions
 from tessc.dialects.kernel import GroupOp
-from tessc.lowering.group_accumulators import VIEW_OPS, detach_accumulator
+from tessc.lowering.group_accumulators import (
+    VIEW_OPS,
+    detach_accumulator,
+    elementwise_reader,
+    readers_before_writer,
+)
 
 ALIGNMENT = 64
 """Byte alignment of every buffer in the arena."""
@@ -303,9 +311,16 @@ class HostPlanner:
             for r in op.results
         }
         touching = [m for m in group.members() if any(v in touched for v in m.operands)]
-        if len(touching) != 1 or not isinstance(touching[0], GenericOp):
+        if not touching or not isinstance(touching[-1], GenericOp):
             return None
-        return touching[0]
+        # Members before the writer may read `source` at the element the writer writes
+        # (they run first, row by row): not through a view, not touching `out`.
+        for member in touching[:-1]:
+            if any(v in touched and v is not source for v in member.operands):
+                return None
+            if not elementwise_reader(member, source):
+                return None
+        return touching[-1]
 
     def _partners(self, first: Buffer, second: Buffer) -> bool:
         """`second` is written in place over `first` (or the other way round)."""
@@ -383,6 +398,8 @@ class HostPlanner:
                 if max(self.uses(source), default=-1) != self.positions[group]:
                     continue
                 if detach_accumulator(group, out, source):
+                    return True
+                if readers_before_writer(group, out, source):
                     return True
         return False
 

@@ -148,8 +148,8 @@ OPTIMIZERS = {
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
 def test_mlp_step_updates_matmul_weights_and_biases_in_place(name: str) -> None:
     """The weights' gradients are matmuls grouped with their update (`tess-fuse-epilogue`);
-    donated, every parameter still comes back in its own array, with the values of the
-    plain step and of the reference interpreter."""
+    donated, every parameter and optimizer slot still comes back in its own array, with
+    the values of the plain step and of the reference interpreter."""
     optimizer = OPTIMIZERS[name]()
 
     def train_step(params, state, x, y):
@@ -173,16 +173,21 @@ def test_mlp_step_updates_matmul_weights_and_biases_in_place(name: str) -> None:
         for step in (plain, reference)
     }
     for _ in range(3):
-        new_params, state, loss = donating(params, state, x, y)
+        new_params, new_state, loss = donating(params, state, x, y)
         for k in params:
             assert new_params[k] is params[k], k  # the donated array itself, updated
-        params = new_params
+        for slot in set(state) - {"step"}:  # momentum, exp_avg, ...: in place too
+            for k in params:
+                assert new_state[slot][k] is state[slot][k], (slot, k)
+        params, state = new_params, new_state
         for step, (p, s) in list(runs.items()):
             p, s, expected_loss = step(p, s, x, y)
             runs[step] = (p, s)
             np.testing.assert_allclose(float(loss), float(expected_loss), rtol=1e-5)
-    for p, _ in runs.values():
+    for p, s in runs.values():
         for k in params:
             np.testing.assert_allclose(params[k], p[k], rtol=1e-5, atol=1e-6, err_msg=k)
+            for slot in set(state) - {"step"}:
+                np.testing.assert_allclose(state[slot][k], s[slot][k], rtol=1e-5, atol=1e-6)
     weights = donating.ir(params, state, x, y, stage="buffers")
     assert weights.count("tess.aliases_input") >= len(params)

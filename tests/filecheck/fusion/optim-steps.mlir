@@ -8,8 +8,8 @@
 // Adam over 50 parameters (250 floats): ONE kernel. Its scalar prologue computes the step
 // count's rank-0 chain (t + 1, lr / (1 - b1^t), sqrt(1 - b2^t)) once, then one parallel
 // loop over the arenas updates the parameters and both moments, each output in place of
-// its donated input.
-// CHECK-LABEL: func.func @adam50(%params_arena: memref<250xf32> {tess.donated}, %grads_arena: memref<250xf32>, %state_exp_avg_arena: memref<250xf32> {tess.donated}, %state_exp_avg_sq_arena: memref<250xf32> {tess.donated}, %state_step: memref<f32> {tess.donated}, %out0: memref<250xf32> {tess.aliases_input = 0 : i64}, %out1: memref<250xf32> {tess.aliases_input = 2 : i64}, %out2: memref<250xf32> {tess.aliases_input = 3 : i64}, %out3: memref<f32>,
+// its donated input; the step count too (t + 1 is the prologue's last reader of t).
+// CHECK-LABEL: func.func @adam50(%params_arena: memref<250xf32> {tess.donated}, %grads_arena: memref<250xf32>, %state_exp_avg_arena: memref<250xf32> {tess.donated}, %state_exp_avg_sq_arena: memref<250xf32> {tess.donated}, %state_step: memref<f32> {tess.donated}, %out0: memref<250xf32> {tess.aliases_input = 0 : i64}, %out1: memref<250xf32> {tess.aliases_input = 2 : i64}, %out2: memref<250xf32> {tess.aliases_input = 3 : i64}, %out3: memref<f32> {tess.aliases_input = 4 : i64},
 // CHECK:         func.call @adam50_kernel_0(
 // CHECK-NEXT:    func.return
 // CHECK:       func.func private @adam50_kernel_0(

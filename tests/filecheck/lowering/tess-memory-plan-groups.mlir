@@ -81,3 +81,51 @@ func.func @read_later(%w: memref<4x5xf32> {tess.donated}, %x: memref<6x4xf32>, %
 // CHECK-NEXT:      linalg.generic {{.*}} outs(%out0 : memref<4x5xf32>)
 // CHECK:           linalg.generic {{.*}} outs(%out0 : memref<4x5xf32>)
 // CHECK:           linalg.generic {{.*}} ins(%w : memref<4x5xf32>) outs(%out0 : memref<4x5xf32>)
+
+// Momentum: the state update (`m' = 0.9 m + g`) and the weight update (which recomputes
+// m' from m) both read the donated %m. The weight update, which reads nothing the state
+// update writes, moves before it: the state update is then the last member touching %m
+// and overwrites it in place; the weight update overwrites %w.
+func.func @momentum(%w: memref<4x5xf32> {tess.donated}, %m: memref<4x5xf32> {tess.donated}, %x: memref<6x4xf32>, %dh: memref<6x5xf32>, %out0: memref<4x5xf32>, %out1: memref<4x5xf32>) attributes {tess.num_outputs = 2 : i64} {
+  %acc = memref.alloc() : memref<4x5xf32>
+  kernel.group {
+    linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} outs(%acc : memref<4x5xf32>) {
+    ^bb0(%o: f32):
+      %zero = arith.constant 0.000000e+00 : f32
+      linalg.yield %zero : f32
+    }
+    linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d2, d0)>, affine_map<(d0, d1, d2) -> (d2, d1)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%x, %dh : memref<6x4xf32>, memref<6x5xf32>) outs(%acc : memref<4x5xf32>) {
+    ^bb0(%a: f32, %b: f32, %c: f32):
+      %p = arith.mulf %a, %b : f32
+      %s = arith.addf %c, %p : f32
+      linalg.yield %s : f32
+    }
+    linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%m, %acc : memref<4x5xf32>, memref<4x5xf32>) outs(%out1 : memref<4x5xf32>) attrs = {tess.op = "tess.add"} {
+    ^bb0(%mv: f32, %g: f32, %o: f32):
+      %mu = arith.constant 9.000000e-01 : f32
+      %scaled = arith.mulf %mu, %mv : f32
+      %new = arith.addf %scaled, %g : f32
+      linalg.yield %new : f32
+    }
+    linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%w, %m, %acc : memref<4x5xf32>, memref<4x5xf32>, memref<4x5xf32>) outs(%out0 : memref<4x5xf32>) attrs = {tess.op = "tess.sub"} {
+    ^bb0(%wv: f32, %mv: f32, %g: f32, %o: f32):
+      %mu = arith.constant 9.000000e-01 : f32
+      %scaled = arith.mulf %mu, %mv : f32
+      %mnew = arith.addf %scaled, %g : f32
+      %lr = arith.constant 1.000000e-01 : f32
+      %step = arith.mulf %lr, %mnew : f32
+      %new = arith.subf %wv, %step : f32
+      linalg.yield %new : f32
+    }
+  }
+  func.return
+}
+// CHECK-LABEL: func.func @momentum(%w: memref<4x5xf32> {tess.donated}, %m: memref<4x5xf32> {tess.donated}, %x: memref<6x4xf32>, %dh: memref<6x5xf32>, %out0: memref<4x5xf32> {tess.aliases_input = 0 : i64}, %out1: memref<4x5xf32> {tess.aliases_input = 1 : i64}, %workspace: memref<80xi8> {tess.workspace})
+// CHECK:         kernel.group {
+// CHECK:           linalg.generic {{.*}} ins(%x, %dh
+// CHECK:           linalg.generic {{.*}} ins(%w, %m, %acc : memref<4x5xf32>, memref<4x5xf32>, memref<4x5xf32>) outs(%out0 : memref<4x5xf32>) attrs = {tess.op = "tess.sub"}
+// CHECK:           linalg.generic {{.*}} ins(%m, %acc : memref<4x5xf32>, memref<4x5xf32>) outs(%out1 : memref<4x5xf32>) attrs = {tess.op = "tess.add"}
+// CHECK:         func.return
+// PLAIN-LABEL: func.func @momentum(
+// PLAIN:           attrs = {tess.op = "tess.add"}
+// PLAIN:           attrs = {tess.op = "tess.sub"}
