@@ -20,7 +20,7 @@ variant alike. GFLOP/s counts 2*N*K*M flops; "x np" is time / np.matmul's time (
 better; the goal is <= 2). Set NUMBA_NUM_THREADS / OPENBLAS_NUM_THREADS to compare one
 core with one core.
 
-Run: /work/venv/bin/python bench/bench_matmul.py [--sizes 256,512] [--repeat 20] [--rounds 5]
+Run: python bench/bench_matmul.py [--sizes 256,512] [--repeat 20] [--rounds 5]
      [--tile-sizes 64,128,256] [--register-tile 4,6] [--no-untiled] [--transposed]
      [--dtype float64]
 

@@ -384,16 +384,22 @@ def _shape_literal(shape: Sequence[int]) -> str:
 
 
 def signature_entry(fn: func.FuncOp, pyname: str, arg_names: Sequence[str]) -> str | None:
-    """The `TESSC_SIGNATURES` entry of a host function: memref args in, no results."""
+    """The `TESSC_SIGNATURES` entry of a host function: memref args in, no results.
+
+    An argument whose element type has no NumPy dtype is an `UnsupportedOpError` located
+    at `fn`, for the CPU and CUDA emitters alike."""
     arg_types = fn.function_type.inputs.data
     if fn.function_type.outputs.data or not all(isinstance(t, MemRefType) for t in arg_types):
         return None
     num_outputs = contract.NUM_OUTPUTS.get(fn) or 0
-    specs = [
-        f'({_shape_literal(memref_shape(t))}, "{dtype_name(t.element_type)}")'
-        for t in arg_types
-        if isinstance(t, MemRefType)
-    ]
+    try:
+        specs = [
+            f'({_shape_literal(memref_shape(t))}, "{dtype_name(t.element_type)}")'
+            for t in arg_types
+            if isinstance(t, MemRefType)
+        ]
+    except ValueError as error:  # an argument type without a NumPy dtype
+        raise UnsupportedOpError(fn, str(error)) from None
     names = [f'"{n}"' for n in arg_names]
     workspace = contract.WORKSPACE_BYTES.get(fn)
     extra = ""
@@ -540,10 +546,7 @@ def _emit_module(
         if emitter.used_prange:
             options.insert(0, "parallel=True")
         if not is_kernel:
-            try:
-                entry = signature_entry(fn, pyname, arg_names)
-            except ValueError as error:  # an argument type without a NumPy dtype
-                raise UnsupportedOpError(fn, str(error)) from None
+            entry = signature_entry(fn, pyname, arg_names)
             if entry is not None:
                 signatures.append(entry)
         options += ["fastmath=FASTMATH", 'error_model="numpy"']

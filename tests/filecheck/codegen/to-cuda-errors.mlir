@@ -1,4 +1,4 @@
-// RUN: not tessc-opt %s -t numba 2>&1 | filecheck %s
+// RUN: not tessc-opt %s -t numba --split-input-file 2>&1 | filecheck %s
 
 // Gpu-level IR the CUDA emitter cannot translate is a located diagnostic, not a traceback:
 // here a host function reads device memory element by element.
@@ -18,4 +18,21 @@
 // CHECK:      to-cuda-errors.mlir:10:5: error: cannot emit Numba code for 'memref.load': the host cannot access device memory element-wise
 // CHECK-NEXT:     %v = "memref.load"(%x, %c0) : (memref<4xf32>, index) -> f32
 // CHECK-NEXT:     ^
+// CHECK-NOT:  Traceback
+
+// -----
+
+// An argument without a NumPy dtype (i7) is located at its host function, as on the CPU.
+
+"builtin.module"() ({
+  "func.func"() <{sym_name = "g", function_type = (memref<4xi7>) -> ()}> ({
+  ^bb0(%out0: memref<4xi7>):
+    "func.return"() : () -> ()
+  }) {tess.num_outputs = 1 : i64} : () -> ()
+  "gpu.module"() <{sym_name = "kernels"}> ({
+  ^bb0:
+  }) : () -> ()
+}) {gpu.container_module} : () -> ()
+
+// CHECK:      to-cuda-errors.mlir:28:3: error: cannot emit Numba code for 'func.func': no NumPy dtype for type i7
 // CHECK-NOT:  Traceback
