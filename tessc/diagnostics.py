@@ -217,13 +217,20 @@ def error_message(error: BaseException) -> str:
     return str(error) or recorded_message(error) or type(error).__name__
 
 
+_VERIFIER_CRASHES = (ValueError, TypeError, AttributeError, KeyError, IndexError)
+"""What an xDSL verifier raises when it crashes on malformed IR (e.g. a misspelt property)."""
+
+
 def first_invalid_op(module: ModuleOp) -> Operation | None:
-    """The first op, innermost first, whose own checks fail (for errors naming no op)."""
+    """The first op, innermost first, whose own checks fail or crash (for errors naming no
+    op)."""
     for op in module.walk(region_first=True):
         try:
             op.verify(verify_nested_ops=False)
         except DiagnosticException as error:
             return failing_op(error) or op
+        except _VERIFIER_CRASHES:
+            return op
     return None
 
 
@@ -263,10 +270,11 @@ def verify_located(module: ModuleOp) -> None:
     except DiagnosticException as error:
         op = failing_op(error) or first_invalid_op(module)
         raise SourceVerifyError(error_message(error), op) from None
-    except (ValueError, TypeError, AttributeError, KeyError, IndexError) as error:
+    except _VERIFIER_CRASHES as error:
         # An xDSL verifier that crashed on malformed IR: still the input's fault.
         message = " ".join(str(error).split()) or type(error).__name__
-        raise SourceVerifyError(f"invalid IR ({message})", failing_op(error)) from None
+        op = failing_op(error) or first_invalid_op(module)
+        raise SourceVerifyError(f"invalid IR ({message})", op) from None
 
 
 # ---------------------------------------------------------------------------------------

@@ -245,6 +245,15 @@ MLIR_ERRORS = {
         (3, 3),
     ),
     "cycle": (CYCLE, "used before its definition", (2, 3)),
+    "misspelt-property": (  # func.return's verifier crashed on its parent's missing property
+        '"builtin.module"() ({\n'
+        '  "func.func"() <{sym_name = "g", functiof_type = () -> ()}> ({\n'
+        '    "func.return"() : () -> ()\n'
+        "  }) : () -> ()\n"
+        "}) : () -> ()\n",
+        "function_type",
+        (3, 5),
+    ),
 }
 
 
