@@ -6,7 +6,7 @@ clauses (`w - lr * g`; Adagrad's five). After `tess-fuse` each parameter's claus
 or two `linalg.generic`s: still a kernel launch and a pass over a small array per
 parameter. This pass makes them ONE generic over contiguous storage: the parameters in one
 1-D buffer (an arena), the gradients in another, the states in a third. It runs at level 3
-(linalg on tensors), after `tess-fuse`, in two steps.
+(linalg on tensors), after `tess-fuse`, in three steps.
 
 1. Sibling merge (`merge-siblings`). Two all-parallel generics over the same iteration
    space that read a common tensor become one multi-output generic (both bodies, then

@@ -16,12 +16,12 @@ and named ops alike, through their indexing maps and body) on memrefs:
    walks B and C with unit stride, A not at all), a row sum `(i, k) -> (i)` stays `i-k`
    (a register accumulation), a transposed copy writes its output with unit stride, and
    a column sum `(i, j) -> (j)` becomes `i-j`, unit stride but sequential (the price of
-   vectorising it; `tess-tile` can add parallel blocks). This is legal: a parallel loop
-   only sinks below the reductions if its iterations write disjoint output elements, and
-   a reduction loop is only innermost if it is the last one, so every output element
-   sees its reduction iterations in the same order and results are bit-identical to
-   iterator order. Loops of extent 1 are never chosen innermost when another loop is
-   larger.
+   vectorising it; `tess-parallel-columns` splits the columns into parallel blocks).
+   This is legal: a parallel loop only sinks below the reductions if its iterations write
+   disjoint output elements, and a reduction loop is only innermost if it is the last
+   one, so every output element sees its reduction iterations in the same order and
+   results are bit-identical to iterator order. Loops of extent 1 are never chosen
+   innermost when another loop is larger.
 2. The leading loops of that order that are parallel and index every output (so distinct
    iterations write distinct elements) become ONE `scf.parallel`, outermost; the rest are
    nested `scf.for`, 0 to the static loop range, step 1.

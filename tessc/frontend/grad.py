@@ -101,7 +101,7 @@ def _example(value: Any) -> Any:
     return unflatten_tree(tree, examples)
 
 
-def _live_ops(block_ops: Sequence[Operation], outputs: Sequence[SSAValue]) -> list[Operation]:
+def live_ops(block_ops: Sequence[Operation], outputs: Sequence[SSAValue]) -> list[Operation]:
     """The ops of a straight-line block that `outputs` depend on, in block order."""
     needed = set(outputs)
     live: list[Operation] = []
@@ -270,7 +270,7 @@ def _clone_into(
     """Insert the ops of `function` that `wanted` needs into `outer`, on `inputs`."""
     block = function.body.block
     mapping: dict[SSAValue, SSAValue] = dict(zip(block.args, inputs, strict=True))
-    for op in _live_ops(list(block.ops)[:-1], wanted):
+    for op in live_ops(list(block.ops)[:-1], wanted):
         outer.builder.insert(op.clone(value_mapper=mapping))
     return [mapping[value] for value in wanted]
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import SSAValue
 
 from tessc.dialects.builder import TessBuilder, TessError, numel, shape_of
 
@@ -189,6 +189,7 @@ def splice_gradient(
     """The gradient of `primal` (built from `gradient.function`) at `arguments`, its ops
     inserted by `b`: one tensor, a tuple of them, or `(value, gradients)`."""
     from tessc.context import make_context
+    from tessc.frontend.grad import live_ops
     from tessc.lowering.autodiff import TessAutodiffPass
 
     outputs = primal.function_type.outputs.data
@@ -205,23 +206,12 @@ def splice_gradient(
     returned = list(backward.body.block.last_op.operands)  # type: ignore[union-attr]
     wanted = returned if gradient.with_value else returned[1:]
     mapping: dict[SSAValue, SSAValue] = dict(zip(backward.body.block.args, arguments, strict=True))
-    for op in _live_ops(list(backward.body.block.ops)[:-1], wanted):
+    for op in live_ops(list(backward.body.block.ops)[:-1], wanted):
         b.insert(op.clone(value_mapper=mapping))
     values = [mapping.get(v, v) for v in wanted]
     grads = values[1:] if gradient.with_value else values
     result = grads[0] if gradient.single else tuple(grads)
     return (values[0], result) if gradient.with_value else result
-
-
-def _live_ops(ops: Sequence[Operation], outputs: Sequence[SSAValue]) -> list[Operation]:
-    """The ops of a straight-line block that `outputs` depend on, in block order."""
-    needed = set(outputs)
-    live: list[Operation] = []
-    for op in reversed(ops):
-        if any(result in needed for result in op.results):
-            live.append(op)
-            needed.update(op.operands)
-    return live[::-1]
 
 
 __all__ = ["Gradient", "nn_builtins", "splice_gradient", "subscript", "through_tensors"]
