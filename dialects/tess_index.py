@@ -95,13 +95,9 @@ def gathered_shape(source: Shape, indices: Shape, dim: int) -> Shape:
 # ---------------------------------------------------------------------------------------
 
 
-@irdl_op_definition
-class TakeOp(TessOp):
-    """Gather along `dim` by an integer index tensor (see the module docstring)."""
-
-    name = "tess.take"
-    PATTERN_KIND: ClassVar[PatternKind] = PatternKind.OPAQUE
-    ELEMENTS: ClassVar[Elements] = Elements.ANY
+class _AlongDimOp(TessOp):
+    """What `take` and its adjoint `scatter_add` share: a source, an integer index tensor,
+    and the one dim the indices address."""
 
     input = operand_def(TensorType)
     indices = operand_def(TensorType)
@@ -112,6 +108,30 @@ class TakeOp(TessOp):
         "$input `,` $indices `dim` `=` $dim attr-dict `:` type($input) `,` type($indices) "
         "`->` type($result)"
     )
+
+    @property
+    def axis(self) -> int:
+        return self.dim.get_values()[0]
+
+    def check_along_dim(self, indexed: Shape, verb: str) -> None:
+        """Element types, index type, and one valid, non-empty dim of the `indexed` shape
+        (the source a take gathers from, the result a scatter_add scatters into)."""
+        check_same_elements(self, [self.input, self.result], self.ELEMENTS)
+        _check_index_type(self, self.indices)
+        if len(self.dim.get_values()) != 1:
+            raise VerifyException(f"'{self.name}' takes one dim")
+        _check_dim(self, self.axis, len(indexed))
+        if indexed[self.axis] == 0:
+            raise VerifyException(f"'{self.name}' cannot {verb} an empty dim")
+
+
+@irdl_op_definition
+class TakeOp(_AlongDimOp):
+    """Gather along `dim` by an integer index tensor (see the module docstring)."""
+
+    name = "tess.take"
+    PATTERN_KIND: ClassVar[PatternKind] = PatternKind.OPAQUE
+    ELEMENTS: ClassVar[Elements] = Elements.ANY
 
     def __init__(self, input: SSAValue | Operation, indices: SSAValue | Operation, dim: int):
         input, indices = SSAValue.get(input), SSAValue.get(indices)
@@ -122,40 +142,20 @@ class TakeOp(TessOp):
             result_types=[TensorType(element_type_of(input), shape)],
         )
 
-    @property
-    def axis(self) -> int:
-        return self.dim.get_values()[0]
-
     def verify_(self) -> None:
-        check_same_elements(self, [self.input, self.result], self.ELEMENTS)
-        _check_index_type(self, self.indices)
         source = tensor_shape(self.input)
-        if len(self.dim.get_values()) != 1:
-            raise VerifyException(f"'{self.name}' takes one dim")
-        _check_dim(self, self.axis, len(source))
-        if source[self.axis] == 0:
-            raise VerifyException(f"'{self.name}' cannot gather from an empty dim")
+        self.check_along_dim(source, "gather from")
         _check_shape(self, gathered_shape(source, tensor_shape(self.indices), self.axis))
 
 
 @irdl_op_definition
-class ScatterAddOp(TessOp):
+class ScatterAddOp(_AlongDimOp):
     """`take`'s adjoint: zeros of the result type plus each operand element at the
     position `take` reads it from (see the module docstring)."""
 
     name = "tess.scatter_add"
     PATTERN_KIND: ClassVar[PatternKind] = PatternKind.OPAQUE
     ELEMENTS: ClassVar[Elements] = Elements.NUMBER
-
-    input = operand_def(TensorType)
-    indices = operand_def(TensorType)
-    dim = prop_def(DenseArrayBase.constr(i64))
-    result = result_def(TensorType)
-
-    assembly_format = (
-        "$input `,` $indices `dim` `=` $dim attr-dict `:` type($input) `,` type($indices) "
-        "`->` type($result)"
-    )
 
     def __init__(
         self,
@@ -171,19 +171,9 @@ class ScatterAddOp(TessOp):
             result_types=[TensorType(element_type_of(input), shape)],
         )
 
-    @property
-    def axis(self) -> int:
-        return self.dim.get_values()[0]
-
     def verify_(self) -> None:
-        check_same_elements(self, [self.input, self.result], self.ELEMENTS)
-        _check_index_type(self, self.indices)
         target = tensor_shape(self.result)
-        if len(self.dim.get_values()) != 1:
-            raise VerifyException(f"'{self.name}' takes one dim")
-        _check_dim(self, self.axis, len(target))
-        if target[self.axis] == 0:
-            raise VerifyException(f"'{self.name}' cannot scatter into an empty dim")
+        self.check_along_dim(target, "scatter into")
         expected = gathered_shape(target, tensor_shape(self.indices), self.axis)
         if tensor_shape(self.input) != expected:
             raise VerifyException(
