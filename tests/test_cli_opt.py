@@ -187,6 +187,26 @@ class BreakTypesPass(ModulePass):
                 child.parent_block().insert_op_before(neg, child)
 
 
+@dataclass(frozen=True)
+class NothingPass(ModulePass):
+    """Changes nothing (unlike cse or canonicalize, it keeps dead invalid ops)."""
+
+    name = "test-nothing"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class CrashPass(ModulePass):
+    """A pass with a bug: it crashes (on any input)."""
+
+    name = "test-crash"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        raise KeyError("no such value")
+
+
 class _RefuseAdd(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: AddOp, rewriter: PatternRewriter) -> None:
@@ -209,6 +229,8 @@ class _TestOptMain(TesscOptMain):
         self.register_pass(RefuseAddPatternPass.name, lambda: RefuseAddPatternPass)
         self.register_pass(FailAtAddPass.name, lambda: FailAtAddPass)
         self.register_pass(BreakTypesPass.name, lambda: BreakTypesPass)
+        self.register_pass(CrashPass.name, lambda: CrashPass)
+        self.register_pass(NothingPass.name, lambda: NothingPass)
 
 
 def run_in_process(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -267,6 +289,46 @@ def test_invalid_pass_output_is_reported_at_the_op(
         "does not verify:"
     )
     assert "this is a bug in tessc" in err
+
+
+@pytest.mark.parametrize("verify_each", [False, True])
+def test_invalid_output_of_an_earlier_pass_names_that_pass(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    verify_each: bool,
+) -> None:
+    # By default only the last pass's output is verified; the pipeline is then replayed
+    # to find the pass that broke the IR, with --verify-each it is caught right after it.
+    monkeypatch.setenv("TESSC_REPRODUCER_DIR", str(tmp_path / "reproducers"))
+    path = write(tmp_path, "ok.mlir", VALID)
+    args = [str(path), "-p", "cse,test-break-types,test-nothing"]
+    status, _, err = run_in_process(capsys, *args, *(["--verify-each"] if verify_each else []))
+    assert status == 1
+    assert err.startswith(
+        f"{path}: error: internal compiler error: IR produced by pass 'test-break-types' "
+        "does not verify:"
+    )
+    (reproducer,) = (tmp_path / "reproducers").iterdir()
+    assert f"rerun: tessc-opt {reproducer} -p 'test-break-types'" in err
+    assert "tess.neg" not in reproducer.read_text()  # the input of the breaking pass
+
+
+def test_crash_on_unverified_invalid_ir_names_the_pass_that_broke_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TESSC_REPRODUCER_DIR", str(tmp_path / "reproducers"))
+    path = write(tmp_path, "ok.mlir", VALID)
+    status, _, err = run_in_process(
+        capsys, str(path), "-p", "test-break-types,test-nothing,test-crash"
+    )
+    assert status == 1
+    assert "IR produced by pass 'test-break-types' does not verify" in err
+    # A crash after valid passes is the crashing pass's, with its input saved.
+    status, _, err = run_in_process(capsys, str(path), "-p", "cse,canonicalize,test-crash")
+    assert status == 1
+    assert "internal compiler error in pass 'test-crash': KeyError" in err
+    assert "-p 'test-crash'" in err
 
 
 def test_pass_failure_with_verify_diagnostics(

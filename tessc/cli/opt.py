@@ -14,6 +14,15 @@ It is `xDSLOptMain` (every xDSL dialect, pass and target, `-p 'pass{opt=v}'`,
 Errors are located diagnostics (`tessc.diagnostics`): `file:line:col: error: message`, the
 source line and a caret, on stderr, with exit status 1.
 
+Verification: the input is verified (its errors are the user's), and so is the output of
+the last pass. Between passes the module is verified only with `--verify-each` or
+`$TESSC_VERIFY_PASSES=1`: verifying a large module costs as much as a pass, and after every
+pass it was a quarter of the compile time. A pass leaving invalid IR is still an internal
+compiler error naming that pass: when the output does not verify, the pipeline is replayed
+from the source, verifying after each pass, to find the first pass whose output fails.
+Likewise no copy of the module is kept for crash reports: the input of a failing pass is
+made again from the source by the passes before it (passes are deterministic).
+
 With `--verify-diagnostics` (verifier and pass errors) or `--parsing-diagnostics` (parse
 errors) the same diagnostic goes to stdout instead, the exit status stays 0, and the next
 `--split-input-file` chunk is processed: invalid-IR tests FileCheck the diagnostics.
@@ -106,15 +115,18 @@ class TesscOptMain(xDSLOptMain):
     version_format: ClassVar[str] = "tessc-opt built on xdsl version {xdsl_version}"
 
     _source: SourceChunk
+    _content: bytes  # the chunk being compiled, to replay the pipeline on a failure
+    _file_extension: str
     _current_pass: ModulePass | None
-    _before: ModuleOp | None
+    _pass_index: int  # of `_current_pass` in the pipeline
     _pass_start: float
     _pass_cpu: float
 
     def __init__(self, args: list[str] | None = None):
         self._source = SourceChunk("stdin", "")
+        self._content, self._file_extension = b"", "mlir"
         self._current_pass = None
-        self._before = None
+        self._pass_index = 0
         self._pass_start, self._pass_cpu = time.perf_counter(), time.process_time()
         super().__init__(description="tessc modular optimizer driver", args=args)
 
@@ -146,6 +158,12 @@ class TesscOptMain(xDSLOptMain):
             help="print the wall time of parsing, each pass, verification and output to "
             "stderr (like mlir-opt -mlir-timing)",
         )
+        arg_parser.add_argument(
+            "--verify-each",
+            action="store_true",
+            help="verify the module after every pass (also $TESSC_VERIFY_PASSES=1); by "
+            "default only the input and the last pass's output are verified",
+        )
 
     # parsing ---------------------------------------------------------------------------
 
@@ -154,6 +172,7 @@ class TesscOptMain(xDSLOptMain):
     ) -> ModuleOp | None:
         content = chunk.read()
         self._source = SourceChunk(self.get_input_name(), decode_source(content), start_offset)
+        self._content, self._file_extension = content, file_extension
         try:
             return self.available_frontends[file_extension](_RewoundBytes(content))
         except ParseError as error:
@@ -194,6 +213,11 @@ class TesscOptMain(xDSLOptMain):
         except (ValueError, TypeError, ImportError) as error:
             raise CommandLineError(f"invalid pass pipeline '{self.args.passes}': {error}") from None
 
+    def _verify_each(self) -> bool:
+        if self.args.verify_each:
+            return True
+        return os.environ.get("TESSC_VERIFY_PASSES", "") not in ("", "0")
+
     def _between_passes(
         self, previous: ModulePass | None, module: ModuleOp, next: ModulePass | None
     ) -> None:
@@ -207,38 +231,79 @@ class TesscOptMain(xDSLOptMain):
             )
         if self.args.time_passes and previous is not None:
             print(f"Pass {previous.name} took {time.perf_counter() - self._pass_start} seconds")
-        with timing.phase("(verify)"):
-            self._verify_between(module, previous)
+        if previous is None or next is None or self._verify_each():
+            with timing.phase("(verify)"):
+                self._verify_between(module, previous)
         if previous is not None and next is not None and self.args.print_between_passes:
             print(f"IR after {previous.name}:")
             Printer(stream=sys.stdout).print_op(module)
             print("\n\n\n")
+        if previous is not None:
+            self._pass_index += 1
         self._current_pass = next
-        # What the next pass starts from: the reproducer if it fails (an ICE report).
-        self._before = module.clone() if next is not None else None
         self._pass_start, self._pass_cpu = time.perf_counter(), time.process_time()
 
     def _verify_between(self, module: ModuleOp, previous: ModulePass | None) -> None:
-        if not self.args.disable_verify:
-            if previous is None:
-                verify_located(module)
-            else:
-                try:
-                    verify_located(module)
-                except SourceVerifyError as error:
-                    output_error = PassOutputVerifyError(
-                        str(error), failing_op(error), previous.name
-                    )
-                    if self._before is not None:
-                        output_error.reproducer = write_reproducer(
-                            self._before, f"the input of pass '{previous.name}'"
-                        )
-                        output_error.spec = pass_spec(previous)
-                    raise output_error from None
+        if self.args.disable_verify:
+            return
+        if previous is None:
+            verify_located(module)
+            return
+        try:
+            verify_located(module)
+        except SourceVerifyError as error:
+            found: tuple[int, SourceVerifyError] = (self._pass_index, error)
+            before = None
+            if not self._verify_each() and self._pass_index > 0:
+                # Only this output was checked: the first invalid one may be earlier.
+                replayed, invalid = self._replay(self._pass_index + 1, verify=True)
+                if invalid is not None:
+                    before, found = replayed, invalid
+            if before is None:
+                before, _ = self._replay(found[0])
+            raise self._invalid_output(*found, before) from None
+
+    def _invalid_output(
+        self, index: int, error: SourceVerifyError, before: ModuleOp | None
+    ) -> PassOutputVerifyError:
+        """The internal compiler error for pass `index` producing IR that does not verify
+        (`error`), with its input `before` saved as the reproducer."""
+        culprit = self.pipeline.passes[index]
+        output_error = PassOutputVerifyError(str(error), failing_op(error), culprit.name)
+        output_error.spec = pass_spec(culprit)
+        if before is not None:
+            note = f"the input of pass '{culprit.name}'"
+            output_error.reproducer = write_reproducer(before, note)
+        return output_error
+
+    def _replay(
+        self, count: int, *, verify: bool = False
+    ) -> tuple[ModuleOp | None, tuple[int, SourceVerifyError] | None]:
+        """The module after the first `count` passes, made again from the source (passes
+        are deterministic), and None; with `verify`, the output of each pass is verified,
+        and at the first that fails: the module before that pass, and (its index, the
+        error). (None, None) if the replay itself fails.
+
+        This makes the reproducer of an internal compiler error, so that compiling keeps
+        no copy of the module until a pass fails."""
+        try:
+            module = self.available_frontends[self._file_extension](_RewoundBytes(self._content))
+            assert module is not None
+            for index, module_pass in enumerate(self.pipeline.passes[:count]):
+                before = module.clone() if verify else None
+                module_pass.apply(self.ctx, module)
+                if before is not None:
+                    try:
+                        verify_located(module)
+                    except SourceVerifyError as error:
+                        return before, (index, error)
+            return module, None
+        except Exception:
+            return None, None
 
     def apply_passes(self, prog: ModuleOp) -> None:
         self._current_pass = None
-        self._before = None
+        self._pass_index = 0
         try:
             self.pipeline.apply(self.ctx, prog)
         except (DiagnosticException, InternalCompilerError):
@@ -247,8 +312,14 @@ class TesscOptMain(xDSLOptMain):
             current = self._current_pass
             if current is None:
                 raise
+            # A pass crashing on invalid IR an earlier pass left (unverified) is that
+            # earlier pass's bug.
+            verify = not self._verify_each() and not self.args.disable_verify
+            before, invalid = self._replay(self._pass_index, verify=verify)
+            if invalid is not None:
+                raise self._invalid_output(*invalid, before) from error
             where = f"pass '{current.name}'"
-            raise internal_error(where, error, self._before, pass_spec(current)) from error
+            raise internal_error(where, error, before, pass_spec(current)) from error
 
     # running ---------------------------------------------------------------------------
 
@@ -320,13 +391,15 @@ class TesscOptMain(xDSLOptMain):
 
     def _output(self, module: ModuleOp) -> str:
         """The printed module or the target's output; a target's crash is an ICE report."""
-        before = module.clone() if self.args.target != "mlir" else None
         try:
             return self.output_resulting_program(module)
         except DiagnosticException:
             raise
         except Exception as error:
             where = f"target '{self.args.target}'"
+            before = None
+            if self.args.target != "mlir":  # the target's input, made again from the source
+                before, _ = self._replay(len(self.pipeline.passes))
             raise internal_error(where, error, before) from error
 
     def _describe(self, error: DiagnosticException) -> str:
