@@ -1,0 +1,123 @@
+"""Compile latency (issue 12): the work passes do grows linearly with the program.
+
+Not timed: each test counts work (effect queries, trait scans, pattern applications) on
+programs of two sizes or depths, so that a quadratic creeping back fails here on any
+machine, however loaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from xdsl.dialects import arith, memref
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir.core import OpTraits
+from xdsl.traits import MemoryWriteEffect, NoMemoryEffect, Pure
+from xdsl.transforms.canonicalize import CanonicalizePass
+from xdsl.transforms.dead_code_elimination import region_dce
+
+from tessc.context import make_context
+from tessc.reference import parse_module
+
+
+def loop_nest(depth: int, ops: int) -> str:
+    """A kernel: `depth` nested scf.for loops around `ops` additions and one store."""
+    lines = ["func.func @k(%m: memref<8xf32>, %x: f32) {"]
+    lines += ["  %c0 = arith.constant 0 : index", "  %c1 = arith.constant 1 : index"]
+    lines += ["  %c8 = arith.constant 8 : index"]
+    for d in range(depth):
+        lines.append(f"  scf.for %i{d} = %c0 to %c8 step %c1 {{")
+    previous = "%x"
+    for k in range(ops):
+        lines.append(f"    %v{k} = arith.addf {previous}, %x : f32")
+        previous = f"%v{k}"
+    lines.append(f"    memref.store {previous}, %m[%i{depth - 1}] : memref<8xf32>")
+    lines += ["  }"] * depth
+    lines += ["  func.return", "}"]
+    return "\n".join(lines) + "\n"
+
+
+@contextmanager
+def counting_effect_queries() -> Iterator[list[int]]:
+    """Count the effect queries answered by the traits of pure ops and stores."""
+    count = [0]
+    originals = {cls: vars(cls)["get_effects"] for cls in (NoMemoryEffect, MemoryWriteEffect)}
+
+    def counted(original: classmethod) -> classmethod:  # type: ignore[type-arg]
+        def get_effects(cls, op):  # type: ignore[no-untyped-def]
+            count[0] += 1
+            return original.__func__(cls, op)
+
+        return classmethod(get_effects)
+
+    try:
+        for cls, original in originals.items():
+            cls.get_effects = counted(original)  # type: ignore[method-assign, assignment]
+        yield count
+    finally:
+        for cls, original in originals.items():
+            cls.get_effects = original  # type: ignore[method-assign]
+
+
+def effect_queries(depth: int, ops: int) -> int:
+    module = parse_module(loop_nest(depth, ops))
+    ctx = make_context()
+    with counting_effect_queries() as count:
+        region_dce(module.body)
+        CanonicalizePass().apply(ctx, module)
+    assert isinstance(module, ModuleOp)
+    return count[0]
+
+
+def test_dead_code_queries_do_not_grow_with_loop_depth() -> None:
+    # xDSL asks every loop of a nest for the effects of its whole body (a set built from
+    # every nested op): O(ops * depth) per sweep. The early exit stops at the store.
+    shallow, deep = effect_queries(1, 300), effect_queries(5, 300)
+    assert deep < 1.5 * shallow, (shallow, deep)
+
+
+def test_dead_code_queries_are_linear_in_body_size() -> None:
+    small, large = effect_queries(3, 200), effect_queries(3, 800)
+    assert large < 4.5 * small, (small, large)
+
+
+def test_dead_code_answers_are_unchanged() -> None:
+    # Dead pure ops inside a loop go; the loop, which stores, stays; a loop whose body
+    # only computes is dead as a whole.
+    text = loop_nest(2, 3).replace(
+        "    memref.store", "    %dead = arith.mulf %x, %x : f32\n    memref.store"
+    )
+    module = parse_module(text)
+    region_dce(module.body)
+    names = [op.name for op in module.walk()]
+    assert "arith.mulf" not in names and names.count("scf.for") == 2
+    assert names.count("arith.addf") == 3
+    pure_loop = parse_module(
+        loop_nest(2, 3).replace("    memref.store %v2, %m[%i1] : memref<8xf32>\n", "")
+    )
+    region_dce(pure_loop.body)
+    assert "scf.for" not in [op.name for op in pure_loop.walk()]
+
+
+def test_trait_lookups_are_cached_and_follow_added_traits() -> None:
+    make_context()  # applies tessc's xDSL fixes
+    assert arith.AddfOp.has_trait(Pure)
+    assert arith.AddfOp.get_trait(Pure) is not None
+    assert "_tessc_traits_by_type" in vars(arith.AddfOp.traits)
+
+    class _Marker(NoMemoryEffect):
+        pass
+
+    traits = memref.DeallocOp.traits
+    saved = traits.traits
+    try:
+        assert not memref.DeallocOp.has_trait(_Marker)
+        traits.add_trait(_Marker())
+        assert memref.DeallocOp.has_trait(_Marker)
+        assert len(memref.DeallocOp.get_traits_of_type(_Marker)) == 1
+    finally:
+        traits._traits = saved
+        vars(traits).pop("_tessc_traits_by_type", None)
+    assert not memref.DeallocOp.has_trait(_Marker)
+    assert isinstance(traits, OpTraits)
