@@ -45,7 +45,9 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
+from tessc.dialects.micro import MmaOp
 from tessc.lowering.loop_analysis import constant_int
+from tessc.lowering.numba_micro import mma_name
 
 
 class UnsupportedOpError(DiagnosticException):
@@ -229,6 +231,7 @@ def _stem(op: Operation) -> str:
 # builtins and its keywords: locals and function names must not shadow them.
 _MODULE_NAMES = {
     "np", "math", "njit", "prange", "types", "intrinsic", "bitcast", "FASTMATH", "TESSC_SIGNATURES",
+    "ir", "cgutils", "micro_mma",
 }  # fmt: skip
 _BUILTIN_NAMES = set(
     "abs all any bool dict divmod enumerate filter float format hash id int isinstance iter len "
@@ -292,6 +295,7 @@ class OpEmitter:
         self.indent = 1
         self.uses_math = False
         self.uses_bitcast = False
+        self.mma_tiles: set[tuple[int, int, int]] = set()  # `micro.mma` shapes emitted
         # 0-d memrefs in parallel kernels, seen through 1-element views: Numba's parfor
         # lowering cannot index a 0-d array (`x[()]`) inside a prange body.
         self.scalar_views: dict[SSAValue, str] = {}
@@ -369,9 +373,18 @@ class OpEmitter:
             self.emit_subview(op)
         elif isinstance(op, memref.DimOp):
             self.emit_dim(op)
+        elif isinstance(op, MmaOp):
+            self.emit_mma(op)
         else:
             return False
         return True
+
+    def emit_mma(self, op: MmaOp) -> None:
+        """A call of the micro-kernel intrinsic for the op's tile (`numba_micro`)."""
+        self.mma_tiles.add(op.tile)
+        index = ", ".join(self.expr(v) for v in op.acc_indices)
+        args = [self.expr(v) for v in (op.lhs, op.lhs_offset, op.rhs, op.rhs_offset, op.depth)]
+        self.line(f"{mma_name(op.tile)}({', '.join(args)}, {self.expr(op.acc)}, ({index},))")
 
     def emit_expression(self, op: Operation, template: str) -> None:
         if len(op.results) != 1:

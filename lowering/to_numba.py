@@ -62,6 +62,7 @@ from xdsl.traits import IsTerminator
 # Re-exported: `_EXPRESSIONS` and `_CMPF` for tests that evaluate the templates.
 from tessc.dialects import contract
 from tessc.dialects.functions import called_functions
+from tessc.lowering.numba_micro import MMA_IMPORTS, MMA_TEMPLATE, mma_binding
 from tessc.lowering.numba_ops import _CMPF as _CMPF
 from tessc.lowering.numba_ops import _EXPRESSIONS as _EXPRESSIONS
 from tessc.lowering.numba_ops import (
@@ -524,6 +525,7 @@ def _emit_module(
     bodies: list[str] = []
     signatures: list[str] = []
     uses_math = uses_prange = uses_bitcast = False
+    mma_tiles: set[tuple[int, int, int]] = set()
     for fn in functions:
         pyname = function_names[fn.sym_name.data]
         is_kernel = contract.KERNEL.has(fn)
@@ -537,6 +539,7 @@ def _emit_module(
         uses_math |= emitter.uses_math
         uses_prange |= emitter.used_prange
         uses_bitcast |= emitter.uses_bitcast
+        mma_tiles |= emitter.mma_tiles
         # Only functions no other function calls are cached on disk. Numba writes a broken
         # cache entry (a segfault when the next process loads it, reproduced with Numba
         # 0.68) for a function compiled against a parallel callee that was itself loaded
@@ -557,11 +560,13 @@ def _emit_module(
     numba_names = [
         "njit",
         *(["prange"] if uses_prange else []),
-        *(["types"] if uses_bitcast else []),
+        *(["types"] if uses_bitcast or mma_tiles else []),
     ]
     imports = ["import math", ""] if uses_math else []
     imports += ["import numpy as np", f"from numba import {', '.join(numba_names)}"]
-    if uses_bitcast:
+    if mma_tiles:
+        imports += MMA_IMPORTS
+    elif uses_bitcast:
         imports.append("from numba.extending import intrinsic")
     fastmath_text = "{" + ", ".join(f'"{f}"' for f in flags) + "}" if flags else "False"
     signature_text = "{\n" + "\n".join(signatures) + "\n}" if signatures else "{}"
@@ -574,6 +579,8 @@ def _emit_module(
         f"TESSC_SIGNATURES = {signature_text}",
     ]
     helpers = [BITCAST_INTRINSIC] if uses_bitcast else []
+    if mma_tiles:
+        helpers += [MMA_TEMPLATE, "\n".join(mma_binding(tile) for tile in sorted(mma_tiles))]
     return "\n\n\n".join(["\n".join(prologue), *helpers, *bodies]) + "\n"
 
 

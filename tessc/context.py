@@ -1,6 +1,6 @@
 """
 The one `Context` every tessc tool and test parses in: all of xDSL's dialects plus tessc's
-(`tess`, and `kernel` for kernel boundaries).
+(`tess`, `kernel` for kernel boundaries, `micro` for register-tile micro-kernels).
 
 Dialects are registered lazily (a name and a loader), so building a context imports nothing
 but the loader table; a dialect's module is imported the first time IR names it.
@@ -25,6 +25,12 @@ def _load_kernel() -> Dialect:
     return Kernel
 
 
+def _load_micro() -> Dialect:
+    from tessc.dialects.micro import Micro
+
+    return Micro
+
+
 def register_tess_dialects(ctx: Context) -> None:
     """Add tessc's own dialects to `ctx` (for drivers that already have xDSL's), and the
     fixes to xDSL's parsers that tessc's IR needs (`tessc.xdsl_fixes`)."""
@@ -33,6 +39,7 @@ def register_tess_dialects(ctx: Context) -> None:
     apply_xdsl_fixes()
     ctx.register_dialect("tess", _load_tess)
     ctx.register_dialect("kernel", _load_kernel)
+    ctx.register_dialect("micro", _load_micro)
     from tessc.dialects.gpu_memory import AddressSpaceAttr
 
     ctx.load_attr_or_type(AddressSpaceAttr)  # `#gpu.address_space`, which xDSL's gpu lacks

@@ -24,6 +24,7 @@ TESS_PASSES: dict[str, str] = {
     "tess-linalg-to-loops": "tessc.lowering.to_loops:TessLinalgToLoopsPass",
     "tess-tile": "tessc.lowering.tile:TessTilePass",
     "tess-tile-dot": "tessc.lowering.tile_dot:TessTileDotPass",
+    "tess-pack-matmul": "tessc.lowering.pack_matmul:TessPackMatmulPass",
     "tess-parallel-columns": "tessc.lowering.parallel_columns:TessParallelColumnsPass",
     "tess-expand-math": "tessc.lowering.expand_math:TessExpandMathPass",
     "tess-gpu-partition": "tessc.lowering.gpu_partition:TessGpuPartitionPass",

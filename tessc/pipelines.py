@@ -11,7 +11,7 @@ pass-pipeline string in `xdsl-opt -p` syntax. For `cpu`:
                                                       tess-fuse-horizontal
     buffers  memrefs, destination-passing (level 4)   tess-bufferize, tess-memory-plan
     loops    host funcs + scf kernels (level 5)       tess-outline-kernels, tess-linalg-to-loops,
-                                                      tess-tile, tess-tile-dot,
+                                                      tess-pack-matmul, tess-tile, tess-tile-dot,
                                                       tess-parallel-columns,
                                                       tess-expand-math, canonicalize, cse
     numba    Python source for Numba (level 6)        codegen: emit_numba
@@ -111,7 +111,8 @@ class Pipeline:
 _FUSE = "tess-to-linalg,tess-fuse,tess-fuse-epilogue,tess-fuse-horizontal{donated-only=true}"
 _BUFFERS = "tess-bufferize,tess-memory-plan"
 _LOOPS = (
-    "tess-outline-kernels,tess-linalg-to-loops,tess-tile,tess-tile-dot,tess-parallel-columns,"
+    "tess-outline-kernels,tess-linalg-to-loops,tess-pack-matmul,tess-tile,tess-tile-dot,"
+    "tess-parallel-columns,"
     "tess-expand-math,canonicalize,cse"
 )
 _BASIC_LOOPS = "tess-outline-kernels,tess-linalg-to-loops,canonicalize,cse"

@@ -1,0 +1,109 @@
+"""
+The `micro` dialect: register-tile micro-kernels at the loop level (level 5).
+
+`tess-pack-matmul` copies blocks of a contraction's operands into packed panels and leaves
+the inner product of two panels to one op:
+
+    micro.mma %ap[%a], %bp[%b], %kc, %out[%i, %j] {rows = 8 : i64, cols = 32 : i64,
+        lanes = 16 : i64} : memref<24576xf32>, memref<65536xf32>, memref<512x512xf32>
+
+    out[.., i + r, j + c] += sum over k < kc of  ap[a + k * rows + r] * bp[b + k * cols + c]
+                                                  for r < rows, c < cols
+
+`ap` holds an MR-tall micro-panel of the left-hand side (`rows` values per k step),
+`bp` an NR-wide micro-panel of the right-hand side (`cols` values per k step), both
+contiguous; `out` is read once and written once, its last dim unit-stride and the tile's
+rows a row stride apart. The code generator emits it as one loop whose `rows x cols /
+lanes` vector accumulators stay in registers across all `kc` steps (`lanes`: elements per
+vector register of the target; `cols` is a multiple). Numba does not vectorise an
+output-stationary tile written as scalar code, and MLIR's `vector` dialect has no Numba
+translation, hence this op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import (
+    Float32Type,
+    Float64Type,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    NoneAttr,
+    i64,
+)
+from xdsl.ir import Attribute, Dialect, SSAValue
+from xdsl.irdl import IRDLOperation, attr_def, irdl_op_definition, operand_def, var_operand_def
+from xdsl.utils.exceptions import VerifyException
+
+
+@irdl_op_definition
+class MmaOp(IRDLOperation):
+    """`acc[indices..][r, c] += lhs-panel x rhs-panel` over `depth` k steps (module docstring)."""
+
+    name = "micro.mma"
+
+    lhs = operand_def(MemRefType)
+    lhs_offset = operand_def(IndexType)
+    rhs = operand_def(MemRefType)
+    rhs_offset = operand_def(IndexType)
+    depth = operand_def(IndexType)
+    acc = operand_def(MemRefType)
+    acc_indices = var_operand_def(IndexType)
+
+    rows = attr_def(IntegerAttr)
+    cols = attr_def(IntegerAttr)
+    lanes = attr_def(IntegerAttr)
+
+    assembly_format = (
+        "$lhs `[` $lhs_offset `]` `,` $rhs `[` $rhs_offset `]` `,` $depth `,` "
+        "$acc `[` $acc_indices `]` attr-dict `:` type($lhs) `,` type($rhs) `,` type($acc)"
+    )
+
+    def __init__(
+        self,
+        lhs: SSAValue,
+        lhs_offset: SSAValue,
+        rhs: SSAValue,
+        rhs_offset: SSAValue,
+        depth: SSAValue,
+        acc: SSAValue,
+        acc_indices: Sequence[SSAValue],
+        tile: tuple[int, int, int],
+    ):
+        rows, cols, lanes = (IntegerAttr(v, i64) for v in tile)
+        super().__init__(
+            operands=[lhs, lhs_offset, rhs, rhs_offset, depth, acc, acc_indices],
+            attributes={"rows": rows, "cols": cols, "lanes": lanes},
+        )
+
+    @property
+    def tile(self) -> tuple[int, int, int]:
+        """(rows, cols, lanes)."""
+        return self.rows.value.data, self.cols.value.data, self.lanes.value.data
+
+    def verify_(self) -> None:
+        types: list[Attribute] = [self.lhs.type, self.rhs.type, self.acc.type]
+        lhs, rhs, acc = (t for t in types if isinstance(t, MemRefType))
+        if len(lhs.get_shape()) != 1 or len(rhs.get_shape()) != 1:
+            raise VerifyException("'micro.mma' panels must be 1-d memrefs")
+        element = acc.element_type
+        if not isinstance(element, Float32Type | Float64Type):
+            raise VerifyException(f"'micro.mma' accumulates f32 or f64, not {element}")
+        if lhs.element_type != element or rhs.element_type != element:
+            raise VerifyException("'micro.mma' panels and accumulator differ in element type")
+        if len(acc.get_shape()) < 2 or len(self.acc_indices) != len(acc.get_shape()):
+            raise VerifyException("'micro.mma' needs a rank >= 2 accumulator, one index per dim")
+        if not isinstance(acc.layout, NoneAttr):
+            raise VerifyException("'micro.mma' accumulator must have the identity layout")
+        rows, cols, lanes = self.tile
+        if min(rows, cols, lanes) < 1 or cols % lanes:
+            raise VerifyException(
+                f"'micro.mma' tile {rows}x{cols} needs cols a multiple of lanes ({lanes})"
+            )
+
+
+Micro = Dialect("micro", [MmaOp])
+
+__all__ = ["Micro", "MmaOp"]

@@ -1,0 +1,128 @@
+"""
+Codegen of `micro.mma` for Numba: an `@intrinsic` that writes the micro-kernel's loop in
+LLVM IR with explicit vector types.
+
+Written as Python, an output-stationary tile does not vectorise: its `rows x cols` scalar
+accumulators stay scalar (measured: 13 GFLOP/s at 512 f32 against BLAS's 174), and a local
+array of accumulators is kept in memory because Numba's arrays may alias. So the tile is
+built here directly: `rows x cols / lanes` vector accumulators as loop-carried values (phi
+nodes: registers, no spills), per k step `cols / lanes` vector loads of the packed right-hand
+panel, `rows` scalar loads of the packed left-hand panel, each broadcast, and one
+`llvm.fmuladd` (an FMA where the target has one) per accumulator. The vector type fixes the
+register width: Numba's auto-vectoriser picks 256-bit vectors on AVX-512 machines (LLVM's
+`prefer-256-bit` tuning), an explicit `<16 x float>` gets zmm registers.
+
+The generated module defines `micro_mma(rows, cols, lanes)` once (`MMA_TEMPLATE`) and one
+intrinsic per tile shape it uses (`mma_binding`); the template is plain text in the module,
+so the kernel cache's content hash covers it.
+"""
+
+from __future__ import annotations
+
+MMA_IMPORTS: tuple[str, ...] = (
+    "from llvmlite import ir",
+    "from numba.core import cgutils",
+    "from numba.extending import intrinsic",
+)
+
+MMA_TEMPLATE = '''
+def micro_mma(rows, cols, lanes):
+    """acc[index][r, c] += sum(ap[a + k * rows + r] * bp[b + k * cols + c] for k < kc), for
+    r < rows, c < cols, with rows * cols / lanes vector accumulators in registers."""
+
+    @intrinsic
+    def mma(typingctx, ap, a, bp, b, kc, acc, index):
+        def codegen(context, builder, signature, args):
+            i64, bytes_ptr = ir.IntType(64), ir.IntType(8).as_pointer()
+            element = context.get_value_type(signature.args[0].dtype)
+            vector = ir.VectorType(element, lanes)
+            size = context.get_abi_sizeof(element)
+            lhs, rhs, out = (
+                context.make_array(signature.args[n])(context, builder, args[n])
+                for n in (0, 2, 5)
+            )
+
+            def int64(value, typ):
+                return context.cast(builder, value, typ, types.int64)
+
+            def at(base, offset, typ, count=1):  # element `offset` (i64) of `base`, as `typ`
+                byte = builder.mul(offset, ir.Constant(i64, size))
+                pointer = builder.gep(builder.bitcast(base, bytes_ptr), [byte])
+                return builder.load(builder.bitcast(pointer, typ.as_pointer()), align=size)
+
+            index = cgutils.unpack_tuple(builder, args[6])
+            strides = cgutils.unpack_tuple(builder, out.strides)
+            origin = builder.gep(builder.bitcast(out.data, bytes_ptr), [ir.Constant(i64, 0)])
+            for value, typ, stride in zip(index, signature.args[6], strides):
+                origin = builder.gep(origin, [builder.mul(int64(value, typ), stride)])
+            tile = []  # the accumulators' addresses in `acc`, row-major
+            for r in range(rows):
+                row = builder.gep(origin, [builder.mul(ir.Constant(i64, r), strides[-2])])
+                for v in range(cols // lanes):
+                    pointer = builder.gep(row, [ir.Constant(i64, v * lanes * size)])
+                    tile.append(builder.bitcast(pointer, vector.as_pointer()))
+            a0, b0 = int64(args[1], signature.args[1]), int64(args[3], signature.args[3])
+            depth = int64(args[4], signature.args[4])
+            initial = [builder.load(pointer, align=size) for pointer in tile]
+            entry = builder.block
+            loop = builder.append_basic_block("mma.loop")
+            done = builder.append_basic_block("mma.done")
+            zero = ir.Constant(i64, 0)
+            builder.cbranch(builder.icmp_signed(">", depth, zero), loop, done)
+            builder.position_at_end(loop)
+            k = builder.phi(i64)
+            k.add_incoming(zero, entry)
+            accs = [builder.phi(vector) for _ in initial]
+            for phi, value in zip(accs, initial):
+                phi.add_incoming(value, entry)
+            b_row = builder.add(b0, builder.mul(k, ir.Constant(i64, cols)))
+            b_vectors = [
+                at(rhs.data, builder.add(b_row, ir.Constant(i64, v * lanes)), vector)
+                for v in range(cols // lanes)
+            ]
+            name = f"llvm.fmuladd.v{lanes}f{size * 8}"
+            fmuladd = builder.module.globals.get(name) or ir.Function(
+                builder.module, ir.FunctionType(vector, [vector] * 3), name=name
+            )
+            a_row = builder.add(a0, builder.mul(k, ir.Constant(i64, rows)))
+            splat = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
+            updated = []
+            for r in range(rows):
+                scalar = at(lhs.data, builder.add(a_row, ir.Constant(i64, r)), element)
+                undefined = ir.Constant(vector, ir.Undefined)
+                single = builder.insert_element(undefined, scalar, ir.Constant(ir.IntType(32), 0))
+                broadcast = builder.shuffle_vector(single, undefined, splat)
+                for v, b_vector in enumerate(b_vectors):
+                    acc = accs[r * len(b_vectors) + v]
+                    updated.append(builder.call(fmuladd, [broadcast, b_vector, acc]))
+            k_next = builder.add(k, ir.Constant(i64, 1))
+            k.add_incoming(k_next, loop)
+            for phi, value in zip(accs, updated):
+                phi.add_incoming(value, loop)
+            builder.cbranch(builder.icmp_signed("<", k_next, depth), loop, done)
+            builder.position_at_end(done)
+            finals = [builder.phi(vector) for _ in tile]  # phis first: LLVM wants them
+            for final, before, after in zip(finals, initial, updated):
+                final.add_incoming(before, entry)
+                final.add_incoming(after, loop)
+            for final, pointer in zip(finals, tile):
+                builder.store(final, pointer, align=size)
+            return context.get_dummy_value()
+
+        return types.none(ap, a, bp, b, kc, acc, index), codegen
+
+    return mma
+'''.strip()
+
+
+def mma_name(tile: tuple[int, int, int]) -> str:
+    """The generated module's name of the intrinsic for a (rows, cols, lanes) tile."""
+    return "micro_mma_{}x{}x{}".format(*tile)
+
+
+def mma_binding(tile: tuple[int, int, int]) -> str:
+    """The module-level line that makes the intrinsic for `tile`."""
+    return f"{mma_name(tile)} = micro_mma({', '.join(map(str, tile))})"
+
+
+__all__ = ["MMA_IMPORTS", "MMA_TEMPLATE", "mma_binding", "mma_name"]

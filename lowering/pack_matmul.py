@@ -1,0 +1,611 @@
+"""
+`tess-pack-matmul`: large contractions as packed panels and a register-tile micro-kernel,
+GotoBLAS/BLIS style (level 5, loops).
+
+`tess-tile`'s i-k-j kernel loads and stores its output rows every few k steps and streams
+the right-hand side through L2 with a stride of a row: about 0.5-0.7x of BLAS. For a row
+kernel (`tess-tile`'s docstring) holding one contraction whose body is `out[.., i, j] =
+out[.., i, j] + x * y` (`x` computed from `i` and `k`, `y` from `k` and `j`, both through
+loads and pure ops), with N x K x M above `min-work`, this pass builds:
+
+    ap = alloc[nIB * MC * KC], bp = alloc[KC * NC], ct = alloc[nIB * MR, NR]   (once)
+    for b...:                                    the batch dims, serially
+     for jc < ceil(M / NC): j0 = jc * NC, nc = min(NC, M - j0)
+      for pc < ceil(K / KC): k0 = pc * KC, kc = min(KC, K - k0)
+       parallel jr < ceil(nc / NR):              pack B: NR-wide micro-panels, k-major
+         bp[(jr * kc + kk) * NR + c] = y(k0 + kk, j0 + jr * NR + c)   (j clamped to M - 1)
+       parallel ib < nIB: i0 = ib * MC, mi = min(MC, N - i0)
+         if jc == 0 and pc == 0: the row segments before the contraction (its zero fill)
+         pack A: ap[slot + (ir * kc + kk) * MR + r] = x(i0 + ir * MR + r, k0 + kk)
+         for jr: for ir:                          one B micro-panel in L1, A's block in L2
+           micro.mma ap[slot + ir * kc * MR], bp[jr * kc * NR], kc, out[.., it, jt]
+           (an edge tile: into ct's zeroed rows, then added to the rows and columns that exist)
+         if jc and pc are the last: the row segments after it (bias, activation) on the
+           block's rows, while they are in cache
+
+`micro.mma` keeps its MR x NR accumulators in vector registers for all kc steps (MR + NR/W
+loads per MR * NR/W FMAs, the output read and written once per kc steps): the code
+generator writes it with explicit vectors of the machine's width W. The tile follows W, read
+from the host CPU when the pass runs (`vector-bits`, 0 = host): 8 x 32 f32 / 8 x 16 f64 on
+AVX-512 (16 zmm accumulators of 32), 6 x 16 / 6 x 8 on AVX2 (12 ymm of 16), 4 x 8 / 4 x 4
+otherwise. Rows of A and columns of B past the matrix are packed from its last row or column
+(clamped), so the micro-kernel always runs a full tile and nothing reads out of bounds. A
+transposed or strided operand costs nothing extra: packing reads through whatever loads
+and ops computed `x` and `y`.
+
+Legality: `tess-tile`'s (a row kernel's rows touch disjoint elements of what it writes, so
+the row blocks run in parallel and each segment may run over a block of rows at once), plus:
+the segments before the contraction run, for a block of rows, before any of its products;
+those after it, after the last. B is packed before the parallel loop: it does not depend on
+`i`, and memrefs a row kernel writes are indexed by `i`, so no segment writes it. Each
+output element receives its k terms in k order within each KC block (fast-math
+reassociation aside). Smaller contractions are left to `tess-tile`: packing costs a copy
+of both operands and a scratch allocation per call, which small products do not win back.
+The new nest's parallel loops carry `tess.tile_sizes` (MC, KC, NC) and
+`tess.register_tile` (MR, NR), so `tess-tile` leaves them alone.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import (
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    IndexType,
+    MemRefType,
+    ModuleOp,
+    NoneAttr,
+)
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.utils.exceptions import PassFailedException
+
+from tessc.dialects import contract
+from tessc.dialects.micro import MmaOp
+from tessc.lowering.loop_analysis import IndexConstants, depends_on
+from tessc.lowering.tile import (
+    Contraction,
+    Emitter,
+    Extent,
+    IndexValue,
+    RowKernel,
+    RowSegment,
+    block_extent,
+    emit_loop,
+    make_extent,
+    match_row_kernel,
+    static,
+)
+
+DEFAULT_BLOCKS: tuple[int, int, int] = (192, 256, 4096)
+"""(MC, KC, NC): an MC x KC block of A (192 KiB f32) stays in L2, a KC x NR micro-panel of B
+(32 KiB) in L1; NC covers the whole right-hand side of the benchmarked sizes."""
+DEFAULT_MIN_WORK = 128**3 + 1
+"""N * K * M from which a contraction is packed; 128^3 and below stay with `tess-tile`."""
+DEFAULT_MIN_ROW_BLOCKS = 4
+"""MC shrinks until the rows make this many blocks, so both threads have work."""
+
+
+def host_vector_bits() -> int:
+    """The widest float vector the machine running the compiler has: 512 (AVX-512F), 256
+    (AVX2 + FMA) or 128. `NUMBA_CPU_FEATURES` (what Numba will compile for) wins over the
+    host's features."""
+    features = os.environ.get("NUMBA_CPU_FEATURES", "")
+    if not features:
+        try:
+            import llvmlite.binding as llvm
+
+            features = llvm.get_host_cpu_features().flatten()
+        except (ImportError, RuntimeError):  # pragma: no cover - llvmlite comes with Numba
+            return 128
+    enabled = {f[1:] for f in features.split(",") if f.startswith("+")}
+    if "avx512f" in enabled:
+        return 512
+    return 256 if {"avx2", "fma"} <= enabled else 128
+
+
+def register_tile(vector_bits: int, element_bits: int) -> tuple[int, int, int]:
+    """(MR, NR, lanes) for the vector width (module docstring)."""
+    lanes = max(1, vector_bits // element_bits)
+    if vector_bits >= 512:
+        return 8, 2 * lanes, lanes
+    if vector_bits >= 256:
+        return 6, 2 * lanes, lanes
+    return 4, 2 * lanes, lanes
+
+
+# -- matching ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PackedMatmul:
+    """A row kernel whose one contraction is `out[.., i, j] += x(i, k) * y(k, j)`."""
+
+    kernel: RowKernel
+    contraction: Contraction
+    x_ops: tuple[Operation, ...]  # the j loop's ops computing x, in order
+    y_ops: tuple[Operation, ...]
+    x: SSAValue
+    y: SSAValue
+    store: memref.StoreOp
+
+    @property
+    def element_bits(self) -> int:
+        return 32 if isinstance(self.x.type, Float32Type) else 64
+
+
+def backward_slice(value: SSAValue, ops: Sequence[Operation]) -> tuple[Operation, ...]:
+    """The ops of `ops` that `value` is computed from, in order."""
+    members, needed = set(ops), set[Operation]()
+    stack = [value]
+    while stack:
+        owner = stack.pop().owner
+        if isinstance(owner, Operation) and owner in members and owner not in needed:
+            needed.add(owner)
+            stack.extend(owner.operands)
+    return tuple(op for op in ops if op in needed)
+
+
+def match_packed(op: scf.ParallelOp) -> PackedMatmul | None:
+    if (kernel := match_row_kernel(op)) is None or len(kernel.contractions) != 1:
+        return None
+    (nest,) = kernel.contractions
+    if nest.outer_loops or len(nest.stored) != 1:
+        return None
+    body = list(nest.j_loop.body.block.ops)[:-1]
+    (store,) = (o for o in body if isinstance(o, memref.StoreOp))
+    out_type = store.memref.type
+    i, k, j = kernel.i, nest.k_loop.body.block.args[0], nest.j_loop.body.block.args[0]
+    if not isinstance(out_type, MemRefType) or not isinstance(out_type.layout, NoneAttr):
+        return None
+    *prefix, row, col = store.indices
+    if row is not i or col is not j or any(depends_on(v, x) for v in prefix for x in (i, j, k)):
+        return None
+    total = store.value.owner
+    if not isinstance(total, arith.AddfOp) or not isinstance(
+        out_type.element_type, Float32Type | Float64Type
+    ):
+        return None
+    loads = [
+        v
+        for v in total.operands
+        if isinstance(v.owner, memref.LoadOp) and v.owner.memref is store.memref
+    ]
+    if len(loads) != 1:
+        return None
+    product = total.rhs if loads[0] is total.lhs else total.lhs
+    if not isinstance(mul := product.owner, arith.MulfOp):
+        return None
+    for x, y in ((mul.lhs, mul.rhs), (mul.rhs, mul.lhs)):
+        if depends_on(x, j) or depends_on(y, i):
+            continue
+        x_ops, y_ops = backward_slice(x, body), backward_slice(y, body)
+        if any(isinstance(o, memref.LoadOp) and o.memref is store.memref for o in (*x_ops, *y_ops)):
+            return None
+        if x.type == y.type == out_type.element_type:
+            return PackedMatmul(kernel, nest, x_ops, y_ops, x, y, store)
+    return None
+
+
+# -- building ---------------------------------------------------------------------------
+
+
+@dataclass
+class Packer:
+    """Builds the packed replacement of one `PackedMatmul` (module docstring)."""
+
+    match: PackedMatmul
+    tile: tuple[int, int, int]  # MR, NR, lanes
+    blocks: tuple[int, int, int]  # MC, KC, NC (clamped to the shape)
+    constant: IndexConstants
+    mapping: dict[SSAValue, IndexValue] = field(default_factory=dict[SSAValue, IndexValue])
+    invariants: dict[SSAValue, SSAValue] = field(default_factory=dict[SSAValue, SSAValue])
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        nest = self.match.contraction
+        return self.match.kernel.rows, nest.depth, nest.cols
+
+    def values(self, e: Emitter) -> dict[SSAValue, SSAValue]:
+        return {**self.invariants, **{iv: e.value(v) for iv, v in self.mapping.items()}}
+
+    def clone(
+        self, e: Emitter, ops: Sequence[Operation], extra: dict[SSAValue, SSAValue]
+    ) -> dict[SSAValue, SSAValue]:
+        values = {**self.values(e), **extra}
+        for op in ops:
+            e.block.add_op(op.clone(values))
+        return values
+
+    def build(self) -> list[Operation]:
+        kernel = self.match.kernel
+        (mr, nr, _), (mc, kc, nc) = self.tile, self.blocks
+        n, _, _ = self.shape
+        element = self.match.x.type
+        row_blocks = -(-n // mc)
+        top = Block()
+        e = Emitter(top, self.constant)
+        for op in kernel.invariant_ops:
+            top.add_op(op.clone(self.invariants))
+        allocs = [
+            memref.AllocOp.get(element, 64, [row_blocks * mc * kc]),
+            memref.AllocOp.get(element, 64, [kc * nc]),
+            memref.AllocOp.get(element, 64, [row_blocks * mr, nr]),
+        ]
+        for alloc, hint in zip(allocs, ("ap", "bp", "ct"), strict=True):
+            top.add_op(alloc)
+            alloc.memref.name_hint = hint
+        self.ap, self.bp, self.ct = (a.memref for a in allocs)
+        self.batch(
+            e, list(zip(kernel.batch_extents, kernel.parallel.body.block.args, strict=False))
+        )
+        ops = list(top.ops)
+        for op in ops:
+            op.detach()
+        return ops
+
+    def batch(self, e: Emitter, dims: list[tuple[int, SSAValue]]) -> None:
+        if not dims:
+            self.column_blocks(e)
+            return
+        (extent, arg), rest = dims[0], dims[1:]
+
+        def body(eb: Emitter, index: IndexValue) -> None:
+            self.mapping[arg] = index
+            self.batch(eb, rest)
+
+        emit_loop(e, static(extent), arg.name_hint or "b", body)
+
+    def column_blocks(self, e: Emitter) -> None:
+        n, depth, cols = self.shape
+        (_, _, _), (_, kc, nc) = self.tile, self.blocks
+        col_blocks, depth_blocks = -(-cols // nc), -(-depth // kc)
+
+        def j_block(ej: Emitter, jc: IndexValue) -> None:
+            j0 = ej.mul(jc, nc, "j0")
+            nj = block_extent(ej, cols, nc, j0, "nc")
+
+            def k_block(ek: Emitter, pc: IndexValue) -> None:
+                k0 = ek.mul(pc, kc, "k0")
+                nk = block_extent(ek, depth, kc, k0, "kc")
+                first = self.is_index(ek, [(jc, 0), (pc, 0)])
+                last = self.is_index(ek, [(jc, col_blocks - 1), (pc, depth_blocks - 1)])
+                self.pack_b(ek, j0, nj, k0, nk)
+                self.row_blocks(ek, j0, nj, k0, nk, first, last)
+
+            emit_loop(ej, static(depth_blocks), "pc", k_block)
+
+        emit_loop(e, static(col_blocks), "jc", j_block)
+
+    def is_index(self, e: Emitter, pairs: list[tuple[IndexValue, int]]) -> SSAValue | bool:
+        """Whether every index equals its value: True, or an i1 value."""
+        conditions: list[SSAValue] = []
+        for index, value in pairs:
+            if isinstance(index, int):
+                if index != value:
+                    return False
+                continue
+            e.block.add_op(cmp := arith.CmpiOp(index, e.value(value), "eq"))
+            conditions.append(cmp.result)
+        if not conditions:
+            return True
+        result = conditions[0]
+        for other in conditions[1:]:
+            e.block.add_op(both := arith.AndIOp(result, other))
+            result = both.result
+        return result
+
+    def parallel(
+        self, e: Emitter, count: IndexValue, hint: str, body: Callable[[Emitter, SSAValue], None]
+    ) -> None:
+        block = Block(arg_types=[IndexType()])
+        block.args[0].name_hint = hint
+        body(Emitter(block, e.constant), block.args[0])
+        block.add_op(scf.ReduceOp())
+        zero, one = e.value(0), e.value(1)
+        loop = scf.ParallelOp([zero], [e.value(count)], [one], Region(block))
+        contract.TILE_SIZES.set(loop, list(self.blocks))
+        contract.REGISTER_TILE.set(loop, list(self.tile[:2]))
+        e.block.add_op(loop)
+
+    def guarded(
+        self, e: Emitter, condition: SSAValue | bool, body: Callable[[Emitter], None]
+    ) -> None:
+        if condition is False:
+            return
+        if condition is True:
+            body(e)
+            return
+        block = Block()
+        body(Emitter(block, e.constant))
+        block.add_op(scf.YieldOp())
+        e.block.add_op(scf.IfOp(condition, [], Region(block)))
+
+    def clamp(self, e: Emitter, index: IndexValue, extent: int, tile: int, hint: str) -> IndexValue:
+        """`min(index, extent - 1)` where tiles of `tile` can run past `extent`."""
+        if extent % tile == 0:
+            return index
+        return e.apply(arith.MinSIOp, index, extent - 1, hint)
+
+    def pack_b(self, e: Emitter, j0: IndexValue, nj: Extent, k0: IndexValue, nk: Extent) -> None:
+        m = self.match
+        nest, (_, nr, _) = m.contraction, self.tile
+        k_iv, j_iv = nest.k_loop.body.block.args[0], nest.j_loop.body.block.args[0]
+        def panel(ep: Emitter, jr: SSAValue) -> None:
+            jt = ep.add(j0, ep.mul(jr, nr), "jt")
+
+            def step(ek: Emitter, kk: IndexValue) -> None:
+                k = ek.add(k0, kk, "k")
+                row = ek.mul(ek.add(ek.apply(arith.MuliOp, jr, nk.value), kk), nr)
+
+                def column(ec: Emitter, c: IndexValue) -> None:
+                    j = self.clamp(ec, ec.add(jt, c), nest.cols, nr, "j")
+                    values = self.clone(ec, m.y_ops, {k_iv: ec.value(k), j_iv: ec.value(j)})
+                    value = values.get(m.y, m.y)
+                    ec.block.add_op(memref.StoreOp.get(value, self.bp, [ec.value(ec.add(row, c))]))
+
+                emit_loop(ek, static(nr), "c", column)
+
+            emit_loop(ep, nk, "kk", step)
+
+        self.parallel(e, e.apply(arith.DivUIOp, e.add(nj.value, nr - 1), nr), "jr", panel)
+
+    def row_blocks(
+        self,
+        e: Emitter,
+        j0: IndexValue,
+        nj: Extent,
+        k0: IndexValue,
+        nk: Extent,
+        first: SSAValue | bool,
+        last: SSAValue | bool,
+    ) -> None:
+        m = self.match
+        nest, kernel = m.contraction, m.kernel
+        (mr, nr, _), (mc, kc, _) = self.tile, self.blocks
+        n, _, cols = self.shape
+        k_iv = nest.k_loop.body.block.args[0]
+
+        def block(eb: Emitter, ib: SSAValue) -> None:
+            i0 = eb.mul(ib, mc, "i0")
+            ni = block_extent(eb, n, mc, i0, "mi")
+            members = kernel.members
+            at = members.index(nest)
+            self.guarded(eb, first, lambda eg: self.segments(eg, members[:at], i0, ni))
+            slot = eb.mul(ib, mc * kc, "slot")
+            tiles_i = make_extent(
+                eb.apply(arith.DivUIOp, eb.add(ni.value, mr - 1), mr, "nir"),
+                {-(-s // mr) for s in ni.sizes},
+            )
+            tiles_j = make_extent(
+                eb.apply(arith.DivUIOp, eb.add(nj.value, nr - 1), nr, "njr"),
+                {-(-s // nr) for s in nj.sizes},
+            )
+
+            def pack_a(ea: Emitter, ir: IndexValue) -> None:
+                def step(ek: Emitter, kk: IndexValue) -> None:
+                    k = ek.add(k0, kk, "k")
+                    row = ek.add(slot, ek.mul(ek.add(ek.apply(arith.MuliOp, ir, nk.value), kk), mr))
+
+                    def lane(er: Emitter, r: IndexValue) -> None:
+                        i = self.clamp(er, er.add(er.add(i0, er.mul(ir, mr)), r), n, mr, "i")
+                        self.mapping[kernel.i] = i
+                        values = self.clone(er, m.x_ops, {k_iv: er.value(k)})
+                        value = values.get(m.x, m.x)
+                        er.block.add_op(
+                            memref.StoreOp.get(value, self.ap, [er.value(er.add(row, r))])
+                        )
+
+                    emit_loop(ek, static(mr), "r", lane)
+
+                emit_loop(ea, nk, "kk", step)
+
+            emit_loop(eb, tiles_i, "ir", pack_a)
+
+            def panel(ej: Emitter, jr: IndexValue) -> None:
+                jt = ej.add(j0, ej.mul(jr, nr), "jt")
+                b_off = ej.mul(ej.apply(arith.MuliOp, jr, nk.value), nr, "boff")
+
+                def micro(ei: Emitter, ir: IndexValue) -> None:
+                    it = ei.add(i0, ei.mul(ir, mr), "it")
+                    a_off = ei.add(slot, ei.mul(ei.apply(arith.MuliOp, ir, nk.value), mr), "aoff")
+                    self.mma(ei, ib, it, jt, a_off, b_off, nk)
+
+                emit_loop(ej, tiles_i, "ir", micro)
+
+            emit_loop(eb, tiles_j, "jr", panel)
+            self.guarded(eb, last, lambda eg: self.segments(eg, members[at + 1 :], i0, ni))
+
+        self.parallel(e, -(-n // mc), "ib", block)
+
+    def mma(
+        self,
+        e: Emitter,
+        ib: SSAValue,
+        it: IndexValue,
+        jt: IndexValue,
+        a_off: IndexValue,
+        b_off: IndexValue,
+        nk: Extent,
+    ) -> None:
+        """One micro-kernel call at tile (it, jt); through `ct` where the tile is partial."""
+        m = self.match
+        mr, nr, lanes = self.tile
+        n, _, cols = self.shape
+        prefix = [self.values(e).get(v, v) for v in list(m.store.indices)[:-2]]
+        args = (self.ap, e.value(a_off), self.bp, e.value(b_off), e.value(nk.value))
+        full: list[SSAValue] = []
+        for start, extent, size in ((it, n, mr), (jt, cols, nr)):
+            if extent % size:
+                e.block.add_op(cmp := arith.CmpiOp(e.value(start), e.value(extent - size), "sle"))
+                full.append(cmp.result)
+        direct = MmaOp(*args, m.store.memref, [*prefix, e.value(it), e.value(jt)], self.tile)
+        if not full:
+            e.block.add_op(direct)
+            return
+        condition = full[0]
+        if len(full) == 2:
+            e.block.add_op(both := arith.AndIOp(full[0], full[1]))
+            condition = both.result
+        inside, edge = Block(), Block()
+        inside.add_op(direct)
+        inside.add_op(scf.YieldOp())
+        ee = Emitter(edge, e.constant)
+        c0 = ee.mul(ib, mr, "c0")
+        zero = arith.ConstantOp(FloatAttr(0.0, m.x.type))  # type: ignore[arg-type]
+        edge.add_op(zero)
+
+        def clear(er: Emitter, r: IndexValue) -> None:
+            row = er.add(c0, r)
+            emit_loop(
+                er,
+                static(nr),
+                "c",
+                lambda ec, c: ec.block.add_op(
+                    memref.StoreOp.get(zero.result, self.ct, [ec.value(row), ec.value(c)])
+                ),
+            )
+
+        emit_loop(ee, static(mr), "r", clear)
+        edge.add_op(MmaOp(*args, self.ct, [ee.value(c0), ee.value(0)], self.tile))
+        rows = make_extent(
+            ee.apply(arith.MinSIOp, mr, ee.apply(arith.SubiOp, n, it)), set(range(1, mr + 1))
+        )
+        columns = make_extent(
+            ee.apply(arith.MinSIOp, nr, ee.apply(arith.SubiOp, cols, jt)), set(range(1, nr + 1))
+        )
+
+        def add_row(er: Emitter, r: IndexValue) -> None:
+            def add(ec: Emitter, c: IndexValue) -> None:
+                index = [*prefix, ec.value(ec.add(it, r)), ec.value(ec.add(jt, c))]
+                ec.block.add_op(old := memref.LoadOp.get(m.store.memref, index))
+                ec.block.add_op(
+                    part := memref.LoadOp.get(self.ct, [ec.value(ec.add(c0, r)), ec.value(c)])
+                )
+                ec.block.add_op(total := arith.AddfOp(old.res, part.res))
+                ec.block.add_op(memref.StoreOp.get(total.result, m.store.memref, index))
+
+            emit_loop(er, columns, "c", add)
+
+        emit_loop(ee, rows, "r", add_row)
+        edge.add_op(scf.YieldOp())
+        e.block.add_op(scf.IfOp(condition, [], Region(inside), Region(edge)))
+
+    def segments(
+        self, e: Emitter, members: Sequence[Contraction | RowSegment], i0: IndexValue, ni: Extent
+    ) -> None:
+        """The row segments `members` for each row of the block in turn."""
+        kernel = self.match.kernel
+
+        def row(er: Emitter, ii: IndexValue) -> None:
+            self.mapping[kernel.i] = er.add(i0, ii, "i")
+            values = self.values(er)
+            for member in members:
+                assert isinstance(member, RowSegment)
+                for op in member.ops:
+                    er.block.add_op(op.clone(values))
+
+        if members:
+            emit_loop(e, ni, "ii", row)
+
+
+# -- the pass ---------------------------------------------------------------------------
+
+
+def clamp_blocks(
+    shape: tuple[int, int, int],
+    tile: tuple[int, int, int],
+    blocks: tuple[int, int, int],
+    min_row_blocks: int,
+) -> tuple[int, int, int]:
+    """(MC, KC, NC) for the shape: MC a multiple of MR giving at least `min_row_blocks`
+    blocks where the rows allow, balanced; NC a multiple of NR; none beyond the shape."""
+    n, depth, cols = shape
+    mr, nr, _ = tile
+    mc, kc, nc = blocks
+    count = max(-(-n // max(mr, mc - mc % mr)), min(min_row_blocks, -(-n // mr)))
+    mc = -(-n // count)
+    mc = -(-mc // mr) * mr
+    nc = min(-(-max(nr, nc - nc % nr) // nr) * nr, -(-cols // nr) * nr)
+    return mc, min(kc, depth), nc
+
+
+@dataclass
+class PackMatmul(RewritePattern):
+    """Replace a large contraction's row kernel by its packed form."""
+
+    tile: dict[int, tuple[int, int, int]]  # element bits -> (MR, NR, lanes)
+    blocks: tuple[int, int, int]
+    min_work: int
+    min_row_blocks: int
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: scf.ParallelOp, rewriter: PatternRewriter) -> None:
+        if contract.REGISTER_TILE.has(op) or (match := match_packed(op)) is None:
+            return
+        shape = (match.kernel.rows, match.contraction.depth, match.contraction.cols)
+        if math.prod(shape) < self.min_work:
+            return
+        tile = self.tile[match.element_bits]
+        blocks = clamp_blocks(shape, tile, self.blocks, self.min_row_blocks)
+        constant = IndexConstants.before(op)
+        ops = Packer(match, tile, blocks, constant).build()
+        rewriter.replace(op, [*constant.ops, *ops], [])
+
+
+def _positive(values: Sequence[int], count: int, option: str) -> tuple[int, ...]:
+    if len(values) != count or any(not isinstance(v, int) or v < 1 for v in values):
+        raise PassFailedException(
+            f"tess-pack-matmul: {option} takes {count} positive integers, got {list(values)}"
+        )
+    return tuple(values)
+
+
+@dataclass(frozen=True)
+class TessPackMatmulPass(ModulePass):
+    """Pack large contractions into panels for a register-tile micro-kernel; see the module
+    docstring. `register-tile` (MR, NR) overrides the tile the vector width gives (NR a
+    multiple of the lanes)."""
+
+    name = "tess-pack-matmul"
+
+    blocks: tuple[int, ...] = DEFAULT_BLOCKS
+    register_tile: tuple[int, ...] = ()
+    vector_bits: int = 0
+    min_work: int = DEFAULT_MIN_WORK
+    min_row_blocks: int = DEFAULT_MIN_ROW_BLOCKS
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        blocks = _positive(self.blocks, 3, "blocks")
+        bits = self.vector_bits or host_vector_bits()
+        if bits not in (128, 256, 512):
+            raise PassFailedException(
+                f"tess-pack-matmul: vector-bits must be 128, 256 or 512, got {bits}"
+            )
+        tiles = {width: register_tile(bits, width) for width in (32, 64)}
+        if self.register_tile:
+            mr, nr = _positive(self.register_tile, 2, "register-tile")
+            for width, (_, _, lanes) in list(tiles.items()):
+                if nr % lanes:
+                    raise PassFailedException(
+                        f"tess-pack-matmul: register-tile NR={nr} needs a multiple of {lanes}"
+                    )
+                tiles[width] = (mr, nr, lanes)
+        pattern = PackMatmul(tiles, blocks, self.min_work, max(1, self.min_row_blocks))
+        PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(op)
+
+
+__all__ = ["TessPackMatmulPass", "host_vector_bits", "match_packed", "register_tile"]
