@@ -63,7 +63,20 @@ def micro_mma(rows, cols, lanes):
                     tile.append(builder.bitcast(pointer, vector.as_pointer()))
             a0, b0 = int64(args[1], signature.args[1]), int64(args[3], signature.args[3])
             depth = int64(args[4], signature.args[4])
-            initial = [builder.load(pointer, align=size) for pointer in tile]
+            # The tile of `acc` is fetched while the loop runs (a GEMM's output streams from
+            # memory for large shapes) and added once at the end; the loop starts from 0.
+            i32 = ir.IntType(32)
+            prefetch = builder.module.globals.get("llvm.prefetch.p0") or ir.Function(
+                builder.module,
+                ir.FunctionType(ir.VoidType(), [bytes_ptr, i32, i32, i32]),
+                name="llvm.prefetch.p0",
+            )
+            for r in range(rows):
+                row = builder.gep(origin, [builder.mul(ir.Constant(i64, r), strides[-2])])
+                for line in range(0, cols * size, 64):
+                    address = builder.gep(row, [ir.Constant(i64, line)])
+                    builder.call(prefetch, [address, *(ir.Constant(i32, v) for v in (1, 3, 1))])
+            initial = [ir.Constant(vector, None)] * len(tile)
             entry = builder.block
             loop = builder.append_basic_block("mma.loop")
             done = builder.append_basic_block("mma.done")
@@ -85,12 +98,12 @@ def micro_mma(rows, cols, lanes):
                 builder.module, ir.FunctionType(vector, [vector] * 3), name=name
             )
             a_row = builder.add(a0, builder.mul(k, ir.Constant(i64, rows)))
-            splat = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
+            splat = ir.Constant(ir.VectorType(i32, lanes), [0] * lanes)
             updated = []
             for r in range(rows):
                 scalar = at(lhs.data, builder.add(a_row, ir.Constant(i64, r)), element)
                 undefined = ir.Constant(vector, ir.Undefined)
-                single = builder.insert_element(undefined, scalar, ir.Constant(ir.IntType(32), 0))
+                single = builder.insert_element(undefined, scalar, ir.Constant(i32, 0))
                 broadcast = builder.shuffle_vector(single, undefined, splat)
                 for v, b_vector in enumerate(b_vectors):
                     acc = accs[r * len(b_vectors) + v]
@@ -106,7 +119,8 @@ def micro_mma(rows, cols, lanes):
                 final.add_incoming(before, entry)
                 final.add_incoming(after, loop)
             for final, pointer in zip(finals, tile):
-                builder.store(final, pointer, align=size)
+                total = builder.fadd(builder.load(pointer, align=size), final)
+                builder.store(total, pointer, align=size)
             return context.get_dummy_value()
 
         return types.none(ap, a, bp, b, kc, acc, index), codegen

@@ -90,7 +90,7 @@ from tessc.lowering.tile import (
     static,
 )
 
-DEFAULT_BLOCKS: tuple[int, int, int] = (192, 256, 4096)
+DEFAULT_BLOCKS: tuple[int, int, int] = (96, 256, 4096)
 """(MC, KC, NC): an MC x KC block of A (192 KiB f32) stays in L2, a KC x NR micro-panel of B
 (32 KiB) in L1; NC covers the whole right-hand side of the benchmarked sizes."""
 DEFAULT_MIN_WORK = 128**3 + 1
@@ -100,18 +100,21 @@ DEFAULT_MIN_ROW_BLOCKS = 4
 
 
 def host_vector_bits() -> int:
-    """The widest float vector the machine running the compiler has: 512 (AVX-512F), 256
-    (AVX2 + FMA) or 128. `NUMBA_CPU_FEATURES` (what Numba will compile for) wins over the
-    host's features."""
+    """The widest float vector Numba will compile for: 512 (AVX-512F), 256 (AVX2 + FMA) or
+    128. `NUMBA_CPU_FEATURES` (what Numba targets when set) wins over the host's CPU flags
+    (`/proc/cpuinfo`; lowering imports no compiler library); 256 where neither is known."""
     features = os.environ.get("NUMBA_CPU_FEATURES", "")
-    if not features:
+    if features:
+        enabled = {f[1:] for f in features.split(",") if f.startswith("+")}
+    else:
         try:
-            import llvmlite.binding as llvm
-
-            features = llvm.get_host_cpu_features().flatten()
-        except (ImportError, RuntimeError):  # pragma: no cover - llvmlite comes with Numba
-            return 128
-    enabled = {f[1:] for f in features.split(",") if f.startswith("+")}
+            with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
+                flags = next((line for line in info if line.startswith("flags")), "")
+        except OSError:
+            return 256
+        if not flags:
+            return 256
+        enabled = set(flags.partition(":")[2].split())
     if "avx512f" in enabled:
         return 512
     return 256 if {"avx2", "fma"} <= enabled else 128
@@ -344,6 +347,7 @@ class Packer:
         m = self.match
         nest, (_, nr, _) = m.contraction, self.tile
         k_iv, j_iv = nest.k_loop.body.block.args[0], nest.j_loop.body.block.args[0]
+
         def panel(ep: Emitter, jr: SSAValue) -> None:
             jt = ep.add(j0, ep.mul(jr, nr), "jt")
 

@@ -35,6 +35,7 @@ SHARED_LOWERING = frozenset(
         "gpu_common",
         "gpu_tree",
         "numba_ops",
+        "numba_micro",
         "vjp_rules",
     }
 )
@@ -49,6 +50,9 @@ PASS_TO_PASS = frozenset(
         ("memory_plan", "group_accumulators"),
         # The CUDA emitter extends the CPU one (its function emitter, TESSC_SIGNATURES).
         ("to_cuda", "to_numba"),
+        # A packed contraction is matched as tess-tile's row kernel and built with its
+        # index emitter.
+        ("pack_matmul", "tile"),
     }
 )
 """The pass modules that import another pass module, each with its reason."""

@@ -1,0 +1,106 @@
+// tess-pack-matmul: a row kernel holding a large contraction becomes packed panels and a
+// register-tile micro-kernel. Per k block: an scf.parallel packs B into NR-wide
+// micro-panels (columns past the matrix clamped), then an scf.parallel over row blocks
+// runs the fill (first k block only), packs A into MR-tall micro-panels (rows clamped),
+// calls micro.mma per MR x NR tile (through the `ct` scratch where the tile is partial)
+// and runs the bias + relu epilogue on its rows after the last k block. Scratch is
+// allocated once, before the loops. Small or non-matmul nests are left alone.
+// RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 blocks=16,8,64 register-tile=4,16 vector-bits=512}' | filecheck %s
+// RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 blocks=16,8,64 register-tile=4,16 vector-bits=512}' | tessc-opt | filecheck %s
+// RUN: tessc-opt %s -p 'tess-pack-matmul{vector-bits=256}' | filecheck %s --check-prefix=SMALL
+// RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 vector-bits=256},canonicalize,cse' -t numba | filecheck %s --check-prefix=NUMBA
+
+func.func private @dense(%out: memref<37x41xf32>, %a: memref<37x29xf32>, %b: memref<29x41xf32>, %c: memref<41xf32>) attributes {tess.kernel} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c37 = arith.constant 37 : index
+  %c41 = arith.constant 41 : index
+  %c29 = arith.constant 29 : index
+  "scf.parallel"(%c0, %c37, %c1) <{operandSegmentSizes = array<i32: 1, 1, 1, 0>}> ({
+  ^bb0(%i: index):
+    scf.for %j = %c0 to %c41 step %c1 {
+      %zero = arith.constant 0.000000e+00 : f32
+      memref.store %zero, %out[%i, %j] : memref<37x41xf32>
+    }
+    scf.for %k = %c0 to %c29 step %c1 {
+      scf.for %jj = %c0 to %c41 step %c1 {
+        %x = memref.load %a[%i, %k] : memref<37x29xf32>
+        %y = memref.load %b[%k, %jj] : memref<29x41xf32>
+        %acc = memref.load %out[%i, %jj] : memref<37x41xf32>
+        %p = arith.mulf %x, %y : f32
+        %s = arith.addf %acc, %p : f32
+        memref.store %s, %out[%i, %jj] : memref<37x41xf32>
+      }
+    }
+    scf.for %j2 = %c0 to %c41 step %c1 {
+      %bias = memref.load %c[%j2] : memref<41xf32>
+      %v = memref.load %out[%i, %j2] : memref<37x41xf32>
+      %sum = arith.addf %v, %bias : f32
+      %zero2 = arith.constant 0.000000e+00 : f32
+      %relu = arith.maximumf %sum, %zero2 : f32
+      memref.store %relu, %out[%i, %j2] : memref<37x41xf32>
+    }
+    scf.reduce
+  }) : (index, index, index) -> ()
+  func.return
+}
+// MC = 12 (4 row blocks of 37 rows, a multiple of MR = 4), KC = 8 (4 k blocks of 29),
+// NC = 48 (41 columns rounded up to NR = 16).
+// CHECK-LABEL: func.func private @dense(
+// CHECK:         %ap = memref.alloc() {alignment = 64 : i64} : memref<384xf32>
+// CHECK-NEXT:    %bp = memref.alloc() {alignment = 64 : i64} : memref<384xf32>
+// CHECK-NEXT:    %ct = memref.alloc() {alignment = 64 : i64} : memref<16x16xf32>
+// CHECK-NEXT:    scf.for %pc = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK-NEXT:      %k0 = arith.muli %pc, %{{.*}} : index
+// CHECK:           %kc = arith.minsi %{{.*}}, %{{.*}} : index
+// CHECK-NEXT:      %[[FIRST:.+]] = arith.cmpi eq, %pc, %{{.*}} : index
+// CHECK-NEXT:      %[[LAST:.+]] = arith.cmpi eq, %pc, %{{.*}} : index
+// CHECK:           "scf.parallel"
+// CHECK-NEXT:      ^{{.*}}(%jr: index):
+// CHECK:             scf.for %kk = %{{.*}} to %kc step %{{.*}} {
+// CHECK:               scf.for %c{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK:                 %j = arith.minsi %{{.*}}, %{{.*}} : index
+// CHECK-NEXT:            %[[Y:.+]] = memref.load %b[%k, %j] : memref<29x41xf32>
+// CHECK:                 memref.store %[[Y]], %bp[%{{.*}}] : memref<384xf32>
+// CHECK:           }) {tess.tile_sizes = array<i64: 12, 8, 48>, tess.register_tile = array<i64: 4, 16>}
+// CHECK-NEXT:      "scf.parallel"
+// CHECK-NEXT:      ^{{.*}}(%ib: index):
+// CHECK-NEXT:        %i0 = arith.muli %ib, %{{.*}} : index
+// CHECK:             %mi = arith.minsi %{{.*}}, %{{.*}} : index
+// CHECK-NEXT:        scf.if %[[FIRST]] {
+// CHECK-NEXT:          scf.for %ii = %{{.*}} to %mi step %{{.*}} {
+// CHECK:                   memref.store %{{.*}}, %out[%i, %{{.*}}] : memref<37x41xf32>
+// CHECK:             %slot = arith.muli %ib, %{{.*}} : index
+// CHECK:             scf.for %ir = %{{.*}} to %nir step %{{.*}} {
+// CHECK:                   %i_1 = arith.minsi %{{.*}}, %{{.*}} : index
+// CHECK-NEXT:              %[[X:.+]] = memref.load %a[%i_1, %k_1] : memref<37x29xf32>
+// CHECK:                   memref.store %[[X]], %ap[%{{.*}}] : memref<384xf32>
+// CHECK:             scf.for %jr_1 = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK:               scf.for %ir_1 = %{{.*}} to %nir step %{{.*}} {
+// CHECK:                 %aoff = arith.addi %slot, %{{.*}} : index
+// CHECK:                 scf.if %{{.*}} {
+// CHECK-NEXT:              micro.mma %ap[%aoff], %bp[%boff], %kc, %out[%it, %{{.*}}] {rows = 4 : i64, cols = 16 : i64, lanes = 16 : i64} : memref<384xf32>, memref<384xf32>, memref<37x41xf32>
+// CHECK-NEXT:            } else {
+// CHECK:                   micro.mma %ap[%aoff], %bp[%boff], %kc, %ct[%{{.*}}, %{{.*}}] {rows = 4 : i64, cols = 16 : i64, lanes = 16 : i64}
+// CHECK:                   %[[OLD:.+]] = memref.load %out[%{{.*}}, %{{.*}}] : memref<37x41xf32>
+// CHECK-NEXT:              %{{.*}} = arith.addi %c0_{{.*}}, %r_{{.*}} : index
+// CHECK-NEXT:              %[[PART:.+]] = memref.load %ct[%{{.*}}, %{{.*}}] : memref<16x16xf32>
+// CHECK-NEXT:              %[[NEW:.+]] = arith.addf %[[OLD]], %[[PART]] : f32
+// CHECK-NEXT:              memref.store %[[NEW]], %out[%{{.*}}, %{{.*}}] : memref<37x41xf32>
+// CHECK:             scf.if %[[LAST]] {
+// CHECK:                 arith.maximumf
+// CHECK:             scf.reduce
+// CHECK-NEXT:      }) {tess.tile_sizes = array<i64: 12, 8, 48>, tess.register_tile = array<i64: 4, 16>}
+
+// Below the default min-work (N * K * M = 43,993 <= 128^3): unchanged.
+// SMALL-LABEL: func.func private @dense(
+// SMALL-NOT:     micro.mma
+// SMALL:         "scf.parallel"(%c0, %c37, %c1)
+
+// The micro-kernel is one call of an intrinsic the module defines: on AVX2, 6 x 16 f32.
+// NUMBA:       from llvmlite import ir
+// NUMBA:       def micro_mma(rows, cols, lanes):
+// NUMBA:       micro_mma_6x16x8 = micro_mma(6, 16, 8)
+// NUMBA:       def dense(
+// NUMBA:         ap = np.empty((
+// NUMBA:         micro_mma_6x16x8(ap, aoff, bp, boff, 29, out, (it, {{.*}}))

@@ -1,0 +1,218 @@
+"""
+`tess-pack-matmul`: packed contractions compute what the reference interpreter does.
+
+Programs run through the `cpu` pipeline with `tess-pack-matmul{...}` options that pack even
+small shapes (`min-work=1`) with small blocks, so every edge case is a small program:
+sizes the register tile and the MC/KC/NC blocks do not divide (edge tiles through the `ct`
+scratch, several k blocks, several column blocks), 1 x k and k x 1 operands, batched and
+broadcast-batched matmuls, transposed operands, f32 and f64, bias + relu epilogues and
+fills run at the first and last k block. Most compile their kernels serially (a high
+`parallel_threshold`, cheap to compile); one case runs the parallel kernel (`prange`).
+Structural checks: which contractions are packed (and which are left to `tess-tile`), the
+register tile per vector width, the option errors.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.parser import Parser
+from xdsl.utils.exceptions import PassFailedException
+
+from tessc.context import make_context
+from tessc.lowering.pack_matmul import host_vector_bits, register_tile
+from tessc.lowering.to_numba import emit_numba
+from tessc.pipelines import get_pipeline, run_passes
+from tessc.reference import interpret
+from tessc.runtime import Executable, load_source
+
+from helpers import assert_results_match, random_inputs
+
+SMALL = "tess-pack-matmul{min-work=1 blocks=8,8,32 register-tile=4,16 vector-bits=512}"
+"""MR=4, NR=16 (f32: one 16-lane vector per row; f64: two 8-lane ones), MC=8, KC=8, NC=32."""
+
+
+def pipeline(pack: str = SMALL) -> str:
+    return get_pipeline("cpu").spec.replace("tess-pack-matmul", pack)
+
+
+def t(shape: tuple[int, ...], dtype: str) -> str:
+    return f"tensor<{'x'.join(map(str, shape))}x{dtype}>"
+
+
+def matmul(lhs: tuple[int, ...], rhs: tuple[int, ...], dtype: str = "f32") -> str:
+    from tessc.dialects.tess import matmul_shape
+
+    out = matmul_shape(lhs, rhs)
+    return (
+        f"func.func @main(%a: {t(lhs, dtype)}, %b: {t(rhs, dtype)}) -> {t(out, dtype)} {{\n"
+        f"  %c = tess.matmul %a, %b : {t(lhs, dtype)}, {t(rhs, dtype)} -> {t(out, dtype)}\n"
+        f"  func.return %c : {t(out, dtype)}\n}}\n"
+    )
+
+
+def dense_relu(n: int, k: int, m: int, dtype: str = "f32") -> str:
+    a, w, b, o = t((n, k), dtype), t((k, m), dtype), t((m,), dtype), t((n, m), dtype)
+    return f"""
+func.func @main(%x: {a}, %w: {w}, %b: {b}) -> {o} {{
+  %m = tess.matmul %x, %w : {a}, {w} -> {o}
+  %y = tess.add %m, %b : {o}, {b} -> {o}
+  %r = tess.relu %y : {o}
+  func.return %r : {o}
+}}
+"""
+
+
+def transposed(n: int, k: int, m: int, dtype: str, side: str) -> str:
+    """`a @ w.T` (w of shape (m, k)) or `x.T @ d` (x of shape (k, n))."""
+    if side == "rhs":
+        a, w, wt = t((n, k), dtype), t((m, k), dtype), t((k, m), dtype)
+        return f"""
+func.func @main(%a: {a}, %w: {w}) -> {t((n, m), dtype)} {{
+  %wt = tess.permute %w dims = [1, 0] : {w} -> {wt}
+  %c = tess.matmul %a, %wt : {a}, {wt} -> {t((n, m), dtype)}
+  func.return %c : {t((n, m), dtype)}
+}}
+"""
+    x, xt, d = t((k, n), dtype), t((n, k), dtype), t((k, m), dtype)
+    return f"""
+func.func @main(%x: {x}, %d: {d}) -> {t((n, m), dtype)} {{
+  %xt = tess.permute %x dims = [1, 0] : {x} -> {xt}
+  %c = tess.matmul %xt, %d : {xt}, {d} -> {t((n, m), dtype)}
+  func.return %c : {t((n, m), dtype)}
+}}
+"""
+
+
+def parse(text: str) -> ModuleOp:
+    return Parser(make_context(), text).parse_module()
+
+
+def lowered(text: str, pack: str = SMALL) -> ModuleOp:
+    module = parse(text)
+    run_passes(module, pipeline(pack))
+    module.verify()
+    return module
+
+
+CASES: dict[str, str] = {
+    "37x29x41-f32": matmul((37, 29), (29, 41)),
+    "32x16x64-divides": matmul((32, 16), (16, 64)),
+    "1xk": matmul((1, 30), (30, 17)),
+    "kx1-lhs": matmul((5, 1), (1, 40)),
+    "f64-21x19x35": matmul((21, 19), (19, 35), "f64"),
+    "batched-3x10x7-7x20": matmul((3, 10, 7), (7, 20)),
+    "batched-both-2x9x13-2x13x18": matmul((2, 9, 13), (2, 13, 18)),
+    "broadcast-2x1x5x6-3x6x17": matmul((2, 1, 5, 6), (3, 6, 17)),
+    "dense-relu-f32": dense_relu(19, 21, 45),
+    "dense-relu-f64": dense_relu(12, 9, 33, "f64"),
+    "transposed-rhs": transposed(13, 11, 23, "f32", "rhs"),
+    "transposed-lhs-f64": transposed(10, 17, 20, "f64", "lhs"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_packed_program_matches_reference(case: str) -> None:
+    module = parse(CASES[case])
+    inputs = random_inputs(next(iter(module.ops)), seed=7)  # type: ignore[arg-type]
+    source = emit_numba(lowered(CASES[case]), parallel_threshold=1 << 60)
+    if case != "kx1-lhs":  # k = 1 is a product, not a reduction: tess-tile's
+        assert "micro_mma_4x16x" in source
+    actual = Executable(load_source(source), "main")(*inputs)
+    assert_results_match(actual, interpret(module, "main", inputs), rtol=1e-5, atol=1e-5)
+
+
+def test_parallel_packed_kernel_matches_reference() -> None:
+    """Two row blocks per k block run in a `prange`; B is packed in another."""
+    text = dense_relu(40, 24, 50)
+    module = parse(text)
+    inputs = random_inputs(next(iter(module.ops)), seed=11)  # type: ignore[arg-type]
+    source = emit_numba(lowered(text), parallel_threshold=1)
+    assert source.count("in prange(") == 2
+    actual = Executable(load_source(source), "main")(*inputs)
+    assert_results_match(actual, interpret(module, "main", inputs), rtol=1e-5, atol=1e-5)
+
+
+def test_small_contractions_are_left_to_tess_tile() -> None:
+    """At 128^3 and below the default threshold keeps `tess-tile`'s kernel."""
+    small = str(lowered(matmul((128, 128), (128, 128)), "tess-pack-matmul"))
+    assert "micro.mma" not in small and "tess.register_tile" in small
+    large = str(lowered(matmul((128, 129), (129, 128)), "tess-pack-matmul{vector-bits=256}"))
+    assert "micro.mma" in large
+    assert re.search(r"rows = 6 : i64, cols = 16 : i64, lanes = 8 : i64", large)
+
+
+def test_register_tile_follows_the_vector_width() -> None:
+    assert register_tile(512, 32) == (8, 32, 16)
+    assert register_tile(512, 64) == (8, 16, 8)
+    assert register_tile(256, 32) == (6, 16, 8)
+    assert register_tile(256, 64) == (6, 8, 4)
+    assert register_tile(128, 32) == (4, 8, 4)
+
+
+def test_vector_width_is_read_from_numba_cpu_features(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NUMBA_CPU_FEATURES", "+avx,+avx2,+fma,-avx512f")
+    assert host_vector_bits() == 256
+    monkeypatch.setenv("NUMBA_CPU_FEATURES", "+avx2,+fma,+avx512f")
+    assert host_vector_bits() == 512
+    monkeypatch.setenv("NUMBA_CPU_FEATURES", "+sse4.2")
+    assert host_vector_bits() == 128
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ("blocks=8,8", "blocks takes 3 positive integers"),
+        ("register-tile=4,12 vector-bits=512", "NR=12 needs a multiple of 16"),
+        ("vector-bits=384", "vector-bits must be 128, 256 or 512"),
+    ],
+)
+def test_bad_options_are_reported(options: str, message: str) -> None:
+    with pytest.raises(PassFailedException, match=message):
+        lowered(matmul((8, 8), (8, 16)), f"tess-pack-matmul{{{options}}}")
+
+
+def test_packed_results_are_close_to_numpy_at_a_benchmark_like_shape() -> None:
+    """Default options (the host's tile) at 136 x 200 x 144: several row blocks, edge rows."""
+    text = matmul((136, 200), (200, 144))
+    module = lowered(text, "tess-pack-matmul")
+    assert "micro.mma" in str(module)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((136, 200), np.float32), rng.standard_normal((200, 144), np.float32)
+    (result,) = Executable(load_source(emit_numba(module, parallel_threshold=1 << 60)), "main")(
+        a, b
+    )
+    np.testing.assert_allclose(result, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+MMA = """
+func.func @f(%ap: memref<64xf32>, %bp: {rhs}, %out: memref<8x32xf32>, %n: index) {{
+  micro.mma %ap[%n], %bp[%n], %n, %out[%n, %n]
+      {{rows = 4 : i64, cols = {cols} : i64, lanes = 16 : i64}}
+      : memref<64xf32>, {rhs}, memref<8x32xf32>
+  func.return
+}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("rhs", "cols", "message"),
+    [
+        ("memref<64xf32>", 32, None),
+        ("memref<8x8xf32>", 32, "panels must be 1-d memrefs"),
+        ("memref<64xf64>", 32, "differ in element type"),
+        ("memref<64xf32>", 24, "needs cols a multiple of lanes"),
+    ],
+)
+def test_micro_mma_verifier(rhs: str, cols: int, message: str | None) -> None:
+    from xdsl.utils.exceptions import VerifyException
+
+    module = parse(MMA.format(rhs=rhs, cols=cols))
+    if message is None:
+        module.verify()
+        return
+    with pytest.raises(VerifyException, match=message):
+        module.verify()
