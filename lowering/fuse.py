@@ -203,8 +203,8 @@ def plan_fusion(consumer: GenericOp, index: int, policy: FusionPolicy) -> Fusion
     if not isinstance(value, OpResult) or not isinstance(value.type, TensorType):
         return None
     producer = value.op
-    if isinstance(producer, tensor.EmptyOp):
-        return None
+    if isinstance(producer, tensor.EmptyOp | tensor.ExtractSliceOp):
+        return None  # nothing to compute: an init, or a slice read in place (a view)
     if isinstance(producer, VIEW_OPS):
         return f"{producer.name} is a view, not a linalg.generic; fusion stops at reshapes"
     kind = pattern_kind(producer)

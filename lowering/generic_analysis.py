@@ -17,7 +17,14 @@ from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
 from xdsl.dialects.linalg.attrs import IteratorType
 from xdsl.dialects.linalg.ops import FillOp, GenericOp, IndexOp, YieldOp
 from xdsl.ir import BlockArgument, Operation
-from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineBinaryOpKind,
+    AffineConstantExpr,
+    AffineDimExpr,
+    AffineExpr,
+    AffineMap,
+)
 
 from tessc.dialects import contract
 from tessc.dialects.tess import PatternKind
@@ -51,6 +58,46 @@ def is_projection(m: AffineMap) -> bool:
     )
 
 
+def reversed_dim(expr: AffineExpr) -> int | None:
+    """The loop `d` of `c - d` (`d * -1 + c`, or `d * -1` for c = 0): a dim a reversed
+    slice reads backwards (`x[::-1]`), else None."""
+    if (
+        isinstance(expr, AffineBinaryOpExpr)
+        and expr.kind == AffineBinaryOpKind.Add
+        and isinstance(expr.rhs, AffineConstantExpr)
+    ):
+        expr = expr.lhs
+    if (
+        isinstance(expr, AffineBinaryOpExpr)
+        and expr.kind == AffineBinaryOpKind.Mul
+        and isinstance(expr.lhs, AffineDimExpr)
+        and expr.rhs == AffineConstantExpr(-1)
+    ):
+        return expr.lhs.position
+    return None
+
+
+def is_view_map(m: AffineMap) -> bool:
+    """A projection (see `is_projection`) in which some loop dims may be read backwards
+    (`c - d`): how a consumer reads a reversed slice once `tess-fuse` has fused the slice's
+    copy into it. Only input maps take this form; every loop stays given by a plain dim of
+    some operand (the outputs'), so loop extents are still inferred from shapes."""
+    dims: list[int] = []
+    for r in m.results:
+        if isinstance(r, AffineDimExpr):
+            dims.append(r.position)
+        elif (d := reversed_dim(r)) is not None:
+            dims.append(d)
+        elif not (isinstance(r, AffineConstantExpr) and r.value == 0):
+            return False
+    return not m.num_symbols and len(set(dims)) == len(dims)
+
+
+def reads_backwards(m: AffineMap) -> bool:
+    """Whether the view map `m` reads some loop dim backwards."""
+    return any(reversed_dim(r) is not None for r in m.results)
+
+
 def splat_value(op: Operation) -> float | None:
     """The element of an `arith.constant` splat tensor, else None."""
     if not isinstance(op, arith.ConstantOp) or not isinstance(op.value, DenseIntOrFPElementsAttr):
@@ -80,7 +127,8 @@ def pattern_kind(op: Operation) -> PatternKind:
     if not isinstance(op, GenericOp) or reads_captured(op):
         return PatternKind.OPAQUE
     maps = generic_maps(op)
-    if not all(is_projection(m) for m in maps):
+    inputs, out_maps = maps[: len(op.inputs)], maps[len(op.inputs) :]
+    if not all(is_projection(m) for m in out_maps) or not all(is_view_map(m) for m in inputs):
         return PatternKind.OPAQUE
     if is_reduction(op):
         # A contraction (matmul-like) reduces two inputs that each carry a parallel dim the
@@ -89,9 +137,10 @@ def pattern_kind(op: Operation) -> PatternKind:
         kept = [m.used_dims() - reduced for m in maps[: len(op.inputs)] if reduced & m.used_dims()]
         contraction = any(not a <= b and not b <= a for a in kept for b in kept)
         return PatternKind.MATMUL if contraction else PatternKind.REDUCTION
-    out_maps = maps[len(op.inputs) :]
     if not all(is_permutation(m) for m in out_maps):
         return PatternKind.OPAQUE
+    if any(reads_backwards(m) for m in inputs):
+        return PatternKind.INJECTIVE  # a reversed slice's copy, or what it fused into
     if all(m == AffineMap.identity(m.num_dims) for m in maps):
         return PatternKind.ELEMENTWISE
     in_order = all(
@@ -131,10 +180,13 @@ __all__ = [
     "generic_maps",
     "is_permutation",
     "is_projection",
+    "is_view_map",
     "is_reduction",
     "labels",
     "pattern_kind",
+    "reads_backwards",
     "reads_captured",
     "reads_loop_indices",
+    "reversed_dim",
     "splat_value",
 ]

@@ -25,10 +25,14 @@ it). Indices are computed in the `index` type.
   the first extreme, NaN first, as NumPy. `tess-linalg-to-loops` keeps the reduction in
   iterator order, so the first occurrence is found.
 - slice: `tensor.extract_slice` (upstream; `tess-bufferize` makes it a `memref.subview`,
-  so consumers read the strided elements in place, no copy), with the absolute steps; dims
-  with a negative step are then reversed by a copy generic reading `n - 1 - i`. (A copy
-  generic reading a sub-range through a plain loop dim would break linalg's rule that
-  such a dim spans its operand dim, from which loop extents are inferred.)
+  so consumers read the strided elements in place, no copy), with the absolute steps, or
+  nothing when that view is the whole operand; dims with a negative step are then
+  reversed by a copy generic reading `n - 1 - i`, which `tess-fuse` fuses into its
+  consumers like any copy (their maps read the view backwards: `x[::-1] + 1` is one
+  kernel reading `x[5 - i]`). A copy generic reading a sub-range through a plain loop dim
+  would break linalg's rule that such a dim spans its operand dim, from which loop extents
+  are inferred: hence the view first. (Dropping dims, `x[0]`, is the reshape after the
+  slice: see `ReshapeToLinalg` in `tess-to-linalg`.)
 - unslice (slice's adjoint): a parallel generic over the full shape reading the slice with
   `tensor.extract` where `(i - o) mod s == 0` and `(i - o) / s` is in range, else 0.
 - concat: a parallel generic over the result; along the dim, position `p` reads operand
@@ -44,22 +48,25 @@ from xdsl.builder import Builder
 from xdsl.dialects import arith, tensor
 from xdsl.dialects.builtin import IndexType, IntegerAttr, TensorType, i64
 from xdsl.dialects.linalg.attrs import IteratorTypeAttr
-from xdsl.dialects.linalg.ops import IndexOp
+from xdsl.dialects.linalg.ops import GenericOp, IndexOp
 from xdsl.ir import SSAValue
-from xdsl.ir.affine import AffineExpr, AffineMap
+from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from tessc.dialects import tess_index
 from tessc.dialects.tess import tensor_shape
+from tessc.lowering.generic_analysis import reads_backwards, reversed_dim
 from tessc.lowering.to_linalg import (
     build_fill,
     build_generic,
     convert,
+    copied_view,
     empty_like,
     float_constant,
     is_float_type,
     parallel_iterators,
     result_type_of,
+    unit_dims_map,
 )
 
 # ---------------------------------------------------------------------------------------
@@ -252,46 +259,117 @@ class ArgReduceToLinalg(RewritePattern):
         rewriter.replace(op, [], [generic.res[1]])
 
 
+def _erase_unused_copies(rewriter: PatternRewriter, value: SSAValue) -> None:
+    """Erase the view copy defining `value` once nothing reads it (a slice of it was
+    composed into a slice of what it reads), its `tensor.empty`, and so on up the chain."""
+    while (view := copied_view(value)) is not None and not value.uses:
+        owner = value.owner
+        assert isinstance(owner, GenericOp)
+        inits = list(owner.outputs)
+        rewriter.erase(owner)
+        for init in inits:
+            if isinstance(init.owner, tensor.EmptyOp) and not init.uses:
+                rewriter.erase(init.owner)
+        value = view[0]
+
+
+def lower_slice(
+    rewriter: PatternRewriter,
+    source: SSAValue,
+    offsets: Sequence[int],
+    strides: Sequence[int],
+    sizes: Sequence[int],
+) -> SSAValue:
+    """`source[offsets + i * strides]` of shape `sizes` as views: an `extract_slice` with
+    positive steps, then a copy reversing the dims with negative ones, which tess-fuse
+    fuses into the consumers. A slice of such a view copy (`x[::-1][2]`) is composed into
+    one slice of what the copy reads, so that the copy does not stay behind a slice."""
+    if (view := copied_view(source)) is not None:
+        inner, read = view
+        inner_shape = tensor_shape(inner)
+        inner_offsets, inner_strides, inner_sizes = [], [], []
+        for r, expr in enumerate(read.results):
+            if isinstance(expr, AffineDimExpr):
+                d, backwards = expr.position, False
+            elif (d := reversed_dim(expr)) is not None:
+                backwards = True
+            else:  # a dim of size 1 the copy drops
+                inner_offsets.append(0)
+                inner_strides.append(1)
+                inner_sizes.append(1)
+                continue
+            start = inner_shape[r] - 1 - offsets[d] if backwards else offsets[d]
+            inner_offsets.append(start)
+            inner_strides.append(-strides[d] if backwards else strides[d])
+            inner_sizes.append(sizes[d])
+        result = lower_slice(rewriter, inner, inner_offsets, inner_strides, inner_sizes)
+        read = unit_dims_map(tuple(inner_sizes), tuple(sizes))
+        assert read is not None, "a view copy keeps its dims of size > 1 in order"
+        if tuple(inner_sizes) != tuple(sizes):
+            result = _view_copy(rewriter, result, read, sizes, "tess.reshape")
+        return result
+    full = tensor_shape(source)
+    # A dim of one element reads the same forwards and backwards.
+    strides = [1 if n == 1 else s for s, n in zip(strides, sizes, strict=True)]
+    # The view with positive steps: a reversed dim starts at its last element read.
+    starts = [
+        o + (n - 1) * s if s < 0 else o for o, s, n in zip(offsets, strides, sizes, strict=True)
+    ]
+    steps = [abs(s) for s in strides]
+    result = source
+    if (tuple(starts), tuple(steps), tuple(sizes)) != ((0,) * len(full), (1,) * len(full), full):
+        view = tensor.ExtractSliceOp.from_static_parameters(source, starts, sizes, steps)
+        result = rewriter.insert(view).result
+    if any(s < 0 for s in strides):
+        # Reversed dims: a copy reading index `n - 1 - i` of the whole view (so every
+        # plain loop dim spans its operand dim, from which loop extents are inferred).
+        rank = len(sizes)
+        flip = AffineMap(
+            rank,
+            0,
+            tuple(
+                AffineExpr.dimension(d) * -1 + (sizes[d] - 1)
+                if strides[d] < 0
+                else AffineExpr.dimension(d)
+                for d in range(rank)
+            ),
+        )
+        result = _view_copy(rewriter, result, flip, sizes, "tess.slice")
+    return result
+
+
+def _view_copy(
+    rewriter: PatternRewriter, source: SSAValue, read: AffineMap, sizes: Sequence[int], origin: str
+) -> SSAValue:
+    """A copy generic of shape `sizes` reading `source` through `read`. If `read` reverses
+    a dim, `source` is also an unused operand read through the identity map: it keeps the
+    extent of the reversed loop wherever tess-fuse fuses the copy, also into a reduction
+    over that loop (`x[:, ::-1].sum(1)`), where no other operand has it."""
+    assert isinstance(source.type, TensorType)
+    rank = len(sizes)
+    inputs, maps = [source], [read]
+    if reads_backwards(read):
+        inputs.append(source)
+        maps.append(AffineMap.identity(rank))
+    generic = build_generic(
+        rewriter,
+        inputs,
+        empty_like(rewriter, TensorType(source.type.element_type, sizes)),
+        [*maps, AffineMap.identity(rank)],
+        parallel_iterators(rank),
+        lambda b, args: args[0],
+        origin,
+    )
+    return generic.res[0]
+
+
 class SliceToLinalg(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tess_index.SliceOp, rewriter: PatternRewriter) -> None:
-        result_type = result_type_of(op)
-        sizes = tensor_shape(result_type)
-        offsets, strides = op.static_offsets, op.static_strides
-        # The view with positive steps: a reversed dim starts at its last element read.
-        starts = [
-            o + (n - 1) * s if s < 0 else o for o, s, n in zip(offsets, strides, sizes, strict=True)
-        ]
-        view = tensor.ExtractSliceOp.from_static_parameters(
-            op.input, starts, sizes, [abs(s) for s in strides]
-        )
-        rewriter.insert(view)
-        result = view.result
-        if any(s < 0 for s in strides):
-            # Reversed dims: a copy reading index `n - 1 - i` (the whole view, so the map
-            # keeps linalg's rule that a bare loop dim spans its operand dim).
-            rank = len(sizes)
-            flip = AffineMap(
-                rank,
-                0,
-                tuple(
-                    AffineExpr.dimension(d) * -1 + (sizes[d] - 1)
-                    if strides[d] < 0
-                    else AffineExpr.dimension(d)
-                    for d in range(rank)
-                ),
-            )
-            generic = build_generic(
-                rewriter,
-                [result],
-                empty_like(rewriter, result_type),
-                [flip, AffineMap.identity(rank)],
-                parallel_iterators(rank),
-                lambda b, args: args[0],
-                op.name,
-            )
-            result = generic.res[0]
+        sizes, source = tensor_shape(result_type_of(op)), op.input
+        result = lower_slice(rewriter, source, op.static_offsets, op.static_strides, sizes)
         rewriter.replace(op, [], [result])
+        _erase_unused_copies(rewriter, source)
 
 
 class UnsliceToLinalg(RewritePattern):

@@ -30,6 +30,11 @@ generic is a fresh `tensor.empty`, so the result is in destination-passing style
   reassociation of contiguous dims fits, otherwise a collapse to 1-D then an expand. To or
   from rank 0 it is a one-element copy generic instead: MLIR's empty reassociation for
   that case does not pass xDSL's reshape verifier.
+  Of a slice (a strided view, or the copy reversing one), a reshape that only drops or
+  adds dims of size 1 (`x[0]`, `x[..., -1]`, `x[:, None]`) is a copy generic reading the
+  slice with the constant 0 in its dropped dims, which `tess-fuse` fuses into consumers
+  (no kernel of its own); any other reshape of a slice copies it to contiguous memory
+  first.
 - stop_gradient: the identity (no op).
 - permute and broadcast_to: copy generics whose input map does the permutation/broadcast.
 - fill (and a splat `arith.constant dense<v> : tensor<...>`): a generic with no inputs
@@ -87,6 +92,7 @@ from xdsl.rewriter import InsertPoint
 from tessc.dialects import contract, tess
 from tessc.dialects.builder import element_type_of
 from tessc.dialects.tess import Shape, tensor_shape
+from tessc.lowering.generic_analysis import generic_maps, is_view_map
 
 """Attribute naming the tess op a generic computes (for fusion reports and readers)."""
 
@@ -716,24 +722,90 @@ def reshape_view(rewriter: PatternRewriter, source: SSAValue, result_type: Tenso
     return expand(rewriter, flat, result_type, [list(range(len(dst)))])
 
 
+def unit_dims_map(source: Shape, result: Shape) -> AffineMap | None:
+    """How a copy over `result`'s loops reads `source` when the two shapes differ only in
+    dims of size 1 (`x[0]`, `x[..., -1]`, `x[:, None]`): each dim of `source` of size > 1
+    is the loop of the matching dim of `result` (in order), each of size 1 the constant 0.
+    None when the dims of size > 1 differ."""
+    kept = [d for d, n in enumerate(result) if n != 1]
+    if [n for n in source if n != 1] != [result[d] for d in kept]:
+        return None
+    loops = iter(kept)
+    exprs = tuple(
+        AffineExpr.constant(0) if n == 1 else AffineExpr.dimension(next(loops)) for n in source
+    )
+    return AffineMap(len(result), 0, exprs)
+
+
+def copied_view(value: SSAValue) -> tuple[SSAValue, AffineMap] | None:
+    """`(source, map)` when `value` is a view copy of a slice: the generic reversing a
+    slice's dims (`tess.slice`) or dropping/adding its dims of size 1 (`tess.reshape` of a
+    slice), which yields `source` read through `map` (loop dims, reversed loop dims and
+    zeros, in order). tess-fuse fuses such copies into their consumers."""
+    owner = value.owner
+    if not isinstance(owner, GenericOp) or contract.ORIGIN.get(owner) not in (
+        "tess.slice",
+        "tess.reshape",
+    ):
+        return None
+    yielded = owner.body.block.last_op
+    maps = generic_maps(owner)
+    if (
+        yielded is None
+        or tuple(yielded.operands) != (owner.body.block.args[0],)
+        or not is_view_map(maps[0])
+        or maps[-1] != AffineMap.identity(maps[-1].num_dims)
+    ):
+        return None
+    source = owner.inputs[0]
+    if contract.ORIGIN.get(owner) == "tess.reshape" and not is_slice_view(source):
+        return None  # a one-element copy of a contiguous tensor (`single_element_copy`)
+    return source, maps[0]
+
+
+def is_slice_view(value: SSAValue) -> bool:
+    """Whether `value` is a lowered `tess.slice`: a strided `tensor.extract_slice` view, or
+    a view copy of one (`copied_view`)."""
+    return isinstance(value.owner, tensor.ExtractSliceOp) or copied_view(value) is not None
+
+
 class ReshapeToLinalg(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tess.ReshapeOp, rewriter: PatternRewriter) -> None:
         source = op.input
-        if isinstance(source.owner, tensor.ExtractSliceOp) and source.type != op.result.type:
-            # A slice is a strided view: collapsing or expanding it is no view of the
-            # buffer, so reshape a contiguous copy of it.
+        result_type = result_type_of(op)
+        if is_slice_view(source) and source.type != result_type:
+            # A slice is a strided view (or a reversing copy of one): collapsing or
+            # expanding it is no view of the buffer. Dropping or adding dims of size 1 (an
+            # integer index, None) is a copy reading the view at 0 in the dropped dims,
+            # which tess-fuse fuses into its consumers as it does the reversing copy: they
+            # read the source buffer in place. Any other reshape copies the slice first.
             rank = len(tensor_shape(source))
-            source = build_generic(
-                rewriter,
-                [source],
-                empty_like(rewriter, source.type),
-                [AffineMap.identity(rank)] * 2,
-                parallel_iterators(rank),
-                lambda b, args: args[0],
-                "tess.slice",
-            ).res[0]
-        result = reshape_view(rewriter, source, result_type_of(op))
+            read = unit_dims_map(tensor_shape(source), tensor_shape(result_type))
+            if read is None:
+                source = build_generic(
+                    rewriter,
+                    [source],
+                    empty_like(rewriter, source.type),
+                    [AffineMap.identity(rank)] * 2,
+                    parallel_iterators(rank),
+                    lambda b, args: args[0],
+                    "tess.slice",
+                ).res[0]
+            else:
+                result_rank = result_type.get_num_dims()
+                generic = build_generic(
+                    rewriter,
+                    [source],
+                    empty_like(rewriter, result_type),
+                    [read, AffineMap.identity(result_rank)],
+                    parallel_iterators(result_rank),
+                    lambda b, args: args[0],
+                    "tess.reshape",
+                )
+                rewriter.replace(op, [], [generic.res[0]])
+                return
+        result = reshape_view(rewriter, source, result_type)
         rewriter.replace(op, [], [result])
 
 
@@ -775,4 +847,11 @@ class TessToLinalgPass(ModulePass):
         ).rewrite_module(op)
 
 
-__all__ = ["TessToLinalgPass", "broadcast_map", "reassociation"]
+__all__ = [
+    "TessToLinalgPass",
+    "broadcast_map",
+    "copied_view",
+    "is_slice_view",
+    "reassociation",
+    "unit_dims_map",
+]
