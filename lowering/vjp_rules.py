@@ -435,12 +435,20 @@ def _mean_rule(
 def _prod_rule(
     emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
 ) -> Contributions:
-    """`g * prod / x`: exact where no reduced element is 0 (NaN where one is; torch
-    special-cases zeros)."""
+    """The product of the other elements of the slice, as torch computes it: with `p` the
+    product of the slice's nonzero elements, `g * p / x` where the slice has no zero, `g *
+    p` at its zero where it has exactly one, and 0 everywhere else (the product of the
+    others then includes a zero). Dividing by the nonzero elements only (1 at zeros), no
+    lane divides by 0: no NaN where `prod / x` would give one."""
     assert isinstance(op, ProdOp)
+    dims = op.reduced_dims
     kept_grad = _grad_with_kept_dims(emit, op, grad)
-    kept_prod = emit.reshape(op.result, tensor_shape(kept_grad))
-    return [emit.div(emit.mul(kept_grad, kept_prod), op.input)]
+    is_zero = emit.eq(op.input, 0.0)
+    nonzero = emit.select(is_zero, 1.0, op.input)
+    zeros = emit.sum(is_zero, dims, keepdim=True)
+    others = emit.div(emit.prod(nonzero, dims, keepdim=True), nonzero)
+    defined = emit.logical_or(emit.eq(zeros, 0), emit.logical_and(is_zero, emit.eq(zeros, 1)))
+    return [emit.select(defined, emit.mul(kept_grad, others), 0.0)]
 
 
 @vjp_rule(ReduceMaxOp)

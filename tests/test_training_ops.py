@@ -281,6 +281,43 @@ def test_cross_entropy_matches_torch() -> None:
     np.testing.assert_allclose(grad, logits.grad.numpy(), rtol=1e-10, atol=1e-14)
 
 
+def _with_zeros(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Random values in which rows of the last dim hold 0, 1, 2 ... zeros (in turn)."""
+    x = rng.uniform(0.5, 1.5, size=shape) * rng.choice([-1.0, 1.0], size=shape)
+    rows = x.reshape(-1, shape[-1])
+    for r, row in enumerate(rows):
+        row[rng.permutation(shape[-1])[: r % (shape[-1] + 1)]] = 0.0
+    return rows.reshape(shape)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize(
+    ("dim", "keepdim"), [(-1, False), (0, False), ((0, 2), True), (None, False)]
+)
+def test_prod_gradient_at_zeros_matches_torch(target: str, dim, keepdim: bool) -> None:
+    """No zero in a slice: prod / x; one: the product of the others at the zero and 0
+    elsewhere; two or more: 0 (torch's rule), never NaN."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    x = _with_zeros((3, 4, 3), rng)
+    weight = rng.normal(size=np.shape(np.prod(x, axis=dim, keepdims=keepdim)))
+
+    def loss(v):
+        return (v.prod(dim, keepdim=keepdim) * weight).sum()
+
+    grad = ts.jit(ts.grad(loss), target=target)(x)
+    t = torch.tensor(x, requires_grad=True)
+    product = t.prod() if dim is None else t
+    if dim is not None:
+        for d in sorted((dim,) if isinstance(dim, int) else dim, reverse=True):
+            product = product.prod(d, keepdim=keepdim)
+    (product * torch.tensor(weight)).sum().backward()
+    assert not np.isnan(grad).any()
+    np.testing.assert_allclose(grad, t.grad.numpy(), rtol=1e-12, atol=1e-15)
+    expected = central_difference(ts.jit(loss, target="reference"), x)
+    np.testing.assert_allclose(grad, expected, rtol=1e-6, atol=1e-8)
+
+
 # ---------------------------------------------------------------------------------------
 # tessc-run: --out result.npz, and a closed pipe
 # ---------------------------------------------------------------------------------------
