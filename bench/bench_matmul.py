@@ -1,32 +1,29 @@
 """
-Contractions: tessc's matmul and the seed's zip+reduce against np.matmul (and PyTorch).
+Matmul: tessc against NumPy's BLAS and PyTorch, one thread and two threads, in one run.
 
-Two tess programs over float32 at N = K = M (default 256 and 512):
+`tess.matmul` of (N, K) and (K, M) at N = K = M (default 512, 1024, 2048 in float32 and
+512 in float64; `--transposed` adds `a @ b.T` with b stored (M, K), `nn.Linear`'s layout)
+through the `cpu` pipeline, compiled by Numba and called through `tessc.runtime.Executable`
+like a user's call, in two builds:
 
-- `matmul`: `tess.matmul` of (N,K) and (K,M);
-- `seed`: `tess.mul` of (N,K,1) and (1,K,M), then `tess.sum` over dim 1, which `tess-fuse`
-  turns into one generic: a matmul in disguise that never builds the (N,K,M) product.
+- `tessc`: the `cpu` pipeline as it is: `tess-pack-matmul` packs A and B into panels and
+  runs the `micro.mma` register tile (vector width of this machine) above 128^3;
+- `tessc tile-only`: the same without `tess-pack-matmul` (`tess-tile`'s i-k-j kernel, what
+  tessc ran before).
 
-Each runs through the `cpu` pipeline without `tess-tile` ("cpu"), and with `tess-tile` after
-`tess-linalg-to-loops` ("cpu+tile", options from --tile-sizes/--register-tile), compiled by
-Numba and called through `tessc.runtime.Executable` (inputs checked, outputs allocated,
-like a user's call). The references: `np.matmul` on the same (N,K) and (K,M) data, NumPy's
-broadcast+sum for the seed (`(a * b).sum(axis=1)`, which does build the product), and
-`torch.matmul` when torch imports. Every tessc result is checked against np.matmul first.
+Every tessc result is checked against np.matmul first. The thread count is switched in
+the process (`numba.set_num_threads`, `threadpoolctl` for OpenBLAS, `torch.set_num_threads`),
+so the one-thread and two-thread tables come from one run. Timing: the minimum over
+`--rounds` rounds of the best of `--repeat` calls, rounds interleaving all variants (a noisy
+machine hurts every variant alike). With one thread the process CPU time per call is
+measured too (`cpu ms`): on a machine shared with other jobs it is the steadier figure;
+"x np" / "x np cpu" are np.matmul's time over the variant's (higher is better: 1.0 = BLAS).
 
-Timing: the minimum over `--rounds` rounds of the best of `--repeat` calls, rounds
-interleaving all variants, so a noisy machine (other processes on 2 cores) hurts every
-variant alike. GFLOP/s counts 2*N*K*M flops; "x np" is time / np.matmul's time (lower is
-better; the goal is <= 2). Set NUMBA_NUM_THREADS / OPENBLAS_NUM_THREADS to compare one
-core with one core.
+Run: python bench/bench_matmul.py [--sizes 512,1024,2048] [--f64-sizes 512] [--threads 1,2]
+     [--repeat 5] [--rounds 5] [--transposed] [--no-before]
 
-Run: python bench/bench_matmul.py [--sizes 256,512] [--repeat 20] [--rounds 5]
-     [--tile-sizes 64,128,256] [--register-tile 4,6] [--no-untiled] [--transposed]
-     [--dtype float64]
-
-`--transposed` adds, with b stored (M, K) (`nn.Linear`'s layout), `a @ b.T` (a transpose
-copy, then the tiled matmul) and the same product as a zip+reduce over the last dim
-(`tess-tile-dot`'s register-tiled dot products), against NumPy's `a @ b.T`.
+Earlier measurements (tess-tile only: the `cpu+tile` and seed variants of this script then;
+their "x np" is time / np.matmul's, lower is better, the inverse of the ratio printed now):
 
 Measured (2-core AMD EPYC with AVX-512, shared with other jobs; GFLOP/s, "x np" in
 parentheses; `--sizes 256,512,1024 --repeat 10 --rounds 5`):
@@ -68,12 +65,12 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import re
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
+import numba
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
@@ -84,164 +81,147 @@ from tessc.pipelines import get_pipeline, run_passes
 from tessc.runtime import Executable, load_source
 
 
-def matmul_program(n: int, k: int, m: int) -> str:
+def matmul_program(n: int, k: int, m: int, dtype: str = "f32") -> str:
+    def t(*shape: int) -> str:
+        return f"tensor<{'x'.join(map(str, shape))}x{dtype}>"
+
     return f"""
-func.func @matmul(%a: tensor<{n}x{k}xf32>, %b: tensor<{k}x{m}xf32>) -> tensor<{n}x{m}xf32> {{
-  %c = tess.matmul %a, %b : tensor<{n}x{k}xf32>, tensor<{k}x{m}xf32> -> tensor<{n}x{m}xf32>
-  func.return %c : tensor<{n}x{m}xf32>
+func.func @matmul(%a: {t(n, k)}, %b: {t(k, m)}) -> {t(n, m)} {{
+  %c = tess.matmul %a, %b : {t(n, k)}, {t(k, m)} -> {t(n, m)}
+  func.return %c : {t(n, m)}
 }}
 """
 
 
-def dot_program(n: int, k: int, m: int) -> str:
-    """`(a[:, None, :] * b[None]).sum(-1)`, b of shape (M, K): the dot-product nest
-    `tess-tile-dot` register-tiles."""
+def matmul_t_program(n: int, k: int, m: int, dtype: str = "f32") -> str:
+    """`a @ b.T` with b of shape (M, K)."""
+
+    def t(*shape: int) -> str:
+        return f"tensor<{'x'.join(map(str, shape))}x{dtype}>"
+
     return f"""
-func.func @dot(%a: tensor<{n}x{k}xf32>, %b: tensor<{m}x{k}xf32>) -> tensor<{n}x{m}xf32> {{
-  %a3 = tess.reshape %a : tensor<{n}x{k}xf32> -> tensor<{n}x1x{k}xf32>
-  %b3 = tess.reshape %b : tensor<{m}x{k}xf32> -> tensor<1x{m}x{k}xf32>
-  %p = tess.mul %a3, %b3 : tensor<{n}x1x{k}xf32>, tensor<1x{m}x{k}xf32> -> tensor<{n}x{m}x{k}xf32>
-  %s = tess.sum %p dims = [2] : tensor<{n}x{m}x{k}xf32> -> tensor<{n}x{m}xf32>
-  func.return %s : tensor<{n}x{m}xf32>
+func.func @matmul_t(%a: {t(n, k)}, %b: {t(m, k)}) -> {t(n, m)} {{
+  %t = tess.permute %b dims = [1, 0] : {t(m, k)} -> {t(k, m)}
+  %c = tess.matmul %a, %t : {t(n, k)}, {t(k, m)} -> {t(n, m)}
+  func.return %c : {t(n, m)}
 }}
 """
 
 
-def matmul_t_program(n: int, k: int, m: int) -> str:
-    """`a @ b.T` with b of shape (M, K): `tess-fuse` keeps the transpose a packed copy."""
-    return f"""
-func.func @matmul_t(%a: tensor<{n}x{k}xf32>, %b: tensor<{m}x{k}xf32>) -> tensor<{n}x{m}xf32> {{
-  %t = tess.permute %b dims = [1, 0] : tensor<{m}x{k}xf32> -> tensor<{k}x{m}xf32>
-  %c = tess.matmul %a, %t : tensor<{n}x{k}xf32>, tensor<{k}x{m}xf32> -> tensor<{n}x{m}xf32>
-  func.return %c : tensor<{n}x{m}xf32>
-}}
-"""
+SPECS = {
+    "tessc": get_pipeline("cpu").spec,
+    "tessc tile-only": get_pipeline("cpu").spec.replace("tess-pack-matmul,", ""),
+}
 
 
-def seed_program(n: int, k: int, m: int) -> str:
-    return f"""
-func.func @seed(%a: tensor<{n}x{k}x1xf32>, %b: tensor<1x{k}x{m}xf32>) -> tensor<{n}x{m}xf32> {{
-  %z = tess.mul %a, %b : tensor<{n}x{k}x1xf32>, tensor<1x{k}x{m}xf32> -> tensor<{n}x{k}x{m}xf32>
-  %s = tess.sum %z dims = [1] : tensor<{n}x{k}x{m}xf32> -> tensor<{n}x{m}xf32>
-  func.return %s : tensor<{n}x{m}xf32>
-}}
-"""
-
-
-def pipeline_spec(tile: str | None) -> str:
-    """The `cpu` pipeline's passes without its own `tess-tile`, with `tile` (a
-    `tess-tile{...}` spec) right after `tess-linalg-to-loops`."""
-    spec = re.sub(r",tess-tile(?!-)(\{[^}]*\})?", "", get_pipeline("cpu").spec)
-    if tile is None:
-        return spec
-    return spec.replace("tess-linalg-to-loops", f"tess-linalg-to-loops,{tile}")
-
-
-def compile_program(text: str, entry: str, spec: str) -> Executable:
+def compile_program(text: str, entry: str, spec: str) -> tuple[Executable, float]:
+    """The executable and its compile time (passes, codegen, Numba; the disk cache may
+    hold it from an earlier run)."""
+    start = time.perf_counter()
     module: ModuleOp = Parser(make_context(), text).parse_module()
     run_passes(module, spec)
     module.verify()
-    return Executable(load_source(emit_numba(module)), entry)
+    program = Executable(load_source(emit_numba(module)), entry)
+    return program, time.perf_counter() - start
 
 
-def best_time(fn: Callable[[], object], repeat: int) -> float:
-    best = float("inf")
+def best_time(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
+    """(wall, process CPU) seconds of the fastest of `repeat` calls, each its own minimum."""
+    wall = cpu = float("inf")
     for _ in range(repeat):
-        start = time.perf_counter()
+        w, c = time.perf_counter(), time.process_time()
         fn()
-        best = min(best, time.perf_counter() - start)
-    return best
+        wall, cpu = min(wall, time.perf_counter() - w), min(cpu, time.process_time() - c)
+    return wall, cpu
+
+
+def set_threads(count: int, torch: Any) -> Any:
+    """Use `count` threads in Numba, OpenBLAS and PyTorch; returns threadpoolctl's limiter."""
+    from threadpoolctl import threadpool_limits
+
+    numba.set_num_threads(min(count, numba.config.NUMBA_NUM_THREADS))
+    if torch is not None:
+        torch.set_num_threads(count)
+    return threadpool_limits(count)
+
+
+def variants(
+    n: int, dtype: str, transposed: bool, before: bool, torch: Any
+) -> tuple[dict[str, Callable[[], object]], dict[str, float]]:
+    """The callables to time at N = K = M = n, each tessc one checked against NumPy, and
+    each tessc one's compile time."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n)).astype(dtype)
+    b = rng.standard_normal((n, n)).astype(dtype)
+    bt = np.ascontiguousarray(b.T)
+    expected = a @ b
+    suffix = "f32" if dtype == "float32" else "f64"
+    fns: dict[str, Callable[[], object]] = {"np.matmul": lambda: np.matmul(a, b)}
+    if torch is not None:
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        fns["torch.matmul"] = lambda: torch.matmul(ta, tb)
+    programs = [("matmul", matmul_program(n, n, n, suffix), (a, b), "")]
+    if transposed:
+        fns["np a @ b.T"] = lambda: np.matmul(a, bt.T)
+        programs.append(("matmul_t", matmul_t_program(n, n, n, suffix), (a, bt), " a@b.T"))
+    compile_seconds: dict[str, float] = {}
+    for label, spec in SPECS.items():
+        if label != "tessc" and not before:
+            continue
+        for entry, text, inputs, tag in programs:
+            program, seconds = compile_program(text, entry, spec)
+            (result,) = program(*inputs)
+            scale = float(np.abs(expected).max())
+            np.testing.assert_allclose(result, expected, rtol=1e-4, atol=1e-4 * scale)
+            fns[label + tag] = lambda p=program, x=inputs: p(*x)
+            compile_seconds[label + tag] = seconds
+    return fns, compile_seconds
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="256,512")
-    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--sizes", default="512,1024,2048", help="float32 sizes")
+    parser.add_argument("--f64-sizes", default="512", help="float64 sizes ('' for none)")
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--tile-sizes", default=None, help="TI,TK,TJ (default: the pass's)")
-    parser.add_argument("--register-tile", default=None, help="R,U (default: the pass's)")
-    parser.add_argument("--no-untiled", action="store_true", help="skip the cpu pipeline")
-    parser.add_argument("--transposed", action="store_true", help="also a @ b.T vs NumPy's")
-    parser.add_argument("--dtype", default="float32", choices=("float32", "float64"))
+    parser.add_argument("--transposed", action="store_true", help="also a @ b.T")
+    parser.add_argument("--no-before", action="store_true", help="skip the tile-only build")
     args = parser.parse_args(argv)
-
-    options = []
-    if args.tile_sizes:
-        options.append(f"tile-sizes={args.tile_sizes}")
-    if args.register_tile:
-        options.append(f"register-tile={args.register_tile}")
-    tile = "tess-tile" + ("{" + " ".join(options) + "}" if options else "")
     try:
         import torch  # type: ignore[import-not-found]
     except ImportError:
         torch = None
 
     print(f"# {' '.join([sys.executable, *sys.argv])}")
-    threads = {
-        v: os.environ.get(v, "default") for v in ("NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-    }
-    print(
-        f"# {platform.machine()}, {os.cpu_count()} cpus, "
-        + ", ".join(f"{k}={v}" for k, v in threads.items())
-    )
-    print(f"# cpu+tile: {pipeline_spec(tile)}")
-    print(f"{'N=K=M':>6} {'variant':<22} {'ms':>9} {'GFLOP/s':>9} {'x np':>7}")
-    specs = {"cpu+tile": pipeline_spec(tile)}
-    if not args.no_untiled:
-        specs = {"cpu": pipeline_spec(None), **specs}
-    for n in (int(s) for s in args.sizes.split(",")):
-        times = measure(n, specs, args.repeat, args.rounds, torch, args.transposed, args.dtype)
-        flops = 2.0 * n**3
-        for name, seconds in times.items():
-            ratio = seconds / times["np.matmul"]
-            rate = flops / seconds / 1e9
-            print(f"{n:>6} {name:<22} {seconds * 1e3:>9.3f} {rate:>9.1f} {ratio:>7.2f}")
-
-
-def measure(
-    n: int,
-    specs: dict[str, str],
-    repeat: int,
-    rounds: int,
-    torch: Any,
-    transposed: bool = False,
-    dtype: str = "float32",
-) -> dict[str, float]:
-    """Seconds per call of every variant at N = K = M = n (checked against np.matmul)."""
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((n, n)).astype(dtype)
-    b = rng.standard_normal((n, n)).astype(dtype)
-    a3, b3 = a.reshape(n, n, 1), b.reshape(1, n, n)
-    bt = np.ascontiguousarray(b.T)
-    expected = a @ b
-    variants: dict[str, Callable[[], object]] = {"np.matmul": lambda: np.matmul(a, b)}
-    if transposed:
-        variants["np a @ b.T"] = lambda: np.matmul(a, bt.T)
-    programs = [
-        ("matmul", matmul_program(n, n, n), (a, b)),
-        ("seed", seed_program(n, n, n), (a3, b3)),
-    ]
-    if transposed:
-        programs.append(("matmul_t", matmul_t_program(n, n, n), (a, bt)))
-        programs.append(("dot", dot_program(n, n, n), (a, bt)))
-    for label, spec in specs.items():
-        for name, text, inputs in programs:
-            text = text.replace("xf32>", "xf64>") if dtype == "float64" else text
-            program = compile_program(text, name, spec)
-            (result,) = program(*inputs)
-            scale = float(np.abs(expected).max())
-            np.testing.assert_allclose(result, expected, rtol=1e-4, atol=1e-4 * scale)
-            variants[f"tessc {name} {label}"] = lambda p=program, x=inputs: p(*x)
-    if n <= 512:  # NumPy's broadcast+sum builds the (N,K,M) product
-        variants["np broadcast+sum seed"] = lambda: (a3 * b3).sum(axis=1)
-    if torch is not None:
-        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
-        variants["torch.matmul"] = lambda: torch.matmul(ta, tb)
-    times = dict.fromkeys(variants, float("inf"))
-    for _ in range(rounds):
-        for name, fn in variants.items():
-            times[name] = min(times[name], best_time(fn, repeat))
-    return times
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"# {platform.machine()}, {os.cpu_count()} cpus, load average {load:.1f} at start")
+    cases = [(int(s), "float32") for s in args.sizes.split(",") if s]
+    cases += [(int(s), "float64") for s in args.f64_sizes.split(",") if s]
+    threads = [int(t) for t in args.threads.split(",")]
+    header = f"{'N':>5} {'dtype':<7} {'variant':<22} {'ms':>8} {'GFLOP/s':>8} {'x np':>6}"
+    for n, dtype in cases:
+        fns, compile_seconds = variants(n, dtype, args.transposed, not args.no_before, torch)
+        for label, seconds in compile_seconds.items():
+            print(f"# compile {label} {n} {dtype}: {seconds:.1f} s")
+        for count in threads:
+            with set_threads(count, torch):
+                times = dict.fromkeys(fns, (float("inf"), float("inf")))
+                for _ in range(args.rounds):
+                    for name, fn in fns.items():
+                        wall, cpu = best_time(fn, args.repeat)
+                        times[name] = (min(times[name][0], wall), min(times[name][1], cpu))
+            print(f"# {count} thread{'s' if count > 1 else ''}")
+            print(header + (f" {'cpu ms':>8} {'x np cpu':>8}" if count == 1 else ""))
+            np_wall, np_cpu = times["np.matmul"]
+            for name, (wall, cpu) in times.items():
+                line = (
+                    f"{n:>5} {dtype:<7} {name:<22} {wall * 1e3:>8.3f} "
+                    f"{2.0 * n**3 / wall / 1e9:>8.1f} {np_wall / wall:>6.2f}"
+                )
+                if count == 1:
+                    line += f" {cpu * 1e3:>8.3f} {np_cpu / cpu:>8.2f}"
+                print(line, flush=True)
 
 
 if __name__ == "__main__":

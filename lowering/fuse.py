@@ -29,7 +29,8 @@ Rules, not luck. Each op has a `PatternKind` (TVM's FuseOps classes, from
   into a reduce is fine exactly when the zip's iteration space is the reduce's;
 - a transpose is not fused into a contraction where it would put the reduction loop on
   the operand's last (unit-stride) dim (`a @ w.T`): kept as a copy, it is a packed
-  right-hand side the contraction reads i-k-j;
+  right-hand side the contraction reads i-k-j; except in contractions `tess-pack-matmul`
+  will pack (`PACKED_MIN_WORK`), whose packing reads it transposed for free;
 - a producer with other uses is duplicated only when cheap; an expensive one is fused
   *multi-output* instead (the fused generic also yields its result, e.g. a forward value
   and a saved activation) when the consumer is all-parallel over exactly the producer's
@@ -95,6 +96,7 @@ from tessc.lowering.generic_analysis import (
     reads_loop_indices,
     splat_value,
 )
+from tessc.lowering.loop_analysis import PACKED_MIN_WORK
 
 # Ops that are not worth recomputing: transcendental functions and divisions. Everything
 # else in `math` is a cheap bit/rounding operation.
@@ -165,14 +167,19 @@ def _transposes_contraction_operand(
     producer: Operation,
     uses: Sequence[tuple[int, int, AffineMap]],
     maps: Sequence[AffineMap],
+    extents: Sequence[int],
 ) -> str | None:
     """A refusal when fusing transpose `producer` into contraction `consumer` would make an
     operand whose last dim the unfused contraction walks with a parallel loop walk it with
     the reduction loop instead (`a @ w.T`: `w[j, k]` for `wT[k, j]`). The contraction then
     cannot run i-k-j with `j` unit stride; kept apart, the transpose is a copy (a packed
     right-hand side: 0.3 MFLOP of the digits MLP's backward took 56 us fused, as dot
-    products of 10, and runs as a tiled i-k-j matmul after a 1280-element copy)."""
+    products of 10, and runs as a tiled i-k-j matmul after a 1280-element copy). From
+    `PACKED_MIN_WORK` multiply-adds on, `tess-pack-matmul` packs the operand itself, reading
+    it in any layout: there the transpose is fused and no copy is made."""
     if not isinstance(producer, GenericOp) or pattern_kind(consumer) != PatternKind.MATMUL:
+        return None
+    if pymath.prod(extents) >= PACKED_MIN_WORK:
         return None
     if len(producer.inputs) != 1 or producer_cost(producer)[0] != 0:
         return None
@@ -254,7 +261,7 @@ def plan_fusion(consumer: GenericOp, index: int, policy: FusionPolicy) -> Fusion
     )
     cost, expensive = producer_cost(producer)
     cheap = cost <= policy.max_cheap_ops and not expensive
-    transposed = _transposes_contraction_operand(consumer, producer, uses, maps)
+    transposed = _transposes_contraction_operand(consumer, producer, uses, maps, extents)
     if transposed is not None:
         return transposed
     if visits > 1 and cost > 0:

@@ -44,6 +44,10 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineMap
 from xdsl.traits import is_side_effect_free
 
+PACKED_MIN_WORK = 128**3 + 1
+"""Multiply-adds (N * K * M) from which `tess-pack-matmul` packs a contraction's operands
+(128^3 and below stay with `tess-tile`); `tess-fuse` fuses a transposed operand into those."""
+
 
 @dataclass(frozen=True)
 class LoopNestPlan:
@@ -312,6 +316,7 @@ class IndexConstants:
 
 
 __all__ = [
+    "PACKED_MIN_WORK",
     "STRIDED_ACCESS_COST",
     "Access",
     "BufferOf",

@@ -23,6 +23,11 @@ loads and pure ops), with N x K x M above `min-work`, this pass builds:
          if jc and pc are the last: the row segments after it (bias, activation) on the
            block's rows, while they are in cache
 
+A dot nest (`tess-tile-dot`'s form: `scf.parallel (b.., i, j)` around a k loop, what `a @
+w.T` becomes once `tess-fuse` fuses the transpose, which it does for contractions this pass
+packs) is packed the same way: its ops before and after the k loop (fill, bias, activation)
+run per element of the block's rows, cloned with the pure prologue ops they read.
+
 `micro.mma` keeps its MR x NR accumulators in vector registers for all kc steps (MR + NR/W
 loads per MR * NR/W FMAs, the output read and written once per kc steps): the code
 generator writes it with explicit vectors of the machine's width W. The tile follows W, read
@@ -71,17 +76,21 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
+from xdsl.traits import is_side_effect_free
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
 from tessc.dialects.micro import MmaOp
-from tessc.lowering.loop_analysis import IndexConstants, depends_on
+from tessc.lowering.loop_analysis import (
+    PACKED_MIN_WORK,
+    IndexConstants,
+    depends_on,
+    unit_loop_bound,
+)
 from tessc.lowering.tile import (
-    Contraction,
     Emitter,
     Extent,
     IndexValue,
-    RowKernel,
     RowSegment,
     block_extent,
     emit_loop,
@@ -89,11 +98,12 @@ from tessc.lowering.tile import (
     match_row_kernel,
     static,
 )
+from tessc.lowering.tile_dot import match_dot
 
 DEFAULT_BLOCKS: tuple[int, int, int] = (96, 256, 4096)
 """(MC, KC, NC): an MC x KC block of A (192 KiB f32) stays in L2, a KC x NR micro-panel of B
 (32 KiB) in L1; NC covers the whole right-hand side of the benchmarked sizes."""
-DEFAULT_MIN_WORK = 128**3 + 1
+DEFAULT_MIN_WORK = PACKED_MIN_WORK
 """N * K * M from which a contraction is packed; 128^3 and below stay with `tess-tile`."""
 DEFAULT_MIN_ROW_BLOCKS = 4
 """MC shrinks until the rows make this many blocks, so both threads have work."""
@@ -135,11 +145,21 @@ def register_tile(vector_bits: int, element_bits: int) -> tuple[int, int, int]:
 
 @dataclass(frozen=True)
 class PackedMatmul:
-    """A row kernel whose one contraction is `out[.., i, j] += x(i, k) * y(k, j)`."""
+    """A contraction `out[.., i, j] += x(i, k) * y(k, j)` to pack, with the work around it:
+    `before` and `after` run per row (a row kernel's segments, which loop over `j`
+    themselves) or, `per_element`, per output element (a dot nest's body around its k loop)."""
 
-    kernel: RowKernel
-    contraction: Contraction
-    x_ops: tuple[Operation, ...]  # the j loop's ops computing x, in order
+    parallel: scf.ParallelOp
+    batch: tuple[tuple[int, SSAValue], ...]  # extent and old index of each batch dim
+    i: SSAValue
+    j: SSAValue
+    k: SSAValue
+    shape: tuple[int, int, int]  # N, K, M
+    invariant_ops: tuple[Operation, ...]
+    before: tuple[Operation, ...]
+    after: tuple[Operation, ...]
+    per_element: bool
+    x_ops: tuple[Operation, ...]  # the loop body's ops computing x, in order
     y_ops: tuple[Operation, ...]
     x: SSAValue
     y: SSAValue
@@ -162,25 +182,31 @@ def backward_slice(value: SSAValue, ops: Sequence[Operation]) -> tuple[Operation
     return tuple(op for op in ops if op in needed)
 
 
-def match_packed(op: scf.ParallelOp) -> PackedMatmul | None:
-    if (kernel := match_row_kernel(op)) is None or len(kernel.contractions) != 1:
-        return None
-    (nest,) = kernel.contractions
-    if nest.outer_loops or len(nest.stored) != 1:
-        return None
-    body = list(nest.j_loop.body.block.ops)[:-1]
-    (store,) = (o for o in body if isinstance(o, memref.StoreOp))
+@dataclass(frozen=True)
+class Product:
+    """The operands of a contraction body's `out = out + x * y` and the ops computing them."""
+
+    x_ops: tuple[Operation, ...]
+    y_ops: tuple[Operation, ...]
+    x: SSAValue
+    y: SSAValue
+
+
+def split_product(
+    body: Sequence[Operation], store: memref.StoreOp, i: SSAValue, j: SSAValue, k: SSAValue
+) -> Product | None:
+    """`x` (from i and k) and `y` (from k and j) when `store` writes `out[.., i, j] +
+    x * y` to an identity-layout f32/f64 `out` at indices of which only the last two
+    move with i, j or k."""
     out_type = store.memref.type
-    i, k, j = kernel.i, nest.k_loop.body.block.args[0], nest.j_loop.body.block.args[0]
     if not isinstance(out_type, MemRefType) or not isinstance(out_type.layout, NoneAttr):
+        return None
+    if not isinstance(out_type.element_type, Float32Type | Float64Type):
         return None
     *prefix, row, col = store.indices
     if row is not i or col is not j or any(depends_on(v, x) for v in prefix for x in (i, j, k)):
         return None
-    total = store.value.owner
-    if not isinstance(total, arith.AddfOp) or not isinstance(
-        out_type.element_type, Float32Type | Float64Type
-    ):
+    if not isinstance(total := store.value.owner, arith.AddfOp):
         return None
     loads = [
         v
@@ -199,8 +225,80 @@ def match_packed(op: scf.ParallelOp) -> PackedMatmul | None:
         if any(isinstance(o, memref.LoadOp) and o.memref is store.memref for o in (*x_ops, *y_ops)):
             return None
         if x.type == y.type == out_type.element_type:
-            return PackedMatmul(kernel, nest, x_ops, y_ops, x, y, store)
+            return Product(x_ops, y_ops, x, y)
     return None
+
+
+def match_packed(op: scf.ParallelOp) -> PackedMatmul | None:
+    """A row kernel with one i-k-j contraction (`tess-tile`'s form), or a dot nest (k
+    innermost: `tess-tile-dot`'s form, which `a @ w.T` takes)."""
+    if (kernel := match_row_kernel(op)) is not None:
+        if len(kernel.contractions) != 1:
+            return None
+        (nest,) = kernel.contractions
+        if nest.outer_loops or len(nest.stored) != 1:
+            return None
+        body = list(nest.j_loop.body.block.ops)[:-1]
+        (store,) = (o for o in body if isinstance(o, memref.StoreOp))
+        i, k, j = kernel.i, nest.k_loop.body.block.args[0], nest.j_loop.body.block.args[0]
+        if (product := split_product(body, store, i, j, k)) is None:
+            return None
+        at = kernel.members.index(nest)
+        segments = [
+            [o for m in members if isinstance(m, RowSegment) for o in m.ops]
+            for members in (kernel.members[:at], kernel.members[at + 1 :])
+        ]
+        batch = tuple(zip(kernel.batch_extents, op.body.block.args, strict=False))
+        shape = (kernel.rows, nest.depth, nest.cols)
+        before, after = (tuple(ops) for ops in segments)
+        return PackedMatmul(
+            op, batch, i, j, k, shape, kernel.invariant_ops, before, after, False,
+            product.x_ops, product.y_ops, product.x, product.y, store,
+        )  # fmt: skip
+    if (dot := match_dot(op)) is None:
+        return None
+    *batch_extents, rows, cols = dot.extents
+    *batch_args, i, j = op.body.block.args
+    k = dot.k_loop.body.block.args[0]
+    depth = unit_loop_bound(dot.k_loop.lb, dot.k_loop.ub, dot.k_loop.step)
+    # Pure ops of the per-element prologue (constants, index arithmetic) may feed the
+    # product and the epilogue, which run in other loops now: they are cloned with them.
+    pure = [o for o in dot.before if is_side_effect_free(o) and not o.regions]
+    body = [*pure, *list(dot.k_loop.body.block.ops)[:-1]]
+    if depth is None or (product := split_product(body, dot.acc_store, i, j, k)) is None:
+        return None
+    after = [*pure, *dot.after]
+    after = [o for o in after if o in set(dot.after) or o in _operand_slice(dot.after, pure)]
+    scope = {*op.body.block.args, k}
+    if not all(
+        _closed(ops, op, scope) for ops in (dot.before, after, product.x_ops, product.y_ops)
+    ):
+        return None
+    batch = tuple(zip(batch_extents, batch_args, strict=True))
+    return PackedMatmul(
+        op, batch, i, j, k, (rows, depth, cols), (), dot.before, tuple(after), True,
+        product.x_ops, product.y_ops, product.x, product.y, dot.acc_store,
+    )  # fmt: skip
+
+
+def _operand_slice(users: Sequence[Operation], ops: Sequence[Operation]) -> set[Operation]:
+    """The ops of `ops` that the operands of `users` are computed from."""
+    return {o for user in users for v in user.operands for o in backward_slice(v, ops)}
+
+
+def _closed(ops: Sequence[Operation], nest: Operation, scope: set[SSAValue]) -> bool:
+    """Whether every value `ops` read is defined by one of them, is in `scope`, or is
+    defined outside `nest` (a function argument or an op before the nest)."""
+    defined = {r for o in ops for r in o.results}
+    for o in ops:
+        for v in o.operands:
+            if v in defined or v in scope:
+                continue
+            owner = v.owner
+            anchor = owner if isinstance(owner, Operation) else owner.parent_op()
+            if anchor is not None and nest.is_ancestor(anchor):
+                return False
+    return True
 
 
 # -- building ---------------------------------------------------------------------------
@@ -219,8 +317,7 @@ class Packer:
 
     @property
     def shape(self) -> tuple[int, int, int]:
-        nest = self.match.contraction
-        return self.match.kernel.rows, nest.depth, nest.cols
+        return self.match.shape
 
     def values(self, e: Emitter) -> dict[SSAValue, SSAValue]:
         return {**self.invariants, **{iv: e.value(v) for iv, v in self.mapping.items()}}
@@ -234,14 +331,13 @@ class Packer:
         return values
 
     def build(self) -> list[Operation]:
-        kernel = self.match.kernel
         (mr, nr, _), (mc, kc, nc) = self.tile, self.blocks
         n, _, _ = self.shape
         element = self.match.x.type
         row_blocks = -(-n // mc)
         top = Block()
         e = Emitter(top, self.constant)
-        for op in kernel.invariant_ops:
+        for op in self.match.invariant_ops:
             top.add_op(op.clone(self.invariants))
         allocs = [
             memref.AllocOp.get(element, 64, [row_blocks * mc * kc]),
@@ -252,9 +348,7 @@ class Packer:
             top.add_op(alloc)
             alloc.memref.name_hint = hint
         self.ap, self.bp, self.ct = (a.memref for a in allocs)
-        self.batch(
-            e, list(zip(kernel.batch_extents, kernel.parallel.body.block.args, strict=False))
-        )
+        self.batch(e, list(self.match.batch))
         ops = list(top.ops)
         for op in ops:
             op.detach()
@@ -345,8 +439,7 @@ class Packer:
 
     def pack_b(self, e: Emitter, j0: IndexValue, nj: Extent, k0: IndexValue, nk: Extent) -> None:
         m = self.match
-        nest, (_, nr, _) = m.contraction, self.tile
-        k_iv, j_iv = nest.k_loop.body.block.args[0], nest.j_loop.body.block.args[0]
+        (_, nr, _), (_, _, cols) = self.tile, self.shape
 
         def panel(ep: Emitter, jr: SSAValue) -> None:
             jt = ep.add(j0, ep.mul(jr, nr), "jt")
@@ -356,8 +449,8 @@ class Packer:
                 row = ek.mul(ek.add(ek.apply(arith.MuliOp, jr, nk.value), kk), nr)
 
                 def column(ec: Emitter, c: IndexValue) -> None:
-                    j = self.clamp(ec, ec.add(jt, c), nest.cols, nr, "j")
-                    values = self.clone(ec, m.y_ops, {k_iv: ec.value(k), j_iv: ec.value(j)})
+                    j = self.clamp(ec, ec.add(jt, c), cols, nr, "j")
+                    values = self.clone(ec, m.y_ops, {m.k: ec.value(k), m.j: ec.value(j)})
                     value = values.get(m.y, m.y)
                     ec.block.add_op(memref.StoreOp.get(value, self.bp, [ec.value(ec.add(row, c))]))
 
@@ -378,17 +471,13 @@ class Packer:
         last: SSAValue | bool,
     ) -> None:
         m = self.match
-        nest, kernel = m.contraction, m.kernel
         (mr, nr, _), (mc, kc, _) = self.tile, self.blocks
         n, _, cols = self.shape
-        k_iv = nest.k_loop.body.block.args[0]
 
         def block(eb: Emitter, ib: SSAValue) -> None:
             i0 = eb.mul(ib, mc, "i0")
             ni = block_extent(eb, n, mc, i0, "mi")
-            members = kernel.members
-            at = members.index(nest)
-            self.guarded(eb, first, lambda eg: self.segments(eg, members[:at], i0, ni))
+            self.guarded(eb, first, lambda eg: self.segments(eg, m.before, i0, ni))
             slot = eb.mul(ib, mc * kc, "slot")
             tiles_i = make_extent(
                 eb.apply(arith.DivUIOp, eb.add(ni.value, mr - 1), mr, "nir"),
@@ -406,8 +495,8 @@ class Packer:
 
                     def lane(er: Emitter, r: IndexValue) -> None:
                         i = self.clamp(er, er.add(er.add(i0, er.mul(ir, mr)), r), n, mr, "i")
-                        self.mapping[kernel.i] = i
-                        values = self.clone(er, m.x_ops, {k_iv: er.value(k)})
+                        self.mapping[m.i] = i
+                        values = self.clone(er, m.x_ops, {m.k: er.value(k)})
                         value = values.get(m.x, m.x)
                         er.block.add_op(
                             memref.StoreOp.get(value, self.ap, [er.value(er.add(row, r))])
@@ -431,7 +520,7 @@ class Packer:
                 emit_loop(ej, tiles_i, "ir", micro)
 
             emit_loop(eb, tiles_j, "jr", panel)
-            self.guarded(eb, last, lambda eg: self.segments(eg, members[at + 1 :], i0, ni))
+            self.guarded(eb, last, lambda eg: self.segments(eg, m.after, i0, ni))
 
         self.parallel(e, -(-n // mc), "ib", block)
 
@@ -508,21 +597,24 @@ class Packer:
         edge.add_op(scf.YieldOp())
         e.block.add_op(scf.IfOp(condition, [], Region(inside), Region(edge)))
 
-    def segments(
-        self, e: Emitter, members: Sequence[Contraction | RowSegment], i0: IndexValue, ni: Extent
-    ) -> None:
-        """The row segments `members` for each row of the block in turn."""
-        kernel = self.match.kernel
+    def segments(self, e: Emitter, ops: Sequence[Operation], i0: IndexValue, ni: Extent) -> None:
+        """`ops` (the work before or after the contraction) for each row of the block in
+        turn, and for each column of it where they run per element."""
+        m = self.match
 
         def row(er: Emitter, ii: IndexValue) -> None:
-            self.mapping[kernel.i] = er.add(i0, ii, "i")
-            values = self.values(er)
-            for member in members:
-                assert isinstance(member, RowSegment)
-                for op in member.ops:
-                    er.block.add_op(op.clone(values))
+            self.mapping[m.i] = er.add(i0, ii, "i")
+            if not m.per_element:
+                self.clone(er, ops, {})
+                return
 
-        if members:
+            def element(ej: Emitter, jj: IndexValue) -> None:
+                self.mapping[m.j] = jj
+                self.clone(ej, ops, {})
+
+            emit_loop(er, static(self.shape[2]), "jj", element)
+
+        if ops:
             emit_loop(e, ni, "ii", row)
 
 
@@ -560,7 +652,7 @@ class PackMatmul(RewritePattern):
     def match_and_rewrite(self, op: scf.ParallelOp, rewriter: PatternRewriter) -> None:
         if contract.REGISTER_TILE.has(op) or (match := match_packed(op)) is None:
             return
-        shape = (match.kernel.rows, match.contraction.depth, match.contraction.cols)
+        shape = match.shape
         if math.prod(shape) < self.min_work:
             return
         tile = self.tile[match.element_bits]

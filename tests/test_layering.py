@@ -53,6 +53,7 @@ PASS_TO_PASS = frozenset(
         # A packed contraction is matched as tess-tile's row kernel and built with its
         # index emitter.
         ("pack_matmul", "tile"),
+        ("pack_matmul", "tile_dot"),  # and a dot nest as tess-tile-dot's
     }
 )
 """The pass modules that import another pass module, each with its reason."""

@@ -175,6 +175,43 @@ def test_bad_options_are_reported(options: str, message: str) -> None:
         lowered(matmul((8, 8), (8, 16)), f"tess-pack-matmul{{{options}}}")
 
 
+def transposed_dense_relu(n: int, k: int, m: int) -> str:
+    """`relu(a @ w.T + b)`, w of shape (m, k): `nn.Linear`."""
+    a, w, wt, b, o = (
+        t((n, k), "f32"),
+        t((m, k), "f32"),
+        t((k, m), "f32"),
+        t((m,), "f32"),
+        t((n, m), "f32"),
+    )
+    return f"""
+func.func @main(%a: {a}, %w: {w}, %b: {b}) -> {o} {{
+  %wt = tess.permute %w dims = [1, 0] : {w} -> {wt}
+  %m = tess.matmul %a, %wt : {a}, {wt} -> {o}
+  %y = tess.add %m, %b : {o}, {b} -> {o}
+  %r = tess.relu %y : {o}
+  func.return %r : {o}
+}}
+"""
+
+
+def test_a_large_transposed_rhs_is_fused_and_packed_from_its_dot_nest() -> None:
+    """Above the packing threshold `tess-fuse` fuses `w.T` into the matmul (no copy: the
+    loops are a dot nest, k innermost) and packing reads `w[j, k]`; the bias + relu run per
+    element after the last k block. 3 row blocks x 2 k blocks x 2 column blocks."""
+    text = transposed_dense_relu(130, 130, 131)
+    module = lowered(text, "tess-pack-matmul{blocks=48,96,96 register-tile=4,16 vector-bits=512}")
+    loops = str(module)
+    assert loops.count("linalg") == 0 and loops.count("func.call") == 1  # one kernel
+    assert re.search(r"memref.load %w\[%j, %k\]", loops)  # packed straight from w
+    assert "micro.mma" in loops
+    reference = parse(text)
+    inputs = random_inputs(next(iter(reference.ops)), seed=2)  # type: ignore[arg-type]
+    source = emit_numba(module, parallel_threshold=1 << 60)
+    actual = Executable(load_source(source), "main")(*inputs)
+    assert_results_match(actual, interpret(reference, "main", inputs), rtol=1e-5, atol=1e-5)
+
+
 def test_packed_results_are_close_to_numpy_at_a_benchmark_like_shape() -> None:
     """Default options (the host's tile) at 136 x 200 x 144: several row blocks, edge rows."""
     text = matmul((136, 200), (200, 144))

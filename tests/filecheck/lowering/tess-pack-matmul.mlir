@@ -104,3 +104,56 @@ func.func private @dense(%out: memref<37x41xf32>, %a: memref<37x29xf32>, %b: mem
 // NUMBA:       def dense(
 // NUMBA:         ap = np.empty((
 // NUMBA:         micro_mma_6x16x8(ap, aoff, bp, boff, 29, out, (it, {{.*}}))
+
+// `a @ w.T` as tess-fuse leaves it above the threshold: a dot nest (k innermost) whose
+// fill and bias + relu run per element. Packing B reads w[j, k]; the fill and the epilogue
+// run per element of the block's rows, at the first and after the last k block (one k
+// block here: unconditionally).
+func.func private @dot(%out: memref<9x20xf32>, %a: memref<9x7xf32>, %w: memref<20x7xf32>, %c: memref<20xf32>) attributes {tess.kernel} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c9 = arith.constant 9 : index
+  %c20 = arith.constant 20 : index
+  %c7 = arith.constant 7 : index
+  "scf.parallel"(%c0, %c0, %c9, %c20, %c1, %c1) <{operandSegmentSizes = array<i32: 2, 2, 2, 0>}> ({
+  ^bb0(%i: index, %j: index):
+    %zero = arith.constant 0.000000e+00 : f32
+    memref.store %zero, %out[%i, %j] : memref<9x20xf32>
+    scf.for %k = %c0 to %c7 step %c1 {
+      %x = memref.load %a[%i, %k] : memref<9x7xf32>
+      %y = memref.load %w[%j, %k] : memref<20x7xf32>
+      %acc = memref.load %out[%i, %j] : memref<9x20xf32>
+      %p = arith.mulf %x, %y : f32
+      %s = arith.addf %acc, %p : f32
+      memref.store %s, %out[%i, %j] : memref<9x20xf32>
+    }
+    %bias = memref.load %c[%j] : memref<20xf32>
+    %v = memref.load %out[%i, %j] : memref<9x20xf32>
+    %sum = arith.addf %v, %bias : f32
+    %relu = arith.maximumf %sum, %zero : f32
+    memref.store %relu, %out[%i, %j] : memref<9x20xf32>
+    scf.reduce
+  }) : (index, index, index, index, index, index) -> ()
+  func.return
+}
+// CHECK-LABEL: func.func private @dot(
+// CHECK:         %bp = memref.alloc() {alignment = 64 : i64} : memref<224xf32>
+// CHECK:         "scf.parallel"
+// CHECK:               %[[Y:.+]] = memref.load %w[%j, %kk] : memref<20x7xf32>
+// CHECK-NEXT:          %{{.*}} = arith.addi %{{.*}}, %{{.*}} : index
+// CHECK-NEXT:          memref.store %[[Y]], %bp[%{{.*}}] : memref<224xf32>
+// CHECK:         "scf.parallel"
+// CHECK-NEXT:    ^{{.*}}(%ib: index):
+// CHECK:           scf.for %ii = %{{.*}} to %mi step %{{.*}} {
+// CHECK-NEXT:        %i = arith.addi %i0, %ii : index
+// CHECK-NEXT:        scf.for %jj = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK-NEXT:          %zero = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:          memref.store %zero, %out[%i, %jj] : memref<9x20xf32>
+// CHECK:           micro.mma %ap[%slot], %bp[%boff], %{{.*}}, %out[%i0, %{{.*}}] {rows = 4 : i64, cols = 16 : i64, lanes = 16 : i64}
+// CHECK:           scf.for %ii_1 = %{{.*}} to %mi step %{{.*}} {
+// CHECK:             scf.for %jj_1 = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK-NEXT:          %zero_1 = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:          %bias = memref.load %c[%jj_1] : memref<20xf32>
+// CHECK:               arith.maximumf %{{.*}}, %zero_1 : f32
+// SMALL-LABEL: func.func private @dot(
+// SMALL-NOT:     micro.mma
