@@ -274,6 +274,16 @@ CHUNK_SIZE = Int("tess.chunk_size")
 scheduling chunk in elements. Written by `tess-fuse-horizontal`; moved to the loop by
 `tess-linalg-to-loops`; read by codegen (`tess-to-numba`: a `prange` over chunks)."""
 
+ROW_RANGES = IntArray("tess.row_ranges")
+"""On a 2-D `linalg.generic` `(r, i)` (levels 3-4): `array<i64: lo_0, hi_0, lo_1, hi_1, ...>`,
+one pair per value of `r`; the generic iterates only `(r, i)` with `lo_r <= i < hi_r` (a
+segmented loop: arena chunks, or a segment's chunks), not its whole box. Then on the
+`scf.parallel` over `r` it becomes (level 5). Written by `tess-fuse-horizontal` (segmented
+reductions); read by `tess-linalg-to-loops` (an inner loop over each row's range, bounds
+from a constant table) and codegen (the loop's static work: the ranges' total). Passes that
+do not know it must leave such a generic alone: `tess-linalg-to-loops` is the only one
+between the two."""
+
 ARENA_LAYOUT = ArenaLayoutAttr("tess.arena_layout")
 """On a function `tess-fuse-horizontal` packed into arenas: where each of the caller's
 original inputs and results lives (`ArenaLayout`). Written by `tess-fuse-horizontal` (which
@@ -385,6 +395,7 @@ __all__ = [
     "ALIASES_INPUT",
     "ARENA_BYTES",
     "ARENA_LAYOUT",
+    "ROW_RANGES",
     "CHUNK_SIZE",
     "DONATED",
     "FUSED",

@@ -187,6 +187,41 @@ def escaping_results(members: Sequence[Operation]) -> list[OpResult]:
     ]
 
 
+def wrap_in_group(members: Sequence[Operation]) -> GroupOp:
+    """Move `members` (ops of one block, in order, with the `tensor.empty` inits of their
+    operands) into one new `kernel.group` in the last one's place; what ops outside read
+    comes out as the group's results."""
+    last = members[-1]
+    block = last.parent_block()
+    assert block is not None
+    outside = escaping_results(members)
+    group = GroupOp([r.type for r in outside], [])
+    block.insert_op_before(group, last)
+    body = group.block
+    terminator = group.yield_op
+    for member in members:
+        for init in member.operands if isinstance(member, LinalgStructuredOperation) else ():
+            empty = init.owner
+            if isinstance(empty, tensor.EmptyOp) and empty.parent_block() is block:
+                empty.detach()
+                if all(use.operation in members for use in empty.results[0].uses):
+                    body.insert_op_before(empty, terminator)
+                else:  # shared with ops outside: it must still come before them all
+                    block.insert_op_before(empty, group)
+        member.detach()
+        body.insert_op_before(member, terminator)
+    terminator.detach()
+    terminator.erase()
+    body.add_op(YieldOp(*outside))
+    for result, new in zip(outside, group.res, strict=True):
+        new.name_hint = result.name_hint
+        result.replace_all_uses_with(new)
+        for use in list(new.uses):
+            if use.operation.parent_op() is group:  # the yield itself
+                use.operation.operands[use.index] = result
+    return group
+
+
 Kernel = Dialect("kernel", [GroupOp, YieldOp])
 
 __all__ = [
@@ -195,5 +230,6 @@ __all__ = [
     "Kernel",
     "YieldOp",
     "escaping_results",
+    "wrap_in_group",
     "yielded_value",
 ]

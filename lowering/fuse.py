@@ -255,8 +255,11 @@ def plan_fusion(consumer: GenericOp, index: int, policy: FusionPolicy) -> Fusion
     except NotImplementedError:
         return "consumer loop extents are not computable"
     transforms = list(dict.fromkeys(t for _, _, t in uses))
+    # A loop the producer does not use multiplies its work even at extent 1: decisions do
+    # not depend on extents being 1, so that ops alike up to shapes fuse alike
+    # (`tess-fuse-horizontal` packs a one-element parameter's step with the others).
     visits = sum(
-        pymath.prod(extents[d] for d in range(t.num_dims) if d not in t.used_dims())
+        pymath.prod(max(extents[d], 2) for d in range(t.num_dims) if d not in t.used_dims())
         for t in transforms
     )
     cost, expensive = producer_cost(producer)

@@ -48,6 +48,42 @@ parameter. This pass makes them ONE generic over contiguous storage: the paramet
    (a copy); separate arrays out, views of the output arenas. With donation the memory
    plan makes an output arena alias its input arena: the update runs in place.
 
+2b. Segmented reductions (`segmented`, before 2). An optimizer like Lamb reduces each
+   parameter to norms (`|p|`, `|u|`), computes a per-parameter trust ratio from them, and
+   updates the parameter elementwise with it: after `tess-fuse`, per parameter, full
+   reductions of its arguments (kernel groups with their init and rank-0 epilogues) and
+   an elementwise update reading rank-0 values computed from them. Step 2 cannot group
+   those updates (their rank-0 operands differ per parameter) nor the reductions.
+   `horizontal_groups.find_families` collects each parameter's ops (its *member*: the ops
+   that read its arguments or its rank-0 values, whose values nothing else reads) and puts
+   members alike up to shapes in one *family*; `horizontal_segments.SegmentedBuilder`
+   rewrites a family of at least `min-group-size` members over arenas (arguments packed
+   as in step 2, one *segment* per parameter): every reduction of the family is a chunk
+   partial of ONE pass over the arenas (chunks of at most `chunk-size` elements, each in
+   one segment, so a large parameter spreads over threads), the partials are combined per
+   segment, the rank-0 ops run once per segment, and the update runs over the chunks
+   reading its segment's values. Loops whose inner range depends on the row (a chunk's
+   elements, a segment's chunks) are 2-D generics with `tess.row_ranges`. Before
+   grouping, a one-element update that `tess-fuse-epilogue` put in its norm's group
+   (extent-1 loops count as none) is taken out of it, so that one-element parameters
+   are members like the others; put back if it joins no family.
+
+   Two passes over the arenas, so two kernels. Every element's new value needs its
+   parameter's trust ratio, which needs the parameter's complete norms, which read every
+   element before any may be written (in place: the arenas are donated). So no single
+   pass can do it: the chunks of a segment would have to wait for each other (a
+   grid-wide barrier on a GPU; on the CPU the end of a parallel loop). Pass 1 (after the
+   step count's scalar prologue) reads the arenas once for the moments and both norms of
+   every parameter, then combines the chunk partials and computes the trust ratios; pass
+   2 recomputes the moments (cheaper than storing them in pass 1, which then writes
+   nothing of arena size) and applies the ratio-scaled update in place, as the seed's
+   fused Lamb does in its two passes. Each pass is a kernel: one `kernel.group` holding
+   both would run them as two parallel loops all the same (a segmented loop shares no
+   loop with its neighbours), saving one call, and the memory plan would have to learn
+   that an update after whole-arena reads in its group may still write in place. A Lamb
+   step over any number of parameters is two kernels
+   (tests/filecheck/fusion/lamb-steps.mlir).
+
 3. Scalar prologue (`scalar-prologue`). An optimizer's step count makes rank-0 work:
    bias corrections `1 - beta^t`, a decayed learning rate, `t + 1`. Each is a rank-0
    generic, a kernel of its own, run once per call. The rank-0 generics that read only
@@ -66,12 +102,14 @@ parameters, 9.3M floats, bench/bench_adagrad.py): chunks of 4096 to 262144 and n
 
 Only functions no `func.call` calls are rewritten (their signature changes), once (a
 function with `tess.arena_layout` is left alone). Refused, with the reason under `report`:
-reductions, contractions, broadcasts, transposes, rank-0 ops, generics inside a
-`kernel.group`, updates reading a computed tensor (a dependency) or not returned, mixed
-element types, updates alone in their class. Updating intermediates (a gradient computed
-in the same function) would need their producers to write into arena slices: not done.
+reductions outside a family (step 2b), contractions, broadcasts, transposes, rank-0 ops,
+generics inside a `kernel.group`, updates reading a computed tensor (a dependency) or not
+returned, mixed element types, updates alone in their class. Updating intermediates (a
+gradient computed in the same function) would need their producers to write into arena
+slices: not done.
 
-`report=true` writes `tess.horizontal_members = K` on each arena generic,
+`report=true` writes `tess.horizontal_members = K` on each arena generic (and on a
+family's segmented generics),
 `tess.horizontal_prologue = P` on a group with a scalar prologue of P generics, and
 `tess.horizontal_refused = "<reason>"` on each other top-level generic. xDSL has no
 horizontal fusion (nor a packing of function arguments), hence this pass.
@@ -98,7 +136,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.dialects.linalg.attrs import IteratorTypeAttr
 from xdsl.dialects.linalg.ops import GenericOp, YieldOp
-from xdsl.ir import Block, BlockArgument, Operation, OpResult, Region, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, Region, SSAValue
 from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
 from xdsl.transforms.common_subexpression_elimination import cse
@@ -106,20 +144,22 @@ from xdsl.transforms.common_subexpression_elimination import cse
 from tessc.dialects import contract
 from tessc.dialects.contract import ARENA_LAYOUT, DONATED, ArenaLayout, ArenaSlot
 from tessc.dialects.functions import called_functions
-from tessc.dialects.kernel import GroupOp, escaping_results
-from tessc.dialects.kernel import YieldOp as GroupYieldOp
+from tessc.dialects.kernel import GroupOp, wrap_in_group
 from tessc.lowering.generic_analysis import generic_maps
 from tessc.lowering.horizontal_groups import (
+    Family,
     Group,
     Update,
     body_fingerprint,
     element_of,
     elementwise_refusal,
+    find_families,
     find_groups,
     inputs_with_maps,
     is_shared_operand,
     shape_of,
 )
+from tessc.lowering.horizontal_segments import Peeled, SegmentedBuilder
 
 # ---------------------------------------------------------------------------------------
 # Step 1: sibling merge
@@ -298,8 +338,11 @@ class FunctionPacker:
     output_slots: dict[SSAValue, tuple[SSAValue, int]] = field(default_factory=dict)
     """Each packed result's arena result and offset."""
 
-    def pack(self, groups: Sequence[Group]) -> list[GenericOp]:
-        """Rewrite `groups`; the arena generics, in program order."""
+    def pack(
+        self, groups: Sequence[Group], families: Sequence[Family] = ()
+    ) -> tuple[list[GenericOp], list[SegmentedBuilder]]:
+        """Rewrite `groups` and `families`; the arena generics, in program order, and each
+        family's kernels."""
         function = self.function
         block = function.body.block
         ret = block.last_op
@@ -314,6 +357,11 @@ class FunctionPacker:
             arena, old = self.rewrite(group, n, attrs)
             arenas.append(arena)
             members += old
+        builders: list[SegmentedBuilder] = []
+        for n, family in enumerate(families, start=len(groups)):
+            builder, old_ops = self.rewrite_family(family, n, attrs)
+            builders.append(builder)
+            members += old_ops
         # The return: each output arena where its first member was.
         holders = [self.output_slots.get(v, (v, None)) for v in old_results]
         returned = list(dict.fromkeys(holder for holder, _ in holders))
@@ -350,7 +398,34 @@ class FunctionPacker:
             for value, (holder, offset) in zip(old_results, holders, strict=True)
         ]
         ARENA_LAYOUT.set(function, ArenaLayout(tuple(inputs), tuple(outputs), tuple(names)))
-        return sorted(arenas, key=block.get_operation_index)
+        return sorted(arenas, key=block.get_operation_index), builders
+
+    def pack_arguments(
+        self,
+        members: Sequence[tuple[BlockArgument, ...]],
+        element: Attribute,
+        number: int,
+        attrs: dict[SSAValue, DictionaryAttr],
+    ) -> tuple[list[BlockArgument], list[int]]:
+        """Each operand position's arguments (one tuple per member, members in arena order)
+        as one arena argument; the arenas and each member's offset."""
+        block = self.function.body.block
+        offsets = [0]
+        for arguments in members:
+            offsets.append(offsets[-1] + math.prod(shape_of(arguments[0])))
+        arena_type = TensorType(element, [offsets.pop()])
+        arenas: list[BlockArgument] = []
+        for position in range(len(members[0])):
+            packed = [arguments[position] for arguments in members]
+            lead = min(packed, key=lambda a: a.index)
+            arena = block.insert_arg(arena_type, lead.index)
+            arena.name_hint = _arena_name(packed, "", f"arena{number}_{position}")
+            donated = all(DONATED.in_dict(attrs.get(m, DictionaryAttr({}))) for m in packed)
+            attrs[arena] = DONATED.dict(donated)
+            arenas.append(arena)
+            for member, offset in zip(packed, offsets, strict=True):
+                self.input_slots[member] = (arena, offset)
+        return arenas, offsets
 
     def rewrite(
         self, group: Group, number: int, attrs: dict[SSAValue, DictionaryAttr]
@@ -358,21 +433,10 @@ class FunctionPacker:
         """Arena arguments and the arena generic for `group`; its members, to be erased."""
         block = self.function.body.block
         updates = sorted(group.updates, key=lambda u: u.arguments[0].index)
-        offsets = [0]
-        for update in updates:
-            offsets.append(offsets[-1] + update.size)
-        arena_type = TensorType(element_of(updates[0].op.results[0]), [offsets.pop()])
-        arenas: list[BlockArgument] = []
-        for position in range(len(updates[0].arguments)):
-            members = [u.arguments[position] for u in updates]
-            lead = min(members, key=lambda a: a.index)
-            arena = block.insert_arg(arena_type, lead.index)
-            arena.name_hint = _arena_name(members, "", f"arena{number}_{position}")
-            donated = all(DONATED.in_dict(attrs.get(m, DictionaryAttr({}))) for m in members)
-            attrs[arena] = DONATED.dict(donated)
-            arenas.append(arena)
-            for member, offset in zip(members, offsets, strict=True):
-                self.input_slots[member] = (arena, offset)
+        element = element_of(updates[0].op.results[0])
+        arenas, offsets = self.pack_arguments(
+            [u.arguments for u in updates], element, number, attrs
+        )
         ops, generic = build_arena_generic(updates, arenas, self.chunk_size)
         if self.report:
             contract.HORIZONTAL_MEMBERS.set(generic, len(updates))
@@ -390,17 +454,49 @@ class FunctionPacker:
                         use.operation.operands[use.index] = view
         return generic, [u.op for u in updates]
 
+    def rewrite_family(
+        self, family: Family, number: int, attrs: dict[SSAValue, DictionaryAttr]
+    ) -> tuple[SegmentedBuilder, list[Operation]]:
+        """Arena arguments and the two kernels' ops for `family` (inserted before the
+        return); the members' ops, to be erased."""
+        block = self.function.body.block
+        members = family.members
+        template = members[0]
+        element = element_of(template.arguments[0])
+        arguments = [m.arguments for m in members]
+        arenas, offsets = self.pack_arguments(arguments, element, number, attrs)
+        builder = SegmentedBuilder(template, arenas, [m.size for m in members], self.chunk_size)
+        builder.build()
+        if self.report:
+            for op in builder.first + builder.updates:
+                if contract.ROW_RANGES.has(op) or op in builder.update_results:
+                    contract.HORIZONTAL_MEMBERS.set(op, len(members))
+        ret = block.last_op
+        assert ret is not None
+        block.insert_ops_before([*builder.first, *builder.updates], ret)
+        updates = [[s.op for s in m.steps if s.kind == "update"] for m in members]
+        for t, generic in enumerate(builder.update_results):
+            for r, result in enumerate(generic.results):
+                results = [steps[t].results[r] for steps in updates]
+                result.name_hint = _arena_name(results, "_new", f"arena{number}_new{r}")
+                for member, offset in zip(results, offsets, strict=True):
+                    self.output_slots[member] = (result, offset)
+        old = sorted({op for m in members for op in m.ops}, key=block.get_operation_index)
+        return builder, old[::-1]
+
 
 # ---------------------------------------------------------------------------------------
 # Step 3: the scalar prologue
 # ---------------------------------------------------------------------------------------
 
 
-def scalar_prologue(block: Block, arenas: Sequence[GenericOp]) -> list[GenericOp]:
+def scalar_prologue(block: Block, consumers: Sequence[Operation]) -> list[GenericOp]:
     """The rank-0 generics of `block` that can run at the start of the first arena
-    kernel: they read only arguments and each other, and only they, `arenas` and the
-    return read them. In block order (a valid order: each reads only earlier ones)."""
+    kernel: they read only arguments and each other, and only they, `consumers` (top-level
+    ops: the arena generics and a family's kernel ops) and the return read them. In block
+    order (a valid order: each reads only earlier ones)."""
     ret = block.last_op
+    readers = {*consumers, ret}
     members = [
         op for op in block.ops if isinstance(op, GenericOp) and not op.iterator_types and op.results
     ]
@@ -419,7 +515,7 @@ def scalar_prologue(block: Block, arenas: Sequence[GenericOp]) -> list[GenericOp
                 for v in op.outputs
             )
             and all(
-                use.operation in chosen or use.operation in arenas or use.operation is ret
+                use.operation in chosen or block.find_ancestor_op_in_block(use.operation) in readers
                 for result in op.results
                 for use in result.uses
             )
@@ -429,39 +525,32 @@ def scalar_prologue(block: Block, arenas: Sequence[GenericOp]) -> list[GenericOp
         members = kept
 
 
-def group_with_prologue(arena: GenericOp, prologue: Sequence[GenericOp], report: bool) -> None:
-    """Move `prologue` (with their inits) and then `arena` into one `kernel.group` in
-    `arena`'s place; what others read comes out as the group's results."""
-    block = arena.parent_block()
-    assert block is not None
-    members: list[Operation] = [*prologue, arena]
-    outside = escaping_results(members)
-    group = GroupOp([r.type for r in outside], [])
-    if report:
-        contract.HORIZONTAL_PROLOGUE.set(group, len(prologue))
-    block.insert_op_before(group, arena)
-    body = group.block
-    terminator = group.yield_op
-    for member in members:
-        for init in member.outputs:
-            empty = init.owner
-            if isinstance(empty, tensor.EmptyOp) and empty.parent_block() is block:
-                empty.detach()
-                if all(use.operation in members for use in empty.results[0].uses):
-                    body.insert_op_before(empty, terminator)
-                else:  # shared with ops outside: it must still come before them all
-                    block.insert_op_before(empty, group)
-        member.detach()
-        body.insert_op_before(member, terminator)
-    terminator.detach()
-    terminator.erase()
-    body.add_op(GroupYieldOp(*outside))
-    for result, new in zip(outside, group.res, strict=True):
-        new.name_hint = result.name_hint
-        result.replace_all_uses_with(new)
-        for use in list(new.uses):
-            if use.operation.parent_op() is group:  # the yield itself
-                use.operation.operands[use.index] = result
+def mark_prologue(group: GroupOp, prologue: int, report: bool) -> None:
+    if report and prologue:
+        contract.HORIZONTAL_PROLOGUE.set(group, prologue)
+
+
+def group_kernels(
+    block: Block,
+    arenas: Sequence[GenericOp],
+    families: Sequence[SegmentedBuilder],
+    with_prologue: bool,
+    report: bool,
+) -> None:
+    """The scalar prologue into the first arena kernel (in block order), and each
+    family's kernels into `kernel.group`s."""
+    consumers: list[Operation] = [*arenas]
+    for family in families:
+        consumers += family.first + family.updates
+    prologue = scalar_prologue(block, consumers) if with_prologue else []
+    if prologue and arenas:
+        mark_prologue(wrap_in_group([*prologue, arenas[0]]), len(prologue), report)
+        prologue = []
+    for family in families:
+        mark_prologue(wrap_in_group([*prologue, *family.first]), len(prologue), report)
+        prologue = []
+        if len(family.update_results) > 1:
+            wrap_in_group(family.updates)
 
 
 # ---------------------------------------------------------------------------------------
@@ -482,7 +571,9 @@ class TessFuseHorizontalPass(ModulePass):
     `donated-only` packs only groups that update donated arguments (whose callers keep
     them in arenas), so that no caller pays a packing copy on every call;
     `scalar-prologue` computes the function's argument-only rank-0 generics at the start
-    of the first arena kernel instead of in kernels of their own.
+    of the first arena kernel instead of in kernels of their own; `segmented` packs
+    families of per-parameter reductions and updates (step 2b; the gpu passes do not
+    lower its `tess.row_ranges` loops, so the cuda pipeline turns it off).
     """
 
     name = "tess-fuse-horizontal"
@@ -493,6 +584,7 @@ class TessFuseHorizontalPass(ModulePass):
     merge_siblings: bool = True
     donated_only: bool = False
     scalar_prologue: bool = True
+    segmented: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         called = called_functions(op)
@@ -510,9 +602,26 @@ class TessFuseHorizontalPass(ModulePass):
                 reason = f"@{function.sym_name.data} is called by another function"
                 self.annotate({g: reason for g in block.ops if isinstance(g, GenericOp)})
                 continue
+            peeled: list[Peeled] = []
+            if self.segmented:  # one-element parameters' steps as the others'
+                candidates = [g for g in block.ops if isinstance(g, GroupOp)]
+                peeled = [p for g in candidates if (p := Peeled.peel(g)) is not None]
             if self.merge_siblings:
                 merge_all_siblings(block)
-            groups, refused = find_groups(block, ret)
+            families, refused = find_families(block, ret) if self.segmented else ([], {})
+            segmented: list[Family] = []
+            for family in families:
+                if len(family.members) < max(2, self.min_group_size):
+                    reason = "too few parameters whose reductions and updates are alike"
+                elif self.donated_only and not family.donated(function):
+                    reason = "no argument position has only donated arguments (donated-only)"
+                else:
+                    segmented.append(family)
+                    continue
+                refused.update({op: reason for m in family.members for op in m.ops})
+            skip = {op for family in segmented for m in family.members for op in m.ops}
+            groups, unpacked = find_groups(block, ret, skip)
+            refused.update(unpacked)
             packed: list[Group] = []
             for group in groups:
                 if len(group.updates) < max(2, self.min_group_size):
@@ -527,12 +636,12 @@ class TessFuseHorizontalPass(ModulePass):
                     continue
                 refused.update({u.op: reason for u in group.updates})
             self.annotate(refused)
-            if not packed:
-                continue
-            arenas = FunctionPacker(function, self.chunk_size, self.report).pack(packed)
-            prologue = scalar_prologue(block, arenas) if self.scalar_prologue else []
-            if prologue:
-                group_with_prologue(arenas[0], prologue, self.report)
+            if packed or segmented:
+                packer = FunctionPacker(function, self.chunk_size, self.report)
+                arenas, builders = packer.pack(packed, segmented)
+                group_kernels(block, arenas, builders, self.scalar_prologue, self.report)
+            for group in peeled:
+                group.restore()
 
     def annotate(self, refused: dict[Operation, str]) -> None:
         if self.report:

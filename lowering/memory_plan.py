@@ -77,6 +77,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
+from itertools import pairwise
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref
@@ -93,7 +94,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.dialects.linalg.ops import GenericOp, IteratorType
 from xdsl.ir import Attribute, Block, Operation, SSAValue
-from xdsl.ir.affine import AffineMap
+from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.traits import SymbolTable
@@ -181,6 +182,20 @@ def is_identity(map_attr: Attribute) -> bool:
     if not isinstance(map_attr, AffineMapAttr):
         return False
     return map_attr.data == AffineMap.identity(map_attr.data.num_dims)
+
+
+def is_element_map(generic: Operation, map_attr: Attribute) -> bool:
+    """Whether `map_attr` reads or writes one element per iteration of `generic`, each at
+    most once: the identity, or in a segmented generic whose rows' ranges are disjoint
+    (`tess.row_ranges`, an arena update by chunks) the inner index `(r, i) -> (i)`."""
+    if is_identity(map_attr):
+        return True
+    rows = contract.ROW_RANGES.get(generic)
+    if rows is None or not isinstance(map_attr, AffineMapAttr):
+        return False
+    ranges = sorted(zip(rows[::2], rows[1::2], strict=True))
+    disjoint = all(stop <= start for (_, stop), (start, _) in pairwise(ranges))
+    return disjoint and map_attr.data == AffineMap(2, 0, (AffineExpr.dimension(1),))
 
 
 @dataclass(eq=False)
@@ -291,10 +306,10 @@ class HostPlanner:
             if value in source_views:
                 return False  # the source through a view: its elements at other indices
             if value is out:
-                if not is_output or not is_identity(map_attr):
+                if not is_output or not is_element_map(generic, map_attr):
                     return False
                 wrote = True
-            elif value is source and (is_output or not is_identity(map_attr)):
+            elif value is source and (is_output or not is_element_map(generic, map_attr)):
                 return False
         return wrote
 

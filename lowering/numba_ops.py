@@ -35,6 +35,7 @@ from collections.abc import Iterable, Sequence
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import (
     AnyFloat,
+    DenseIntOrFPElementsAttr,
     FloatAttr,
     IndexType,
     IntegerAttr,
@@ -124,6 +125,24 @@ def memref_shape(typ: Attribute) -> tuple[int, ...]:
     """The shape of a memref type, -1 for a dynamic dimension."""
     assert isinstance(typ, MemRefType)
     return tuple(typ.get_shape())
+
+
+def global_name(symbol: str) -> str:
+    """The module-level name of the array `memref.global @symbol` becomes (Numba freezes a
+    global array read by a compiled function as a constant)."""
+    return f"G_{python_identifier(symbol)}"
+
+
+def global_definition(op: memref.GlobalOp) -> str:
+    """`memref.global @symbol = dense<...>` as a module-level NumPy array."""
+    value = op.initial_value
+    if not isinstance(value, DenseIntOrFPElementsAttr):
+        raise UnsupportedOpError(op, "a memref.global without an initial value")
+    element = value.get_element_type()
+    values = ", ".join(str(v) for v in value.get_values())
+    shape = tuple_literal(memref_shape(op.type))
+    dtype = dtype_name(element)
+    return f"{global_name(op.sym_name.data)} = np.array([{values}], np.{dtype}).reshape({shape})"
 
 
 def tuple_literal(items: Sequence[object]) -> str:
@@ -375,6 +394,8 @@ class OpEmitter:
             self.emit_dim(op)
         elif isinstance(op, MmaOp):
             self.emit_mma(op)
+        elif isinstance(op, memref.GetGlobalOp):
+            self.exprs[op.memref] = global_name(op.name_.root_reference.data)
         else:
             return False
         return True
@@ -505,6 +526,8 @@ __all__ = [
     "constant_expr",
     "constant_int",
     "dtype_name",
+    "global_definition",
+    "global_name",
     "memref_shape",
     "python_identifier",
     "tuple_literal",

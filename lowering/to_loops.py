@@ -75,11 +75,15 @@ from dataclasses import dataclass, field
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, scf
 from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
     IndexType,
     IntegerAttr,
     MemRefType,
     ModuleOp,
+    StringAttr,
     TensorType,
+    UnitAttr,
+    i64,
 )
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
 from xdsl.dialects.linalg.ops import IndexOp
@@ -221,7 +225,77 @@ def lower_structured_op(
     loop = induction[plan.order[0]].owner.parent_op() if plan.num_parallel and not bound else None
     if isinstance(loop, scf.ParallelOp):
         contract.CHUNK_SIZE.copy(op, loop)
+    inline_body(op, rewriter, constant, at, induction)
 
+
+def row_table(
+    rows: Sequence[int], module: ModuleOp, rewriter: PatternRewriter, at: InsertPoint
+) -> SSAValue:
+    """A `memref<R x 2 x i64>` of the row ranges: a `memref.global` of `module` (one per
+    distinct table), read by `memref.get_global` at `at`."""
+    table_type = MemRefType(i64, [len(rows) // 2, 2])
+    value = DenseIntOrFPElementsAttr.from_list(TensorType(i64, [len(rows) // 2, 2]), list(rows))
+    globals_ = [op for op in module.ops if isinstance(op, memref.GlobalOp)]
+    found = next((g for g in globals_ if g.initial_value == value), None)
+    if found is None:
+        name = f"tess_row_ranges_{len(globals_)}"
+        found = memref.GlobalOp.get(
+            StringAttr(name), table_type, value, StringAttr("private"), UnitAttr()
+        )
+        after = InsertPoint.after(globals_[-1]) if globals_ else None
+        rewriter.insert(found, after or InsertPoint.at_start(module.body.block))
+    table = memref.GetGlobalOp(found.sym_name.data, table_type)
+    rewriter.insert(table, at)
+    return table.memref
+
+
+def lower_ranged_op(
+    op: LinalgStructuredOperation,
+    rewriter: PatternRewriter,
+    constant: IndexConstants,
+    at: InsertPoint,
+) -> None:
+    """A 2-D op with `tess.row_ranges` (`contract.ROW_RANGES`): an `scf.parallel` over its
+    rows (they write disjoint outputs: a reduction's rows are its outputs' rows, an
+    elementwise op's rows cover disjoint ranges), each an `scf.for` over the row's range,
+    whose bounds it loads from a constant table. The loop carries the ranges (codegen
+    counts the work)."""
+    check_on_memrefs(op)
+    rows = contract.ROW_RANGES.get(op)
+    assert rows is not None
+    ranges = op.get_static_loop_ranges()
+    module = op.get_toplevel_object()
+    assert isinstance(module, ModuleOp)
+    table = row_table(rows, module, rewriter, at)
+    induction, at = build_parallel_loop(rewriter, [0], ranges, constant, at)
+    row = induction[0]
+    loop = at.block.parent_op()
+    assert isinstance(loop, scf.ParallelOp)
+    contract.ROW_RANGES.copy(op, loop)
+    bounds: list[SSAValue] = []
+    for end in (0, 1):
+        load = memref.LoadOp.get(table, [row, constant(end)])
+        cast = arith.IndexCastOp(load.res, IndexType())
+        rewriter.insert([load, cast], at)
+        bounds.append(cast.result)
+    block = Block([scf.YieldOp()], arg_types=[IndexType()])
+    inner = scf.ForOp(bounds[0], bounds[1], constant(1), [], Region(block))
+    rewriter.insert(inner, at)
+    block.args[0].name_hint = "i1"
+    inline_body(op, rewriter, constant, InsertPoint.before(block.last_op), [row, block.args[0]])
+
+
+def inline_body(
+    op: LinalgStructuredOperation,
+    rewriter: PatternRewriter,
+    constant: IndexConstants,
+    at: InsertPoint,
+    induction: Sequence[SSAValue],
+) -> None:
+    """`op`'s body at `at` for the loop indices `induction`: loads, the body, stores; then
+    `op` is gone."""
+    maps = [m.data for m in op.get_indexing_maps()]
+    num_inputs = len(op.inputs)
     body = op.body.block
     for arg, operand, affine_map in zip(body.args, op.operands, maps, strict=True):
         if not arg.uses:
@@ -265,7 +339,8 @@ class LinalgToLoops(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: LinalgStructuredOperation, rewriter: PatternRewriter) -> None:
         at = InsertPoint.before(op)
-        lower_structured_op(op, rewriter, IndexConstants(rewriter, at), at)
+        lower = lower_ranged_op if contract.ROW_RANGES.has(op) else lower_structured_op
+        lower(op, rewriter, IndexConstants(rewriter, at), at)
 
 
 @dataclass(frozen=True)
@@ -296,7 +371,7 @@ def kernel_chains(block: Block) -> list[Chain]:
             continue
         nest = None
         if isinstance(op, LinalgStructuredOperation) and not op.res:
-            nest = summarize_nest(op)
+            nest = None if contract.ROW_RANGES.has(op) else summarize_nest(op)
         if nest is None:
             close()
             continue

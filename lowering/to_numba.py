@@ -72,6 +72,7 @@ from tessc.lowering.numba_ops import (
     UnsupportedOpError,
     constant_int,
     dtype_name,
+    global_definition,
     memref_shape,
     python_identifier,
     tuple_literal,
@@ -200,6 +201,18 @@ class FunctionEmitter(OpEmitter):
             self.line(f"{name} = {self.expr(init)}")
             names.append(name)
         header = self.range_call(op.lb, op.ub, op.step, "range")
+        parent = op.parent_op()
+        if (
+            parent is not None
+            and contract.ROW_RANGES.has(parent)
+            and constant_int(op.step) == 1
+            and all(_is_memref_index(use) for use in iv.uses)
+        ):
+            # A row's range, its bounds loaded from a table: with a signed index Numba
+            # keeps its wraparound check and does not vectorise (see `emit_chunked`).
+            # Memref indices are in bounds, so non-negative: counting in uint64 is exact.
+            lo, hi = self.expr(op.lb), self.expr(op.ub)
+            header = f"range(np.uint64({lo}), np.uint64({hi}))"
         self.line(f"for {self.define(iv, 'i')} in {header}:")
         self.emit_body(block, names)
 
@@ -365,6 +378,8 @@ def static_work(block: Block) -> float:
         if isinstance(op, scf.ForOp):
             trips = trip_count(op.lb, op.ub, op.step)
             total += (math.inf if trips is None else trips) * max(1.0, static_work(op.body.block))
+        elif (rows := contract.ROW_RANGES.get(op)) is not None:  # rows of varying ranges
+            total += sum(rows[1::2]) - sum(rows[::2])
         elif isinstance(op, scf.ParallelOp):
             bounds = zip(op.lowerBound, op.upperBound, op.step, strict=True)
             counts = [trip_count(lb, ub, st) for lb, ub, st in bounds]
@@ -493,7 +508,11 @@ def _emit_module(
     module: ModuleOp, flags: list[str], parallel_threshold: int, inline_serial_kernels: bool
 ) -> str:
     functions: list[func.FuncOp] = []
+    tables: list[str] = []
     for op in module.ops:
+        if isinstance(op, memref.GlobalOp):  # a constant table (`tess-linalg-to-loops`)
+            tables.append(global_definition(op))
+            continue
         if not isinstance(op, func.FuncOp):
             raise UnsupportedOpError(op, "only func.func is supported at module level")
         if not op.body.blocks:
@@ -577,6 +596,7 @@ def _emit_module(
         f"FASTMATH = {fastmath_text}",
         "",
         f"TESSC_SIGNATURES = {signature_text}",
+        *(["", *tables] if tables else []),
     ]
     helpers = [BITCAST_INTRINSIC] if uses_bitcast else []
     if mma_tiles:

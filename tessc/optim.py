@@ -13,8 +13,10 @@ The update is written once per parameter in `tess` ops; the compiler does the re
 `tess-fuse` makes each parameter's clauses one `linalg.generic`, and
 `tess-fuse-horizontal` makes the generics of all parameters of one dtype ONE kernel over
 arenas (every parameter back to back in one buffer, every gradient in another, every
-state slot in its own), run in cache-sized chunks. The step count's scalar chain (bias
-corrections, decayed learning rates) is computed once per call and read by that kernel.
+state slot in its own), run in cache-sized chunks; Lamb's per-parameter norms become
+segmented reductions over the arenas, so its step is two kernels. The step count's scalar
+chain (bias corrections, decayed learning rates) is computed once per call and read by
+that kernel.
 
 - Inside a jitted function, `opt.step` emits the ops into the trace. Donate the
   parameters and state (`jit(train_step, donate_argnums=...)`) to have them updated in
@@ -406,12 +408,13 @@ class Lamb(Optimizer):
     + eps) + weight_decay * p`, `p -= lr * r * u` with the trust ratio `r = |p| / |u|`
     per parameter (2-norms over the whole tensor; `r = 1` where either norm is 0).
 
-    The norms are per-parameter reductions, so the step has two passes over each
-    parameter: the first updates `m`, `v` and reduces `|p|^2` and `|u|^2`, the second
-    (which needs the finished norms) recomputes `u` and updates `p`. Not yet fused
-    horizontally: `tess-fuse-horizontal` groups elementwise updates, not reductions, so a
-    Lamb step is 3 kernels per parameter plus the step count's scalars
-    (tests/filecheck/fusion/optim-steps.mlir counts them).
+    The norms are per-parameter reductions, so the step is two passes over the
+    parameters: the first computes `m`, `v` and reduces `|p|^2` and `|u|^2`, the second
+    (which needs the finished norms) recomputes them and updates `p`, `m` and `v` in
+    place. `tess-fuse-horizontal` makes the norms of all parameters segmented reductions
+    over the arenas (one segment per parameter, split into cache-sized chunks), so a Lamb
+    step over any number of parameters is two kernels on `cpu`
+    (tests/filecheck/fusion/lamb-steps.mlir); `cuda` keeps a reduction kernel per norm.
     """
 
     def __init__(

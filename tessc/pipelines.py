@@ -36,6 +36,10 @@ outline, loops), to bisect a miscompile to an optional pass. `reference` has no 
 its target interprets the `tess` level with NumPy (`tessc.reference.interpret`), the
 oracle of every test.
 
+`cuda` runs `tess-fuse-horizontal` without its segmented reductions (`segmented=false`):
+the gpu passes do not lower `tess.row_ranges` loops, so a Lamb step there keeps a
+reduction kernel per parameter norm (correct, not fused).
+
 In `cpu`, `tess-fuse-horizontal` packs only updates of donated arguments (`donated-only`):
 an optimizer's parameters and states, which the caller keeps across calls and can keep in
 `tessc.arena` views. Independent ops on arrays a caller passes separately would cost a
@@ -109,6 +113,10 @@ class Pipeline:
 
 
 _FUSE = "tess-to-linalg,tess-fuse,tess-fuse-epilogue,tess-fuse-horizontal{donated-only=true}"
+_GPU_FUSE = (
+    "tess-to-linalg,tess-fuse,tess-fuse-epilogue,"
+    "tess-fuse-horizontal{donated-only=true segmented=false}"
+)
 _BUFFERS = "tess-bufferize,tess-memory-plan"
 _LOOPS = (
     "tess-outline-kernels,tess-linalg-to-loops,tess-pack-matmul,tess-tile,tess-tile-dot,"
@@ -145,7 +153,7 @@ PIPELINES: dict[str, Pipeline] = {
         ),
         Pipeline(
             "cuda",
-            (_FUSE, _BUFFERS, _GPU),
+            (_GPU_FUSE, _BUFFERS, _GPU),
             "cuda",
             "fused, memory-planned kernels mapped onto the GPU (Numba CUDA)",
             GPU_STAGES,

@@ -32,6 +32,7 @@ SHARED_LOWERING = frozenset(
         "loop_analysis",
         "generic_analysis",
         "horizontal_groups",
+        "horizontal_segments",
         "gpu_common",
         "gpu_tree",
         "numba_ops",

@@ -31,3 +31,26 @@ def test_standalone_adam_step_on_device_arrays() -> None:
     for name, value in device.items():
         assert is_device_array(value)
         np.testing.assert_allclose(value.copy_to_host(), expected[name], rtol=1e-9)
+
+
+def test_standalone_lamb_step_on_device_arrays() -> None:
+    """The cuda pipeline keeps a reduction kernel per parameter norm (no segmented
+    reductions there): the numbers are the reference's, a zero parameter's ratio is 1."""
+    rng = np.random.default_rng(1)
+    params = {"w": rng.standard_normal((3, 5)), "b": np.zeros(7), "s": rng.standard_normal(1)}
+    grads = [{k: rng.standard_normal(v.shape) for k, v in params.items()} for _ in range(3)]
+    optimizer = ts.optim.Lamb(lr=0.01, weight_decay=0.01)
+    expected, state = dict(params), optimizer.init(params)
+    step = ts.jit(lambda p, g, s: optimizer.step(p, g, s), target="reference")
+    for g in grads:
+        expected, state = step(expected, g, state)
+
+    device = {k: cuda.to_device(v) for k, v in params.items()}
+    device_state = optimizer.init(device)
+    for g in grads:
+        device, device_state = optimizer.step(
+            device, {k: cuda.to_device(v) for k, v in g.items()}, device_state
+        )
+    assert sorted(optimizer._compiled) == ["cuda"]
+    for name, value in device.items():
+        np.testing.assert_allclose(value.copy_to_host(), expected[name], rtol=1e-9)
