@@ -257,9 +257,16 @@ def test_lamb_segmented_step_matches_reference_and_updates_in_place(monkeypatch)
     assert fuse != cpu.passes[0]
     monkeypatch.setitem(pipelines.PIPELINES, "cpu", replace(cpu, passes=(fuse, *cpu.passes[1:])))
     rng = np.random.default_rng(7)
-    shapes = [(1,), (3,), (2, 5), (1,), (7,), (13,), (3, 1, 3), *(
-        tuple(int(d) for d in rng.integers(1, 6, size=rng.integers(1, 3))) for _ in range(5)
-    )]
+    shapes = [
+        (1,),
+        (3,),
+        (2, 5),
+        (1,),
+        (7,),
+        (13,),
+        (3, 1, 3),
+        *(tuple(int(d) for d in rng.integers(1, 6, size=rng.integers(1, 3))) for _ in range(5)),
+    ]
     params = [rng.standard_normal(s) for s in shapes]
     params[2][:] = 0.0
     grads = [[rng.standard_normal(s) for s in shapes] for _ in range(6)]
