@@ -99,7 +99,7 @@ from xdsl.dialects.builtin import (
     i1,
 )
 from xdsl.dialects.utils import FastMathFlag
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -430,10 +430,18 @@ def emit_log(emitter: ArithEmitter, x: SSAValue) -> SSAValue:
     return e.select(is_nan, x, result)
 
 
+BlockConstants = dict[tuple[Block, Attribute], dict[tuple[str, str], SSAValue]]
+"""The constants expansions made so far in each block, by float type: reused by the
+expansions after them in the block (ops are expanded in program order, so a constant made
+for an earlier op comes before a later one). Canonicalize and CSE would merge them anyway;
+made once, they are not made, hoisted and erased again (a 1,000-op program made 2,880)."""
+
+
 def make_emitter(
     op: math.ExpOp | math.TanhOp | math.LogOp,
     rewriter: PatternRewriter,
     dtypes: frozenset[str],
+    constants: BlockConstants | None = None,
 ) -> ArithEmitter | None:
     """An emitter for `op`'s scalar float type, or None when the pass leaves it alone."""
     float_type = op.operand.type
@@ -443,36 +451,43 @@ def make_emitter(
     assert isinstance(float_type, Float32Type | Float64Type)
     contract = FastMathFlag.ALLOW_CONTRACT
     fastmath = arith.FastMathFlagsAttr([contract] if contract in op.fastmath.data else "none")
-    return ArithEmitter(rewriter, float_type, fmt, fastmath)
+    emitter = ArithEmitter(rewriter, float_type, fmt, fastmath)
+    block = op.parent_block()
+    if constants is not None and block is not None:
+        emitter._constants = constants.setdefault((block, float_type), {})
+    return emitter
 
 
 @dataclass
 class ExpandExpPattern(RewritePattern):
     dtypes: frozenset[str]
+    constants: BlockConstants = field(default_factory=BlockConstants)
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: math.ExpOp, rewriter: PatternRewriter) -> None:
-        if (emitter := make_emitter(op, rewriter, self.dtypes)) is not None:
+        if (emitter := make_emitter(op, rewriter, self.dtypes, self.constants)) is not None:
             rewriter.replace(op, (), (emit_exp(emitter, op.operand),))
 
 
 @dataclass
 class ExpandTanhPattern(RewritePattern):
     dtypes: frozenset[str]
+    constants: BlockConstants = field(default_factory=BlockConstants)
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: math.TanhOp, rewriter: PatternRewriter) -> None:
-        if (emitter := make_emitter(op, rewriter, self.dtypes)) is not None:
+        if (emitter := make_emitter(op, rewriter, self.dtypes, self.constants)) is not None:
             rewriter.replace(op, (), (emit_tanh(emitter, op.operand),))
 
 
 @dataclass
 class ExpandLogPattern(RewritePattern):
     dtypes: frozenset[str]
+    constants: BlockConstants = field(default_factory=BlockConstants)
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: math.LogOp, rewriter: PatternRewriter) -> None:
-        if (emitter := make_emitter(op, rewriter, self.dtypes)) is not None:
+        if (emitter := make_emitter(op, rewriter, self.dtypes, self.constants)) is not None:
             rewriter.replace(op, (), (emit_log(emitter, op.operand),))
 
 
@@ -509,7 +524,10 @@ class TessExpandMathPass(ModulePass):
                 f"expected some of {', '.join(FLOAT_FORMATS)}"
             )
         dtypes = frozenset(self.dtypes)
-        patterns = [EXPANSION_PATTERNS[name](dtypes) for name in dict.fromkeys(self.functions)]
+        constants = BlockConstants()  # shared: an exp and a tanh in one block share them
+        patterns = [
+            EXPANSION_PATTERNS[name](dtypes, constants) for name in dict.fromkeys(self.functions)
+        ]
         PatternRewriteWalker(
             GreedyRewritePatternApplier(patterns), apply_recursively=False
         ).rewrite_module(op)

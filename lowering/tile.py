@@ -86,7 +86,7 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
-from xdsl.traits import IsTerminator, is_side_effect_free
+from xdsl.traits import Commutative, IsTerminator, is_side_effect_free
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
@@ -301,6 +301,8 @@ class Emitter:
             return b
         if kind is arith.MuliOp and isinstance(b, int) and b == 0:
             return 0
+        if isinstance(a, int) and kind.has_trait(Commutative):
+            a, b = b, a  # the constant on the right, as canonicalize would put it
         self.block.add_op(op := kind(self.value(a), self.value(b)))
         op.results[0].name_hint = hint
         return op.results[0]

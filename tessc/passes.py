@@ -27,6 +27,7 @@ TESS_PASSES: dict[str, str] = {
     "tess-pack-matmul": "tessc.lowering.pack_matmul:TessPackMatmulPass",
     "tess-parallel-columns": "tessc.lowering.parallel_columns:TessParallelColumnsPass",
     "tess-expand-math": "tessc.lowering.expand_math:TessExpandMathPass",
+    "tess-hoist-constants": "tessc.lowering.hoist_constants:TessHoistConstantsPass",
     "tess-gpu-partition": "tessc.lowering.gpu_partition:TessGpuPartitionPass",
     "tess-gpu-rows": "tessc.lowering.gpu_rows:TessGpuRowsPass",
     "tess-gpu-contract": "tessc.lowering.gpu_contract:TessGpuContractPass",

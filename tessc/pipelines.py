@@ -13,7 +13,9 @@ pass-pipeline string in `xdsl-opt -p` syntax. For `cpu`:
     loops    host funcs + scf kernels (level 5)       tess-outline-kernels, tess-linalg-to-loops,
                                                       tess-pack-matmul, tess-tile, tess-tile-dot,
                                                       tess-parallel-columns,
-                                                      tess-expand-math, canonicalize, cse
+                                                      tess-expand-math,
+                                                      tess-hoist-constants, canonicalize,
+                                                      cse
     numba    Python source for Numba (level 6)        codegen: emit_numba
 
 `cuda` shares the front (tess, fused, buffers) and then maps each kernel onto the GPU
@@ -47,7 +49,9 @@ packing copy per call (2x slower measured on two 4M-float updates), so they stay
 
 xDSL's `canonicalize` and `cse` run last on the loop level, where they fold the index
 constants each kernel repeats, the constants `tess-expand-math` introduces, and duplicate
-loads; tests/test_cpu_differential.py runs every pipeline against the reference.
+loads (`tess-hoist-constants` first moves constants out of loop nests in one walk, where
+canonicalize took one sweep of the module per loop level); tests/test_cpu_differential.py
+runs every pipeline against the reference.
 """
 
 from __future__ import annotations
@@ -121,7 +125,7 @@ _BUFFERS = "tess-bufferize,tess-memory-plan"
 _LOOPS = (
     "tess-outline-kernels,tess-linalg-to-loops,tess-pack-matmul,tess-tile,tess-tile-dot,"
     "tess-parallel-columns,"
-    "tess-expand-math,canonicalize,cse"
+    "tess-expand-math,tess-hoist-constants,canonicalize,cse"
 )
 _BASIC_LOOPS = "tess-outline-kernels,tess-linalg-to-loops,canonicalize,cse"
 _GPU = (

@@ -22,12 +22,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
+import xdsl.traits
+import xdsl.transforms.common_subexpression_elimination as common_subexpression_elimination
 import xdsl.transforms.dead_code_elimination as dead_code_elimination
 from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir import IRNode, Operation, SSAValue
 from xdsl.ir.core import OpTrait, OpTraits
 from xdsl.parser import Parser
-from xdsl.traits import MemoryEffect, MemoryEffectKind, RecursiveMemoryEffect
+from xdsl.traits import EffectInstance, MemoryEffect, MemoryEffectKind, RecursiveMemoryEffect
 from xdsl.utils.diagnostic import Diagnostic
 from xdsl.utils.mlir_lexer import MLIRLexer
 
@@ -107,20 +109,20 @@ def string_literal_regex_in_linear_time() -> None:
     MLIRLexer._unescaped_characters_regex = STRING_LITERAL
 
 
-def result_only_effects(root: Operation) -> bool:
-    """xDSL 0.74's `dead_code_elimination.result_only_effects(root)` (whether `root`, were
-    its results unused, could be erased), computed with an early exit.
+def effects_all(root: Operation, allowed: Callable[[EffectInstance], bool]) -> bool:
+    """Whether every effect `get_effects(root)` would list satisfies `allowed` (False when
+    they are unknown), stopping at the first that does not.
 
-    xDSL asks `get_effects(root)`, which for an op with `RecursiveMemoryEffect` (`scf.for`,
-    `scf.parallel`) builds the set of every effect of every nested op before looking at
-    one; and the greedy rewriter and `region_dce` ask again for every op at every step, so
-    a loop nest of depth d and n ops costs O(n * d) per sweep (canonicalize sweeps the
-    module three times and runs `region_dce` after each). Here the nested ops are visited
-    last first (a loop body's store comes just before its yield) and the first effect that
-    is neither a read nor an allocation of a value defined inside `root` answers False.
-    The same effects are consulted as `get_effects` would: an op's own `MemoryEffect`
-    traits, and nested ops only through `RecursiveMemoryEffect`; an op without a
-    `MemoryEffect` trait, or a trait answering None, has unknown effects (False)."""
+    xDSL 0.74's `get_effects(root)`, for an op with `RecursiveMemoryEffect` (`scf.for`,
+    `scf.parallel`, a kernel), builds the set of every effect of every nested op before
+    its callers look at one, and its callers ask for every op at every step: the greedy
+    rewriter and `region_dce` (is this op dead?), CSE (is it pure? read-only? does an op
+    between two loads write?). A loop nest of depth d and n ops cost O(n * d) per sweep,
+    and CSE asked again for every op between two candidate loads. Here the nested ops are
+    visited last first (a loop body's store is just before its yield), and the same
+    effects are consulted as `get_effects` would: an op's own `MemoryEffect` traits, and
+    nested ops only through `RecursiveMemoryEffect`; an op without a `MemoryEffect` trait,
+    or a trait answering None, has unknown effects."""
     stack = [root]
     while stack:
         op = stack.pop()
@@ -134,26 +136,63 @@ def result_only_effects(root: Operation) -> bool:
                         stack.extend(block.ops)
                 continue
             effects = trait.get_effects(op)
-            if effects is None:
-                return False
-            for effect in effects:
-                if effect.kind == MemoryEffectKind.READ:
-                    continue
-                if (
-                    effect.kind == MemoryEffectKind.ALLOC
-                    and isinstance(value := effect.value, SSAValue)
-                    and root.is_ancestor(value.owner)
-                ):
-                    continue
+            if effects is None or not all(allowed(effect) for effect in effects):
                 return False
     return True
 
 
+def result_only_effects(root: Operation) -> bool:
+    """`dead_code_elimination.result_only_effects`: whether `root`, were its results
+    unused, could be erased (it only reads, or allocates values defined inside it)."""
+
+    def allowed(effect: EffectInstance) -> bool:
+        if effect.kind == MemoryEffectKind.READ:
+            return True
+        value = effect.value
+        return (
+            effect.kind == MemoryEffectKind.ALLOC
+            and isinstance(value, SSAValue)
+            and root.is_ancestor(value.owner)  # type: ignore[arg-type]
+        )
+
+    return effects_all(root, allowed)
+
+
+def is_side_effect_free(op: Operation) -> bool:
+    """`xdsl.traits.is_side_effect_free`: no effect at all, nested ones included."""
+    return effects_all(op, lambda effect: False)
+
+
+def only_has_effect(op: Operation, kind: MemoryEffectKind) -> bool:
+    """`xdsl.traits.only_has_effect`: known effects, all of kind `kind`."""
+    return effects_all(op, lambda effect: effect.kind == kind)
+
+
+def has_other_side_effecting_op_in_between(from_op: Operation, to_op: Operation) -> bool:
+    """`common_subexpression_elimination.has_other_side_effecting_op_in_between`: whether
+    an op from `from_op` (included) up to `to_op` (excluded) may write."""
+    assert from_op.parent is to_op.parent
+    op: Operation | None = from_op
+    while op is not to_op:
+        assert op is not None, "Incorrect order of ops in side-effect search"
+        if not effects_all(op, lambda effect: effect.kind is not MemoryEffectKind.WRITE):
+            return True
+        op = op.next_op
+    return False
+
+
 @xdsl_fix
-def dead_code_queries_exit_early() -> None:
-    """See `result_only_effects`: canonicalize on a 15,000-op loop-level module spent half
-    its time in `get_effects`."""
+def effect_queries_exit_early() -> None:
+    """See `effects_all`: canonicalize on a 15,000-op loop-level module spent half its
+    time in `get_effects`, CSE two thirds. Every caller that only tests the effects gets
+    the early-exit form (same answers); `get_effects` itself is unchanged."""
     dead_code_elimination.result_only_effects = result_only_effects
+    for module in (xdsl.traits, common_subexpression_elimination):
+        module.is_side_effect_free = is_side_effect_free  # type: ignore[attr-defined]
+        module.only_has_effect = only_has_effect  # type: ignore[attr-defined]
+    common_subexpression_elimination.has_other_side_effecting_op_in_between = (
+        has_other_side_effecting_op_in_between
+    )
 
 
 _TRAITS_BY_TYPE = "_tessc_traits_by_type"

@@ -13,11 +13,15 @@ from contextlib import contextmanager
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir.core import OpTraits
+from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriteWalker
 from xdsl.traits import MemoryWriteEffect, NoMemoryEffect, Pure
 from xdsl.transforms.canonicalize import CanonicalizePass
+from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 from xdsl.transforms.dead_code_elimination import region_dce
 
+from tessc.compiler import print_module
 from tessc.context import make_context
+from tessc.pipelines import get_pipeline, run_passes
 from tessc.reference import parse_module
 
 
@@ -121,3 +125,88 @@ def test_trait_lookups_are_cached_and_follow_added_traits() -> None:
         vars(traits).pop("_tessc_traits_by_type", None)
     assert not memref.DeallocOp.has_trait(_Marker)
     assert isinstance(traits, OpTraits)
+
+
+# -- the cpu pipeline on a generated program ------------------------------------------
+
+
+def chain_program(n: int) -> str:
+    """`bench/bench_compile.py`'s program with `n` ops: elementwise chains (exp and tanh
+    expand into polynomials in loop nests) with a matmul every 50 ops, on 16x16 f32."""
+    t = "tensor<16x16xf32>"
+    lines = [f"func.func @big(%x: {t}, %w: {t}) -> {t} {{"]
+    unary = ["tess.relu", "tess.exp", "tess.neg", "tess.tanh"]
+    prev = "%x"
+    for count in range(n):
+        k = count % 50
+        if k == 49:
+            lines.append(f"  %v{count} = tess.matmul {prev}, %w : {t}, {t} -> {t}")
+        elif k % 3 == 0:
+            lines.append(f"  %v{count} = tess.add {prev}, %x : {t}, {t} -> {t}")
+        elif k % 3 == 1:
+            lines.append(f"  %v{count} = tess.mul {prev}, %w : {t}, {t} -> {t}")
+        else:
+            lines.append(f"  %v{count} = {unary[k % 4]} {prev} : {t}")
+        prev = f"%v{count}"
+    lines += [f"  func.return {prev} : {t}", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def before_cleanup(n: int) -> ModuleOp:
+    """The program through the `cpu` pipeline up to (not including) its cleanup passes."""
+    spec = get_pipeline("cpu").passes_to("loops")
+    head = spec.removesuffix(",tess-hoist-constants,canonicalize,cse")
+    assert head != spec
+    module = parse_module(chain_program(n))
+    run_passes(module, head)
+    return module
+
+
+@contextmanager
+def counting_sweeps() -> Iterator[list[int]]:
+    """Count the greedy driver's sweeps (worklists processed) and the op visits in them."""
+    counts = [0, 0]
+    process, apply = (
+        PatternRewriteWalker._process_worklist,
+        GreedyRewritePatternApplier.match_and_rewrite,
+    )
+
+    def counted_process(self, listener):  # type: ignore[no-untyped-def]
+        counts[0] += 1
+        return process(self, listener)
+
+    def counted_apply(self, op, rewriter):  # type: ignore[no-untyped-def]
+        counts[1] += 1
+        return apply(self, op, rewriter)
+
+    PatternRewriteWalker._process_worklist = counted_process  # type: ignore[method-assign]
+    GreedyRewritePatternApplier.match_and_rewrite = counted_apply  # type: ignore[method-assign]
+    try:
+        yield counts
+    finally:
+        PatternRewriteWalker._process_worklist = process  # type: ignore[method-assign]
+        GreedyRewritePatternApplier.match_and_rewrite = apply  # type: ignore[method-assign]
+
+
+def test_hoisting_leaves_canonicalize_one_sweep_and_the_same_module() -> None:
+    ctx = make_context()
+    plain = before_cleanup(60)
+    hoisted = plain.clone()
+    CanonicalizePass().apply(ctx, plain)
+    CommonSubexpressionElimination().apply(ctx, plain)
+    with counting_sweeps() as counts:
+        run_passes(hoisted, "tess-hoist-constants,canonicalize")
+    assert counts[0] == 1, counts  # nothing to do: one sweep finds that out
+    CommonSubexpressionElimination().apply(ctx, hoisted)
+    assert print_module(hoisted) == print_module(plain)
+
+
+def test_cpu_pipeline_work_is_linear_in_program_size() -> None:
+    spec = get_pipeline("cpu").passes_to("loops")
+    visits = []
+    for n in (100, 400):
+        module = parse_module(chain_program(n))
+        with counting_sweeps() as counts:
+            run_passes(module, spec)
+        visits.append(counts[1])
+    assert visits[1] < 4.4 * visits[0], visits

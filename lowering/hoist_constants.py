@@ -1,0 +1,114 @@
+"""
+Constants out of `scf.for` nests in one walk (`tess-hoist-constants`).
+
+xDSL's `canonicalize` hoists constants out of loops with its `RehoistConstInLoops` pattern:
+an `scf.for` moves the constants directly in its body to just before itself. Its greedy
+driver visits a loop before the loops nested in it, so a constant k loops deep reaches the
+outside of its nest only after k sweeps over the whole module, and the driver stops only
+after a sweep that changes nothing: on loop-level IR, where every loop body holds the
+constants `tess-tile` and `tess-expand-math` made for it, canonicalize swept the module
+three times where one does the rest of its work (two thirds of its time, on a 1,000-op
+program).
+
+This pass puts every constant where those sweeps leave it, so that canonicalize's first
+sweep finds nothing to hoist. For each outermost `scf.for` of a nest (a loop not directly
+in another `scf.for`), the constants of the loops of the nest — through `scf.for` bodies
+only, as the pattern moves them: a constant under an `scf.parallel` or `scf.if` stays in
+that region's nest — go just before it, ordered as the sweeps order them: by depth (the
+loop's own body first, then the bodies of the loops in it, ...), and at each depth in
+program order. Ops are moved, not cloned: the same values, with their name hints.
+
+Canonicalize tries `SimplifyTrivialLoops` on a loop before hoisting from it: a loop of
+zero or one iterations is erased or inlined with its constants in place; and folding an
+op of constants makes a new constant inside the loop, hoisted sweeps later. A nest where
+either may happen — a loop of 0 or 1 iterations, a bound computed from constants only,
+a body op computed from constants only or holding regions (an `scf.if` may be inlined) —
+is left alone, for canonicalize to treat exactly as before.
+
+It changes nothing canonicalize would not: its output after `canonicalize` is the same
+module as without it (tests/test_compile_latency.py checks that on the `cpu` pipeline).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, scf
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp
+from xdsl.ir import Operation, OpResult, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.traits import ConstantLike
+
+
+def _constant_int(value: SSAValue) -> int | None:
+    op = value.owner
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+        return op.value.value.data
+    return None
+
+
+def _may_fold(value: SSAValue, depth: int = 0) -> bool:
+    """Whether `value` is computed from constants only (canonicalize may fold it into one)."""
+    if not isinstance(value, OpResult) or value.op.regions:
+        return False
+    if isinstance(value.op, arith.ConstantOp):
+        return True
+    operands = value.op.operands
+    return depth < 8 and bool(operands) and all(_may_fold(v, depth + 1) for v in operands)
+
+
+def _settled(loop: scf.ForOp) -> bool:
+    """Whether canonicalize leaves `loop` a loop: its trip count is not 0 or 1, and no
+    bound is a computation it may fold into a constant."""
+    bounds = (loop.lb, loop.ub, loop.step)
+    if any(_constant_int(b) is None and _may_fold(b) for b in bounds):
+        return False
+    lb, ub, step = (_constant_int(b) for b in bounds)
+    if lb is None or ub is None:
+        return True
+    return ub - lb > 0 and (step is None or step < ub - lb)
+
+
+def nest_constants(outer: scf.ForOp) -> list[Operation] | None:
+    """The constants in the `scf.for` bodies of the nest `outer` heads, by depth and then in
+    program order; None if a loop of the nest is not `_settled`."""
+    constants: list[Operation] = []
+    level: list[scf.ForOp] = [outer]
+    while level:
+        inner: list[scf.ForOp] = []
+        for loop in level:
+            if not _settled(loop):
+                return None
+            for op in loop.body.block.ops:
+                if op.has_trait(ConstantLike):
+                    constants.append(op)
+                elif isinstance(op, scf.ForOp):
+                    inner.append(op)
+                elif op.regions or any(_may_fold(result) for result in op.results):
+                    return None
+        level = inner
+    return constants
+
+
+def hoist_constants(root: Operation) -> None:
+    """Move the constants of every settled `scf.for` nest in `root` to just before it."""
+    for op in root.walk():
+        if not isinstance(op, scf.ForOp) or isinstance(op.parent_op(), scf.ForOp):
+            continue
+        block = op.parent_block()
+        assert block is not None
+        for constant in nest_constants(op) or ():
+            constant.detach()
+            block.insert_op_before(constant, op)
+
+
+@dataclass(frozen=True)
+class TessHoistConstantsPass(ModulePass):
+    """Move constants out of `scf.for` nests, where `canonicalize` would put them (see
+    the module docstring)."""
+
+    name = "tess-hoist-constants"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        hoist_constants(op)
