@@ -4,11 +4,15 @@ The `micro` dialect: register-tile micro-kernels at the loop level (level 5).
 `tess-pack-matmul` copies blocks of a contraction's operands into packed panels and leaves
 the inner product of two panels to one op:
 
-    micro.mma %ap[%a], %bp[%b], %kc, %out[%i, %j] {rows = 8 : i64, cols = 32 : i64,
+    micro.mma %ap[%a], %bp[%b], %kc, %out[%i, %j], %accumulate {rows = 8 : i64, cols = 32 : i64,
         lanes = 16 : i64} : memref<24576xf32>, memref<65536xf32>, memref<512x512xf32>
 
-    out[.., i + r, j + c] += sum over k < kc of  ap[a + k * rows + r] * bp[b + k * cols + c]
+    out[.., i + r, j + c] = (out[.., i + r, j + c] if accumulate else 0)
+                            + sum over k < kc of  ap[a + k * rows + r] * bp[b + k * cols + c]
                                                   for r < rows, c < cols
+
+(`accumulate` an i1: false for a contraction's first k block, so its output needs no zero
+fill and is not read).
 
 `ap` holds an MR-tall micro-panel of the left-hand side (`rows` values per k step),
 `bp` an NR-wide micro-panel of the right-hand side (`cols` values per k step), both
@@ -29,6 +33,7 @@ from xdsl.dialects.builtin import (
     Float64Type,
     IndexType,
     IntegerAttr,
+    IntegerType,
     MemRefType,
     NoneAttr,
     i64,
@@ -40,7 +45,8 @@ from xdsl.utils.exceptions import VerifyException
 
 @irdl_op_definition
 class MmaOp(IRDLOperation):
-    """`acc[indices..][r, c] += lhs-panel x rhs-panel` over `depth` k steps (module docstring)."""
+    """`acc[indices..][r, c] (+)= lhs-panel x rhs-panel` over `depth` k steps (module
+    docstring)."""
 
     name = "micro.mma"
 
@@ -51,6 +57,7 @@ class MmaOp(IRDLOperation):
     depth = operand_def(IndexType)
     acc = operand_def(MemRefType)
     acc_indices = var_operand_def(IndexType)
+    accumulate = operand_def(IntegerType(1))
 
     rows = attr_def(IntegerAttr)
     cols = attr_def(IntegerAttr)
@@ -58,7 +65,8 @@ class MmaOp(IRDLOperation):
 
     assembly_format = (
         "$lhs `[` $lhs_offset `]` `,` $rhs `[` $rhs_offset `]` `,` $depth `,` "
-        "$acc `[` $acc_indices `]` attr-dict `:` type($lhs) `,` type($rhs) `,` type($acc)"
+        "$acc `[` $acc_indices `]` `,` $accumulate attr-dict `:` type($lhs) `,` type($rhs) `,` "
+        "type($acc)"
     )
 
     def __init__(
@@ -70,11 +78,12 @@ class MmaOp(IRDLOperation):
         depth: SSAValue,
         acc: SSAValue,
         acc_indices: Sequence[SSAValue],
+        accumulate: SSAValue,
         tile: tuple[int, int, int],
     ):
         rows, cols, lanes = (IntegerAttr(v, i64) for v in tile)
         super().__init__(
-            operands=[lhs, lhs_offset, rhs, rhs_offset, depth, acc, acc_indices],
+            operands=[lhs, lhs_offset, rhs, rhs_offset, depth, acc, acc_indices, accumulate],
             attributes={"rows": rows, "cols": cols, "lanes": lanes},
         )
 

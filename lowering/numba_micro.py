@@ -27,11 +27,12 @@ MMA_IMPORTS: tuple[str, ...] = (
 
 MMA_TEMPLATE = '''
 def micro_mma(rows, cols, lanes):
-    """acc[index][r, c] += sum(ap[a + k * rows + r] * bp[b + k * cols + c] for k < kc), for
-    r < rows, c < cols, with rows * cols / lanes vector accumulators in registers."""
+    """acc[index][r, c] = (acc[index][r, c] if accumulate else 0) + sum(ap[a + k * rows + r]
+    * bp[b + k * cols + c] for k < kc), for r < rows, c < cols, with rows * cols / lanes
+    vector accumulators in registers."""
 
     @intrinsic
-    def mma(typingctx, ap, a, bp, b, kc, acc, index):
+    def mma(typingctx, ap, a, bp, b, kc, acc, index, accumulate):
         def codegen(context, builder, signature, args):
             i64, bytes_ptr = ir.IntType(64), ir.IntType(8).as_pointer()
             element = context.get_value_type(signature.args[0].dtype)
@@ -118,12 +119,18 @@ def micro_mma(rows, cols, lanes):
             for final, before, after in zip(finals, initial, updated):
                 final.add_incoming(before, entry)
                 final.add_incoming(after, loop)
-            for final, pointer in zip(finals, tile):
-                total = builder.fadd(builder.load(pointer, align=size), final)
-                builder.store(total, pointer, align=size)
+            flag = context.cast(builder, args[7], signature.args[7], types.boolean)
+            with builder.if_else(flag) as (add, overwrite):
+                with add:
+                    for final, pointer in zip(finals, tile):
+                        total = builder.fadd(builder.load(pointer, align=size), final)
+                        builder.store(total, pointer, align=size)
+                with overwrite:
+                    for final, pointer in zip(finals, tile):
+                        builder.store(final, pointer, align=size)
             return context.get_dummy_value()
 
-        return types.none(ap, a, bp, b, kc, acc, index), codegen
+        return types.none(ap, a, bp, b, kc, acc, index, accumulate), codegen
 
     return mma
 '''.strip()

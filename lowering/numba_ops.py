@@ -405,7 +405,8 @@ class OpEmitter:
         self.mma_tiles.add(op.tile)
         index = ", ".join(self.expr(v) for v in op.acc_indices)
         args = [self.expr(v) for v in (op.lhs, op.lhs_offset, op.rhs, op.rhs_offset, op.depth)]
-        self.line(f"{mma_name(op.tile)}({', '.join(args)}, {self.expr(op.acc)}, ({index},))")
+        acc = f"{self.expr(op.acc)}, ({index},), {self.expr(op.accumulate)}"
+        self.line(f"{mma_name(op.tile)}({', '.join(args)}, {acc})")
 
     def emit_expression(self, op: Operation, template: str) -> None:
         if len(op.results) != 1:

@@ -64,9 +64,11 @@ from xdsl.dialects.builtin import (
     Float64Type,
     FloatAttr,
     IndexType,
+    IntegerAttr,
     MemRefType,
     ModuleOp,
     NoneAttr,
+    i1,
 )
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
@@ -85,6 +87,7 @@ from tessc.lowering.loop_analysis import (
     PACKED_MIN_WORK,
     IndexConstants,
     depends_on,
+    same_index,
     unit_loop_bound,
 )
 from tessc.lowering.tile import (
@@ -164,6 +167,7 @@ class PackedMatmul:
     x: SSAValue
     y: SSAValue
     store: memref.StoreOp
+    zero_filled: bool = False  # `before`'s zero fill of `out` dropped: the first k block stores
 
     @property
     def element_bits(self) -> int:
@@ -250,10 +254,10 @@ def match_packed(op: scf.ParallelOp) -> PackedMatmul | None:
         ]
         batch = tuple(zip(kernel.batch_extents, op.body.block.args, strict=False))
         shape = (kernel.rows, nest.depth, nest.cols)
-        before, after = (tuple(ops) for ops in segments)
+        before, filled = without_zero_fill(segments[0], store, i, None, nest.cols)
         return PackedMatmul(
-            op, batch, i, j, k, shape, kernel.invariant_ops, before, after, False,
-            product.x_ops, product.y_ops, product.x, product.y, store,
+            op, batch, i, j, k, shape, kernel.invariant_ops, before, tuple(segments[1]), False,
+            product.x_ops, product.y_ops, product.x, product.y, store, filled,
         )  # fmt: skip
     if (dot := match_dot(op)) is None:
         return None
@@ -275,10 +279,68 @@ def match_packed(op: scf.ParallelOp) -> PackedMatmul | None:
     ):
         return None
     batch = tuple(zip(batch_extents, batch_args, strict=True))
+    before, filled = without_zero_fill(dot.before, dot.acc_store, i, j, cols)
     return PackedMatmul(
-        op, batch, i, j, k, (rows, depth, cols), (), dot.before, tuple(after), True,
-        product.x_ops, product.y_ops, product.x, product.y, dot.acc_store,
+        op, batch, i, j, k, (rows, depth, cols), (), before, tuple(after), True,
+        product.x_ops, product.y_ops, product.x, product.y, dot.acc_store, filled,
     )  # fmt: skip
+
+
+def without_zero_fill(
+    ops: Sequence[Operation], store: memref.StoreOp, i: SSAValue, j: SSAValue | None, cols: int
+) -> tuple[tuple[Operation, ...], bool]:
+    """`ops` without their zero fill of the contraction's output, and whether there was
+    one: a store of +0.0 to `out[.., i, j]` (`j` given: per element) or a loop over all
+    `cols` columns doing only that (per row), where nothing else in `ops` touches `out`.
+    The micro-kernel then stores its first k block instead of adding it to zeros."""
+    out, prefix = store.memref, list(store.indices)[:-2]
+
+    def fills(op: Operation, column: SSAValue) -> bool:
+        if not isinstance(op, memref.StoreOp) or op.memref is not out:
+            return False
+        value = op.value.owner
+        if not isinstance(value, arith.ConstantOp) or not isinstance(value.value, FloatAttr):
+            return False
+        zero = float(value.value.value.data)
+        *head, row, col = op.indices
+        return (
+            zero == 0.0
+            and math.copysign(1.0, zero) > 0
+            and len(head) == len(prefix)
+            and all(map(same_index, head, prefix))
+            and (row, col) == (i, column)
+        )
+
+    def is_fill(op: Operation) -> bool:
+        if j is not None:
+            return fills(op, j)
+        if not isinstance(op, scf.ForOp) or unit_loop_bound(op.lb, op.ub, op.step) != cols:
+            return False
+        *body, _ = op.body.block.ops
+        stores = [o for o in body if isinstance(o, memref.StoreOp)]
+        return (
+            len(stores) == 1
+            and fills(stores[0], op.body.block.args[0])
+            and all(o is stores[0] or (is_side_effect_free(o) and not o.regions) for o in body)
+        )
+
+    found = [op for op in ops if is_fill(op)]
+    if len(found) != 1:
+        return tuple(ops), False
+    rest = tuple(op for op in ops if op is not found[0])
+    # Pure ops only the fill read are dropped with it (their other readers clone them).
+    read = {v for op in rest for inner in op.walk() for v in inner.operands}
+    rest = tuple(
+        op
+        for op in rest
+        if op.regions or not is_side_effect_free(op) or any(r in read for r in op.results)
+    )
+    touched = any(
+        isinstance(inner, memref.LoadOp | memref.StoreOp) and inner.memref is out
+        for op in rest
+        for inner in op.walk()
+    )
+    return (tuple(ops), False) if touched else (rest, True)
 
 
 def _operand_slice(users: Sequence[Operation], ops: Sequence[Operation]) -> set[Operation]:
@@ -378,10 +440,23 @@ class Packer:
             def k_block(ek: Emitter, pc: IndexValue) -> None:
                 k0 = ek.mul(pc, kc, "k0")
                 nk = block_extent(ek, depth, kc, k0, "kc")
-                first = self.is_index(ek, [(jc, 0), (pc, 0)])
-                last = self.is_index(ek, [(jc, col_blocks - 1), (pc, depth_blocks - 1)])
+                m = self.match
+                first = self.is_index(ek, [(jc, 0), (pc, 0)]) if m.before else False
+                last = (
+                    self.is_index(ek, [(jc, col_blocks - 1), (pc, depth_blocks - 1)])
+                    if m.after
+                    else False
+                )
+                accumulate: SSAValue | bool = True
+                if m.zero_filled:  # the fill is gone: the first k block stores
+                    later = self.is_index(ek, [(pc, 0)])
+                    if isinstance(later, bool):
+                        accumulate = not later
+                    else:
+                        ek.block.add_op(xor := arith.XOrIOp(later, self.flag(ek, True)))
+                        accumulate = xor.result
                 self.pack_b(ek, j0, nj, k0, nk)
-                self.row_blocks(ek, j0, nj, k0, nk, first, last)
+                self.row_blocks(ek, j0, nj, k0, nk, first, last, accumulate)
 
             emit_loop(ej, static(depth_blocks), "pc", k_block)
 
@@ -469,6 +544,7 @@ class Packer:
         nk: Extent,
         first: SSAValue | bool,
         last: SSAValue | bool,
+        accumulate: SSAValue | bool,
     ) -> None:
         m = self.match
         (mr, nr, _), (mc, kc, _) = self.tile, self.blocks
@@ -515,7 +591,7 @@ class Packer:
                 def micro(ei: Emitter, ir: IndexValue) -> None:
                     it = ei.add(i0, ei.mul(ir, mr), "it")
                     a_off = ei.add(slot, ei.mul(ei.apply(arith.MuliOp, ir, nk.value), mr), "aoff")
-                    self.mma(ei, ib, it, jt, a_off, b_off, nk)
+                    self.mma(ei, ib, it, jt, a_off, b_off, nk, accumulate)
 
                 emit_loop(ej, tiles_i, "ir", micro)
 
@@ -533,19 +609,24 @@ class Packer:
         a_off: IndexValue,
         b_off: IndexValue,
         nk: Extent,
+        accumulate: SSAValue | bool,
     ) -> None:
-        """One micro-kernel call at tile (it, jt); through `ct` where the tile is partial."""
+        """One micro-kernel call at tile (it, jt); through `ct` where the tile is partial.
+        `accumulate`: whether the tile adds to `out` (false in the first k block where the
+        zero fill was dropped)."""
         m = self.match
-        mr, nr, lanes = self.tile
+        mr, nr, _ = self.tile
         n, _, cols = self.shape
         prefix = [self.values(e).get(v, v) for v in list(m.store.indices)[:-2]]
         args = (self.ap, e.value(a_off), self.bp, e.value(b_off), e.value(nk.value))
+        flag = self.flag(e, accumulate)
         full: list[SSAValue] = []
         for start, extent, size in ((it, n, mr), (jt, cols, nr)):
             if extent % size:
                 e.block.add_op(cmp := arith.CmpiOp(e.value(start), e.value(extent - size), "sle"))
                 full.append(cmp.result)
-        direct = MmaOp(*args, m.store.memref, [*prefix, e.value(it), e.value(jt)], self.tile)
+        index = [*prefix, e.value(it), e.value(jt)]
+        direct = MmaOp(*args, m.store.memref, index, flag, self.tile)
         if not full:
             e.block.add_op(direct)
             return
@@ -558,22 +639,9 @@ class Packer:
         inside.add_op(scf.YieldOp())
         ee = Emitter(edge, e.constant)
         c0 = ee.mul(ib, mr, "c0")
-        zero = arith.ConstantOp(FloatAttr(0.0, m.x.type))  # type: ignore[arg-type]
-        edge.add_op(zero)
-
-        def clear(er: Emitter, r: IndexValue) -> None:
-            row = er.add(c0, r)
-            emit_loop(
-                er,
-                static(nr),
-                "c",
-                lambda ec, c: ec.block.add_op(
-                    memref.StoreOp.get(zero.result, self.ct, [ec.value(row), ec.value(c)])
-                ),
-            )
-
-        emit_loop(ee, static(mr), "r", clear)
-        edge.add_op(MmaOp(*args, self.ct, [ee.value(c0), ee.value(0)], self.tile))
+        edge.add_op(
+            MmaOp(*args, self.ct, [ee.value(c0), ee.value(0)], self.flag(ee, False), self.tile)
+        )
         rows = make_extent(
             ee.apply(arith.MinSIOp, mr, ee.apply(arith.SubiOp, n, it)), set(range(1, mr + 1))
         )
@@ -584,18 +652,33 @@ class Packer:
         def add_row(er: Emitter, r: IndexValue) -> None:
             def add(ec: Emitter, c: IndexValue) -> None:
                 index = [*prefix, ec.value(ec.add(it, r)), ec.value(ec.add(jt, c))]
-                ec.block.add_op(old := memref.LoadOp.get(m.store.memref, index))
-                ec.block.add_op(
-                    part := memref.LoadOp.get(self.ct, [ec.value(ec.add(c0, r)), ec.value(c)])
-                )
-                ec.block.add_op(total := arith.AddfOp(old.res, part.res))
-                ec.block.add_op(memref.StoreOp.get(total.result, m.store.memref, index))
+                tile_index = [ec.value(ec.add(c0, r)), ec.value(c)]
+                ec.block.add_op(part := memref.LoadOp.get(self.ct, tile_index))
+                value = part.res
+                if accumulate is not False:
+                    ec.block.add_op(old := memref.LoadOp.get(m.store.memref, index))
+                    previous = old.res
+                    if accumulate is not True:
+                        zero = arith.ConstantOp(FloatAttr(0.0, m.x.type))  # type: ignore[arg-type]
+                        ec.block.add_op(zero)
+                        ec.block.add_op(kept := arith.SelectOp(accumulate, old.res, zero.result))
+                        previous = kept.result
+                    ec.block.add_op(total := arith.AddfOp(previous, part.res))
+                    value = total.result
+                ec.block.add_op(memref.StoreOp.get(value, m.store.memref, index))
 
             emit_loop(er, columns, "c", add)
 
         emit_loop(ee, rows, "r", add_row)
         edge.add_op(scf.YieldOp())
         e.block.add_op(scf.IfOp(condition, [], Region(inside), Region(edge)))
+
+    def flag(self, e: Emitter, value: SSAValue | bool) -> SSAValue:
+        """`value` as an i1 value."""
+        if not isinstance(value, bool):
+            return value
+        e.block.add_op(constant := arith.ConstantOp(IntegerAttr(int(value), i1)))
+        return constant.result
 
     def segments(self, e: Emitter, ops: Sequence[Operation], i0: IndexValue, ni: Extent) -> None:
         """`ops` (the work before or after the contraction) for each row of the block in

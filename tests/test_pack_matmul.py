@@ -227,7 +227,8 @@ def test_packed_results_are_close_to_numpy_at_a_benchmark_like_shape() -> None:
 
 MMA = """
 func.func @f(%ap: memref<64xf32>, %bp: {rhs}, %out: memref<8x32xf32>, %n: index) {{
-  micro.mma %ap[%n], %bp[%n], %n, %out[%n, %n]
+  %t = arith.constant true
+  micro.mma %ap[%n], %bp[%n], %n, %out[%n, %n], %t
       {{rows = 4 : i64, cols = {cols} : i64, lanes = 16 : i64}}
       : memref<64xf32>, {rhs}, memref<8x32xf32>
   func.return

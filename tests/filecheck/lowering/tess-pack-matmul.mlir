@@ -1,9 +1,10 @@
 // tess-pack-matmul: a row kernel holding a large contraction becomes packed panels and a
 // register-tile micro-kernel. Per k block: an scf.parallel packs B into NR-wide
 // micro-panels (columns past the matrix clamped), then an scf.parallel over row blocks
-// runs the fill (first k block only), packs A into MR-tall micro-panels (rows clamped),
-// calls micro.mma per MR x NR tile (through the `ct` scratch where the tile is partial)
-// and runs the bias + relu epilogue on its rows after the last k block. Scratch is
+// packs A into MR-tall micro-panels (rows clamped), calls micro.mma per MR x NR tile
+// (through the `ct` scratch where the tile is partial), storing in the first k block (the
+// zero fill is dropped) and adding after, and runs the bias + relu epilogue on its rows
+// after the last k block. Scratch is
 // allocated once, before the loops. Small or non-matmul nests are left alone.
 // RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 blocks=16,8,64 register-tile=4,16 vector-bits=512}' | filecheck %s
 // RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 blocks=16,8,64 register-tile=4,16 vector-bits=512}' | tessc-opt | filecheck %s
@@ -53,9 +54,11 @@ func.func private @dense(%out: memref<37x41xf32>, %a: memref<37x29xf32>, %b: mem
 // CHECK-NEXT:    scf.for %pc = %{{.*}} to %{{.*}} step %{{.*}} {
 // CHECK-NEXT:      %k0 = arith.muli %pc, %{{.*}} : index
 // CHECK:           %kc = arith.minsi %{{.*}}, %{{.*}} : index
-// CHECK-NEXT:      %[[FIRST:.+]] = arith.cmpi eq, %pc, %{{.*}} : index
-// CHECK-NEXT:      %[[LAST:.+]] = arith.cmpi eq, %pc, %{{.*}} : index
-// CHECK:           "scf.parallel"
+// CHECK:           %[[LAST:.+]] = arith.cmpi eq, %pc, %{{.*}} : index
+// CHECK-NEXT:      %[[FIRST:.+]] = arith.cmpi eq, %pc, %c0 : index
+// CHECK-NEXT:      %[[TRUE:.+]] = arith.constant true
+// CHECK-NEXT:      %[[ACC:.+]] = arith.xori %[[FIRST]], %[[TRUE]] : i1
+// CHECK-NEXT:      "scf.parallel"
 // CHECK-NEXT:      ^{{.*}}(%jr: index):
 // CHECK:             scf.for %kk = %{{.*}} to %kc step %{{.*}} {
 // CHECK:               scf.for %c{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} {
@@ -67,25 +70,26 @@ func.func private @dense(%out: memref<37x41xf32>, %a: memref<37x29xf32>, %b: mem
 // CHECK-NEXT:      ^{{.*}}(%ib: index):
 // CHECK-NEXT:        %i0 = arith.muli %ib, %{{.*}} : index
 // CHECK:             %mi = arith.minsi %{{.*}}, %{{.*}} : index
-// CHECK-NEXT:        scf.if %[[FIRST]] {
-// CHECK-NEXT:          scf.for %ii = %{{.*}} to %mi step %{{.*}} {
-// CHECK:                   memref.store %{{.*}}, %out[%i, %{{.*}}] : memref<37x41xf32>
+// The zero fill is gone: the first k block stores instead of adding (%[[ACC]] false).
+// CHECK-NOT:         memref.store %{{.*}}, %out
 // CHECK:             %slot = arith.muli %ib, %{{.*}} : index
 // CHECK:             scf.for %ir = %{{.*}} to %nir step %{{.*}} {
-// CHECK:                   %i_1 = arith.minsi %{{.*}}, %{{.*}} : index
-// CHECK-NEXT:              %[[X:.+]] = memref.load %a[%i_1, %k_1] : memref<37x29xf32>
+// CHECK:                   %i = arith.minsi %{{.*}}, %{{.*}} : index
+// CHECK-NEXT:              %[[X:.+]] = memref.load %a[%i, %k_1] : memref<37x29xf32>
 // CHECK:                   memref.store %[[X]], %ap[%{{.*}}] : memref<384xf32>
 // CHECK:             scf.for %jr_1 = %{{.*}} to %{{.*}} step %{{.*}} {
 // CHECK:               scf.for %ir_1 = %{{.*}} to %nir step %{{.*}} {
 // CHECK:                 %aoff = arith.addi %slot, %{{.*}} : index
 // CHECK:                 scf.if %{{.*}} {
-// CHECK-NEXT:              micro.mma %ap[%aoff], %bp[%boff], %kc, %out[%it, %{{.*}}] {rows = 4 : i64, cols = 16 : i64, lanes = 16 : i64} : memref<384xf32>, memref<384xf32>, memref<37x41xf32>
+// CHECK-NEXT:              micro.mma %ap[%aoff], %bp[%boff], %kc, %out[%it, %{{.*}}], %[[ACC]] {rows = 4 : i64, cols = 16 : i64, lanes = 16 : i64} : memref<384xf32>, memref<384xf32>, memref<37x41xf32>
 // CHECK-NEXT:            } else {
-// CHECK:                   micro.mma %ap[%aoff], %bp[%boff], %kc, %ct[%{{.*}}, %{{.*}}] {rows = 4 : i64, cols = 16 : i64, lanes = 16 : i64}
-// CHECK:                   %[[OLD:.+]] = memref.load %out[%{{.*}}, %{{.*}}] : memref<37x41xf32>
-// CHECK-NEXT:              %{{.*}} = arith.addi %c0_{{.*}}, %r_{{.*}} : index
-// CHECK-NEXT:              %[[PART:.+]] = memref.load %ct[%{{.*}}, %{{.*}}] : memref<16x16xf32>
-// CHECK-NEXT:              %[[NEW:.+]] = arith.addf %[[OLD]], %[[PART]] : f32
+// CHECK:                   %[[STORE:.+]] = arith.constant false
+// CHECK-NEXT:              micro.mma %ap[%aoff], %bp[%boff], %kc, %ct[%{{.*}}, %{{.*}}], %[[STORE]] {rows = 4 : i64, cols = 16 : i64, lanes = 16 : i64}
+// CHECK:                   %[[PART:.+]] = memref.load %ct[%{{.*}}, %{{.*}}] : memref<16x16xf32>
+// CHECK-NEXT:              %[[OLD:.+]] = memref.load %out[%{{.*}}, %{{.*}}] : memref<37x41xf32>
+// CHECK-NEXT:              %[[ZERO:.+]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:              %[[KEPT:.+]] = arith.select %[[ACC]], %[[OLD]], %[[ZERO]] : f32
+// CHECK-NEXT:              %[[NEW:.+]] = arith.addf %[[KEPT]], %[[PART]] : f32
 // CHECK-NEXT:              memref.store %[[NEW]], %out[%{{.*}}, %{{.*}}] : memref<37x41xf32>
 // CHECK:             scf.if %[[LAST]] {
 // CHECK:                 arith.maximumf
@@ -103,12 +107,11 @@ func.func private @dense(%out: memref<37x41xf32>, %a: memref<37x29xf32>, %b: mem
 // NUMBA:       micro_mma_6x16x8 = micro_mma(6, 16, 8)
 // NUMBA:       def dense(
 // NUMBA:         ap = np.empty((
-// NUMBA:         micro_mma_6x16x8(ap, aoff, bp, boff, 29, out, (it, {{.*}}))
+// NUMBA:         micro_mma_6x16x8(ap, aoff, bp, boff, 29, out, (it, {{.*}}), False)
 
 // `a @ w.T` as tess-fuse leaves it above the threshold: a dot nest (k innermost) whose
-// fill and bias + relu run per element. Packing B reads w[j, k]; the fill and the epilogue
-// run per element of the block's rows, at the first and after the last k block (one k
-// block here: unconditionally).
+// fill and bias + relu run per element. Packing B reads w[j, k]; the fill is dropped (one
+// k block: micro.mma stores), the epilogue runs per element of the block's rows after it.
 func.func private @dot(%out: memref<9x20xf32>, %a: memref<9x7xf32>, %w: memref<20x7xf32>, %c: memref<20xf32>) attributes {tess.kernel} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
@@ -144,16 +147,14 @@ func.func private @dot(%out: memref<9x20xf32>, %a: memref<9x7xf32>, %w: memref<2
 // CHECK-NEXT:          memref.store %[[Y]], %bp[%{{.*}}] : memref<224xf32>
 // CHECK:         "scf.parallel"
 // CHECK-NEXT:    ^{{.*}}(%ib: index):
+// CHECK-NOT:       memref.store %{{.*}}, %out
+// CHECK:           %[[STORE:.+]] = arith.constant false
+// CHECK-NOT:       scf.for %ii
+// CHECK:           micro.mma %ap[%slot], %bp[%boff], %{{.*}}, %out[%i0, %{{.*}}], %[[STORE]] {rows = 4 : i64, cols = 16 : i64, lanes = 16 : i64}
 // CHECK:           scf.for %ii = %{{.*}} to %mi step %{{.*}} {
-// CHECK-NEXT:        %i = arith.addi %i0, %ii : index
-// CHECK-NEXT:        scf.for %jj = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK:             scf.for %jj = %{{.*}} to %{{.*}} step %{{.*}} {
 // CHECK-NEXT:          %zero = arith.constant 0.000000e+00 : f32
-// CHECK-NEXT:          memref.store %zero, %out[%i, %jj] : memref<9x20xf32>
-// CHECK:           micro.mma %ap[%slot], %bp[%boff], %{{.*}}, %out[%i0, %{{.*}}] {rows = 4 : i64, cols = 16 : i64, lanes = 16 : i64}
-// CHECK:           scf.for %ii_1 = %{{.*}} to %mi step %{{.*}} {
-// CHECK:             scf.for %jj_1 = %{{.*}} to %{{.*}} step %{{.*}} {
-// CHECK-NEXT:          %zero_1 = arith.constant 0.000000e+00 : f32
-// CHECK-NEXT:          %bias = memref.load %c[%jj_1] : memref<20xf32>
-// CHECK:               arith.maximumf %{{.*}}, %zero_1 : f32
+// CHECK-NEXT:          %bias = memref.load %c[%jj] : memref<20xf32>
+// CHECK:               arith.maximumf %{{.*}}, %zero : f32
 // SMALL-LABEL: func.func private @dot(
 // SMALL-NOT:     micro.mma
