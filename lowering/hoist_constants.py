@@ -48,21 +48,32 @@ def _constant_int(value: SSAValue) -> int | None:
     return None
 
 
-def _may_fold(value: SSAValue, depth: int = 0) -> bool:
-    """Whether `value` is computed from constants only (canonicalize may fold it into one)."""
-    if not isinstance(value, OpResult) or value.op.regions:
-        return False
-    if isinstance(value.op, arith.ConstantOp):
-        return True
-    operands = value.op.operands
-    return depth < 8 and bool(operands) and all(_may_fold(v, depth + 1) for v in operands)
+class _Folds:
+    """Which values are computed from constants only (canonicalize may fold them into
+    one), memoized: the module does not change while the nests are examined."""
+
+    def __init__(self) -> None:
+        self._known: dict[Operation, bool] = {}
+
+    def __call__(self, value: SSAValue) -> bool:
+        if not isinstance(value, OpResult):
+            return False
+        op = value.op
+        known = self._known.get(op)
+        if known is None:
+            self._known[op] = False  # a cycle (invalid IR) does not fold
+            known = isinstance(op, arith.ConstantOp) or (
+                not op.regions and bool(op.operands) and all(self(v) for v in op.operands)
+            )
+            self._known[op] = known
+        return known
 
 
-def _settled(loop: scf.ForOp) -> bool:
+def _settled(loop: scf.ForOp, may_fold: _Folds) -> bool:
     """Whether canonicalize leaves `loop` a loop: its trip count is not 0 or 1, and no
     bound is a computation it may fold into a constant."""
     bounds = (loop.lb, loop.ub, loop.step)
-    if any(_constant_int(b) is None and _may_fold(b) for b in bounds):
+    if any(_constant_int(b) is None and may_fold(b) for b in bounds):
         return False
     lb, ub, step = (_constant_int(b) for b in bounds)
     if lb is None or ub is None:
@@ -70,7 +81,7 @@ def _settled(loop: scf.ForOp) -> bool:
     return ub - lb > 0 and (step is None or step < ub - lb)
 
 
-def nest_constants(outer: scf.ForOp) -> list[Operation] | None:
+def nest_constants(outer: scf.ForOp, may_fold: _Folds) -> list[Operation] | None:
     """The constants in the `scf.for` bodies of the nest `outer` heads, by depth and then in
     program order; None if a loop of the nest is not `_settled`."""
     constants: list[Operation] = []
@@ -78,14 +89,14 @@ def nest_constants(outer: scf.ForOp) -> list[Operation] | None:
     while level:
         inner: list[scf.ForOp] = []
         for loop in level:
-            if not _settled(loop):
+            if not _settled(loop, may_fold):
                 return None
             for op in loop.body.block.ops:
                 if op.has_trait(ConstantLike):
                     constants.append(op)
                 elif isinstance(op, scf.ForOp):
                     inner.append(op)
-                elif op.regions or any(_may_fold(result) for result in op.results):
+                elif op.regions or any(may_fold(result) for result in op.results):
                     return None
         level = inner
     return constants
@@ -93,12 +104,13 @@ def nest_constants(outer: scf.ForOp) -> list[Operation] | None:
 
 def hoist_constants(root: Operation) -> None:
     """Move the constants of every settled `scf.for` nest in `root` to just before it."""
+    may_fold = _Folds()
     for op in root.walk():
         if not isinstance(op, scf.ForOp) or isinstance(op.parent_op(), scf.ForOp):
             continue
         block = op.parent_block()
         assert block is not None
-        for constant in nest_constants(op) or ():
+        for constant in nest_constants(op, may_fold) or ():
             constant.detach()
             block.insert_op_before(constant, op)
 
