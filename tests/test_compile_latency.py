@@ -10,14 +10,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from xdsl.dialects import arith, memref
-from xdsl.dialects.builtin import ModuleOp
+import pytest
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, ModuleOp, f32
+from xdsl.ir import Block
 from xdsl.ir.core import OpTraits
 from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriteWalker
 from xdsl.traits import MemoryWriteEffect, NoMemoryEffect, Pure
 from xdsl.transforms.canonicalize import CanonicalizePass
 from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 from xdsl.transforms.dead_code_elimination import region_dce
+from xdsl.utils.exceptions import VerifyException
 
 from tessc.compiler import print_module
 from tessc.context import make_context
@@ -210,3 +213,18 @@ def test_cpu_pipeline_work_is_linear_in_program_size() -> None:
             run_passes(module, spec)
         visits.append(counts[1])
     assert visits[1] < 4.4 * visits[0], visits
+
+
+def test_fixed_operand_counts_verify_at_once_and_still_fail() -> None:
+    make_context()  # applies tessc's xDSL fixes
+    x = arith.ConstantOp(FloatAttr(1.0, f32))
+    arith.AddfOp(x.result, x.result).verify()
+    assert "_tessc_fixed_counts" in vars(arith.AddfOp.get_irdl_definition())
+    bad = arith.AddfOp.create(operands=[x.result], result_types=[f32])
+    with pytest.raises(VerifyException, match="Expected 2 operands, but got 1"):
+        bad.verify()
+    # Variadic operands (scf.for's iter_args) still go through xDSL's full check.
+    c = arith.ConstantOp(IntegerAttr.from_index_int_value(0))
+    loop = scf.ForOp(c.result, c.result, c.result, [], Block(arg_types=[IndexType()]))
+    loop.body.block.add_op(scf.YieldOp())
+    loop.verify()
