@@ -15,9 +15,10 @@ it). Indices are computed in the `index` type.
   [0, n), then `x` is read at it with the other loops' indices: `y[i, j] = x[idx[i], j]`.
 - scatter_add (take's adjoint): a generic over `(result dims..., index dims...)` with the
   index dims as reductions: `out[r, j] += idx[p] == r ? g[p, j] : 0` (the normalised
-  index). It is dense — O(rows x indices) work, parallel over the rows, deterministic,
-  free of write conflicts — rather than a sequential scatter loop that linalg cannot
-  express.
+  index): what linalg can express of a scatter (a write at a data-dependent position is
+  no indexing map). As written it is O(rows x indices) work, parallel over the rows,
+  free of write conflicts, which the GPU passes keep; on the CPU `tess-linalg-to-loops`
+  recognises the shape and makes it one pass over the indices (its step 5).
 - one_hot: a parallel generic over `(labels..., n)`: `label == linalg.index(last)`, as 1/0.
 - argmax/argmin: a two-output generic (best value, its index as i64) with the dim a
   reduction, inits -inf/+inf (the integer extremes) and 0. A new element wins only when

@@ -22,6 +22,10 @@ module docstring, steps 1, 2 and 4):
   extents, and every element one writes and another touches indexed by the same outer
   loops at the same positions, so distinct outer iterations touch disjoint elements.
 
+- `match_scatter`: whether a generic is a scatter (`out[.., r, ..] += position == r ?
+  value : 0`, take's adjoint), which `tess-linalg-to-loops` lowers as one pass over the
+  indices (its step 5) and leaves out of nest fusion.
+
 At the loop level itself (`scf`), the passes that rewrite loop nests after
 `tess-linalg-to-loops` (`tess-tile`, `tess-tile-dot`, `tess-parallel-columns`) and the
 code generators read index values the same way: `constant_int` (a constant's value),
@@ -37,9 +41,10 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr, ShapedType
+from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, ShapedType
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
 from xdsl.dialects.linalg.attrs import IteratorType
+from xdsl.dialects.linalg.ops import GenericOp, IndexOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineMap
 from xdsl.traits import is_side_effect_free
@@ -240,6 +245,81 @@ def shared_by_chain(chain: Sequence[NestSummary], nest: NestSummary, limit: int)
 
 
 # ---------------------------------------------------------------------------------------
+# Scatters (tess-linalg-to-loops, step 5)
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scatter:
+    """A scatter-shaped reduction: `out[.., r, ..] += position == r ? value : 0`."""
+
+    dim: int
+    """The scattered loop `r`, read only by `index`."""
+    index: IndexOp
+    compare: arith.CmpiOp
+    select: arith.SelectOp
+    value: SSAValue
+    """What is added where the position is `r` (the other select operand is 0)."""
+    position: SSAValue
+
+
+def single_user(value: SSAValue) -> Operation | None:
+    """The one op using `value` once, else None."""
+    uses = list(value.uses)
+    return uses[0].operation if len(uses) == 1 else None
+
+
+def _is_zero(value: SSAValue) -> bool:
+    owner = value.owner
+    return (
+        isinstance(owner, arith.ConstantOp)
+        and isinstance(owner.value, IntegerAttr | FloatAttr)
+        and owner.value.value.data == 0
+    )
+
+
+def match_scatter(op: LinalgStructuredOperation) -> Scatter | None:
+    """The scatter shape of step 5 in a single-output generic on memrefs, else None."""
+    if not isinstance(op, GenericOp) or len(op.outputs) != 1 or op.res:
+        return None
+    body = op.body.block
+    index_ops = [o for o in body.ops if isinstance(o, IndexOp)]
+    yielded = body.last_op
+    if len(index_ops) != 1 or yielded is None or len(yielded.operands) != 1:
+        return None
+    index = index_ops[0]
+    dim = index.dim.value.data
+    maps = [m.data for m in op.get_indexing_maps()]
+    if op.iterator_types.data[dim].data != IteratorType.PARALLEL:
+        return None
+    if any(dim in m.used_dims() for m in maps[: len(op.inputs)]):
+        return None
+    if AffineDimExpr(dim) not in maps[-1].results or len(maps[-1].used_dims()) != len(
+        maps[-1].results
+    ):
+        return None  # the output is indexed by plain loop dims, `r` among them
+    compare = single_user(index.result)
+    if not isinstance(compare, arith.CmpiOp) or compare.predicate.value.data != 0:  # eq
+        return None
+    position = compare.lhs if compare.rhs is index.result else compare.rhs
+    select = single_user(compare.result)
+    if not isinstance(select, arith.SelectOp) or select.cond is not compare.result:
+        return None
+    if not _is_zero(select.rhs) or single_user(select.result) is None:
+        return None
+    add = yielded.operands[0].owner
+    accumulator = body.args[-1]
+    if not isinstance(add, arith.AddfOp | arith.AddiOp) or set(add.operands) != {
+        accumulator,
+        select.result,
+    }:
+        return None
+    if single_user(accumulator) is None or depends_on(position, accumulator):
+        return None
+    return Scatter(dim, index, compare, select, select.lhs, position)
+
+
+# ---------------------------------------------------------------------------------------
 # Index values at the loop level (scf)
 # ---------------------------------------------------------------------------------------
 
@@ -329,7 +409,10 @@ __all__ = [
     "dims_of",
     "operand_buffer",
     "plan_loop_nest",
+    "Scatter",
+    "match_scatter",
     "same_index",
+    "single_user",
     "shared_by_chain",
     "shared_outer_loops",
     "summarize_nest",

@@ -61,6 +61,23 @@ The analysis of steps 1, 2 and 4 (which order, which loops a chain shares) lives
 `tessc.lowering.loop_analysis`, shared with `tess-fuse-epilogue`, which groups ops on
 tensors exactly when this pass will give them shared loops.
 
+5. Scatters. `tess.scatter_add` reaches this level as a dense reduction (`tess-to-linalg`:
+   `out[r, j] += idx[p] == r ? g[p, j] : 0` over `(r, j, p)`, rows x indices work, which
+   is what linalg can express and the GPU passes parallelise over rows). On the CPU it
+   becomes ONE pass over the indices: the loop over the scattered dim `r` goes, and each
+   iteration adds `g[p, j]` into `out[idx[p], j]`, the row the index names:
+
+       scf.parallel (dims before r) { scf.for p { scf.for j (dims after r) {
+         out[.., idx[p], j] += g[.., p, j] } } }
+
+   Serial over the indices (they may repeat), parallel over the dims before the scattered
+   one (they write disjoint elements). Any generic of that shape is lowered so (see
+   `match_scatter`): its only `linalg.index` is of a parallel dim no input reads, compared
+   for equality with a value computed from the inputs, and the body adds the selected
+   value to the accumulator, or 0. Where the comparison is false the element is unchanged,
+   so visiting only the row it holds for computes the same sums in the same order. Its
+   zero fill stays a nest of its own in the kernel (nest fusion leaves the scatter out).
+
 A generic's `tess.chunk_size` (from `tess-fuse-horizontal`) moves to its `scf.parallel`: a
 scheduling hint for the code generator. A rank-0 op (no loops) becomes its body between the
 loads and stores. Afterwards no linalg op is left; an op still on tensors fails the pass
@@ -86,7 +103,7 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
-from xdsl.dialects.linalg.ops import IndexOp
+from xdsl.dialects.linalg.ops import GenericOp, IndexOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineMap
 from xdsl.passes import ModulePass
@@ -104,8 +121,11 @@ from tessc.dialects import contract
 from tessc.lowering.loop_analysis import (
     LoopNestPlan,
     NestSummary,
+    Scatter,
+    match_scatter,
     plan_loop_nest,
     shared_by_chain,
+    single_user,
     summarize_nest,
 )
 
@@ -329,6 +349,76 @@ def inline_body(
 
 
 # ---------------------------------------------------------------------------------------
+# Scatters (step 5)
+# ---------------------------------------------------------------------------------------
+
+
+def lower_scatter(
+    op: GenericOp,
+    scatter: Scatter,
+    rewriter: PatternRewriter,
+    constant: IndexConstants,
+    at: InsertPoint,
+) -> None:
+    """Replace the scatter-shaped `op` by one pass over its indices (step 5)."""
+    check_on_memrefs(op)
+    maps = [m.data for m in op.get_indexing_maps()]
+    ranges = op.get_static_loop_ranges()
+    rows = [d for d in maps[-1].used_dims() if d != scatter.dim]
+    before = sorted(d for d in rows if d < scatter.dim)
+    after = sorted(d for d in rows if d > scatter.dim)
+    scattered = [d for d in range(len(ranges)) if d not in rows and d != scatter.dim]
+    bound: dict[int, SSAValue] = {scatter.dim: constant(0)}  # never read: see match_scatter
+    for extent in (1, *ranges):
+        constant(extent)  # before the loops, which later constants must also precede
+    if before:
+        parallel, at = build_parallel_loop(rewriter, before, ranges, constant, at)
+        bound.update(parallel)
+        loop = at.block.parent_op()
+        assert loop is not None
+        constant.at = InsertPoint.before(loop)
+    plan = LoopNestPlan((*before, *scattered, *after), 0)
+    induction, at = build_loop_nest(rewriter, plan, ranges, constant, at, bound)
+
+    body = op.body.block
+    mapping: dict[SSAValue, SSAValue] = {}
+    num_inputs = len(op.inputs)
+    for arg, operand, affine_map in zip(
+        body.args[:num_inputs], op.inputs, maps[:num_inputs], strict=True
+    ):
+        if arg.uses:
+            load = memref.LoadOp.get(
+                operand, indices(rewriter, affine_map, induction, constant, at)
+            )
+            rewriter.insert(load, at)
+            mapping[arg] = load.res
+    output, accumulator = op.outputs[0], body.args[-1]
+    target: list[SSAValue] = []
+    skipped = [scatter.index, scatter.compare, scatter.select]
+    if single_user(scatter.select.rhs) is scatter.select:
+        skipped.append(scatter.select.rhs.owner)  # the 0 it selected otherwise
+    for body_op in body.ops:
+        if body_op is body.last_op:
+            break
+        if body_op in skipped:
+            continue
+        if accumulator in body_op.operands and accumulator not in mapping:
+            # The row the index names: the position, computed by now (it comes first).
+            place = list(induction)
+            place[scatter.dim] = mapping.get(scatter.position, scatter.position)
+            target = indices(rewriter, maps[-1], place, constant, at)
+            load = rewriter.insert(memref.LoadOp.get(output, target), at)
+            mapping[accumulator] = load.res
+            mapping[scatter.select.result] = mapping.get(scatter.value, scatter.value)
+        clone = rewriter.insert(body_op.clone(mapping), at)
+        mapping.update(zip(body_op.results, clone.results, strict=True))
+    assert body.last_op is not None
+    result = body.last_op.operands[0]
+    rewriter.insert(memref.StoreOp.get(mapping.get(result, result), output, target), at)
+    rewriter.erase(op)
+
+
+# ---------------------------------------------------------------------------------------
 # Patterns and pass
 # ---------------------------------------------------------------------------------------
 
@@ -339,6 +429,10 @@ class LinalgToLoops(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: LinalgStructuredOperation, rewriter: PatternRewriter) -> None:
         at = InsertPoint.before(op)
+        if (scatter := match_scatter(op)) is not None:
+            assert isinstance(op, GenericOp)
+            lower_scatter(op, scatter, rewriter, IndexConstants(rewriter, at), at)
+            return
         lower = lower_ranged_op if contract.ROW_RANGES.has(op) else lower_structured_op
         lower(op, rewriter, IndexConstants(rewriter, at), at)
 
@@ -371,7 +465,8 @@ def kernel_chains(block: Block) -> list[Chain]:
             continue
         nest = None
         if isinstance(op, LinalgStructuredOperation) and not op.res:
-            nest = None if contract.ROW_RANGES.has(op) else summarize_nest(op)
+            skip = contract.ROW_RANGES.has(op) or match_scatter(op) is not None
+            nest = None if skip else summarize_nest(op)
         if nest is None:
             close()
             continue

@@ -281,6 +281,31 @@ def test_cross_entropy_matches_torch() -> None:
     np.testing.assert_allclose(grad, logits.grad.numpy(), rtol=1e-10, atol=1e-14)
 
 
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize(
+    ("shape", "dim", "index_shape"),
+    [((7, 3), 0, (9,)), ((4, 6, 2), 1, (3, 4)), ((3, 5), 1, (8,)), ((2, 3, 6), 2, (5,))],
+)
+def test_scatter_add_adds_repeated_indices_like_numpy(target: str, shape, dim, index_shape):
+    """take's gradient: every element of the incoming gradient lands in the row its index
+    names, repeated indices adding up (np.add.at), negative ones counting from the end."""
+    rng = np.random.default_rng(len(shape) + dim)
+    n = shape[dim]
+    idx = rng.integers(-n, n, size=index_shape)
+    idx.flat[: min(3, idx.size)] = idx.flat[0]  # some repeats for sure
+    x = rng.normal(size=shape)
+    w = rng.normal(size=shape[:dim] + index_shape + shape[dim + 1 :])
+
+    def loss(x, idx):
+        return (ts.take(x, idx, dim) * w).sum()
+
+    grad = ts.jit(ts.grad(loss), target=target)(x, idx)
+    expected = np.zeros(shape)
+    moved = np.moveaxis(expected, dim, 0)
+    np.add.at(moved, idx % n, np.moveaxis(w, list(range(dim, dim + idx.ndim)), range(idx.ndim)))
+    np.testing.assert_allclose(grad, expected, rtol=1e-12, atol=1e-12)
+
+
 def _with_zeros(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
     """Random values in which rows of the last dim hold 0, 1, 2 ... zeros (in turn)."""
     x = rng.uniform(0.5, 1.5, size=shape) * rng.choice([-1.0, 1.0], size=shape)

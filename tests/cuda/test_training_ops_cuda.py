@@ -41,3 +41,20 @@ def test_cross_entropy_gradient_matches_the_reference() -> None:
     want = ts.jit(ts.grad(loss), target="reference")(x, labels)
     got = ts.jit(ts.grad(loss), target="cuda")(x, labels)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_take_gradient_adds_repeated_indices(dim: int) -> None:
+    """take's gradient (scatter_add) with repeated and negative indices: on the GPU a
+    thread per output element sums the gradient elements whose index names its row."""
+    rng = np.random.default_rng(dim)
+    x = rng.standard_normal((6, 5))
+    idx = np.array([1, 4, 1, -1, 1, 0, 4], dtype=np.int64)
+    w = rng.standard_normal(np.shape(np.take(x, idx, dim)))
+
+    def loss(x, idx):
+        return (ts.take(x, idx, dim) * w).sum()
+
+    want = ts.jit(ts.grad(loss), target="reference")(x, idx)
+    got = ts.jit(ts.grad(loss), target="cuda")(x, idx)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-12, atol=1e-12)

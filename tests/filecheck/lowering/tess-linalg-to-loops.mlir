@@ -141,3 +141,64 @@ func.func private @fill_and_index(%out: memref<2x3xf32>, %idx: memref<2x3xf32>) 
 // CHECK-NEXT:      %ji = arith.index_cast %[[J]] : index to i32
 // CHECK-NOT:     linalg.
 // CHECK-NOT:     affine.
+
+// A scatter (take's adjoint, `out[r, j] += idx[p] == r ? g[p, j] : 0` as tess-to-linalg
+// writes it) is one pass over the indices: no loop over the rows r; each index p adds its
+// row of g into the row it names. Its zero fill stays a nest of its own (not shared).
+// Along dim 1 of a 3-D result, the dim before it is parallel (disjoint writes).
+func.func private @scatter_rows(%g: memref<5x3xf32>, %idx: memref<5xi64>, %out: memref<7x3xf32>) attributes {tess.kernel} {
+  %zero = arith.constant 0.000000e+00 : f32
+  linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} outs(%out : memref<7x3xf32>) {
+  ^bb0(%o: f32):
+    linalg.yield %zero : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d2, d1)>, affine_map<(d0, d1, d2) -> (d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%g, %idx : memref<5x3xf32>, memref<5xi64>) outs(%out : memref<7x3xf32>) {
+  ^bb0(%v: f32, %i: i64, %acc: f32):
+    %p = arith.index_cast %i : i64 to index
+    %r = linalg.index 0 : index
+    %hit = arith.cmpi eq, %p, %r : index
+    %z = arith.constant 0.000000e+00 : f32
+    %taken = arith.select %hit, %v, %z : f32
+    %sum = arith.addf %acc, %taken : f32
+    linalg.yield %sum : f32
+  }
+  func.return
+}
+// CHECK-LABEL: func.func private @scatter_rows
+// CHECK:         "scf.parallel"
+// CHECK:           memref.store %zero, %out[%i0, %i1] : memref<7x3xf32>
+// CHECK:         scf.for %[[P:.*]] = %{{.*}} to %[[C5:.*]] step
+// CHECK-NEXT:      scf.for %[[J:.*]] = %{{.*}} to %{{.*}} step
+// CHECK-NEXT:        %[[V:.*]] = memref.load %g[%[[P]], %[[J]]] : memref<5x3xf32>
+// CHECK-NEXT:        %[[I:.*]] = memref.load %idx[%[[P]]] : memref<5xi64>
+// CHECK-NEXT:        %[[R:.*]] = arith.index_cast %[[I]] : i64 to index
+// CHECK-NEXT:        %[[A:.*]] = memref.load %out[%[[R]], %[[J]]] : memref<7x3xf32>
+// CHECK-NEXT:        %[[S:.*]] = arith.addf %[[A]], %[[V]] : f32
+// CHECK-NEXT:        memref.store %[[S]], %out[%[[R]], %[[J]]] : memref<7x3xf32>
+// CHECK-NOT:     linalg.index
+// CHECK-NOT:     arith.cmpi
+
+func.func private @scatter_middle(%g: memref<2x4x3xf32>, %idx: memref<4xi32>, %out: memref<2x6x3xf32>) attributes {tess.kernel} {
+  linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d3, d2)>, affine_map<(d0, d1, d2, d3) -> (d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%g, %idx : memref<2x4x3xf32>, memref<4xi32>) outs(%out : memref<2x6x3xf32>) {
+  ^bb0(%v: f32, %i: i32, %acc: f32):
+    %p = arith.index_cast %i : i32 to index
+    %r = linalg.index 1 : index
+    %hit = arith.cmpi eq, %r, %p : index
+    %z = arith.constant 0.000000e+00 : f32
+    %taken = arith.select %hit, %v, %z : f32
+    %sum = arith.addf %taken, %acc : f32
+    linalg.yield %sum : f32
+  }
+  func.return
+}
+// CHECK-LABEL: func.func private @scatter_middle
+// CHECK:         "scf.parallel"(%{{.*}}, %[[C2:.*]], %{{.*}}) <{operandSegmentSizes = array<i32: 1, 1, 1, 0>}> ({
+// CHECK-NEXT:    ^bb0(%[[B:.*]]: index):
+// CHECK-NEXT:      scf.for %[[P:.*]] = %{{.*}} to %{{.*}} step
+// CHECK-NEXT:        scf.for %[[J:.*]] = %{{.*}} to %{{.*}} step
+// CHECK-NEXT:          memref.load %g[%[[B]], %[[P]], %[[J]]] : memref<2x4x3xf32>
+// CHECK-NEXT:          memref.load %idx[%[[P]]] : memref<4xi32>
+// CHECK-NEXT:          %[[R:.*]] = arith.index_cast
+// CHECK-NEXT:          memref.load %out[%[[B]], %[[R]], %[[J]]] : memref<2x6x3xf32>
+// CHECK-NEXT:          arith.addf
+// CHECK-NEXT:          memref.store %{{.*}}, %out[%[[B]], %[[R]], %[[J]]] : memref<2x6x3xf32>
