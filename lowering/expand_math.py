@@ -253,10 +253,23 @@ class ArithEmitter:
         self.rewriter.insert(op)
         return op.results[0]
 
+    def _binary(
+        self, kind: type[arith.FloatingPointLikeBinaryOperation], lhs: SSAValue, rhs: SSAValue
+    ) -> SSAValue:
+        # The op its constructor builds (same operands, result type and fastmath property),
+        # made directly: the constructor's argument processing was a third of the pass.
+        properties = {"fastmath": self.fastmath}
+        return self._emit(
+            kind.create(operands=[lhs, rhs], result_types=[lhs.type], properties=properties)
+        )
+
     def const(self, value: float) -> SSAValue:
         key = ("f", repr(value))  # repr: keeps -0.0 apart from 0.0 and finds NaN again
         if key not in self._constants:
-            self._constants[key] = self._emit(arith.ConstantOp(FloatAttr(value, self.float_type)))
+            attr = FloatAttr(value, self.float_type)
+            self._constants[key] = self._emit(
+                arith.ConstantOp.create(properties={"value": attr}, result_types=[attr.type])
+            )
         return self._constants[key]
 
     def int_const(self, value: int) -> SSAValue:
@@ -266,13 +279,13 @@ class ArithEmitter:
         return self._constants[key]
 
     def add(self, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
-        return self._emit(arith.AddfOp(lhs, rhs, self.fastmath))
+        return self._binary(arith.AddfOp, lhs, rhs)
 
     def sub(self, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
-        return self._emit(arith.SubfOp(lhs, rhs, self.fastmath))
+        return self._binary(arith.SubfOp, lhs, rhs)
 
     def mul(self, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
-        return self._emit(arith.MulfOp(lhs, rhs, self.fastmath))
+        return self._binary(arith.MulfOp, lhs, rhs)
 
     def div(self, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
         return self._emit(arith.DivfOp(lhs, rhs, self.fastmath))
