@@ -103,6 +103,7 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
+from xdsl.dialects.linalg.attrs import IteratorType
 from xdsl.dialects.linalg.ops import GenericOp, IndexOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineMap
@@ -275,11 +276,14 @@ def lower_ranged_op(
     constant: IndexConstants,
     at: InsertPoint,
 ) -> None:
-    """A 2-D op with `tess.row_ranges` (`contract.ROW_RANGES`): an `scf.parallel` over its
-    rows (they write disjoint outputs: a reduction's rows are its outputs' rows, an
-    elementwise op's rows cover disjoint ranges), each an `scf.for` over the row's range,
-    whose bounds it loads from a constant table. The loop carries the ranges (codegen
-    counts the work)."""
+    """A 2-D op `(r, i)` with `tess.row_ranges` (`contract.ROW_RANGES`): an `scf.parallel`
+    over its rows (they write disjoint outputs: a reduction's rows are its outputs' rows,
+    an elementwise op's rows cover disjoint ranges), each an `scf.for` over the row's
+    range, whose bounds it loads from a constant table. What a row reads whole (operands
+    not indexed by `i`) is loaded before its loop, and a reduction accumulates in values
+    the loop carries, stored after it: a row's loop then only streams the arenas (loads
+    and stores of memory that may alias the arenas would keep it from vectorising). The
+    parallel loop carries the ranges (codegen counts the work)."""
     check_on_memrefs(op)
     rows = contract.ROW_RANGES.get(op)
     assert rows is not None
@@ -298,11 +302,65 @@ def lower_ranged_op(
         cast = arith.IndexCastOp(load.res, IndexType())
         rewriter.insert([load, cast], at)
         bounds.append(cast.result)
-    block = Block([scf.YieldOp()], arg_types=[IndexType()])
-    inner = scf.ForOp(bounds[0], bounds[1], constant(1), [], Region(block))
-    rewriter.insert(inner, at)
+
+    maps = [m.data for m in op.get_indexing_maps()]
+    num_inputs = len(op.inputs)
+    reduction = op.get_iterator_types().data[1].data == IteratorType.REDUCTION
+    body = op.body.block
+    whole: dict[int, SSAValue] = {}  # operand index -> its value for the row
+    for k, (arg, operand, affine_map) in enumerate(zip(body.args, op.operands, maps, strict=True)):
+        is_output = k >= num_inputs
+        if not isinstance(operand.type, MemRefType) or 1 in affine_map.used_dims():
+            continue
+        if (is_output and reduction) or (not is_output and arg.uses):
+            load = memref.LoadOp.get(
+                operand, indices(rewriter, affine_map, [row, row], constant, at)
+            )
+            rewriter.insert(load, at)
+            whole[k] = load.res
+    carried = [whole[k] for k in range(num_inputs, len(maps))] if reduction else []
+    block = Block(arg_types=[IndexType(), *(v.type for v in carried)])
     block.args[0].name_hint = "i1"
-    inline_body(op, rewriter, constant, InsertPoint.before(block.last_op), [row, block.args[0]])
+    inner = scf.ForOp(bounds[0], bounds[1], constant(1), carried, Region(block))
+    rewriter.insert(inner, at)
+    point = InsertPoint.at_end(block)
+    position = [row, block.args[0]]
+    for k, (arg, operand, affine_map) in enumerate(zip(body.args, op.operands, maps, strict=True)):
+        if not isinstance(operand.type, MemRefType):
+            arg.replace_all_uses_with(operand)
+        elif reduction and k >= num_inputs:
+            arg.replace_all_uses_with(block.args[1 + k - num_inputs])
+        elif k in whole:
+            arg.replace_all_uses_with(whole[k])
+        elif arg.uses:
+            load = memref.LoadOp.get(
+                operand, indices(rewriter, affine_map, position, constant, point)
+            )
+            rewriter.insert(load, point)
+            arg.replace_all_uses_with(load.res)
+    for index_op in [o for o in body.ops if isinstance(o, IndexOp)]:
+        rewriter.replace(index_op, [], [position[index_op.dim.value.data]])
+    yield_op = body.last_op
+    assert isinstance(yield_op, Operation)
+    yielded = tuple(yield_op.operands)
+    rewriter.erase(yield_op, safe_erase=False)
+    while body.args:
+        rewriter.erase_block_argument(body.args[0])
+    rewriter.inline_block(body, point)
+    outputs = zip(yielded, op.outputs, maps[num_inputs:], strict=True)
+    if reduction:
+        rewriter.insert(scf.YieldOp(*yielded), InsertPoint.at_end(block))
+        stores = [
+            memref.StoreOp.get(result, output, [row])  # a reduction's outputs: (r, i) -> (r)
+            for result, (_, output, _) in zip(inner.results, outputs, strict=True)
+        ]
+        rewriter.insert(stores, InsertPoint.after(inner))
+    else:
+        for value, output, affine_map in outputs:
+            where = indices(rewriter, affine_map, position, constant, InsertPoint.at_end(block))
+            rewriter.insert(memref.StoreOp.get(value, output, where), InsertPoint.at_end(block))
+        rewriter.insert(scf.YieldOp(), InsertPoint.at_end(block))
+    rewriter.erase(op)
 
 
 def inline_body(

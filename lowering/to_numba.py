@@ -112,8 +112,11 @@ class FunctionEmitter(OpEmitter):
         function_names: dict[str, str],
         parallel: bool,
         inlined: dict[str, func.FuncOp] | None = None,
+        serial_below: float = 0.0,
     ):
         super().__init__(function_names.values(), parallel)
+        self.serial_below = serial_below
+        """Loops of less static work than this run serially even in a parallel kernel."""
         self.fn = fn
         self.function_names = function_names
         self.inlined = inlined or {}
@@ -229,13 +232,16 @@ class FunctionEmitter(OpEmitter):
                 self.exprs[iv] = self.expr(lb)  # a unit dim is no loop
                 continue
             dims.append((iv, lb, ub, step, trips))
-        if self.parallel and self.emit_chunked(op, dims):
+        # A small loop of a parallel kernel (the per-parameter loops after a segmented
+        # reduction) runs serially: as for a whole kernel, a launch would cost more.
+        parallel = self.parallel and static_work_of(op) >= self.serial_below
+        if parallel and self.emit_chunked(op, dims):
             return
-        loop = "prange" if self.parallel else "range"
+        loop = "prange" if parallel else "range"
         outer_indent = self.indent
         group = dims[:1]
         while (
-            self.parallel
+            parallel
             and len(group) < len(dims) - 1
             and all(d[4] is not None for d in [*group, dims[len(group)]])
             and math.prod(d[4] or 0 for d in group) < PARALLEL_COLLAPSE_MIN
@@ -373,21 +379,24 @@ def _is_memref_index(use: Use) -> bool:
 
 def static_work(block: Block) -> float:
     """Iterations of the loop nests in `block` when their trip counts are constants."""
-    total = 0.0
-    for op in block.ops:
-        if isinstance(op, scf.ForOp):
-            trips = trip_count(op.lb, op.ub, op.step)
-            total += (math.inf if trips is None else trips) * max(1.0, static_work(op.body.block))
-        elif (rows := contract.ROW_RANGES.get(op)) is not None:  # rows of varying ranges
-            total += sum(rows[1::2]) - sum(rows[::2])
-        elif isinstance(op, scf.ParallelOp):
-            bounds = zip(op.lowerBound, op.upperBound, op.step, strict=True)
-            counts = [trip_count(lb, ub, st) for lb, ub, st in bounds]
-            trips = math.inf if None in counts else math.prod(c or 0 for c in counts)
-            total += trips * max(1.0, static_work(op.body.block))
-        elif isinstance(op, scf.IfOp):
-            total += max(static_work(r.block) for r in op.regions if r.blocks)
-    return total
+    return sum(static_work_of(op) for op in block.ops)
+
+
+def static_work_of(op: Operation) -> float:
+    """Iterations of the loop nest `op` (0 if it is no loop)."""
+    if isinstance(op, scf.ForOp):
+        trips = trip_count(op.lb, op.ub, op.step)
+        return (math.inf if trips is None else trips) * max(1.0, static_work(op.body.block))
+    if (rows := contract.ROW_RANGES.get(op)) is not None:  # rows of varying ranges
+        return float(sum(rows[1::2]) - sum(rows[::2]))
+    if isinstance(op, scf.ParallelOp):
+        bounds = zip(op.lowerBound, op.upperBound, op.step, strict=True)
+        counts = [trip_count(lb, ub, st) for lb, ub, st in bounds]
+        trips = math.inf if None in counts else math.prod(c or 0 for c in counts)
+        return trips * max(1.0, static_work(op.body.block))
+    if isinstance(op, scf.IfOp):
+        return max(static_work(r.block) for r in op.regions if r.blocks)
+    return 0.0
 
 
 def _has_parallel_loop(fn: func.FuncOp) -> bool:
@@ -550,7 +559,9 @@ def _emit_module(
         is_kernel = contract.KERNEL.has(fn)
         if fn.sym_name.data in inlined:
             continue
-        emitter = FunctionEmitter(fn, function_names, parallel[fn.sym_name.data], inlined)
+        emitter = FunctionEmitter(
+            fn, function_names, parallel[fn.sym_name.data], inlined, parallel_threshold
+        )
         num_outputs = contract.NUM_OUTPUTS.get(fn) or 0
         arg_names = emitter.argument_names(0 if is_kernel else num_outputs)
         emitter.indent = 0
