@@ -563,3 +563,24 @@ def test_random_programs_fused_match_unfused_and_oracle(program: tuple[ModuleOp,
     # No expensive op is duplicated unless it is the same subexpression twice anyway.
     for op_name in ("math.exp", "math.log", "math.tanh", "math.sqrt", "arith.divf"):
         assert count_ops(fused, op_name) <= count_ops(unfused, op_name)
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_expensive_scalar_is_not_fused_into_a_consumer_whatever_its_size(n: int) -> None:
+    # sqrt(sum(x)) read by every element of x: recomputed per element, refused, and for one
+    # element as for four (decisions do not depend on an extent being 1, so that a one-
+    # element parameter's optimizer step fuses as the others' do: tess-fuse-horizontal).
+    fused = check_fusion(
+        tess(f"""
+        func.func @f(%x: tensor<{n}xf32>, %s: tensor<f32>) -> tensor<{n}xf32> {{
+          %r = tess.sqrt %s : tensor<f32>
+          %d = tess.div %r, %s : tensor<f32>, tensor<f32> -> tensor<f32>
+          %y = tess.mul %x, %d : tensor<{n}xf32>, tensor<f32> -> tensor<{n}xf32>
+          func.return %y : tensor<{n}xf32>
+        }}"""),
+        report=True,
+    )
+    scalar, update = kernels(fused)
+    assert not scalar.iterator_types and count_ops(fused, "math.sqrt") == 1
+    refused = update.attributes["tess.fusion_refused"]
+    assert isinstance(refused, StringAttr) and "expensive producer would be" in refused.data

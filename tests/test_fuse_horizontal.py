@@ -437,3 +437,25 @@ def test_scalar_prologue_joins_the_arena_kernel_only_when_nothing_else_reads_it(
     module = donate(tessc.trace(shared, *args, other).module, ("params",))
     assert len(kernels(module)) == 3  # the rank-0 chain, the arena, `other`'s map
     assert not [op for op in lower_module(module, "fused").walk() if isinstance(op, GroupOp)]
+
+
+def test_a_one_element_epilogue_left_unpacked_stays_in_its_group() -> None:
+    # tess-fuse-epilogue groups `p * |p|` after the norm of a one-element `p` (extent-1
+    # loops are no loops); the segmented step takes the product out of the group to compare
+    # parameters, and puts it back when no family packs it (one parameter is too few).
+    def scale(p: Any) -> Any:
+        return p * (p * p).sum().sqrt()
+
+    module = donate(tessc.trace(scale, arrays([(1,)], 0)[0]).module, ("p",))
+    before = module.clone()
+    run_passes(before, "tess-to-linalg,tess-fuse,tess-fuse-epilogue")
+    after = before.clone()
+    run_passes(after, "tess-fuse-horizontal{donated-only=true}")
+    (grouped,) = [op for op in before.walk() if isinstance(op, GroupOp)]
+    assert [str(t) for t in grouped.res.types] == ["tensor<1xf32>"]  # the product is in it
+    groups = [op for op in after.walk() if isinstance(op, GroupOp)]
+    assert len(groups) == 1 and [str(t) for t in groups[0].res.types] == ["tensor<1xf32>"]
+    assert [op.name for op in groups[0].walk()] == [op.name for op in grouped.walk()]
+    x = arrays([(1,)], 3)[0]
+    program = compile_module(module, "scale")
+    np.testing.assert_allclose(program(x.copy())[0], interpret(module, "scale", [x])[0], rtol=1e-6)

@@ -244,16 +244,19 @@ def test_inside_a_jitted_train_step_with_donation() -> None:
         np.testing.assert_allclose(runs["cpu"][0][name], runs["reference"][0][name], rtol=1e-9)
 
 
-def test_lamb_segmented_step_matches_reference_and_updates_in_place(monkeypatch) -> None:
+@pytest.mark.parametrize("chunk", [4, 0])
+def test_lamb_segmented_step_matches_reference_and_updates_in_place(monkeypatch, chunk) -> None:
     """Random shapes against the reference interpreter, with chunks of 4 elements: one-
     element parameters, segments smaller than a chunk, of odd sizes, and larger than
-    several chunks; one parameter zero (ratio 1); the standalone step updates in place."""
+    several chunks (with 0: one chunk per parameter); one parameter zero (ratio 1); the
+    standalone step updates in place."""
     from dataclasses import replace
 
     from tessc import pipelines
 
     cpu = pipelines.PIPELINES["cpu"]
-    fuse = cpu.passes[0].replace("{donated-only=true}", "{donated-only=true chunk-size=4}")
+    option = f"{{donated-only=true chunk-size={chunk}}}"
+    fuse = cpu.passes[0].replace("{donated-only=true}", option)
     assert fuse != cpu.passes[0]
     monkeypatch.setitem(pipelines.PIPELINES, "cpu", replace(cpu, passes=(fuse, *cpu.passes[1:])))
     rng = np.random.default_rng(7)
