@@ -72,11 +72,13 @@ tensors exactly when this pass will give them shared loops.
 
    Serial over the indices (they may repeat), parallel over the dims before the scattered
    one (they write disjoint elements). Any generic of that shape is lowered so (see
-   `match_scatter`): its only `linalg.index` is of a parallel dim no input reads, compared
-   for equality with a value computed from the inputs, and the body adds the selected
-   value to the accumulator, or 0. Where the comparison is false the element is unchanged,
-   so visiting only the row it holds for computes the same sums in the same order. Its
-   zero fill stays a nest of its own in the kernel (nest fusion leaves the scatter out).
+   `loop_analysis.match_scatter`): its only `linalg.index` is of a parallel dim no input
+   reads, compared for equality with a value computed from the inputs, and the body adds
+   the selected value to the accumulator, or 0. Where the comparison is false the element
+   is unchanged, so visiting only the row it holds for computes the same sums in the same
+   order; a position outside the dim (a one-hot label out of range, in a one-hot fused
+   into a sum: a histogram) adds nothing, behind an `scf.if`. Its zero fill stays a nest
+   of its own in the kernel (nest fusion leaves the scatter out).
 
 A generic's `tess.chunk_size` (from `tess-fuse-horizontal`) moves to its `scf.parallel`: a
 scheduling hint for the code generator. A rank-0 op (no loops) becomes its body between the
@@ -462,8 +464,17 @@ def lower_scatter(
             continue
         if accumulator in body_op.operands and accumulator not in mapping:
             # The row the index names: the position, computed by now (it comes first).
+            # Outside the scattered dim it names no row (an unclamped one-hot label).
+            position = mapping.get(scatter.position, scatter.position)
+            low = arith.CmpiOp(position, constant(0), "sge")
+            high = arith.CmpiOp(position, constant(ranges[scatter.dim]), "slt")
+            inside = arith.AndIOp(low, high)
+            rewriter.insert([low, high, inside], at)
+            then = Block([scf.YieldOp()])
+            rewriter.insert(scf.IfOp(inside, [], Region(then)), at)
+            at = InsertPoint.before(then.last_op)
             place = list(induction)
-            place[scatter.dim] = mapping.get(scatter.position, scatter.position)
+            place[scatter.dim] = position
             target = indices(rewriter, maps[-1], place, constant, at)
             load = rewriter.insert(memref.LoadOp.get(output, target), at)
             mapping[accumulator] = load.res

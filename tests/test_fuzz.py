@@ -29,6 +29,17 @@ def test_the_generator_covers_every_op_kind() -> None:
     kinds = {op.kind for i in range(300) for op in generate(random.Random(i), ops=12).ops}
     expected = {"matmul", "sum", "mean", "reduce_max", "reshape", "permute", "select"}
     assert expected | {"broadcast_to", "fill", "add", "max", "tanh", "exp", "pow"} <= kinds
+    assert {"take", "one_hot", "cast", "argmax", "argmin", "slice", "concat"} <= kinds
+
+
+def test_the_generator_makes_integer_values_that_parse() -> None:
+    programs = [generate(random.Random(i), ops=12) for i in range(200)]
+    integer = [p for p in programs if p.arg_types or any(op.dtype for op in p.ops)]
+    assert len(integer) > 20
+    for program in integer[:20]:
+        parse_module(program.text()).verify()
+    smooth = [generate(random.Random(i), ops=12, dtype="f64", smooth=True) for i in range(100)]
+    assert all(not any(op.dtype for op in p.ops) for p in smooth)  # gradients: floats only
 
 
 def test_shrink_keeps_the_failure_and_drops_the_rest() -> None:

@@ -42,26 +42,37 @@ class Failure:
         return other is not None and (other.kind, other.pipeline) == (self.kind, self.pipeline)
 
 
-def _signature(module, entry: str) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]], str]:
-    """The argument shapes, result shapes and element type (`f32`/`f64`) of `@entry`."""
+def _signature(
+    module, entry: str
+) -> tuple[list[tuple[tuple[int, ...], np.dtype]], list[tuple[int, ...]], str]:
+    """The argument shapes and dtypes, the result shapes, and the program's float type
+    (`f32`/`f64`: its first float argument's, for the tolerances)."""
     from tessc.reference import find_func, shape_and_dtype
 
     function = find_func(module, entry)
     ins = [shape_and_dtype(t) for t in function.function_type.inputs.data]
     outs = [shape_and_dtype(t)[0] for t in function.function_type.outputs.data]
-    dtype = "f64" if ins and ins[0][1] == np.float64 else "f32"
-    return [shape for shape, _ in ins], outs, dtype
+    floats = [np.dtype(d) for _, d in ins if np.dtype(d).kind == "f"]
+    dtype = "f64" if floats and floats[0] == np.float64 else "f32"
+    return [(shape, np.dtype(d)) for shape, d in ins], outs, dtype
 
 
-def _inputs(shapes: list[tuple[int, ...]], dtype: str, seed: int) -> list[np.ndarray]:
+def _inputs(arguments: list[tuple[tuple[int, ...], np.dtype]], seed: int) -> list[np.ndarray]:
+    """Floats in [-2, 2]; integers in [-6, 6] (indices out of range or negative too)."""
     rng = np.random.default_rng(seed)
-    numpy_dtype = np.float64 if dtype == "f64" else np.float32
-    return [rng.uniform(-2.0, 2.0, size=shape).astype(numpy_dtype) for shape in shapes]
+    return [
+        rng.uniform(-2.0, 2.0, size=shape).astype(dtype)
+        if dtype.kind == "f"
+        else rng.integers(-6, 7, size=shape).astype(dtype)
+        for shape, dtype in arguments
+    ]
 
 
 def _close(got: np.ndarray, want: np.ndarray, dtype: str) -> bool:
     if got.shape != want.shape:
         return False
+    if want.dtype.kind in "biu":  # integers (argmax, casts, integer arithmetic) are exact
+        return got.dtype == want.dtype and bool(np.array_equal(got, want))
     finite = np.isfinite(want)
     if not np.array_equal(finite, np.isfinite(got)):
         return False
@@ -84,7 +95,8 @@ def _compare(
         return f"{len(outputs)} outputs, expected {len(expected)}"
     for k, (got, want) in enumerate(zip(outputs, expected, strict=True)):
         if not _close(np.asarray(got), want, dtype):
-            return f"output {k} differs: max abs error {np.nanmax(np.abs(got - want)):.3g}"
+            error = np.nanmax(np.abs(np.asarray(got, np.float64) - want), initial=0.0)
+            return f"output {k} differs: max abs error {error:.3g}"
     return None
 
 
@@ -115,8 +127,8 @@ def check_text(
     os.environ["TESSC_VERIFY_PASSES"] = "1"
     try:
         module = parse_module(text)
-        arg_shapes, out_shapes, dtype = _signature(module, entry)
-        inputs = _inputs(arg_shapes, dtype, seed)
+        arguments, out_shapes, dtype = _signature(module, entry)
+        inputs = _inputs(arguments, seed)
         expected = interpret(module, entry, inputs)
     except Exception as error:
         return Failure("reference", "reference", _error(error))
@@ -148,7 +160,10 @@ def check_gradients(
     from tessc.pipelines import run_passes
     from tessc.reference import interpret
 
-    wrt = ",".join(str(k) for k in range(len(inputs)))
+    floats = [k for k, x in enumerate(inputs) if x.dtype.kind == "f"]
+    if not floats:
+        return None  # integer arguments only: nothing to differentiate
+    wrt = ",".join(str(k) for k in floats)
     differentiated = module.clone()
     try:
         run_passes(differentiated, f"tess-autodiff{{func={entry} wrt={wrt}}}")
@@ -157,7 +172,7 @@ def check_gradients(
         return Failure("grad-crash", "tess-autodiff", _error(error))
     rng = np.random.default_rng(seed + 1)
     seeds = [rng.uniform(-1.0, 1.0, size=s) for s in out_shapes if int(np.prod(s)) != 1]
-    seeds = [s.astype(inputs[0].dtype) for s in seeds]
+    seeds = [s.astype(inputs[floats[0]].dtype) for s in seeds]
     grad_name = f"{entry}_grad"
     try:
         reference = interpret(differentiated, grad_name, [*inputs, *seeds])
@@ -165,7 +180,7 @@ def check_gradients(
         return Failure("grad-crash", "reference", _error(error))
     gradients = reference[len(out_shapes) :]
     if dtype == "f64":
-        numeric = _central_differences(module, entry, inputs, out_shapes, seeds, rng)
+        numeric = _central_differences(module, entry, inputs, floats, out_shapes, seeds, rng)
         for k, (got, (index, want)) in enumerate(zip(gradients, numeric, strict=True)):
             if not np.allclose(got.reshape(-1)[index], want, rtol=1e-5, atol=1e-6):
                 error = np.max(np.abs(got.reshape(-1)[index] - want))
@@ -185,12 +200,14 @@ def _central_differences(
     module,
     entry: str,
     inputs: list[np.ndarray],
+    wrt: list[int],
     out_shapes: list[tuple[int, ...]],
     seeds: list[np.ndarray],
     rng: np.random.Generator,
     samples: int = 12,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """For each argument, some flat element indices and d<seeds, f>/d(element) there."""
+    """For each argument in `wrt`, some flat element indices and d<seeds, f>/d(element)
+    there."""
     from tessc.reference import interpret
 
     weights = iter(seeds)
@@ -202,7 +219,8 @@ def _central_differences(
 
     step = 1e-6
     result = []
-    for k, x in enumerate(inputs):
+    for k in wrt:
+        x = inputs[k]
         size = x.size
         index = rng.choice(size, size=min(size, samples), replace=False)
         derivatives = []

@@ -1,7 +1,13 @@
 """
 Random `tess` programs: DAGs of broadcasting zips, maps, reductions (with and without
 `keepdim`), matmul and batched matmul, reshape/permute/broadcast_to, slices (negative
-strides too) and concatenation, fills and selects.
+strides too) and concatenation, fills and selects; integer inputs (`i32`/`i64`) and integer
+zips, casts (float -> int -> float, f32 <-> f64), gathers (`take`, whose indices may be
+negative, repeated or out of range: clamped), `one_hot` and `argmax`/`argmin`.
+
+Every value but the integer ones has the program's float type. A float -> int cast and an
+arg-reduction only read arguments: a value computed in two orders may differ in its last
+bit, which truncation or a near tie would turn into a different integer, a false alarm.
 
 A `Program` is a list of `Op`s over named values; operands come from earlier results or
 from function arguments created on demand (`_Builder.operand`), so every op can ask for
@@ -27,6 +33,8 @@ SAFE_UNARY = ("exp", "log", "sqrt", "reciprocal")  # applied to 1 + x*x or tanh(
 BINARY = ("add", "sub", "mul", "max", "min")
 COMPARE = ("lt", "gt")
 REDUCE = ("sum", "mean", "reduce_max")
+INTEGER_BINARY = ("add", "sub", "mul", "max", "min")
+INTEGER_TYPES = ("i32", "i64")
 SMOOTH_UNARY = ("neg", "sigmoid", "tanh")  # for gradient programs: no kinks
 
 
@@ -39,6 +47,8 @@ class Op:
     operands: tuple[str, ...]
     shape: Shape
     attrs: tuple[tuple[str, object], ...] = ()
+    dtype: str | None = None
+    """The result's element type when it is not the program's (integers, a cast)."""
 
     def attr(self, name: str) -> object:
         return dict(self.attrs)[name]
@@ -51,18 +61,27 @@ class Program:
     outputs: list[str]
     dtype: str = "f32"
     name: str = "f"
+    arg_types: dict[str, str] = field(default_factory=dict)
+    """Element types of the arguments that are not the program's (integer inputs)."""
     shapes: dict[str, Shape] = field(default_factory=dict)
+    types: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.shapes = dict(self.args) | {op.result: op.shape for op in self.ops}
+        self.types = dict(self.arg_types) | {op.result: op.dtype for op in self.ops if op.dtype}
 
-    def tensor(self, shape: Shape) -> str:
-        return "tensor<" + "".join(f"{d}x" for d in shape) + self.dtype + ">"
+    def element(self, value: str) -> str:
+        return self.types.get(value, self.dtype)
+
+    def tensor(self, shape: Shape, element: str | None = None) -> str:
+        return "tensor<" + "".join(f"{d}x" for d in shape) + (element or self.dtype) + ">"
+
+    def type_of(self, value: str) -> str:
+        return self.tensor(self.shapes[value], self.element(value))
 
     def text(self) -> str:
-        t = self.tensor
-        params = ", ".join(f"%{name}: {t(shape)}" for name, shape in self.args)
-        results = [t(self.shapes[v]) for v in self.outputs]
+        params = ", ".join(f"%{name}: {self.type_of(name)}" for name, _ in self.args)
+        results = [self.type_of(v) for v in self.outputs]
         result_text = results[0] if len(results) == 1 else f"({', '.join(results)})"
         lines = [f"func.func @{self.name}({params}) -> {result_text} {{"]
         for op in self.ops:
@@ -73,45 +92,52 @@ class Program:
         return "\n".join(lines) + "\n"
 
     def _op_text(self, op: Op) -> str:
-        t, s = self.tensor, self.shapes
         ins = ", ".join(f"%{v}" for v in op.operands)
-        in_types = ", ".join(t(s[v]) for v in op.operands)
+        in_types = ", ".join(self.type_of(v) for v in op.operands)
+        out_type = self.tensor(op.shape, op.dtype)
         head = f"%{op.result} = tess.{op.kind}"
         if op.kind in UNARY or op.kind in SAFE_UNARY:
-            return f"{head} {ins} : {t(op.shape)}"
+            return f"{head} {ins} : {out_type}"
         if op.kind in BINARY or op.kind in COMPARE or op.kind in ("div", "pow", "matmul"):
-            return f"{head} {ins} : {in_types} -> {t(op.shape)}"
+            return f"{head} {ins} : {in_types} -> {out_type}"
+        if op.kind in ("cast", "one_hot"):
+            return f"{head} {ins} : {in_types} -> {out_type}"
+        if op.kind in ("argmax", "argmin", "take"):
+            keep = " keepdim" if op.kind != "take" and op.attr("keepdim") else ""
+            return f"{head} {ins} dim = [{op.attr('dim')}]{keep} : {in_types} -> {out_type}"
         if op.kind in REDUCE:
             dims = ", ".join(str(d) for d in op.attr("dims"))  # type: ignore[attr-defined]
             keep = " keepdim" if op.attr("keepdim") else ""
-            return f"{head} {ins} dims = [{dims}]{keep} : {in_types} -> {t(op.shape)}"
+            return f"{head} {ins} dims = [{dims}]{keep} : {in_types} -> {out_type}"
         if op.kind == "permute":
             dims = ", ".join(str(d) for d in op.attr("dims"))  # type: ignore[attr-defined]
-            return f"{head} {ins} dims = [{dims}] : {in_types} -> {t(op.shape)}"
+            return f"{head} {ins} dims = [{dims}] : {in_types} -> {out_type}"
         if op.kind in ("reshape", "broadcast_to"):
-            return f"{head} {ins} : {in_types} -> {t(op.shape)}"
+            return f"{head} {ins} : {in_types} -> {out_type}"
         if op.kind == "fill":
-            return f"{head} {op.attr('value')!r} : {t(op.shape)}"
+            return f"{head} {op.attr('value')!r} : {out_type}"
         if op.kind == "select":
-            return f"{head} {ins} : {in_types} -> {t(op.shape)}"
+            return f"{head} {ins} : {in_types} -> {out_type}"
         if op.kind == "concat":
-            return f"{head} {ins} dim = [{op.attr('dim')}] : {in_types} -> {t(op.shape)}"
+            return f"{head} {ins} dim = [{op.attr('dim')}] : {in_types} -> {out_type}"
         if op.kind == "slice":
             offsets = ", ".join(str(d) for d in op.attr("offsets"))  # type: ignore[attr-defined]
             strides = ", ".join(str(d) for d in op.attr("strides"))  # type: ignore[attr-defined]
             return (
                 f"{head} {ins} offsets = [{offsets}] strides = [{strides}] : "
-                f"{in_types} -> {t(op.shape)}"
+                f"{in_types} -> {out_type}"
             )
         raise ValueError(f"unknown op kind {op.kind}")
 
     def without(self, index: int) -> Program:
         """The program with op `index` removed and its result made a new argument."""
         op = self.ops[index]
+        arg_types = self.arg_types | ({op.result: op.dtype} if op.dtype else {})
         return replace(
             self,
             args=[*self.args, (op.result, op.shape)],
             ops=self.ops[:index] + self.ops[index + 1 :],
+            arg_types=arg_types,
         )
 
     def pruned(self) -> Program:
@@ -138,43 +164,81 @@ def broadcast(a: Shape, b: Shape) -> Shape | None:
 
 
 class _Builder:
-    def __init__(self, rng: random.Random, smooth: bool):
+    def __init__(self, rng: random.Random, smooth: bool, dtype: str = "f32"):
         self.rng = rng
         self.smooth = smooth
+        self.program_dtype = dtype
         self.args: list[tuple[str, Shape]] = []
         self.ops: list[Op] = []
         self.shapes: dict[str, Shape] = {}
+        self.types: dict[str, str] = {}  # the integer values' element types
         self.uses: dict[str, int] = {}
 
     def random_shape(self, rank: int | None = None) -> Shape:
         rank = self.rng.choice((0, 1, 2, 2, 3, 3)) if rank is None else rank
         return tuple(self.rng.choice((1, 2, 3, 4, 5)) for _ in range(rank))
 
-    def new_arg(self, shape: Shape) -> str:
+    def new_arg(self, shape: Shape, dtype: str | None = None) -> str:
         name = f"a{len(self.args)}"
         self.args.append((name, shape))
         self.shapes[name] = shape
+        if dtype is not None:
+            self.types[name] = dtype
         return name
 
-    def emit(self, kind: str, operands: Sequence[str], shape: Shape, **attrs: object) -> str:
+    def emit(
+        self,
+        kind: str,
+        operands: Sequence[str],
+        shape: Shape,
+        dtype: str | None = None,
+        **attrs: object,
+    ) -> str:
         name = f"v{len(self.ops)}"
-        self.ops.append(Op(name, kind, tuple(operands), shape, tuple(attrs.items())))
+        self.ops.append(Op(name, kind, tuple(operands), shape, tuple(attrs.items()), dtype))
         self.shapes[name] = shape
+        if dtype is not None:
+            self.types[name] = dtype
         for v in operands:
             self.uses[v] = self.uses.get(v, 0) + 1
         return name
 
+    def floats(self) -> list[str]:
+        return [n for n in self.shapes if n not in self.types]
+
     def value(self) -> str:
-        """An existing value, recent ones (and unused ones) more likely."""
-        names = list(self.shapes)
+        """An existing float value, recent ones (and unused ones) more likely."""
+        names = self.floats()
         if not names or self.rng.random() < 0.1:
             return self.new_arg(self.random_shape())
         weights = [1 + k + 4 * (self.uses.get(n, 0) == 0) for k, n in enumerate(names)]
         return self.rng.choices(names, weights)[0]
 
+    def int_value(self, shape: Shape | None = None, dtype: str | None = None) -> str:
+        """An integer value (of `shape` and `dtype` if given): an existing one or a new
+        argument."""
+        names = [
+            n
+            for n, t in self.types.items()
+            if (shape is None or self.shapes[n] == shape) and (dtype is None or t == dtype)
+        ]
+        if names and self.rng.random() < 0.6:
+            return self.rng.choice(names)
+        shape = self.random_shape(self.rng.choice((0, 1, 1, 2))) if shape is None else shape
+        return self.new_arg(shape, dtype or self.rng.choice(INTEGER_TYPES))
+
+    def float_arg(self) -> str:
+        """An argument of the program's float type and rank >= 1 (exact values: see the
+        module docstring)."""
+        names = [n for n, shape in self.args if n not in self.types and shape]
+        if names and self.rng.random() < 0.7:
+            return self.rng.choice(names)
+        return self.new_arg(self.random_shape(self.rng.choice((1, 2, 3))))
+
     def operand(self, shape: Shape) -> str:
-        """A value of exactly `shape`: an existing one if there is, else a new argument."""
-        same = [n for n, s in self.shapes.items() if s == shape]
+        """A float value of exactly `shape`: an existing one if there is, else a new
+        argument."""
+        same = [n for n in self.floats() if self.shapes[n] == shape]
         if same and self.rng.random() < 0.7:
             return self.rng.choice(same)
         return self.new_arg(shape)
@@ -192,8 +256,10 @@ class _Builder:
 
     def step(self) -> None:
         kinds = ["unary", "binary", "binary", "reduce", "matmul", "reshape", "permute", "safe"]
-        kinds += ["concat", "slice"]
+        kinds += ["concat", "slice", "take", "one_hot"]
         kinds += ["select", "broadcast_to", "fill"] if not self.smooth else ["broadcast_to"]
+        if not self.smooth:  # integers: no gradient flows through them
+            kinds += ["cast", "arg_reduce", "int_binary"]
         getattr(self, "_" + self.rng.choice(kinds))()
 
     def _unary(self) -> None:
@@ -329,6 +395,57 @@ class _Builder:
             out.append(count)
         self.emit("slice", [x], tuple(out), offsets=tuple(offsets), strides=tuple(strides))
 
+    def _take(self) -> None:
+        x = self.value()
+        shape = self.shapes[x]
+        if not shape:
+            return self._unary()
+        dim = self.rng.randrange(len(shape))
+        indices = self.int_value()
+        out = (*shape[:dim], *self.shapes[indices], *shape[dim + 1 :])
+        self.emit("take", [x, indices], out, dim=dim)
+
+    def _one_hot(self) -> None:
+        labels = self.int_value()
+        classes = self.rng.choice((1, 2, 3, 4, 5))
+        hot = self.emit("one_hot", [labels], (*self.shapes[labels], classes))
+        x = self.operand(self.broadcastable_to(self.shapes[hot]))
+        out = broadcast(self.shapes[hot], self.shapes[x])
+        assert out is not None
+        self.emit(self.rng.choice(BINARY[:3]), [hot, x], out)
+
+    def _arg_reduce(self) -> None:
+        x = self.float_arg()
+        shape = self.shapes[x]
+        dim = self.rng.randrange(len(shape))
+        keep = self.rng.random() < 0.3
+        out = tuple(1 if k == dim else d for k, d in enumerate(shape) if keep or k != dim)
+        kind = self.rng.choice(("argmax", "argmin"))
+        self.emit(kind, [x], out, "i64", dim=dim, keepdim=keep)
+
+    def _cast(self) -> None:
+        choice = self.rng.random()
+        if choice < 0.35:  # float -> int, of an argument
+            x = self.float_arg()
+            self.emit("cast", [x], self.shapes[x], self.rng.choice(INTEGER_TYPES))
+        elif choice < 0.7:  # int -> float
+            x = self.int_value()
+            self.emit("cast", [x], self.shapes[x])
+        else:  # to the other float type and back
+            x = self.value()
+            other = "f64" if self.program_dtype == "f32" else "f32"
+            there = self.emit("cast", [x], self.shapes[x], other)
+            self.emit("cast", [there], self.shapes[x])
+
+    def _int_binary(self) -> None:
+        x = self.int_value()
+        dtype = self.types[x]
+        y = self.int_value(self.broadcastable_to(self.shapes[x]), dtype)
+        pair = [x, y] if self.rng.random() < 0.5 else [y, x]
+        out = broadcast(self.shapes[pair[0]], self.shapes[pair[1]])
+        assert out is not None
+        self.emit(self.rng.choice(INTEGER_BINARY), pair, out, dtype)
+
     def _select(self) -> None:
         x = self.value()
         shape = self.shapes[x]
@@ -349,15 +466,17 @@ def generate(
 ) -> Program:
     """A random program of about `ops` ops (`smooth`: differentiable everywhere, for
     gradient checks)."""
-    builder = _Builder(rng, smooth)
+    builder = _Builder(rng, smooth, dtype)
     builder.new_arg(builder.random_shape())
     for _ in range(rng.randint(1, ops)):
         builder.step()
-    unused = [op.result for op in builder.ops if builder.uses.get(op.result, 0) == 0]
+    # Gradients are of float results (an integer one has none).
+    returnable = [op for op in builder.ops if not (smooth and op.dtype)]
+    unused = [op.result for op in returnable if builder.uses.get(op.result, 0) == 0]
     outputs = unused[-2:] if rng.random() < 0.3 else unused[-1:]
     if not outputs:
-        outputs = [builder.args[0][0]] if not builder.ops else [builder.ops[-1].result]
-    program = Program(builder.args, builder.ops, outputs, dtype)
+        outputs = [builder.args[0][0]] if not returnable else [returnable[-1].result]
+    program = Program(builder.args, builder.ops, outputs, dtype, arg_types=builder.types)
     return program.pruned()
 
 

@@ -144,7 +144,8 @@ func.func private @fill_and_index(%out: memref<2x3xf32>, %idx: memref<2x3xf32>) 
 
 // A scatter (take's adjoint, `out[r, j] += idx[p] == r ? g[p, j] : 0` as tess-to-linalg
 // writes it) is one pass over the indices: no loop over the rows r; each index p adds its
-// row of g into the row it names. Its zero fill stays a nest of its own (not shared).
+// row of g into the row it names, if it names one (here the index is not clamped). Its
+// zero fill stays a nest of its own (not shared).
 // Along dim 1 of a 3-D result, the dim before it is parallel (disjoint writes).
 func.func private @scatter_rows(%g: memref<5x3xf32>, %idx: memref<5xi64>, %out: memref<7x3xf32>) attributes {tess.kernel} {
   %zero = arith.constant 0.000000e+00 : f32
@@ -172,9 +173,13 @@ func.func private @scatter_rows(%g: memref<5x3xf32>, %idx: memref<5xi64>, %out: 
 // CHECK-NEXT:        %[[V:.*]] = memref.load %g[%[[P]], %[[J]]] : memref<5x3xf32>
 // CHECK-NEXT:        %[[I:.*]] = memref.load %idx[%[[P]]] : memref<5xi64>
 // CHECK-NEXT:        %[[R:.*]] = arith.index_cast %[[I]] : i64 to index
-// CHECK-NEXT:        %[[A:.*]] = memref.load %out[%[[R]], %[[J]]] : memref<7x3xf32>
-// CHECK-NEXT:        %[[S:.*]] = arith.addf %[[A]], %[[V]] : f32
-// CHECK-NEXT:        memref.store %[[S]], %out[%[[R]], %[[J]]] : memref<7x3xf32>
+// CHECK-NEXT:        %[[LO:.*]] = arith.cmpi sge, %[[R]], %{{.*}} : index
+// CHECK-NEXT:        %[[HI:.*]] = arith.cmpi slt, %[[R]], %[[C7:.*]] : index
+// CHECK-NEXT:        %[[IN:.*]] = arith.andi %[[LO]], %[[HI]] : i1
+// CHECK-NEXT:        scf.if %[[IN]] {
+// CHECK-NEXT:          %[[A:.*]] = memref.load %out[%[[R]], %[[J]]] : memref<7x3xf32>
+// CHECK-NEXT:          %[[S:.*]] = arith.addf %[[A]], %[[V]] : f32
+// CHECK-NEXT:          memref.store %[[S]], %out[%[[R]], %[[J]]] : memref<7x3xf32>
 // CHECK-NOT:     linalg.index
 // CHECK-NOT:     arith.cmpi
 
@@ -199,6 +204,7 @@ func.func private @scatter_middle(%g: memref<2x4x3xf32>, %idx: memref<4xi32>, %o
 // CHECK-NEXT:          memref.load %g[%[[B]], %[[P]], %[[J]]] : memref<2x4x3xf32>
 // CHECK-NEXT:          memref.load %idx[%[[P]]] : memref<4xi32>
 // CHECK-NEXT:          %[[R:.*]] = arith.index_cast
-// CHECK-NEXT:          memref.load %out[%[[B]], %[[R]], %[[J]]] : memref<2x6x3xf32>
-// CHECK-NEXT:          arith.addf
-// CHECK-NEXT:          memref.store %{{.*}}, %out[%[[B]], %[[R]], %[[J]]] : memref<2x6x3xf32>
+// CHECK:                 scf.if
+// CHECK-NEXT:              memref.load %out[%[[B]], %[[R]], %[[J]]] : memref<2x6x3xf32>
+// CHECK-NEXT:              arith.addf
+// CHECK-NEXT:              memref.store %{{.*}}, %out[%[[B]], %[[R]], %[[J]]] : memref<2x6x3xf32>
