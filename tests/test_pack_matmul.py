@@ -254,3 +254,31 @@ def test_micro_mma_verifier(rhs: str, cols: int, message: str | None) -> None:
         return
     with pytest.raises(VerifyException, match=message):
         module.verify()
+
+
+def test_micro_kernel_assembly_uses_full_width_fmas_without_spills() -> None:
+    """The k loop of `micro.mma` (default tile for this machine) is vector FMAs on zmm
+    (AVX-512) or ymm (AVX2) registers, with no stack access between its label and its
+    back edge: the accumulators stay in registers."""
+    bits = host_vector_bits()
+    if bits < 256:
+        pytest.skip("no AVX2 on this machine")
+    text = matmul((24, 40), (40, 64))
+    source = emit_numba(lowered(text, "tess-pack-matmul{min-work=1}"), parallel_threshold=1 << 60)
+    module = load_source(source.replace("cache=True, ", ""))  # compiled here: its assembly
+    program = Executable(module, "main")
+    a, b = np.ones((24, 40), np.float32), np.ones((40, 64), np.float32)
+    (result,) = program(a, b)
+    np.testing.assert_allclose(result, a @ b)
+    dispatcher = module.main
+    asm = dispatcher.inspect_asm(dispatcher.signatures[0])
+    register = "zmm" if bits == 512 else "ymm"
+    lines = asm.splitlines()
+    fmas = [n for n, line in enumerate(lines) if re.search(rf"vfmadd\w+ps\s.*%{register}", line)]
+    assert fmas, "no vector FMA in the kernel"
+    for fma in fmas:  # its loop: from the label before it to the jump back to that label
+        start = max(n for n in range(fma) if re.match(r"^\.?L\w+:", lines[n]))
+        label = lines[start].rstrip(":")
+        end = next(n for n in range(fma, len(lines)) if re.search(rf"\sj\w+\s+{label}$", lines[n]))
+        loop = lines[start : end + 1]
+        assert not any("(%rsp)" in line for line in loop), "\n".join(loop)  # no spill/reload
