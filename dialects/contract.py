@@ -279,10 +279,12 @@ ROW_RANGES = IntArray("tess.row_ranges")
 one pair per value of `r`; the generic iterates only `(r, i)` with `lo_r <= i < hi_r` (a
 segmented loop: arena chunks, or a segment's chunks), not its whole box. Then on the
 `scf.parallel` over `r` it becomes (level 5). Written by `tess-fuse-horizontal` (segmented
-reductions); read by `tess-linalg-to-loops` (an inner loop over each row's range, bounds
-from a constant table) and codegen (the loop's static work: the ranges' total). Passes that
-do not know it must leave such a generic alone: `tess-linalg-to-loops` is the only one
-between the two."""
+reductions); carried by `tess-bufferize` and `tess-outline-kernels`; read by
+`tess-memory-plan` (an update by chunks of disjoint ranges writes in place through
+`(r, i) -> (i)`), `tess-linalg-to-loops` (an inner loop over each row's range, bounds from
+a constant table; never fused with another nest) and codegen (the loop's static work: the
+ranges' total). The gpu passes do not read it: the cuda pipeline does not make such
+generics."""
 
 ARENA_LAYOUT = ArenaLayoutAttr("tess.arena_layout")
 """On a function `tess-fuse-horizontal` packed into arenas: where each of the caller's
