@@ -18,7 +18,7 @@ from tessc.dialects.gpu_memory import is_workgroup
 from tessc.frontend.tess_lang import parse_tess
 from tessc.lowering.numba_ops import dtype_name
 from tessc.pipelines import get_pipeline, run_passes
-from tessc.reference import interpret
+from tessc.reference import interpret, shape_and_dtype
 
 ALLOWED_KERNEL_OPS = ("arith.", "math.", "scf.for", "scf.if", "scf.yield", "gpu.")
 
@@ -358,12 +358,22 @@ def test_random_programs_and_their_gradients(seed: int) -> None:
         module = Parser(make_context(), program.text()).parse_module()
         function = next(f for f in module.ops if isinstance(f, func.FuncOp))
         entry = function.sym_name.data
-        shapes = [t.get_shape() for t in function.function_type.inputs]
+        arguments = [shape_and_dtype(t) for t in function.function_type.inputs]
         outputs = [t.get_shape() for t in function.function_type.outputs]
-        wrt = ",".join(str(i) for i in range(len(shapes)))
+        # Integer arguments (labels, indices) are inputs, not variables: as in tessc.fuzz,
+        # the gradient is taken with respect to the float arguments only.
+        floats = [i for i, (_, dtype) in enumerate(arguments) if np.dtype(dtype).kind == "f"]
+        if not floats:
+            continue
+        wrt = ",".join(str(i) for i in floats)
         run_passes(module, f"tess-autodiff{{func={entry} wrt={wrt}}}")
         rng = np.random.default_rng(seed)
-        inputs = [rng.standard_normal(s) for s in shapes]
+        inputs = [
+            rng.standard_normal(shape)
+            if np.dtype(dtype).kind == "f"
+            else rng.integers(-6, 7, size=shape).astype(dtype)
+            for shape, dtype in arguments
+        ]
         seeds = [rng.uniform(-1, 1, size=s) for s in outputs if int(np.prod(s)) != 1]
         lowered = lower_module(module, "gpu", pipeline="cuda")
         for name, args in ((entry, inputs), (f"{entry}_grad", [*inputs, *seeds])):
