@@ -4,7 +4,8 @@ Codegen: loop-level IR (contract level 5) -> the Python source of one Numba modu
 The input is what `tess-outline-kernels` and `tess-linalg-to-loops` leave behind: host
 functions that allocate buffers and call kernels, and `tess.kernel` functions whose bodies
 are `scf.parallel`/`scf.for` nests over `memref.load`/`memref.store`, `arith` and `math`.
-The output is a self-contained Python module:
+The output is a Python module, self-contained but for `tessc.runtime.threads` where it
+launches threaded kernels:
 
 - every kernel becomes `@njit(parallel=True, fastmath=FASTMATH, ...)`; the outermost
   `scf.parallel` becomes a `prange` loop and every other loop a `range` loop. Only
@@ -13,7 +14,13 @@ The output is a self-contained Python module:
 - every host function becomes `@njit(cache=True, ...)` so one compiled call runs the whole
   sequence of kernel launches (Python per kernel launch is the cost to remove); serial
   kernels are emitted into the host's body at their call (`# <kernel>` marks where),
-  so Numba compiles one function instead of one per kernel;
+  so Numba compiles one function instead of one per kernel, and so is a parallel kernel
+  that is the only function its hosts call;
+- except where the hosts only call kernels and make buffers and a parallel kernel has one
+  parallel loop (`tessc.lowering.numba_threads`): then such kernels are threaded, not
+  parfors — `@njit(nogil=True, cache=True, ...)` over a share `range(lo, hi)` of that
+  loop — and each host is plain Python launching them (`parallel_for(kernel, extent,
+  ...)` of `tessc.runtime.threads`) and calling the other kernels, each cached itself;
 - a literal `TESSC_SIGNATURES` (its format is documented once, in
   `tessc.runtime.signatures`; plain Python literals, `None` for "dynamic" and "not
   packed") records each host function's inputs and outputs (its trailing
@@ -78,6 +85,7 @@ from tessc.lowering.numba_ops import (
     tuple_literal,
 )
 from tessc.lowering.numba_ops import constant_expr as constant_expr
+from tessc.lowering.numba_threads import sole_parallel_kernels, threaded_candidates
 
 DEFAULT_FASTMATH: tuple[str, ...] = ("arcp", "contract", "nsz", "reassoc")
 DEFAULT_PARALLEL_THRESHOLD = 1 << 18
@@ -113,6 +121,9 @@ class FunctionEmitter(OpEmitter):
         parallel: bool,
         inlined: dict[str, func.FuncOp] | None = None,
         serial_below: float = 0.0,
+        *,
+        threaded: tuple[str, str] | None = None,
+        launches: dict[str, int] | None = None,
     ):
         super().__init__(function_names.values(), parallel)
         self.serial_below = serial_below
@@ -121,6 +132,13 @@ class FunctionEmitter(OpEmitter):
         self.function_names = function_names
         self.inlined = inlined or {}
         self.used_prange = False
+        # A threaded kernel: its parallel loop runs the share `range(lo, hi)` named here,
+        # and `extents` records the iteration counts it stands for (one, when it is valid).
+        self.threaded = threaded
+        self.extents: list[str] = []
+        # Threaded kernels the function launches (`parallel_for`), with their extents.
+        self.launches = launches or {}
+        self.arg_names: list[str] = []
 
     def argument_names(self, num_outputs: int) -> list[str]:
         args = self.fn.body.block.args
@@ -219,6 +237,14 @@ class FunctionEmitter(OpEmitter):
         self.line(f"for {self.define(iv, 'i')} in {header}:")
         self.emit_body(block, names)
 
+    def parallel_header(self, index: str, count: str) -> str:
+        """`for <index> in prange(<count>):`, or in a threaded kernel its share of them."""
+        self.used_prange = True
+        if self.threaded is None:
+            return f"for {index} in prange({count}):"
+        self.extents.append(count)
+        return f"for {index} in range({self.threaded[0]}, {self.threaded[1]}):"
+
     def emit_parallel(self, op: scf.ParallelOp) -> None:
         if op.initVals:
             raise UnsupportedOpError(op, "parallel reductions (init values) are not supported")
@@ -252,18 +278,26 @@ class FunctionEmitter(OpEmitter):
             dims, loop = dims[len(group) :], "range"
         for iv, lb, ub, step, trips in dims:
             name = self.define(iv, "i")
-            if loop == "prange" and constant_int(step) != 1:
-                # prange wants a unit step: count iterations, derive the index.
+            shifted = self.threaded is not None and constant_int(lb) != 0
+            if loop == "prange" and (constant_int(step) != 1 or shifted):
+                # prange wants a unit step (a share, a start at 0): count iterations,
+                # derive the index.
                 flat = self.names.numbered("flat")
                 count = trips if trips is not None else self.trip_expr(lb, ub, step)
-                self.line(f"for {flat} in prange({count}):")
-                self.used_prange = True
+                self.line(self.parallel_header(flat, str(count)))
                 self.indent += 1
                 self.line(f"{name} = {self.expr(lb)} + {flat} * {self.expr(step)}")
+            elif loop == "prange":
+                count = str(trips) if trips is not None else self.expr(ub)
+                if constant_int(lb) != 0:  # not threaded: `prange(lb, ub)`
+                    self.line(f"for {name} in {self.range_call(lb, ub, step, loop)}:")
+                    self.used_prange = True
+                else:
+                    self.line(self.parallel_header(name, count))
+                self.indent += 1
             else:
                 self.line(f"for {name} in {self.range_call(lb, ub, step, loop)}:")
                 self.indent += 1
-                self.used_prange |= loop == "prange"
             loop = "range"
         self.indent -= 1  # emit_body indents by one itself
         self.emit_body(block)
@@ -291,8 +325,7 @@ class FunctionEmitter(OpEmitter):
             return False
         chunk_index = self.names.numbered("chunk")
         start = self.names.numbered("start")
-        self.line(f"for {chunk_index} in prange({-(-trips // size)}):")
-        self.used_prange = True
+        self.line(self.parallel_header(chunk_index, str(-(-trips // size))))
         self.indent += 1
         self.line(f"{start} = np.uint64({chunk_index}) * np.uint64({size})")
         stop = f"min({start} + np.uint64({size}), np.uint64({trips}))"
@@ -311,8 +344,7 @@ class FunctionEmitter(OpEmitter):
         """One `prange` over the product of short leading dims, then each index from it."""
         trips = [d[4] or 0 for d in group]
         flat = self.names.numbered("flat")
-        self.line(f"for {flat} in prange({math.prod(trips)}):")
-        self.used_prange = True
+        self.line(self.parallel_header(flat, str(math.prod(trips))))
         self.indent += 1
         for k, (iv, lb, _, step, _) in enumerate(group):
             inner = math.prod(trips[k + 1 :])
@@ -342,7 +374,11 @@ class FunctionEmitter(OpEmitter):
         if callee in self.inlined and not op.results:
             self.emit_inlined(self.inlined[callee], op)
             return
-        call = f"{self.function_names[callee]}({', '.join(self.expr(a) for a in op.arguments)})"
+        name, args = self.function_names[callee], [self.expr(a) for a in op.arguments]
+        if callee in self.launches:
+            self.line(f"parallel_for({', '.join([name, str(self.launches[callee]), *args])})")
+            return
+        call = f"{name}({', '.join(args)})"
         if not op.results:
             self.line(call)
             return
@@ -350,11 +386,13 @@ class FunctionEmitter(OpEmitter):
         self.line(f"{', '.join(targets)} = {call}")
 
     def emit_inlined(self, callee: func.FuncOp, op: func.CallOp) -> None:
-        """The body of serial kernel `callee` in place of the call `op`: its arguments are
+        """The body of kernel `callee` in place of the call `op`: its arguments are
         the call's operands, its values get fresh names of this function."""
         self.line(f"# {self.function_names[callee.sym_name.data]}")
         for arg, operand in zip(callee.body.block.args, op.arguments, strict=True):
             self.exprs[arg] = self.expr(operand)
+            if operand in self.scalar_views:
+                self.scalar_views[arg] = self.scalar_views[operand]
         for inner in callee.body.block.ops:
             if isinstance(inner, func.ReturnOp):
                 continue
@@ -494,6 +532,7 @@ def emit_numba(
     fastmath: Iterable[str] = DEFAULT_FASTMATH,
     parallel_threshold: int = DEFAULT_PARALLEL_THRESHOLD,
     inline_serial_kernels: bool = True,
+    threaded_kernels: bool = True,
 ) -> str:
     """The Python source of a Numba module for the loop-level `module` (contract level 6).
 
@@ -502,19 +541,26 @@ def emit_numba(
     `inline_serial_kernels` emits serial kernels into the hosts that call them (one compiled
     function instead of one per kernel: about a third less compile time, measured with ten
     small kernels; and without Numba's `inline="always"`, whose IR copying cost another
-    third of an MLP train step's). Raises `UnsupportedOpError` naming the first op without
-    a translation.
+    third of an MLP train step's); `threaded_kernels` lets parallel kernels be threaded
+    kernels launched by a Python host instead of parfors where the module allows it
+    (`tessc.lowering.numba_threads`). Raises `UnsupportedOpError` naming the first op
+    without a translation.
     """
     try:
+        flags = sorted(set(fastmath))
         return _emit_module(
-            module, sorted(set(fastmath)), parallel_threshold, inline_serial_kernels
+            module, flags, parallel_threshold, inline_serial_kernels, threaded_kernels
         )
     except UnsupportedOpError as error:
         error.op.emit_error(str(error), error)
 
 
 def _emit_module(
-    module: ModuleOp, flags: list[str], parallel_threshold: int, inline_serial_kernels: bool
+    module: ModuleOp,
+    flags: list[str],
+    parallel_threshold: int,
+    inline_serial_kernels: bool,
+    threaded_kernels: bool,
 ) -> str:
     functions: list[func.FuncOp] = []
     tables: list[str] = []
@@ -538,53 +584,89 @@ def _emit_module(
         and static_work(fn.body.block) >= parallel_threshold
         for fn in functions
     }
-    # Serial kernels that return nothing are emitted into the body of each host that calls
-    # them: one Numba function to compile, and no Numba `inline="always"`, whose IR
-    # copying took a third of the compile time of an MLP train step (cProfile).
-    inlined = {
-        fn.sym_name.data: fn
-        for fn in functions
-        if inline_serial_kernels
-        and fn.sym_name.data in called
-        and contract.KERNEL.has(fn)
-        and not parallel[fn.sym_name.data]
-        and not fn.function_type.outputs.data
-    }
+    # Threaded kernels launched from Python hosts, where the module allows them
+    # (`tessc.lowering.numba_threads`): no parfor to compile.
+    candidates = threaded_candidates(functions, parallel) if threaded_kernels else None
+    emitted: dict[str, FunctionEmitter] = {}
+    launches: dict[str, int] = {}
+    for fn in functions:
+        if candidates is None or fn.sym_name.data not in candidates:
+            continue
+        emitter = _emit_function(
+            fn, function_names, True, {}, serial_below=parallel_threshold, threaded=True
+        )
+        count = emitter.extents[0] if len(emitter.extents) == 1 else ""
+        if count.isdigit():
+            emitted[fn.sym_name.data] = emitter
+            launches[fn.sym_name.data] = int(count)
+    python_hosts = candidates is not None and bool(launches)
+    inlined: dict[str, func.FuncOp] = {}
+    if not python_hosts:
+        # Serial kernels that return nothing are emitted into the body of each host that
+        # calls them: one Numba function to compile, and no Numba `inline="always"`, whose
+        # IR copying took a third of the compile time of an MLP train step (cProfile).
+        inlined = {
+            fn.sym_name.data: fn
+            for fn in functions
+            if inline_serial_kernels
+            and fn.sym_name.data in called
+            and contract.KERNEL.has(fn)
+            and not parallel[fn.sym_name.data]
+            and not fn.function_type.outputs.data
+        }
+        # A parallel kernel that is the only kernel its hosts call is emitted into them
+        # too: the host is then that one parallel function, and no cached host links a
+        # parallel callee (one function fewer to compile: W2 0.1 s).
+        inlined.update(sole_parallel_kernels(functions, parallel))
     bodies: list[str] = []
     signatures: list[str] = []
     uses_math = uses_prange = uses_bitcast = False
     mma_tiles: set[tuple[int, int, int]] = set()
     for fn in functions:
-        pyname = function_names[fn.sym_name.data]
+        name = fn.sym_name.data
+        pyname = function_names[name]
         is_kernel = contract.KERNEL.has(fn)
-        if fn.sym_name.data in inlined:
+        if name in inlined:
             continue
-        emitter = FunctionEmitter(
-            fn, function_names, parallel[fn.sym_name.data], inlined, parallel_threshold
-        )
-        num_outputs = contract.NUM_OUTPUTS.get(fn) or 0
-        arg_names = emitter.argument_names(0 if is_kernel else num_outputs)
-        emitter.indent = 0
-        emitter.emit_body(fn.body.block)
+        emitter = emitted.get(name)
+        if emitter is None:
+            in_parallel = parallel[name] or any(
+                parallel[callee] for callee in called_functions(fn) if callee in inlined
+            )
+            emitter = _emit_function(
+                fn,
+                function_names,
+                in_parallel,
+                inlined,
+                serial_below=parallel_threshold,
+                launches=launches if python_hosts else {},
+            )
         uses_math |= emitter.uses_math
-        uses_prange |= emitter.used_prange
         uses_bitcast |= emitter.uses_bitcast
         mma_tiles |= emitter.mma_tiles
+        if not is_kernel:
+            entry = signature_entry(fn, pyname, emitter.arg_names)
+            if entry is not None:
+                signatures.append(entry)
+        if python_hosts and not is_kernel:
+            header = f"def {pyname}({', '.join(emitter.arg_names)}):"
+            bodies.append("\n".join([header, *emitter.lines]))
+            continue
+        parallel_loops = emitter.used_prange and emitter.threaded is None
+        uses_prange |= parallel_loops
         # Only functions no other function calls are cached on disk. Numba writes a broken
         # cache entry (a segfault when the next process loads it, reproduced with Numba
         # 0.68) for a function compiled against a parallel callee that was itself loaded
         # from the disk cache; so callees are never cached, and a cached host always
-        # holds callees compiled with it.
-        options = [] if fn.sym_name.data in called else ["cache=True"]
-        if emitter.used_prange:
+        # holds callees compiled with it. Kernels a Python host calls are called by none.
+        options = ["cache=True"] if python_hosts or name not in called else []
+        if parallel_loops:
             options.insert(0, "parallel=True")
-        if not is_kernel:
-            entry = signature_entry(fn, pyname, arg_names)
-            if entry is not None:
-                signatures.append(entry)
+        if emitter.threaded is not None:
+            options.insert(0, "nogil=True")
         options += ["fastmath=FASTMATH", 'error_model="numpy"']
         decorator = f"@njit({', '.join(options)})"
-        header = f"{decorator}\ndef {pyname}({', '.join(arg_names)}):"
+        header = f"{decorator}\ndef {pyname}({', '.join(emitter.arg_names)}):"
         bodies.append("\n".join([header, *emitter.lines]))
 
     numba_names = [
@@ -598,6 +680,8 @@ def _emit_module(
         imports += MMA_IMPORTS
     elif uses_bitcast:
         imports.append("from numba.extending import intrinsic")
+    if python_hosts:
+        imports.append("from tessc.runtime.threads import parallel_for")
     fastmath_text = "{" + ", ".join(f'"{f}"' for f in flags) + "}" if flags else "False"
     signature_text = "{\n" + "\n".join(signatures) + "\n}" if signatures else "{}"
     prologue = [
@@ -613,6 +697,33 @@ def _emit_module(
     if mma_tiles:
         helpers += [MMA_TEMPLATE, "\n".join(mma_binding(tile) for tile in sorted(mma_tiles))]
     return "\n\n\n".join(["\n".join(prologue), *helpers, *bodies]) + "\n"
+
+
+def _emit_function(
+    fn: func.FuncOp,
+    function_names: dict[str, str],
+    parallel: bool,
+    inlined: dict[str, func.FuncOp],
+    *,
+    serial_below: float = 0.0,
+    threaded: bool = False,
+    launches: dict[str, int] | None = None,
+) -> FunctionEmitter:
+    """The emitter of `fn` after emitting its body (`lines`, `arg_names`); a `threaded`
+    kernel takes its share `lo, hi` first."""
+    emitter = FunctionEmitter(
+        fn, function_names, parallel, inlined, serial_below, launches=launches
+    )
+    share: list[str] = []
+    if threaded:
+        share = [emitter.names.hinted("lo"), emitter.names.hinted("hi")]
+        emitter.threaded = (share[0], share[1])
+    is_kernel = contract.KERNEL.has(fn)
+    num_outputs = contract.NUM_OUTPUTS.get(fn) or 0
+    emitter.arg_names = share + emitter.argument_names(0 if is_kernel else num_outputs)
+    emitter.indent = 0
+    emitter.emit_body(fn.body.block)
+    return emitter
 
 
 __all__ = ["UnsupportedOpError", "dtype_name", "emit_numba", "python_identifier"]

@@ -182,6 +182,67 @@ def test_small_kernels_run_serially_inlined_into_the_host() -> None:
     assert '@njit(fastmath=FASTMATH, error_model="numpy")\ndef f_kernel_0(' in separate
 
 
+def test_a_sole_parallel_kernel_is_emitted_into_its_host() -> None:
+    # One kernel call in the host: the host is that parallel function, cached itself.
+    text = (
+        "func.func @h(%a: memref<100x3xf32>, %o: memref<100x3xf32>) "
+        "attributes {tess.num_outputs = 1 : i64} {\n"
+        "func.call @copy(%a, %o) : (memref<100x3xf32>, memref<100x3xf32>) -> ()\n"
+        "func.return\n}\n"
+    )
+    ivs = ["%i", "%j"]
+    module = parse(text + single_kernel((100, 3), copy_body(ivs, (100, 3)), ivs))
+    source = emit_numba(module, parallel_threshold=0, threaded_kernels=False)
+    assert source.count("@njit(") == 1 and "def copy(" not in source
+    assert '@njit(parallel=True, cache=True, fastmath=FASTMATH, error_model="numpy")\ndef h(' in (
+        source
+    )
+    assert "    # copy\n    for i in prange(100):\n" in source
+    a = np.arange(300, dtype=np.float32).reshape(100, 3)
+    (out,) = Executable(load_source(source), "h")(a)
+    np.testing.assert_array_equal(out, a)
+    # Two kernel calls: both stay functions (a host never holds two parfors).
+    source = emit_numba(parse(BIAS_RELU_SUM), parallel_threshold=0)
+    assert "def f_kernel_0(" in source and "def f_kernel_1(" in source
+
+
+COPY_HOST = (
+    "func.func @h(%a: memref<100x3xf32>, %o: memref<100x3xf32>) "
+    "attributes {tess.num_outputs = 1 : i64} {\n"
+    "func.call @copy(%a, %o) : (memref<100x3xf32>, memref<100x3xf32>) -> ()\n"
+    "func.return\n}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("shape", "loop", "index"),
+    [
+        ((100, 3), "    for i in range(lo, hi):\n        for j in range(3):\n", ""),
+        ((2, 3, 100), "    for flat0 in range(lo, hi):\n", "        i = flat0 // 3\n"),
+    ],
+)
+def test_parallel_kernels_of_a_python_host_are_threaded(
+    shape: tuple[int, ...], loop: str, index: str
+) -> None:
+    ivs = ["%i", "%j", "%k"][: len(shape)]
+    dims = "x".join(map(str, shape))
+    host = COPY_HOST.replace("100x3", dims)
+    source = emit_numba(
+        parse(host + single_kernel(shape, copy_body(ivs, shape), ivs)), parallel_threshold=0
+    )
+    # No parfor: the kernel runs a share of the parallel loop; the host, in Python,
+    # launches one share per thread.
+    assert "prange" not in source and "parallel=True" not in source
+    assert '@njit(nogil=True, cache=True, fastmath=FASTMATH, error_model="numpy")\n' in source
+    assert "def copy(lo, hi, a, o):\n" + loop + index in source
+    extent = shape[0] if len(shape) == 2 else shape[0] * shape[1]
+    assert f"def h(a, o):\n    parallel_for(copy, {extent}, a, o)\n" in source
+    assert "from tessc.runtime.threads import parallel_for" in source
+    a = np.arange(math.prod(shape), dtype=np.float32).reshape(shape)
+    (out,) = Executable(load_source(source), "h")(a)
+    np.testing.assert_array_equal(out, a)
+
+
 def test_copies_are_loop_nests() -> None:
     source = emit_numba(parse(BIAS_RELU_SUM))
     assert "    for c0 in range(64):\n        for c1 in range(128):\n" in source

@@ -305,12 +305,13 @@ def test_chunked_arena_loop() -> None:
     assert "tess-fuse-horizontal{chunk-size=9}" in spec
     lowered = module.clone()
     run_passes(lowered, spec)
-    source = emit_numba(lowered, parallel_threshold=0)
-    assert "prange(4)" in source and "np.uint64(9)" in source
-    program = Executable(load_source(source), "sgd")
     args = [scalar(0.5), *arrays(shapes, 5), *arrays(shapes, 6)]
-    for got, want in zip(program(*args), interpret(module, "sgd", args), strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-6)
+    for threaded, chunks in [(False, "in prange(4):"), (True, "sgd_kernel_0, 4, ")]:
+        source = emit_numba(lowered, parallel_threshold=0, threaded_kernels=threaded)
+        assert chunks in source and "np.uint64(9)" in source
+        program = Executable(load_source(source), "sgd")
+        for got, want in zip(program(*args), interpret(module, "sgd", args), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
 # ---------------------------------------------------------------------------------------

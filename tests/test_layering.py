@@ -49,6 +49,8 @@ PASS_TO_PASS = frozenset(
         ("to_linalg", "index_to_linalg"),
         ("index_to_linalg", "to_linalg"),
         ("memory_plan", "group_accumulators"),
+        # Codegen's choice of parallel form (threaded kernels or parfors).
+        ("to_numba", "numba_threads"),
         # The CUDA emitter extends the CPU one (its function emitter, TESSC_SIGNATURES).
         ("to_cuda", "to_numba"),
         # A packed contraction is matched as tess-tile's row kernel and built with its

@@ -1,0 +1,121 @@
+"""
+Codegen's choice of parallel form: a Numba parfor (`prange` under `parallel=True`), or a
+threaded kernel launched from a host in plain Python (`tessc.runtime.threads`).
+
+A parfor is the costliest thing Numba compiles: for W1 (one elementwise kernel on 2^24 f32)
+0.46 s of CPU against 0.18 s for the same loop compiled serially, plus its threading layer
+to start in every process. A threaded kernel is that serial loop over a share
+`range(lo, hi)` of the parallel loop's iterations, compiled `nogil=True`; the host calls
+`parallel_for(kernel, extent, ...)`, which runs one share per thread.
+
+The host must then be plain Python, so the form is used only where Python costs nothing
+per element: in a module where
+
+- every host does nothing but call kernels and make buffers (`func.call`, `memref.alloc`,
+  views, reshapes, casts, subviews, constants): no loop, copy, load or store, which would
+  run interpreted;
+- no kernel calls a function;
+- some host calls a parallel kernel with a single top-level `scf.parallel` and no other
+  loop (its share is then a contiguous range of that loop's iterations).
+
+Each kernel of such a module is then a function of its own, cached on disk, called from
+Python: serial kernels are not emitted into the host (that host is Python). A kernel that
+turns out not to qualify (its parallel loop's count is not a constant) stays a parfor.
+Large kernels are what make a kernel parallel (`parallel_threshold`), so the Python host's
+few microseconds per call are small beside them.
+
+Where parfors stay, a parallel kernel that is the only function its hosts call is emitted
+into them (`sole_parallel_kernels`): one function for Numba instead of two.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import arith, func, memref, scf
+
+from tessc.dialects import contract
+
+PYTHON_HOST_OPS = (
+    func.CallOp,
+    func.ReturnOp,
+    arith.ConstantOp,
+    memref.AllocOp,
+    memref.DeallocOp,
+    memref.ViewOp,
+    memref.CastOp,
+    memref.CollapseShapeOp,
+    memref.ExpandShapeOp,
+    memref.SubviewOp,
+)
+
+
+def sole_parallel_kernels(
+    functions: Sequence[func.FuncOp], parallel: dict[str, bool]
+) -> dict[str, func.FuncOp]:
+    """The parallel kernels (returning nothing) every caller of which calls no other
+    function: each can be emitted into its callers, which then need no callee."""
+    callers: dict[str, list[func.FuncOp]] = {}
+    call_count: dict[func.FuncOp, int] = {}
+    for fn in functions:
+        ops = [op for op in fn.walk() if isinstance(op, func.CallOp)]
+        call_count[fn] = len(ops)
+        for op in ops:
+            callers.setdefault(op.callee.root_reference.data, []).append(fn)
+    return {
+        fn.sym_name.data: fn
+        for fn in functions
+        if parallel[fn.sym_name.data]
+        and not fn.function_type.outputs.data
+        and fn.sym_name.data in callers
+        and all(
+            call_count[caller] == 1 and not contract.KERNEL.has(caller)
+            for caller in callers[fn.sym_name.data]
+        )
+    }
+
+
+def threadable(kernel: func.FuncOp) -> bool:
+    """Whether `kernel`'s body is one `scf.parallel` beside ops without regions."""
+    ops = list(kernel.body.block.ops)
+    loops = [op for op in ops if isinstance(op, scf.ParallelOp)]
+    return (
+        len(loops) == 1
+        and not kernel.function_type.outputs.data
+        and all(not op.regions for op in ops if op is not loops[0])
+    )
+
+
+def python_host(host: func.FuncOp) -> bool:
+    """Whether `host` only calls kernels and makes buffers."""
+    return all(isinstance(op, PYTHON_HOST_OPS) for op in host.body.block.ops)
+
+
+def threaded_candidates(
+    functions: Sequence[func.FuncOp], parallel: dict[str, bool]
+) -> set[str] | None:
+    """The parallel kernels to emit threaded, or None when the module keeps parfors (see
+    the module docstring)."""
+    hosts = [fn for fn in functions if not contract.KERNEL.has(fn)]
+    kernels = [fn for fn in functions if contract.KERNEL.has(fn)]
+    if not hosts or not all(python_host(h) for h in hosts):
+        return None
+    if any(isinstance(op, func.CallOp) for k in kernels for op in k.walk()):
+        return None
+    candidates = {k.sym_name.data for k in kernels if parallel[k.sym_name.data] and threadable(k)}
+    called = {
+        op.callee.root_reference.data
+        for h in hosts
+        for op in h.body.block.ops
+        if isinstance(op, func.CallOp)
+    }
+    return candidates if candidates & called else None
+
+
+__all__ = [
+    "PYTHON_HOST_OPS",
+    "python_host",
+    "sole_parallel_kernels",
+    "threadable",
+    "threaded_candidates",
+]
