@@ -14,15 +14,14 @@ per element: in a module where
 - every host does nothing but call kernels and make buffers (`func.call`, `memref.alloc`,
   views, reshapes, casts, subviews, constants): no loop, copy, load or store, which would
   run interpreted;
-- no kernel calls a function;
-- some host calls a parallel kernel with a single top-level `scf.parallel` and no other
-  loop (its share is then a contiguous range of that loop's iterations).
+- every kernel the hosts call is parallel, with a body of one `scf.parallel` and `arith`
+  ops (a share is then a contiguous range of that loop's iterations, and nothing else)
+  whose iteration count is a constant, and calls no function.
 
-Each kernel of such a module is then a function of its own, cached on disk, called from
-Python: serial kernels are not emitted into the host (that host is Python). A kernel that
-turns out not to qualify (its parallel loop's count is not a constant) stays a parfor.
-Large kernels are what make a kernel parallel (`parallel_threshold`), so the Python host's
-few microseconds per call are small beside them.
+A host that also calls a serial kernel keeps it emitted into its compiled body, and its
+parallel kernels stay parfors: a Python host would call each serial kernel from Python
+(microseconds a call, one more cached function each). Large kernels are what make a kernel
+parallel (`parallel_threshold`), so a Python host's launches are small beside them.
 
 Where parfors stay, a parallel kernel that is the only function its hosts call is emitted
 into them (`sole_parallel_kernels`): one function for Numba instead of two.
@@ -76,13 +75,18 @@ def sole_parallel_kernels(
 
 
 def threadable(kernel: func.FuncOp) -> bool:
-    """Whether `kernel`'s body is one `scf.parallel` beside ops without regions."""
+    """Whether `kernel`'s body is one `scf.parallel` beside `arith` ops only: each share
+    then runs the loop's iterations and nothing else (a buffer the loop fills, or a copy
+    after it, would be one per share)."""
     ops = list(kernel.body.block.ops)
     loops = [op for op in ops if isinstance(op, scf.ParallelOp)]
     return (
         len(loops) == 1
         and not kernel.function_type.outputs.data
-        and all(not op.regions for op in ops if op is not loops[0])
+        and all(
+            op is loops[0] or isinstance(op, func.ReturnOp) or op.name.startswith("arith.")
+            for op in ops
+        )
     )
 
 
@@ -109,7 +113,7 @@ def threaded_candidates(
         for op in h.body.block.ops
         if isinstance(op, func.CallOp)
     }
-    return candidates if candidates & called else None
+    return candidates if called and called <= candidates else None
 
 
 __all__ = [

@@ -599,7 +599,7 @@ def _emit_module(
         if count.isdigit():
             emitted[fn.sym_name.data] = emitter
             launches[fn.sym_name.data] = int(count)
-    python_hosts = candidates is not None and bool(launches)
+    python_hosts = candidates is not None and set(launches) == candidates
     inlined: dict[str, func.FuncOp] = {}
     if not python_hosts:
         # Serial kernels that return nothing are emitted into the body of each host that
