@@ -7,12 +7,13 @@ pass-pipeline string in `xdsl-opt -p` syntax. For `cpu`:
     stage    the module holds                         passes that reach it
     tess     the program as written (levels 1-2)      -
     fused    linalg.generic on tensors (level 3)      tess-to-linalg, tess-fuse,
-                                                      tess-fuse-epilogue,
+                                                      tess-pack-narrow, tess-fuse-epilogue,
                                                       tess-fuse-horizontal
     buffers  memrefs, destination-passing (level 4)   tess-bufferize, tess-memory-plan
     loops    host funcs + scf kernels (level 5)       tess-outline-kernels, tess-linalg-to-loops,
                                                       tess-pack-matmul, tess-tile, tess-tile-dot,
                                                       tess-parallel-columns,
+                                                      tess-register-accumulate,
                                                       tess-expand-math,
                                                       tess-hoist-constants, canonicalize,
                                                       cse
@@ -116,7 +117,10 @@ class Pipeline:
         return ",".join(step for step in self.passes if step)
 
 
-_FUSE = "tess-to-linalg,tess-fuse,tess-fuse-epilogue,tess-fuse-horizontal{donated-only=true}"
+_FUSE = (
+    "tess-to-linalg,tess-fuse,tess-pack-narrow,tess-fuse-epilogue,"
+    "tess-fuse-horizontal{donated-only=true}"
+)
 _GPU_FUSE = (
     "tess-to-linalg,tess-fuse,tess-fuse-epilogue,"
     "tess-fuse-horizontal{donated-only=true segmented=false}"
@@ -124,7 +128,7 @@ _GPU_FUSE = (
 _BUFFERS = "tess-bufferize,tess-memory-plan"
 _LOOPS = (
     "tess-outline-kernels,tess-linalg-to-loops,tess-pack-matmul,tess-tile,tess-tile-dot,"
-    "tess-parallel-columns,"
+    "tess-parallel-columns,tess-register-accumulate,"
     "tess-expand-math,tess-hoist-constants,canonicalize,cse"
 )
 _BASIC_LOOPS = "tess-outline-kernels,tess-linalg-to-loops,canonicalize,cse"
