@@ -107,7 +107,7 @@ DEFAULT_BLOCKS: tuple[int, int, int] = (96, 256, 4096)
 """(MC, KC, NC): an MC x KC block of A (192 KiB f32) stays in L2, a KC x NR micro-panel of B
 (32 KiB) in L1; NC covers the whole right-hand side of the benchmarked sizes."""
 DEFAULT_MIN_WORK = PACKED_MIN_WORK
-"""N * K * M from which a contraction is packed; 128^3 and below stay with `tess-tile`."""
+"""N * K * M from which a contraction is packed; smaller ones stay with `tess-tile`."""
 DEFAULT_MIN_ROW_BLOCKS = 4
 """MC shrinks until the rows make this many blocks, so both threads have work."""
 

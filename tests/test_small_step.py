@@ -1,0 +1,134 @@
+"""The small-program passes of issue 12 item 3: `tess-pack-narrow` (a narrow right-hand side
+packed transposed: the contraction runs as dot products) and `tess-register-accumulate`
+(an innermost accumulation keeps its element in a register), against the reference on
+matmuls around the thresholds, batched and with epilogues; and the digits MLP step's kernel
+structure (structure, not time; FileCheck in tests/filecheck/fusion/tess-pack-narrow.mlir
+and tests/filecheck/lowering/tess-register-accumulate.mlir)."""
+
+from __future__ import annotations
+
+import pytest
+from xdsl.dialects import func, scf
+from xdsl.dialects.linalg.ops import GenericOp
+
+from tessc.compiler import compile_module, lower_module
+from tessc.reference import interpret, parse_module
+
+from helpers import assert_results_match, random_inputs
+
+MATMUL = """
+func.func @f(%a: {a}, %b: {b}, %c: {c}) -> {out} {{
+  %m = tess.matmul %a, %b : {a}, {b} -> {out}
+  %s = tess.add %m, %c : {out}, {c} -> {out}
+  %r = tess.relu %s : {out}
+  func.return %r : {out}
+}}
+"""
+
+
+def tensor(shape: tuple[int, ...], t: str) -> str:
+    return f"tensor<{''.join(f'{n}x' for n in shape)}{t}>"
+
+
+def matmul(batch: tuple[int, ...], n: int, k: int, m: int, t: str = "f32") -> str:
+    return MATMUL.format(
+        a=tensor((*batch, n, k), t),
+        b=tensor((*batch, k, m), t),
+        c=tensor((m,), t),
+        out=tensor((*batch, n, m), t),
+    )
+
+
+def packed_copies(text: str) -> int:
+    """How many transposing copies `tess-pack-narrow` added (at the fused stage)."""
+    fused = lower_module(parse_module(text), "fused")
+    return sum(
+        1
+        for op in fused.walk()
+        if isinstance(op, GenericOp)
+        and op.attributes.get("tess.op") is not None
+        and op.attributes["tess.op"].data == "tess.permute"
+    )
+
+
+def register_loops(text: str) -> int:
+    """How many `scf.for` loops of the kernels carry a value (an accumulator)."""
+    loops = lower_module(parse_module(text), "loops")
+    return sum(
+        1
+        for fn in loops.ops
+        if isinstance(fn, func.FuncOp)
+        for op in fn.walk()
+        if isinstance(op, scf.ForOp) and op.iter_args
+    )
+
+
+CASES = [
+    ((), 128, 128, 10, "f32", True),  # the digits MLP's last layer
+    ((), 33, 32, 15, "f64", True),  # at both thresholds
+    ((), 20, 31, 10, "f32", False),  # too shallow: dots of 31
+    ((), 20, 64, 16, "f32", False),  # wide enough for i-k-j
+    ((2,), 9, 40, 3, "f32", True),  # batched, 3 columns
+    ((), 5, 48, 1, "f64", True),  # a matrix-vector product
+]
+
+
+@pytest.mark.parametrize(("batch", "n", "k", "m", "t", "packed"), CASES)
+def test_narrow_matmuls_match_the_reference(
+    batch: tuple[int, ...], n: int, k: int, m: int, t: str, packed: bool
+) -> None:
+    text = matmul(batch, n, k, m, t)
+    assert packed_copies(text) == int(packed)
+    module = parse_module(text)
+    args = random_inputs(next(iter(module.ops)), 3)
+    expected = interpret(module, "f", args)
+    assert_results_match(compile_module(module, "f")(*args), expected)
+
+
+def test_transposed_lhs_is_not_packed() -> None:
+    """`x.T @ dz`: the left operand does not run unit stride over k, so no dot form."""
+    text = """
+func.func @f(%x: tensor<64x24xf32>, %d: tensor<64x10xf32>) -> tensor<24x10xf32> {
+  %t = tess.permute %x dims = [1, 0] : tensor<64x24xf32> -> tensor<24x64xf32>
+  %m = tess.matmul %t, %d : tensor<24x64xf32>, tensor<64x10xf32> -> tensor<24x10xf32>
+  func.return %m : tensor<24x10xf32>
+}
+"""
+    module = parse_module(text)
+    args = random_inputs(next(iter(module.ops)), 4)
+    expected = interpret(module, "f", args)
+    assert_results_match(compile_module(module, "f")(*args), expected)
+
+
+REDUCTIONS = """
+func.func @f(%x: tensor<7x13xf64>, %y: tensor<7x13xf64>)
+    -> (tensor<7x1xf64>, tensor<7xf64>, tensor<f64>) {
+  %m = tess.reduce_max %x dims = [1] keepdim : tensor<7x13xf64> -> tensor<7x1xf64>
+  %p = tess.mul %x, %y : tensor<7x13xf64>, tensor<7x13xf64> -> tensor<7x13xf64>
+  %s = tess.sum %p dims = [1] : tensor<7x13xf64> -> tensor<7xf64>
+  %t = tess.sum %x dims = [0, 1] : tensor<7x13xf64> -> tensor<f64>
+  func.return %m, %s, %t : tensor<7x1xf64>, tensor<7xf64>, tensor<f64>
+}
+"""
+
+
+def test_row_reductions_accumulate_in_registers() -> None:
+    assert register_loops(REDUCTIONS) >= 3
+    module = parse_module(REDUCTIONS)
+    args = random_inputs(next(iter(module.ops)), 5)
+    expected = interpret(module, "f", args)
+    assert_results_match(compile_module(module, "f")(*args), expected)
+
+
+def test_column_sums_are_left_in_memory() -> None:
+    """`x.sum(dim=0)`: the element changes with the inner loop; nothing to keep."""
+    text = """
+func.func @f(%x: tensor<9x40xf32>) -> tensor<40xf32> {
+  %s = tess.sum %x dims = [0] : tensor<9x40xf32> -> tensor<40xf32>
+  func.return %s : tensor<40xf32>
+}
+"""
+    assert register_loops(text) == 0
+    module = parse_module(text)
+    args = random_inputs(next(iter(module.ops)), 6)
+    assert_results_match(compile_module(module, "f")(*args), interpret(module, "f", args))
