@@ -49,11 +49,9 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineMap
 from xdsl.traits import is_side_effect_free
 
-PACKED_MIN_WORK = 1 << 17
+PACKED_MIN_WORK = 128**3 + 1
 """Multiply-adds (N * K * M) from which `tess-pack-matmul` packs a contraction's operands
-(smaller ones stay with `tess-tile`); `tess-fuse` fuses a transposed operand into those.
-The digits MLP step's 128x64x128 (x @ w1, x.T @ dh) and 128x10x128 (dz @ w2.T) products
-ran 2-6x faster packed than `tess-tile`'s i-k-j (one thread, kernels timed one by one)."""
+(128^3 and below stay with `tess-tile`); `tess-fuse` fuses a transposed operand into those."""
 
 
 @dataclass(frozen=True)

@@ -106,8 +106,13 @@ from tessc.lowering.tile_dot import match_dot
 DEFAULT_BLOCKS: tuple[int, int, int] = (96, 256, 4096)
 """(MC, KC, NC): an MC x KC block of A (192 KiB f32) stays in L2, a KC x NR micro-panel of B
 (32 KiB) in L1; NC covers the whole right-hand side of the benchmarked sizes."""
-DEFAULT_MIN_WORK = PACKED_MIN_WORK
-"""N * K * M from which a contraction is packed; smaller ones stay with `tess-tile`."""
+DEFAULT_MIN_WORK = 1 << 17
+"""N * K * M from which a contraction is packed; smaller ones stay with `tess-tile`. The
+digits MLP step's 128x64x128 (x @ w1, x.T @ dh) and 128x10x128 (dz @ w2.T) products ran
+2-6x faster packed than `tess-tile`'s i-k-j (one thread, kernels timed one by one).
+`tess-fuse` still fuses transposes only from `PACKED_MIN_WORK`: below it a transposed
+narrow operand stays a copy, so `tess-pack-narrow` can run the product as dot products
+(packed with a 10-column operand, the step's `h.T @ dz` went parallel and ran 100x slower)."""
 DEFAULT_MIN_ROW_BLOCKS = 4
 """MC shrinks until the rows make this many blocks, so both threads have work."""
 
@@ -736,9 +741,13 @@ class PackMatmul(RewritePattern):
         if contract.REGISTER_TILE.has(op) or (match := match_packed(op)) is None:
             return
         shape = match.shape
-        if math.prod(shape) < self.min_work:
-            return
         tile = self.tile[match.element_bits]
+        if math.prod(shape) < self.min_work or (
+            # A narrow product (M under half a tile) wastes most of each micro-kernel call;
+            # `tess-pack-narrow` runs it as dot products instead, up to the old threshold.
+            2 * shape[2] < tile[1] and math.prod(shape) < PACKED_MIN_WORK
+        ):
+            return
         blocks = clamp_blocks(shape, tile, self.blocks, self.min_row_blocks)
         constant = IndexConstants.before(op)
         ops = Packer(match, tile, blocks, constant).build()
