@@ -7,6 +7,12 @@ indexing maps); `tess-fuse-epilogue` picks group roots by the same kind, and bot
 in their reports by `labels` (what an op stands for: the ops merged into it, `tess.fused`,
 else the tess op it computes, `tess.op`). `tess-fuse-horizontal` refuses bodies that read
 captured tensors or loop indices. No IR is changed here.
+
+An input map may read a loop backwards (`c - d`, `is_view_map`): the copy `tess-to-linalg`
+makes for a reversed slice, and every op it is fused into. Such an op is injective (or a
+reduction/contraction by its iterators), never opaque, so that a view costs no kernel;
+every loop keeps a plain dim in some operand's map (the copy reads its source through the
+identity map too, unused), so loop extents are still read off the shapes.
 """
 
 from __future__ import annotations
