@@ -46,6 +46,11 @@ The greedy fixpoint makes fusion independent of how an expression is written:
 constants become scalars, duplicate inputs merge). Fused producers are erased; the greedy
 driver removes the `tensor.empty` ops left unused.
 
+Fusing a chain of n ops is O(n): a fusion step touches the smaller body only. The larger
+block is reused with its arguments (new operands get new arguments, only the other
+block's are remapped), and the facts the rules ask of a body (cost, index and captured
+reads: `BodyFacts`) are carried from producer and consumer to the fused op, not walked.
+
 `report=true` writes `tess.kind` on every generic, `tess.fused` (the merged ops in program
 order, named by the `tess.op` attribute `tess-to-linalg` sets, else by their bodies) on
 every fused one, and `tess.fusion_refused` (`operand <i> (<producer>): <reason>` clauses
@@ -71,7 +76,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.dialects.linalg.attrs import IteratorType
 from xdsl.dialects.linalg.ops import FillOp, GenericOp, YieldOp
-from xdsl.ir import Block, BlockArgument, Operation, OpResult, Region, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, Region, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -87,43 +92,16 @@ from tessc.dialects import contract
 from tessc.dialects.tess import PatternKind
 from tessc.lowering.generic_analysis import (
     VIEW_OPS,
-    body_ops,
+    FactsCache,
+    cached_facts,
     generic_maps,
     is_permutation,
     is_reduction,
     labels,
     pattern_kind,
-    reads_loop_indices,
     splat_value,
 )
 from tessc.lowering.loop_analysis import PACKED_MIN_WORK
-
-# Ops that are not worth recomputing: transcendental functions and divisions. Everything
-# else in `math` is a cheap bit/rounding operation.
-_CHEAP_MATH_OPS = frozenset(
-    {"math.absf", "math.copysign", "math.fma", "math.floor", "math.ceil", "math.round",
-     "math.roundeven", "math.trunc"}
-)  # fmt: skip
-_EXPENSIVE_ARITH_OPS = frozenset({"arith.divf", "arith.remf"})
-
-
-# ---------------------------------------------------------------------------------------
-# Classification and cost
-# ---------------------------------------------------------------------------------------
-
-
-def _is_expensive(op: Operation) -> bool:
-    math_op = op.name.startswith("math.") and op.name not in _CHEAP_MATH_OPS
-    return math_op or op.name in _EXPENSIVE_ARITH_OPS
-
-
-def producer_cost(op: Operation) -> tuple[int, bool]:
-    """(number of arithmetic ops per element, whether any is expensive)."""
-    if not isinstance(op, GenericOp):
-        return 0, False
-    payload = body_ops(op)
-    return len(payload), any(_is_expensive(o) for o in payload)
-
 
 # ---------------------------------------------------------------------------------------
 # The fusion decision
@@ -168,6 +146,7 @@ def _transposes_contraction_operand(
     uses: Sequence[tuple[int, int, AffineMap]],
     maps: Sequence[AffineMap],
     extents: Sequence[int],
+    facts: FactsCache | None = None,
 ) -> str | None:
     """A refusal when fusing transpose `producer` into contraction `consumer` would make an
     operand whose last dim the unfused contraction walks with a parallel loop walk it with
@@ -177,11 +156,16 @@ def _transposes_contraction_operand(
     products of 10, and runs as a tiled i-k-j matmul after a 1280-element copy). From
     `PACKED_MIN_WORK` multiply-adds on, `tess-pack-matmul` packs the operand itself, reading
     it in any layout: there the transpose is fused and no copy is made."""
-    if not isinstance(producer, GenericOp) or pattern_kind(consumer) != PatternKind.MATMUL:
+    if not isinstance(producer, GenericOp):
+        return None
+    if (
+        pattern_kind(consumer, captured=cached_facts(consumer, facts).captured)
+        != PatternKind.MATMUL
+    ):
         return None
     if pymath.prod(extents) >= PACKED_MIN_WORK:
         return None
-    if len(producer.inputs) != 1 or producer_cost(producer)[0] != 0:
+    if len(producer.inputs) != 1 or cached_facts(producer, facts).cost != 0:
         return None
     reductions = {
         d for d, it in enumerate(consumer.iterator_types) if it.data == IteratorType.REDUCTION
@@ -204,8 +188,11 @@ def _transposes_contraction_operand(
     return None
 
 
-def plan_fusion(consumer: GenericOp, index: int, policy: FusionPolicy) -> FusionPlan | str | None:
-    """How to fuse the producer of input `index` into `consumer`: a plan, a refusal, or None."""
+def plan_fusion(
+    consumer: GenericOp, index: int, policy: FusionPolicy, facts: FactsCache | None = None
+) -> FusionPlan | str | None:
+    """How to fuse the producer of input `index` into `consumer`: a plan, a refusal, or None.
+    `facts` caches body facts across calls."""
     value = consumer.inputs[index]
     if not isinstance(value, OpResult) or not isinstance(value.type, TensorType):
         return None
@@ -214,7 +201,10 @@ def plan_fusion(consumer: GenericOp, index: int, policy: FusionPolicy) -> Fusion
         return None  # nothing to compute: an init, or a slice read in place (a view)
     if isinstance(producer, VIEW_OPS):
         return f"{producer.name} is a view, not a linalg.generic; fusion stops at reshapes"
-    kind = pattern_kind(producer)
+    producer_facts = cached_facts(producer, facts) if isinstance(producer, GenericOp) else None
+    kind = pattern_kind(
+        producer, captured=producer_facts.captured if producer_facts is not None else None
+    )
     if kind in (PatternKind.REDUCTION, PatternKind.MATMUL):
         return (
             f"producer is a {kind.name.lower()}: its epilogue must run after the reduction "
@@ -243,8 +233,8 @@ def plan_fusion(consumer: GenericOp, index: int, policy: FusionPolicy) -> Fusion
             return "producer result map is not invertible"
         transform = inverse.compose(maps[i])
         if (
-            isinstance(producer, GenericOp)
-            and reads_loop_indices(producer)
+            producer_facts is not None
+            and producer_facts.indexed
             and any(r != AffineDimExpr(d) for d, r in enumerate(transform.results))
         ):
             return "producer reads its loop indices (linalg.index) and the consumer's loops differ"
@@ -262,9 +252,11 @@ def plan_fusion(consumer: GenericOp, index: int, policy: FusionPolicy) -> Fusion
         pymath.prod(max(extents[d], 2) for d in range(t.num_dims) if d not in t.used_dims())
         for t in transforms
     )
-    cost, expensive = producer_cost(producer)
+    cost, expensive = (
+        (producer_facts.cost, producer_facts.expensive) if producer_facts else (0, False)
+    )
     cheap = cost <= policy.max_cheap_ops and not expensive
-    transposed = _transposes_contraction_operand(consumer, producer, uses, maps, extents)
+    transposed = _transposes_contraction_operand(consumer, producer, uses, maps, extents, facts)
     if transposed is not None:
         return transposed
     if visits > 1 and cost > 0:
@@ -365,17 +357,22 @@ def _splice(
     *,
     move: bool,
     before: Operation | None = None,
+    hints: dict[BlockArgument, str | None] | None = None,
 ) -> list[SSAValue]:
     """
     Put `body`'s ops (not its yield) into `into` before `before` (default: at the end),
     with its parameters `params` replaced by `args`, and return the values it yields. If
-    `body` is `into`, its ops stay where they are; otherwise they move, or are cloned.
+    `body` is `into`, its ops stay where they are; otherwise they move, or are cloned. A
+    parameter may stand for itself (a kept argument of `into`); `hints` holds the name
+    hints of the kept ones, which name them as if they were new.
     """
     terminator = body.last_op
     assert isinstance(terminator, YieldOp)
+    hints = hints or {}
     for param, value in zip(params, args, strict=True):
         if isinstance(value, BlockArgument) and value.owner is into and not value.name_hint:
-            value.name_hint = param.name_hint  # readable names: the first source arg names it
+            # readable names: the first source arg names it
+            value.name_hint = hints.get(param, param.name_hint)
     if not move and body is not into:
         mapper = {p: v for p, v in zip(params, args, strict=True) if v is not None}
         for op in body.ops:
@@ -384,7 +381,7 @@ def _splice(
                 into.insert_op_before(clone, before) if before else into.add_op(clone)
         return [mapper.get(v, v) for v in terminator.operands]
     for param, value in zip(params, args, strict=True):
-        if value is not None:
+        if value is not None and value is not param:
             param.replace_all_uses_with(value)
     if body is not into:
         for op in list(body.ops):
@@ -392,6 +389,44 @@ def _splice(
                 op.detach()
                 into.insert_op_before(op, before) if before else into.add_op(op)
     return list(terminator.operands)
+
+
+def _has_more_ops(a: Block, b: Block) -> bool:
+    """Whether `a` has more ops than `b`, in O(the smaller)."""
+    rest = iter(a.ops)
+    return all(next(rest, None) is not None for _ in b.ops) and next(rest, None) is not None
+
+
+def _block_arguments(
+    block: Block,
+    params: Sequence[BlockArgument],
+    slots: Sequence[int | None],
+    types: Sequence[Attribute],
+) -> tuple[list[BlockArgument], set[BlockArgument]]:
+    """
+    The arguments of the fused op's block `block`, one per operand type in `types`: each
+    parameter of `block` with a slot (an operand index) stays as that slot's argument
+    where the slots of kept parameters keep their order, new arguments go between them.
+    Replacing the uses of every parameter of the reused block would walk the whole fused
+    body at every fusion step (quadratic in a chain). Returns the arguments and the kept
+    parameters; the caller erases the others once their uses are replaced.
+    """
+    kept: dict[int, BlockArgument] = {}
+    last = -1
+    for param, slot in zip(params, slots, strict=True):
+        if slot is not None and slot > last and param.type == types[slot]:
+            kept[slot] = param
+            last = slot
+    arguments: list[BlockArgument] = []
+    position = 0
+    for slot, arg_type in enumerate(types):
+        if slot in kept:
+            arguments.append(kept[slot])
+            position = kept[slot].index + 1
+        else:
+            arguments.append(block.insert_arg(arg_type, position))
+            position += 1
+    return arguments, set(kept.values())
 
 
 def build_fused(consumer: GenericOp, plan: FusionPlan, rewriter: PatternRewriter) -> GenericOp:
@@ -434,6 +469,22 @@ def build_fused(consumer: GenericOp, plan: FusionPlan, rewriter: PatternRewriter
     for r in plan.kept_results:
         out_map = producer_maps[len(producer.inputs) + r].compose(transforms[0])
         kept_slots[r] = outputs.add(producer.outputs[r], out_map, merge=False)
+    n_in = len(inputs.values)
+    # The operand each block parameter stands for (None: a fused value, or unused).
+    producer_slots: dict[AffineMap, list[int | None]] = {}
+    for t, slots in inlined.items():
+        producer_slots[t] = list(slots)
+        for r, slot in kept_slots.items():
+            producer_slots[t][len(producer.inputs) + r] = n_in + slot
+    consumer_slots = [
+        None if i in by_index else inputs.add(value, consumer_maps[i])
+        for i, value in enumerate(consumer.inputs)
+    ]
+    consumer_slots += [n_in + j for j in range(len(consumer.outputs))]
+    types: list[Attribute] = []
+    for value in (*inputs.values, *outputs.values):
+        assert isinstance(value.type, ShapedType)
+        types.append(value.type.get_element_type())
 
     # The consumer is replaced and a producer without other uses erased, so their bodies
     # can move; only a producer that stays (or is inlined twice) is cloned. The larger
@@ -444,19 +495,18 @@ def build_fused(consumer: GenericOp, plan: FusionPlan, rewriter: PatternRewriter
     producer_body = producer.body.block if isinstance(producer, GenericOp) else None
     consumer_body = consumer.body.block
     reuse_producer = (
-        move_producer
-        and producer_body is not None
-        and len(producer_body.ops) > len(consumer_body.ops)
+        move_producer and producer_body is not None and _has_more_ops(producer_body, consumer_body)
     )
     block = producer_body if reuse_producer and producer_body else consumer_body
     terminators = (consumer_body.last_op, producer_body.last_op if producer_body else None)
     producer_params = list(producer_body.args) if producer_body else []
     consumer_params = list(consumer_body.args)
-    n_in = len(inputs.values)
-    for value in (*inputs.values, *outputs.values):
-        assert isinstance(value.type, ShapedType)
-        block.insert_arg(value.type.get_element_type(), len(block.args))
-    new_args = block.args[-(n_in + len(outputs.values)) :]
+    params = producer_params if block is producer_body else consumer_params
+    slots = producer_slots[transforms[0]] if block is producer_body else consumer_slots
+    new_args, kept_params = _block_arguments(block, params, slots, types)
+    hints = {p: p.name_hint for p in kept_params}
+    for param in kept_params:
+        param.name_hint = None  # named as a new argument would be (see `_splice`)
 
     first_consumer_op = consumer_body.first_op
     yielded: dict[AffineMap, list[SSAValue]] = {}
@@ -464,30 +514,34 @@ def build_fused(consumer: GenericOp, plan: FusionPlan, rewriter: PatternRewriter
         if producer_body is None:
             yielded[t] = [_scalar_of(producer, block, first_consumer_op)]
             continue
-        args: list[SSAValue | None] = [None if k is None else new_args[k] for k in inlined[t]]
-        for r, slot in kept_slots.items():
-            args[len(producer.inputs) + r] = new_args[n_in + slot]
+        args = [None if k is None else new_args[k] for k in producer_slots[t]]
         before = None if reuse_producer else first_consumer_op
         yielded[t] = _splice(
-            producer_body, producer_params, args, block, move=move_producer, before=before
+            producer_body,
+            producer_params,
+            args,
+            block,
+            move=move_producer,
+            before=before,
+            hints=hints,
         )
 
     consumer_args: list[SSAValue | None] = []
-    for i, value in enumerate(consumer.inputs):
-        if i in by_index:
+    for i, slot in enumerate(consumer_slots):
+        if slot is None:
             r, t = by_index[i]
             consumer_args.append(yielded[t][r])
         else:
-            consumer_args.append(new_args[inputs.add(value, consumer_maps[i])])
-    consumer_args += new_args[n_in : n_in + len(consumer.outputs)]
-    results = _splice(consumer_body, consumer_params, consumer_args, block, move=True)
+            consumer_args.append(new_args[slot])
+    results = _splice(consumer_body, consumer_params, consumer_args, block, move=True, hints=hints)
     results += [yielded[transforms[0]][r] for r in plan.kept_results]
     block.add_op(YieldOp(*results))
     for terminator in terminators:
         if terminator is not None and terminator.parent is block:
             rewriter.erase(terminator)
-    for param in producer_params if reuse_producer else consumer_params:
-        block.erase_arg(param)
+    for param in params:
+        if param not in kept_params:
+            block.erase_arg(param)
     assert block.parent is not None
     block.parent.detach_block(block)
     if len(producer.results) > 1:
@@ -531,13 +585,14 @@ class FuseProducerIntoGeneric(RewritePattern):
     positions: dict[Operation, int] = field(default_factory=dict[Operation, int])
     """Program order of the ops before fusion, so that `tess.fused` lists them in order."""
     origins: Origins = field(default_factory=Origins)
+    facts: FactsCache = field(default_factory=FactsCache)
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, consumer: GenericOp, rewriter: PatternRewriter) -> None:
         if not consumer.results:
             return  # memref semantics: not this level
         for index in range(len(consumer.inputs)):
-            plan = plan_fusion(consumer, index, self.policy)
+            plan = plan_fusion(consumer, index, self.policy, self.facts)
             if isinstance(plan, FusionPlan):
                 break
         else:
@@ -546,9 +601,21 @@ class FuseProducerIntoGeneric(RewritePattern):
             _origins(plan.producer, self.origins, self.positions)
             + _origins(consumer, self.origins, self.positions)
         )
+        producer = plan.producer
+        consumer_facts = cached_facts(consumer, self.facts)
+        if not isinstance(producer, GenericOp):
+            fused_facts = consumer_facts  # a fill or splat becomes a constant: no cost
+        elif len(producer.results) == 1:
+            copies = len({t for _, _, t in plan.uses})
+            fused_facts = consumer_facts.with_inlined(cached_facts(producer, self.facts), copies)
+        else:
+            fused_facts = None  # dead parts of the producer's body are pruned: walk it again
         fused = build_fused(consumer, plan, rewriter)
         self.origins[fused] = merged
         self.origins.pop(consumer, None)
+        self.facts.pop(consumer, None)
+        if fused_facts is not None:
+            self.facts[fused] = fused_facts
         num_results = len(consumer.results)
         rewriter.replace(consumer, fused, fused.results[:num_results])
         for k, r in enumerate(plan.kept_results):
@@ -556,17 +623,19 @@ class FuseProducerIntoGeneric(RewritePattern):
         if all(not r.uses for r in plan.producer.results):
             rewriter.erase(plan.producer)
             self.origins.pop(plan.producer, None)
+            self.facts.pop(plan.producer, None)
 
 
 def annotate(module: ModuleOp, policy: FusionPolicy) -> None:
     """Write each generic's kind and the reason each of its remaining input edges was refused."""
+    facts = FactsCache()
     for op in module.walk():
         if not isinstance(op, GenericOp):
             continue
         contract.KIND.set(op, pattern_kind(op).name.lower())
         reasons: list[str] = []
         for index, value in enumerate(op.inputs):
-            plan = plan_fusion(op, index, policy)
+            plan = plan_fusion(op, index, policy, facts)
             if isinstance(plan, str):
                 assert isinstance(value, OpResult)
                 producer = ",".join(labels(value.op))

@@ -6,7 +6,9 @@ elementwise, broadcast, injective, reduction, matmul, opaque, read off its itera
 indexing maps); `tess-fuse-epilogue` picks group roots by the same kind, and both name ops
 in their reports by `labels` (what an op stands for: the ops merged into it, `tess.fused`,
 else the tess op it computes, `tess.op`). `tess-fuse-horizontal` refuses bodies that read
-captured tensors or loop indices. No IR is changed here.
+captured tensors or loop indices; `BodyFacts` keeps what the rules ask of a body so that
+a fusion pass can carry it forward instead of walking fused bodies again. No IR is
+changed here.
 
 An input map may read a loop backwards (`c - d`, `is_view_map`): the copy `tess-to-linalg`
 makes for a reversed slice, and every op it is fused into. Such an op is injective (or a
@@ -16,6 +18,8 @@ identity map too, unused), so loop extents are still read off the shapes.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from xdsl.dialects import arith, tensor
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
@@ -124,13 +128,16 @@ def reads_loop_indices(op: GenericOp) -> bool:
     return any(isinstance(nested, IndexOp) for nested in op.body.walk())
 
 
-def pattern_kind(op: Operation) -> PatternKind:
-    """TVM's FuseOps class of `op`, read off its iterators and indexing maps."""
+def pattern_kind(op: Operation, *, captured: bool | None = None) -> PatternKind:
+    """TVM's FuseOps class of `op`, read off its iterators and indexing maps. `captured`,
+    if known, is `reads_captured(op)` (the only question that walks the body)."""
     if isinstance(op, FillOp) or splat_value(op) is not None:
         return PatternKind.ELEMENTWISE
     if isinstance(op, VIEW_OPS):
         return PatternKind.INJECTIVE
-    if not isinstance(op, GenericOp) or reads_captured(op):
+    if not isinstance(op, GenericOp):
+        return PatternKind.OPAQUE
+    if reads_captured(op) if captured is None else captured:
         return PatternKind.OPAQUE
     maps = generic_maps(op)
     inputs, out_maps = maps[: len(op.inputs)], maps[len(op.inputs) :]
@@ -162,6 +169,70 @@ def body_ops(op: GenericOp) -> list[Operation]:
     return [o for o in op.body.block.ops if not isinstance(o, arith.ConstantOp | YieldOp)]
 
 
+# Ops that are not worth recomputing: transcendental functions and divisions. Everything
+# else in `math` is a cheap bit/rounding operation.
+_CHEAP_MATH_OPS = frozenset(
+    {"math.absf", "math.copysign", "math.fma", "math.floor", "math.ceil", "math.round",
+     "math.roundeven", "math.trunc"}
+)  # fmt: skip
+_EXPENSIVE_ARITH_OPS = frozenset({"arith.divf", "arith.remf"})
+
+
+def _is_expensive(op: Operation) -> bool:
+    math_op = op.name.startswith("math.") and op.name not in _CHEAP_MATH_OPS
+    return math_op or op.name in _EXPENSIVE_ARITH_OPS
+
+
+def producer_cost(op: Operation) -> tuple[int, bool]:
+    """(number of arithmetic ops per element, whether any is expensive)."""
+    if not isinstance(op, GenericOp):
+        return 0, False
+    payload = body_ops(op)
+    return len(payload), any(_is_expensive(o) for o in payload)
+
+
+@dataclass(frozen=True)
+class BodyFacts:
+    """What the fusion rules ask of a generic's body: its cost (`producer_cost`), whether
+    it reads a captured tensor (`reads_captured`) or its loop indices (`reads_loop_indices`).
+    A fused body is the producer's (once per distinct transform) plus the consumer's, so
+    its facts follow from theirs without walking it: fusing a chain of n ops stays O(n)."""
+
+    cost: int
+    expensive: bool
+    captured: bool
+    indexed: bool
+
+    @staticmethod
+    def of(op: GenericOp) -> BodyFacts:
+        cost, expensive = producer_cost(op)
+        return BodyFacts(cost, expensive, reads_captured(op), reads_loop_indices(op))
+
+    def with_inlined(self, producer: BodyFacts, copies: int) -> BodyFacts:
+        """The facts of this body with `copies` copies of `producer`'s body inlined."""
+        return BodyFacts(
+            self.cost + copies * producer.cost,
+            self.expensive or producer.expensive,
+            self.captured or producer.captured,
+            self.indexed or producer.indexed,
+        )
+
+
+FactsCache = dict[Operation, BodyFacts]
+"""Body facts by generic; an entry stays valid while its op's body is unchanged (tess-fuse
+only changes the bodies of ops it replaces)."""
+
+
+def cached_facts(op: GenericOp, cache: FactsCache | None) -> BodyFacts:
+    """`op`'s body facts, from `cache` if it has them (then kept there)."""
+    if cache is None:
+        return BodyFacts.of(op)
+    facts = cache.get(op)
+    if facts is None:
+        facts = cache[op] = BodyFacts.of(op)
+    return facts
+
+
 def labels(op: Operation) -> list[str]:
     """What `op` stands for in `tess.fused`: the ops already merged into it, else its origin."""
     fused = contract.FUSED.get(op)
@@ -182,7 +253,10 @@ def labels(op: Operation) -> list[str]:
 
 __all__ = [
     "VIEW_OPS",
+    "BodyFacts",
+    "FactsCache",
     "body_ops",
+    "cached_facts",
     "generic_maps",
     "is_permutation",
     "is_projection",
@@ -190,6 +264,7 @@ __all__ = [
     "is_reduction",
     "labels",
     "pattern_kind",
+    "producer_cost",
     "reads_backwards",
     "reads_captured",
     "reads_loop_indices",
