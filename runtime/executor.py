@@ -57,6 +57,16 @@ def arena_of(arrays: Sequence[np.ndarray], offsets: Sequence[int], size: int) ->
     return flat.view(arrays[0].dtype)
 
 
+def memory_owner(array: np.ndarray) -> np.ndarray | None:
+    """The array that owns `array`'s memory, when NumPy allocated it (`array` itself or its
+    `base`: NumPy points every view at the owner), else None (memory from elsewhere: a
+    buffer, a device, ctypes). Two arrays with different owners do not overlap."""
+    if array.flags.owndata:
+        return array
+    base = array.base
+    return base if type(base) is np.ndarray and base.flags.owndata else None
+
+
 class Executable:
     """The host function `entry` of a loaded module, called on NumPy arrays.
 
@@ -78,6 +88,7 @@ class Executable:
         self.function = getattr(module, signature.function)
         self.workspace_bytes = signature.workspace_bytes
         self.output_aliases = signature.output_aliases
+        self._donates = any(alias is not None for alias in self.output_aliases)
         self._per_thread = threading.local()
         # The caller input each output is when computed in place in its donated arena.
         self._same_as_input = [signature.input_in_place(slot) for slot in self.output_slots]
@@ -209,9 +220,16 @@ class Executable:
             self._per_thread.workspace = arena
         return arena
 
-    def donated(self, inputs: list[np.ndarray], index: int) -> np.ndarray:
-        """Input `index`'s array, to be overwritten as an output (a copy if it must not)."""
+    def donated(
+        self, inputs: list[np.ndarray], index: int, owners: Sequence[np.ndarray | None] = ()
+    ) -> np.ndarray:
+        """Input `index`'s array, to be overwritten as an output (a copy if it must not).
+        `owners`, when given, are the inputs' distinct `memory_owner`s: an input owning
+        its memory then overlaps no other, which saves `np.shares_memory` (~0.4 us a pair,
+        20 pairs in an MLP step) on the common call."""
         array = inputs[index]
+        if owners and owners[index] is array and array.flags.writeable:
+            return array
         others = (a for k, a in enumerate(inputs) if k != index)
         if not array.flags.writeable or any(np.shares_memory(array, a) for a in others):
             array = array.copy()
@@ -223,8 +241,29 @@ class Executable:
             inputs, zero_copy = self.pack_inputs(args)
         else:
             inputs, zero_copy = self.check_inputs(args), {}
+        return self._run(inputs, args, zero_copy)
+
+    def call_checked(self, *args: np.ndarray) -> tuple[np.ndarray, ...]:
+        """`self(*args)` for a caller that has checked `args` already: C-contiguous
+        ndarrays of exactly the inputs' shapes and dtypes (`jit`'s fast path, whose plan
+        checks them against the same signature). Skips `check_inputs`."""
+        if self.input_slots:
+            return self(*args)
+        return self._run(list(args), args, {})
+
+    def _run(
+        self, inputs: list[np.ndarray], args: Sequence[object], zero_copy: dict[int, np.ndarray]
+    ) -> tuple[np.ndarray, ...]:
+        owners: list[np.ndarray | None] = []
+        if self._donates:
+            owners = list(map(memory_owner, inputs))
+            # Distinct known owners: no two inputs overlap (`donated` then checks nothing).
+            if any(o is None for o in owners) or len(set(map(id, owners))) != len(owners):
+                owners = []
         outputs = [
-            np.empty(spec.shape, dtype=spec.dtype) if alias is None else self.donated(inputs, alias)
+            np.empty(spec.shape, dtype=spec.dtype)
+            if alias is None
+            else self.donated(inputs, alias, owners)
             for spec, alias in zip(self.host_outputs, self.output_aliases, strict=True)
         ]
         if self.workspace_bytes:
@@ -245,4 +284,4 @@ class Executable:
         return f"<Executable {self.entry}({ins}) -> ({outs})>"
 
 
-__all__ = ["ArenaSlot", "ArraySpec", "Executable", "arena_of"]
+__all__ = ["ArenaSlot", "ArraySpec", "Executable", "arena_of", "memory_owner"]

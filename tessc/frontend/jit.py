@@ -396,11 +396,20 @@ class _FastPath:
     constants: tuple[Any, ...]  # a device target's are resident on the device
     build_output: Callable[[Iterator[Any]], Any]
     takes_device_arrays: bool
+    call: Callable[..., tuple[np.ndarray, ...]]
+    """`compiled`, or its `call_checked` (no second check of what `leaves` checked) when
+    the captured constants are C-contiguous arrays of a computed dtype as they are."""
 
     @staticmethod
     def of(
         traced: TracedFunction, compiled: Callable[..., Any], constants: tuple[Any, ...]
     ) -> _FastPath:
+        call = compiled
+        checked = getattr(compiled, "call_checked", None)
+        if checked is not None and all(
+            type(c) is np.ndarray and c.flags.c_contiguous and c.dtype in _DTYPES for c in constants
+        ):
+            call = checked
         return _FastPath(
             traced.signature,
             traced.signature.tree[2],
@@ -409,6 +418,7 @@ class _FastPath:
             constants,
             _tree_builder(traced.output_tree),
             hasattr(compiled, "resident"),
+            call,
         )
 
     def leaves(self, args: tuple[Any, ...]) -> list[np.ndarray] | None:
@@ -486,6 +496,8 @@ class JitFunction:
             raise TypeError(f"donate_argnums must be non-negative ints, got {donate_argnums!r}")
         self.donate_argnums: tuple[int, ...] = tuple(sorted(set(numbers)))
         self.trace_count = 0
+        # Argument plans (`_FastPath`) built: one per change of signature between calls.
+        self.plan_builds = 0
         self._parameters = inspect.signature(fn)
         kinds = [p.kind for p in self._parameters.parameters.values()]
         positional = sum(k <= inspect.Parameter.POSITIONAL_OR_KEYWORD for k in kinds)
@@ -585,7 +597,7 @@ class JitFunction:
         if fast is not None and not kwargs and len(args) == self._arity:
             leaves = fast.leaves(args)
             if leaves is not None:
-                outputs = fast.compiled(*leaves, *fast.constants)
+                outputs = fast.call(*leaves, *fast.constants)
                 return fast.build_output(iter(outputs))
         if _holds_tensor(args, kwargs):
             # Called while an outer jit traces (`jit(jit(f))`, or a jitted helper called
@@ -620,6 +632,7 @@ class JitFunction:
             and (fast is None or fast.signature is not traced.signature)
         ):
             self._fast = _FastPath.of(traced, compiled, constants)
+            self.plan_builds += 1
         return unflatten_tree(traced.output_tree, list(outputs))
 
 
