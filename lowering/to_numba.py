@@ -600,6 +600,9 @@ def _emit_module(
             emitted[fn.sym_name.data] = emitter
             launches[fn.sym_name.data] = int(count)
     python_hosts = candidates is not None and set(launches) == candidates
+    if not python_hosts:  # some kernel cannot be threaded: parfors for all of them
+        emitted.clear()
+        launches.clear()
     inlined: dict[str, func.FuncOp] = {}
     if not python_hosts:
         # Serial kernels that return nothing are emitted into the body of each host that

@@ -243,6 +243,28 @@ def test_parallel_kernels_of_a_python_host_are_threaded(
     np.testing.assert_array_equal(out, a)
 
 
+def test_a_host_keeps_parfors_unless_all_its_kernels_can_be_threaded() -> None:
+    # @one's loop has unit dims only (no parallel loop left to share): both stay parfors.
+    ivs = ["%i", "%j"]
+    small = single_kernel((1, 1), copy_body(ivs, (1, 1)), ivs).replace("@copy", "@one")
+    host = (
+        "func.func @h(%a: memref<100x3xf32>, %b: memref<1x1xf32>, %o: memref<100x3xf32>,"
+        " %p: memref<1x1xf32>) attributes {tess.num_outputs = 2 : i64} {\n"
+        "func.call @copy(%a, %o) : (memref<100x3xf32>, memref<100x3xf32>) -> ()\n"
+        "func.call @one(%b, %p) : (memref<1x1xf32>, memref<1x1xf32>) -> ()\n"
+        "func.return\n}\n"
+    )
+    big = single_kernel((100, 3), copy_body(ivs, (100, 3)), ivs)
+    source = emit_numba(parse(host + big + small), parallel_threshold=0)
+    assert "parallel_for" not in source and "(lo, hi" not in source
+    assert "for i in prange(100):" in source
+    a = np.arange(300, dtype=np.float32).reshape(100, 3)
+    b = np.ones((1, 1), dtype=np.float32)
+    out, p = Executable(load_source(source), "h")(a, b)
+    np.testing.assert_array_equal(out, a)
+    np.testing.assert_array_equal(p, b)
+
+
 def test_copies_are_loop_nests() -> None:
     source = emit_numba(parse(BIAS_RELU_SUM))
     assert "    for c0 in range(64):\n        for c1 in range(128):\n" in source
