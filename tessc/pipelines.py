@@ -6,7 +6,7 @@ pass-pipeline string in `xdsl-opt -p` syntax. For `cpu`:
 
     stage    the module holds                         passes that reach it
     tess     the program as written (levels 1-2)      -
-    fused    linalg.generic on tensors (level 3)      tess-to-linalg, tess-fuse,
+    fused    linalg.generic on tensors (level 3)      dce, tess-to-linalg, tess-fuse,
                                                       tess-pack-narrow, tess-fuse-epilogue,
                                                       tess-fuse-horizontal
     buffers  memrefs, destination-passing (level 4)   tess-bufferize, tess-memory-plan
@@ -38,6 +38,10 @@ fusion is measured against); `cpu-basic` is the minimal lowering (to-linalg, buf
 outline, loops), to bisect a miscompile to an optional pass. `reference` has no passes:
 its target interprets the `tess` level with NumPy (`tessc.reference.interpret`), the
 oracle of every test.
+
+Every compiling pipeline starts with xDSL's `dce`: a traced function may compute values it
+never returns (`y = x * 3` left unused), and tess ops are `Pure`, so, as in JAX and MLIR,
+they cost nothing; fusion would otherwise carry them as extra kernel outputs.
 
 `cuda` runs `tess-fuse-horizontal` without its segmented reductions (`segmented=false`):
 the gpu passes do not lower `tess.row_ranges` loops, so a Lamb step there keeps a
@@ -118,11 +122,11 @@ class Pipeline:
 
 
 _FUSE = (
-    "tess-to-linalg,tess-fuse,tess-pack-narrow,tess-fuse-epilogue,"
+    "dce,tess-to-linalg,tess-fuse,tess-pack-narrow,tess-fuse-epilogue,"
     "tess-fuse-horizontal{donated-only=true}"
 )
 _GPU_FUSE = (
-    "tess-to-linalg,tess-fuse,tess-fuse-epilogue,"
+    "dce,tess-to-linalg,tess-fuse,tess-fuse-epilogue,"
     "tess-fuse-horizontal{donated-only=true segmented=false}"
 )
 _BUFFERS = "tess-bufferize,tess-memory-plan"
@@ -149,13 +153,13 @@ PIPELINES: dict[str, Pipeline] = {
         ),
         Pipeline(
             "cpu-unfused",
-            ("tess-to-linalg", _BUFFERS, _LOOPS),
+            ("dce,tess-to-linalg", _BUFFERS, _LOOPS),
             "numba",
             "cpu without fusion: one kernel per tess op (the baseline fusion is measured by)",
         ),
         Pipeline(
             "cpu-basic",
-            ("tess-to-linalg", "tess-bufferize", _BASIC_LOOPS),
+            ("dce,tess-to-linalg", "tess-bufferize", _BASIC_LOOPS),
             "numba",
             "the minimal lowering: no fusion, memory plan, tiling or math expansion",
         ),
