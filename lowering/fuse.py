@@ -128,9 +128,8 @@ class FusionPlan:
 def _other_users(producer: Operation, consumer: GenericOp) -> list[Operation]:
     """Ops other than the consumer's inputs that read a result of `producer`, in use order."""
     uses = (u for r in producer.results for u in r.uses)
-    others = (
-        u.operation for u in uses if u.operation is not consumer or u.index >= len(consumer.inputs)
-    )
+    n = len(consumer.inputs)
+    others = (u.operation for u in uses if u.operation is not consumer or u.index >= n)
     return list(dict.fromkeys(others))
 
 
@@ -281,10 +280,11 @@ def plan_fusion(
             ancestor = block.find_ancestor_op_in_block(user)
             if ancestor is None or not consumer.is_before_in_block(ancestor):
                 return f"{refusal}; another use precedes the consumer"
+        n_inputs = len(consumer.inputs)
         kept = tuple(
             r.index
             for r in producer.results
-            if any(u.operation is not consumer or u.index >= len(consumer.inputs) for u in r.uses)
+            if any(u.operation is not consumer or u.index >= n_inputs for u in r.uses)
         )
 
     fused_maps = [m for i, m in enumerate(maps) if i not in {u[0] for u in uses}]
@@ -436,6 +436,11 @@ def build_fused(consumer: GenericOp, plan: FusionPlan, rewriter: PatternRewriter
     are spent afterwards (the caller replaces the consumer and erases a dead producer).
     """
     producer = plan.producer
+    # Operand lists are built from segment sizes at each access: read them once.
+    c_inputs, c_outputs = tuple(consumer.inputs), tuple(consumer.outputs)
+    generic = isinstance(producer, GenericOp)
+    p_inputs = tuple(producer.inputs) if generic else ()
+    p_outputs = tuple(producer.outputs) if generic else ()
     consumer_maps = generic_maps(consumer)
     producer_maps = generic_maps(producer) if isinstance(producer, GenericOp) else []
     by_index = {i: (r, t) for i, r, t in plan.uses}
@@ -444,7 +449,7 @@ def build_fused(consumer: GenericOp, plan: FusionPlan, rewriter: PatternRewriter
     # Operands: consumer inputs in order, the producer's inputs at its first use.
     inputs = _OperandList()
     inlined: dict[AffineMap, list[int | None]] = {}
-    for i, value in enumerate(consumer.inputs):
+    for i, value in enumerate(c_inputs):
         if i not in by_index:
             inputs.add(value, consumer_maps[i])
             continue
@@ -453,34 +458,34 @@ def build_fused(consumer: GenericOp, plan: FusionPlan, rewriter: PatternRewriter
             continue
         body = producer.body.block
         slots: list[int | None] = [
-            inputs.add(v, producer_maps[j].compose(t)) for j, v in enumerate(producer.inputs)
+            inputs.add(v, producer_maps[j].compose(t)) for j, v in enumerate(p_inputs)
         ]
-        for j, out in enumerate(producer.outputs):
-            arg = body.args[len(producer.inputs) + j]
+        for j, out in enumerate(p_outputs):
+            arg = body.args[len(p_inputs) + j]
             if arg.uses and j not in plan.kept_results:
-                slots.append(inputs.add(out, producer_maps[len(producer.inputs) + j].compose(t)))
+                slots.append(inputs.add(out, producer_maps[len(p_inputs) + j].compose(t)))
             else:
                 slots.append(None)
         inlined[t] = slots
     outputs = _OperandList()
-    for j, value in enumerate(consumer.outputs):
-        outputs.add(value, consumer_maps[len(consumer.inputs) + j], merge=False)
+    for j, value in enumerate(c_outputs):
+        outputs.add(value, consumer_maps[len(c_inputs) + j], merge=False)
     kept_slots: dict[int, int] = {}
     for r in plan.kept_results:
-        out_map = producer_maps[len(producer.inputs) + r].compose(transforms[0])
-        kept_slots[r] = outputs.add(producer.outputs[r], out_map, merge=False)
+        out_map = producer_maps[len(p_inputs) + r].compose(transforms[0])
+        kept_slots[r] = outputs.add(p_outputs[r], out_map, merge=False)
     n_in = len(inputs.values)
     # The operand each block parameter stands for (None: a fused value, or unused).
     producer_slots: dict[AffineMap, list[int | None]] = {}
     for t, slots in inlined.items():
         producer_slots[t] = list(slots)
         for r, slot in kept_slots.items():
-            producer_slots[t][len(producer.inputs) + r] = n_in + slot
+            producer_slots[t][len(p_inputs) + r] = n_in + slot
     consumer_slots = [
         None if i in by_index else inputs.add(value, consumer_maps[i])
-        for i, value in enumerate(consumer.inputs)
+        for i, value in enumerate(c_inputs)
     ]
-    consumer_slots += [n_in + j for j in range(len(consumer.outputs))]
+    consumer_slots += [n_in + j for j in range(len(c_outputs))]
     types: list[Attribute] = []
     for value in (*inputs.values, *outputs.values):
         assert isinstance(value.type, ShapedType)

@@ -140,14 +140,15 @@ def pattern_kind(op: Operation, *, captured: bool | None = None) -> PatternKind:
     if reads_captured(op) if captured is None else captured:
         return PatternKind.OPAQUE
     maps = generic_maps(op)
-    inputs, out_maps = maps[: len(op.inputs)], maps[len(op.inputs) :]
+    n_inputs = len(op.inputs)
+    inputs, out_maps = maps[:n_inputs], maps[n_inputs:]
     if not all(is_projection(m) for m in out_maps) or not all(is_view_map(m) for m in inputs):
         return PatternKind.OPAQUE
     if is_reduction(op):
         # A contraction (matmul-like) reduces two inputs that each carry a parallel dim the
         # other lacks, as (i,k) and (k,j) do; anything else is a plain reduction.
         reduced = {d for d, it in enumerate(op.iterator_types) if it.data == IteratorType.REDUCTION}
-        kept = [m.used_dims() - reduced for m in maps[: len(op.inputs)] if reduced & m.used_dims()]
+        kept = [m.used_dims() - reduced for m in maps[:n_inputs] if reduced & m.used_dims()]
         contraction = any(not a <= b and not b <= a for a in kept for b in kept)
         return PatternKind.MATMUL if contraction else PatternKind.REDUCTION
     if not all(is_permutation(m) for m in out_maps):
