@@ -217,7 +217,12 @@ COPY_HOST = (
 @pytest.mark.parametrize(
     ("shape", "loop", "index"),
     [
-        ((100, 3), "    for i in range(lo, hi):\n        for j in range(3):\n", ""),
+        # An index that only indexes counts unsigned (no wraparound check to keep).
+        (
+            (100, 3),
+            "    for i in range(np.uint64(lo), np.uint64(hi)):\n        for j in range(3):\n",
+            "",
+        ),
         ((2, 3, 100), "    for flat0 in range(lo, hi):\n", "        i = flat0 // 3\n"),
     ],
 )
