@@ -76,6 +76,10 @@ _ITEMSIZES = {
 }  # fmt: skip
 
 
+class NoDtypeError(ValueError):
+    """A type the Numba emitters have no NumPy dtype for (a vector, a complex, i128)."""
+
+
 def dtype_name(typ: Attribute) -> str:
     """The NumPy dtype name of a scalar type (`index` is int64, `i1` is bool)."""
     if isinstance(typ, AnyFloat):
@@ -89,7 +93,7 @@ def dtype_name(typ: Attribute) -> str:
         if width in (8, 16, 32, 64):
             unsigned = typ.signedness.data == Signedness.UNSIGNED
             return f"{'u' if unsigned else ''}int{width}"
-    raise ValueError(f"no NumPy dtype for type {typ}")
+    raise NoDtypeError(f"no NumPy dtype for type {typ}")
 
 
 def _scalar_ctor(typ: Attribute) -> str:
@@ -361,7 +365,16 @@ class OpEmitter:
     # -- walking ------------------------------------------------------------------------
 
     def emit_data_op(self, op: Operation) -> bool:
-        """Emit `op` if it is an arith, math or memref op; False for any other op."""
+        """Emit `op` if it is an arith, math or memref op; False for any other op.
+
+        An op on a type with no NumPy dtype (`vector<4xf32>` from a vector-level input)
+        is the user's input, not a bug: an `UnsupportedOpError` located at the op."""
+        try:
+            return self._emit_data_op(op)
+        except NoDtypeError as error:
+            raise UnsupportedOpError(op, str(error)) from None
+
+    def _emit_data_op(self, op: Operation) -> bool:
         if isinstance(op, arith.ConstantOp):
             self.exprs[op.result] = constant_expr(op)
         elif op.name in self.templates:

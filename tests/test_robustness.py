@@ -424,3 +424,19 @@ def test_big_endian_arrays_are_computed_on_in_native_order() -> None:
     (z,) = compile_module(parse_module(ADD), "f", "reference")(x.astype("<f4"))
     (w,) = compile_module(parse_module(ADD), "f", "cpu")(x)
     assert w.tolist() == z.tolist() == [0.0, 2.0, 4.0]
+
+
+def test_a_vector_op_given_to_the_numba_target_is_located(tmp_path: Path, capsys) -> None:
+    # A vector-level input is valid IR the numba target cannot emit: the user's input,
+    # so a located error at the op, not an internal compiler error.
+    source = (
+        "func.func @f(%v: vector<4xf32>) -> vector<4xf32> {\n"
+        "  %w = math.exp %v : vector<4xf32>\n"
+        "  func.return %w : vector<4xf32>\n"
+        "}\n"
+    )
+    stderr = opt(tmp_path, "vector.mlir", source, "-t", "numba", capsys=capsys)
+    match = located(stderr)
+    assert (match.group("line"), match.group("col")) == ("2", "3")
+    assert "internal compiler error" not in stderr
+    assert "vector<4xf32>" in stderr
