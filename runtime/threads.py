@@ -10,7 +10,9 @@ runs `range(lo, hi)` instead, compiled `nogil=True` like any serial function, an
 plain Python that launches it here: the caller's thread and `threads - 1` workers each run
 one contiguous share of the iterations, Numba releasing the GIL for the kernel's duration.
 
-The number of threads is Numba's (`NUMBA_NUM_THREADS`, the machine's CPU count unless set);
+The number of threads is Numba's: `numba.get_num_threads()` once its threading layer is up
+(so `numba.set_num_threads(n)` limits tessc's threaded kernels as it does parfors), else
+`NUMBA_NUM_THREADS`, the machine's CPU count unless set;
 the workers are daemon threads started on first use and shared by every module. A launch
 costs a few tens of microseconds, which is why codegen keeps kernels below its parallel
 threshold serial. An exception in any share is raised in the caller after all have ended.
@@ -19,6 +21,7 @@ threshold serial. An exception in any share is raised in the caller after all ha
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -30,7 +33,11 @@ _lock = threading.Lock()
 
 
 def thread_count() -> int:
-    """Numba's thread count (`NUMBA_NUM_THREADS`), read without starting its threads."""
+    """Numba's thread count, read without starting its threading layer."""
+    parallel = sys.modules.get("numba.np.ufunc.parallel")
+    if parallel is not None and parallel._is_initialized:
+        # Started (by a parfor or set_num_threads): honour the caller's set_num_threads.
+        return int(parallel.get_num_threads())
     configured = os.environ.get("NUMBA_NUM_THREADS", "")
     if configured.isdigit() and int(configured) > 0:
         return int(configured)
