@@ -76,6 +76,9 @@ LR, LR_DECAY, WEIGHT_DECAY, EPS = 0.01, 1e-3, 0.01, 1e-10
 ADAGRAD = tessc.optim.Adagrad(lr=LR, lr_decay=LR_DECAY, weight_decay=WEIGHT_DECAY, eps=EPS)
 
 
+from machine import describe_machine  # noqa: E402  (bench/ is sys.path[0])
+
+
 def adagrad(step: Any, params: list, grads: list, states: list) -> tuple[list, list]:
     """torch.optim.Adagrad's step (weight decay, lr decay): `tessc.optim.Adagrad`'s, traced
     with the step count `step` (1 on the first step) and the sums `states`."""
@@ -126,6 +129,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--chunk-sizes", type=int, nargs="*", default=[], help="extra variants")
     args = parser.parse_args()
+    print(describe_machine())
 
     import numba
 

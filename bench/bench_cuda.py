@@ -47,6 +47,9 @@ SIZES = {  # workload -> sizes: full (GPU) and toy (--simulate)
 LR, LR_DECAY, WEIGHT_DECAY, EPS = 0.01, 1e-3, 0.01, 1e-10
 
 
+from machine import describe_machine  # noqa: E402  (bench/ is sys.path[0])
+
+
 def skip(reason: str) -> None:
     print(f"bench_cuda: skipped — {reason}. Nothing was measured.")
     sys.exit(0)
@@ -125,6 +128,7 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", choices=sorted(SIZES), default=sorted(SIZES))
     parser.add_argument("--simulate", action="store_true", help="toy sizes in the simulator")
     args = parser.parse_args()
+    print(describe_machine())
 
     if importlib.util.find_spec("numba_cuda") is None:
         skip("numba-cuda is not installed (pip install -e '.[cuda]')")

@@ -68,6 +68,9 @@ CMPF = {
 # -- kernels generated from the pass's output ---------------------------------------------
 
 
+from machine import describe_machine  # noqa: E402  (bench/ is sys.path[0])
+
+
 def expanded_scalar_function(name: str, dtype: str) -> func.FuncOp:
     text = f"""
     func.func @f(%x: {dtype}) -> {dtype} {{
@@ -249,6 +252,7 @@ def main() -> None:
     parser.add_argument("--n-log2", type=int, default=24)
     parser.add_argument("--repeat", type=int, default=10)
     args = parser.parse_args()
+    print(describe_machine())
     n = 1 << args.n_log2
     rng = np.random.default_rng(0)
     inputs = {

@@ -43,6 +43,9 @@ func.func @seed(%a: tensor<{n}x{k}x1xf32>, %b: tensor<1x{k}x{m}xf32>) -> tensor<
 """
 
 
+from machine import describe_machine  # noqa: E402  (bench/ is sys.path[0])
+
+
 @numba.njit(parallel=True, fastmath=True, cache=True)
 def bandwidth_limit(x: np.ndarray, w: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     """W1's memory traffic (three streams in, one out) with next to no arithmetic."""
@@ -128,6 +131,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-torch-compile", action="store_true")
     args = parser.parse_args()
+    print(describe_machine())
     print(
         f"# {platform.machine()}, {os.cpu_count()} cpus, NumPy {np.__version__}, "
         f"Numba {numba.__version__} ({numba.config.NUMBA_NUM_THREADS} threads)"

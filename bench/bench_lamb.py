@@ -57,6 +57,9 @@ LR, BETAS, EPS, WEIGHT_DECAY = 1e-3, (0.9, 0.999), 1e-6, 0.01
 LAMB = tessc.optim.Lamb(lr=LR, betas=BETAS, eps=EPS, weight_decay=WEIGHT_DECAY)
 
 
+from machine import describe_machine  # noqa: E402  (bench/ is sys.path[0])
+
+
 def lamb(params: list, grads: list, state: dict) -> tuple[list, dict]:
     return LAMB.step(params, grads, state)
 
@@ -98,6 +101,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=10, help="calls per round")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
+    print(describe_machine())
 
     import numba
 

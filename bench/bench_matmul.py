@@ -72,6 +72,7 @@ from typing import Any
 
 import numba
 import numpy as np
+from machine import describe_machine  # noqa: E402  (bench/ is sys.path[0])
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 
@@ -188,6 +189,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--transposed", action="store_true", help="also a @ b.T")
     parser.add_argument("--no-before", action="store_true", help="skip the tile-only build")
     args = parser.parse_args(argv)
+    print(describe_machine())
     try:
         import torch  # type: ignore[import-not-found]
     except ImportError:

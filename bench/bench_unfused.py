@@ -62,6 +62,9 @@ func.func @matmul(%a: tensor<{m}x{k}xf32>, %b: tensor<{k}x{n}xf32>) -> tensor<{m
 """
 
 
+from machine import describe_machine  # noqa: E402  (bench/ is sys.path[0])
+
+
 def timed_medians(
     contenders: dict[str, Callable[[], object]], repeat: int, rounds: int
 ) -> dict[str, float]:
@@ -169,6 +172,7 @@ def main() -> None:
         help="tessc pipelines to time (default: cpu-unfused cpu)",
     )
     args = parser.parse_args()
+    print(describe_machine())
     pipelines = args.pipelines
 
     import numba
