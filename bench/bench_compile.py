@@ -142,26 +142,11 @@ def child(contender: str, workload: str, caches: Path) -> dict[str, float] | Non
 
 
 def thousand_op_program() -> str:
-    """A `tess` program of 1,000 ops: elementwise chains with a matmul and a reduction
-    every 50 ops, on 64x64 f32."""
-    t = "tensor<64x64xf32>"
-    lines = [f"func.func @big(%x: {t}, %w: {t}) -> {t} {{"]
-    prev, count = "%x", 0
-    unary = ["tess.relu", "tess.exp", "tess.neg", "tess.tanh"]
-    while count < 1000:
-        name = f"%v{count}"
-        k = count % 50
-        if k == 49:
-            lines.append(f"  {name} = tess.matmul {prev}, %w : {t}, {t} -> {t}")
-        elif k % 3 == 0:
-            lines.append(f"  {name} = tess.add {prev}, %x : {t}, {t} -> {t}")
-        elif k % 3 == 1:
-            lines.append(f"  {name} = tess.mul {prev}, %w : {t}, {t} -> {t}")
-        else:
-            lines.append(f"  {name} = {unary[k % 4]} {prev} : {t}")
-        prev, count = name, count + 1
-    lines += [f"  func.return {prev} : {t}", "}"]
-    return "\n".join(lines) + "\n"
+    """A `tess` program of 1,000 ops: elementwise chains with a matmul every 50 ops, on
+    64x64 f32."""
+    from tessc.fuzz.programs import chain_program  # here: the parent process stays light
+
+    return chain_program(1000, 64, matmul_every=50, name="big")
 
 
 def tessc_opt_1000(path: Path) -> dict[str, float]:

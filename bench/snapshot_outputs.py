@@ -24,6 +24,7 @@ from pathlib import Path
 from bench_compile import thousand_op_program
 
 from tessc.cli.opt import main as tessc_opt
+from tessc.fuzz.programs import chain_program
 from tessc.pipelines import get_pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,20 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def elementwise_chain(n: int) -> str:
     """`n` elementwise ops in one dependence chain (all fuse into one generic)."""
-    t = "tensor<64x64xf32>"
-    lines = [f"func.func @chain(%x: {t}, %w: {t}) -> {t} {{"]
-    unary = ["tess.relu", "tess.exp", "tess.neg", "tess.tanh"]
-    prev = "%x"
-    for k in range(n):
-        if k % 3 == 0:
-            lines.append(f"  %v{k} = tess.add {prev}, %x : {t}, {t} -> {t}")
-        elif k % 3 == 1:
-            lines.append(f"  %v{k} = tess.mul {prev}, %w : {t}, {t} -> {t}")
-        else:
-            lines.append(f"  %v{k} = {unary[k % 4]} {prev} : {t}")
-        prev = f"%v{k}"
-    lines += [f"  func.return {prev} : {t}", "}"]
-    return "\n".join(lines) + "\n"
+    return chain_program(n, 64)
 
 
 def run_lines(path: Path) -> list[list[str]]:

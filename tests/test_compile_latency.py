@@ -24,6 +24,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from tessc.compiler import print_module
 from tessc.context import make_context
+from tessc.fuzz.programs import chain_program
 from tessc.pipelines import get_pipeline, run_passes
 from tessc.reference import parse_module
 
@@ -133,26 +134,10 @@ def test_trait_lookups_are_cached_and_follow_added_traits() -> None:
 # -- the cpu pipeline on a generated program ------------------------------------------
 
 
-def chain_program(n: int) -> str:
+def big_program(n: int) -> str:
     """`bench/bench_compile.py`'s program with `n` ops: elementwise chains (exp and tanh
     expand into polynomials in loop nests) with a matmul every 50 ops, on 16x16 f32."""
-    t = "tensor<16x16xf32>"
-    lines = [f"func.func @big(%x: {t}, %w: {t}) -> {t} {{"]
-    unary = ["tess.relu", "tess.exp", "tess.neg", "tess.tanh"]
-    prev = "%x"
-    for count in range(n):
-        k = count % 50
-        if k == 49:
-            lines.append(f"  %v{count} = tess.matmul {prev}, %w : {t}, {t} -> {t}")
-        elif k % 3 == 0:
-            lines.append(f"  %v{count} = tess.add {prev}, %x : {t}, {t} -> {t}")
-        elif k % 3 == 1:
-            lines.append(f"  %v{count} = tess.mul {prev}, %w : {t}, {t} -> {t}")
-        else:
-            lines.append(f"  %v{count} = {unary[k % 4]} {prev} : {t}")
-        prev = f"%v{count}"
-    lines += [f"  func.return {prev} : {t}", "}"]
-    return "\n".join(lines) + "\n"
+    return chain_program(n, 16, matmul_every=50, name="big")
 
 
 def before_cleanup(n: int) -> ModuleOp:
@@ -160,7 +145,7 @@ def before_cleanup(n: int) -> ModuleOp:
     spec = get_pipeline("cpu").passes_to("loops")
     head = spec.removesuffix(",tess-hoist-constants,canonicalize,cse")
     assert head != spec
-    module = parse_module(chain_program(n))
+    module = parse_module(big_program(n))
     run_passes(module, head)
     return module
 
@@ -208,7 +193,7 @@ def test_cpu_pipeline_work_is_linear_in_program_size() -> None:
     spec = get_pipeline("cpu").passes_to("loops")
     visits = []
     for n in (100, 400):
-        module = parse_module(chain_program(n))
+        module = parse_module(big_program(n))
         with counting_sweeps() as counts:
             run_passes(module, spec)
         visits.append(counts[1])

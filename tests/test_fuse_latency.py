@@ -16,26 +16,14 @@ from xdsl.ir import SSAValue
 from xdsl.ir.core import _BlockOpsIterator
 
 from tessc.compiler import print_module
+from tessc.fuzz.programs import chain_program
 from tessc.pipelines import run_passes
 from tessc.reference import parse_module
 
 
 def elementwise_chain(n: int) -> str:
     """`n` elementwise ops (add, mul, relu, exp, neg, tanh) in one dependence chain."""
-    t = "tensor<4x4xf32>"
-    lines = [f"func.func @chain(%x: {t}, %w: {t}) -> {t} {{"]
-    unary = ["tess.relu", "tess.exp", "tess.neg", "tess.tanh"]
-    prev = "%x"
-    for k in range(n):
-        if k % 3 == 0:
-            lines.append(f"  %v{k} = tess.add {prev}, %x : {t}, {t} -> {t}")
-        elif k % 3 == 1:
-            lines.append(f"  %v{k} = tess.mul {prev}, %w : {t}, {t} -> {t}")
-        else:
-            lines.append(f"  %v{k} = {unary[k % 4]} {prev} : {t}")
-        prev = f"%v{k}"
-    lines += [f"  func.return {prev} : {t}", "}"]
-    return "\n".join(lines) + "\n"
+    return chain_program(n, 4)
 
 
 @contextmanager

@@ -482,4 +482,32 @@ def generate(
     return program.pruned()
 
 
-__all__ = ["Op", "Program", "broadcast", "generate"]
+def chain_program(
+    n: int, size: int, *, matmul_every: int | None = None, name: str = "chain"
+) -> str:
+    """`n` ops in one dependence chain on `size` x `size` f32: add, mul and the unary
+    relu/exp/neg/tanh in turn, and with `matmul_every` a matmul ending every such stretch.
+
+    Not random: the compile-latency benchmark (bench/bench_compile.py's 1,000-op program),
+    the tests that count a pass's work on it, and bench/snapshot_outputs.py all build it
+    here, so a figure and the test guarding it are about the same program."""
+    t = f"tensor<{size}x{size}xf32>"
+    lines = [f"func.func @{name}(%x: {t}, %w: {t}) -> {t} {{"]
+    unary = ["tess.relu", "tess.exp", "tess.neg", "tess.tanh"]
+    prev = "%x"
+    for count in range(n):
+        k = count % matmul_every if matmul_every else count
+        if matmul_every and k == matmul_every - 1:
+            lines.append(f"  %v{count} = tess.matmul {prev}, %w : {t}, {t} -> {t}")
+        elif k % 3 == 0:
+            lines.append(f"  %v{count} = tess.add {prev}, %x : {t}, {t} -> {t}")
+        elif k % 3 == 1:
+            lines.append(f"  %v{count} = tess.mul {prev}, %w : {t}, {t} -> {t}")
+        else:
+            lines.append(f"  %v{count} = {unary[k % 4]} {prev} : {t}")
+        prev = f"%v{count}"
+    lines += [f"  func.return {prev} : {t}", "}"]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["Op", "Program", "broadcast", "chain_program", "generate"]
