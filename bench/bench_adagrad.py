@@ -56,8 +56,6 @@ Lowering and compiling the 200-parameter step takes 3-6 s (trace 0.3 s).
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -131,19 +129,12 @@ def main() -> None:
     args = parser.parse_args()
     print(describe_machine())
 
-    import numba
-
     rng = np.random.default_rng(0)
     sizes = np.exp(rng.uniform(np.log(1e3), np.log(2e5), args.params)).astype(int)
     total = int(sizes.sum())
     params0 = [rng.standard_normal(n).astype(np.float32) for n in sizes]
     grads0 = [rng.standard_normal(n).astype(np.float32) for n in sizes]
     states0 = [rng.uniform(0, 1, n).astype(np.float32) for n in sizes]
-    print(
-        f"# {platform.machine()}, {os.cpu_count()} cpus, NumPy {np.__version__}, Numba "
-        f"{numba.__version__} ({numba.config.NUMBA_NUM_THREADS} threads), load average "
-        f"{os.getloadavg()[0]:.2f}"
-    )
     print(f"# reproduce: python bench/bench_adagrad.py {' '.join(sys.argv[1:])}".rstrip())
     print(f"# {args.params} parameters, {total} floats ({total * 4 / 2**20:.1f} MiB per tensor)")
 

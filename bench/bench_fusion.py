@@ -20,8 +20,6 @@ tessc is faster.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
 import tracemalloc
 from collections.abc import Callable
@@ -132,10 +130,6 @@ def main() -> None:
     parser.add_argument("--no-torch-compile", action="store_true")
     args = parser.parse_args()
     print(describe_machine())
-    print(
-        f"# {platform.machine()}, {os.cpu_count()} cpus, NumPy {np.__version__}, "
-        f"Numba {numba.__version__} ({numba.config.NUMBA_NUM_THREADS} threads)"
-    )
     print(f"# reproduce: python bench/bench_fusion.py {' '.join(sys.argv[1:])}".rstrip())
 
     w1 = bench_w1(args.repeat, args.rounds, not args.no_torch_compile)

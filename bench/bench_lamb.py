@@ -38,8 +38,6 @@ those figures say more about the load than about the step.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -103,8 +101,6 @@ def main() -> None:
     args = parser.parse_args()
     print(describe_machine())
 
-    import numba
-
     rng = np.random.default_rng(0)
     sizes = np.exp(rng.uniform(np.log(1e3), np.log(2e5), args.params)).astype(int)
     total = int(sizes.sum())
@@ -112,11 +108,6 @@ def main() -> None:
     grads0 = [rng.standard_normal(n).astype(np.float32) for n in sizes]
     ms0 = [rng.standard_normal(n).astype(np.float32) * 0.1 for n in sizes]
     vs0 = [rng.uniform(0, 1, n).astype(np.float32) for n in sizes]
-    print(
-        f"# {platform.machine()}, {os.cpu_count()} cpus, NumPy {np.__version__}, Numba "
-        f"{numba.__version__} ({numba.config.NUMBA_NUM_THREADS} threads), load average "
-        f"{os.getloadavg()[0]:.2f}"
-    )
     print(f"# reproduce: python bench/bench_lamb.py {' '.join(sys.argv[1:])}".rstrip())
     print(f"# {args.params} parameters, {total} floats ({total * 4 / 2**20:.1f} MiB per tensor)")
 

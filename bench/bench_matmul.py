@@ -63,8 +63,6 @@ per 4 FMAs: both are bound there, not by the vector width (zmm gave both nothing
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
 import time
 from collections.abc import Callable
@@ -196,8 +194,6 @@ def main(argv: list[str] | None = None) -> None:
         torch = None
 
     print(f"# {' '.join([sys.executable, *sys.argv])}")
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"# {platform.machine()}, {os.cpu_count()} cpus, load average {load:.1f} at start")
     cases = [(int(s), "float32") for s in args.sizes.split(",") if s]
     cases += [(int(s), "float64") for s in args.f64_sizes.split(",") if s]
     threads = [int(t) for t in args.threads.split(",")]

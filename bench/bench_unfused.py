@@ -24,8 +24,6 @@ OPENBLAS_NUM_THREADS=1` for stable single-thread ratios.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import sys
 import time
@@ -175,15 +173,7 @@ def main() -> None:
     print(describe_machine())
     pipelines = args.pipelines
 
-    import numba
-
-    print(
-        f"# {platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}, "
-        f"NumPy {np.__version__}, Numba {numba.__version__} "
-        f"({numba.config.NUMBA_NUM_THREADS} threads), load average "
-        f"{os.getloadavg()[0]:.2f} (parallel kernels need every core: on a busy machine they "
-        "wait for the scheduler)"
-    )
+    print("# parallel kernels need every core: on a busy machine they wait for the scheduler")
     print(f"# reproduce: python bench/bench_unfused.py {' '.join(sys.argv[1:])}".rstrip())
     rows = [bench_chain(1 << log2, args.repeat, args.rounds, pipelines) for log2 in args.sizes]
     matmul = bench_matmul(512, 1024, 512, args.repeat, args.rounds, pipelines)

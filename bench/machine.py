@@ -18,7 +18,7 @@ def cpu_flags() -> set[str]:
 
 
 def describe_machine() -> str:
-    """CPU model, vector extensions, cores, load and library versions, one line each."""
+    """CPU model, vector extensions, cores and Numba's threads, load, library versions."""
     model = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
@@ -38,8 +38,14 @@ def describe_machine() -> str:
             versions.append(f"{name} {module.__version__}")
         except ImportError:
             versions.append(f"{name} not installed")
+    try:
+        import numba
+
+        threads = f"; Numba uses {numba.config.NUMBA_NUM_THREADS} threads"
+    except ImportError:
+        threads = ""
     return (
-        f"cpu: {model}; {vector}; {os.cpu_count()} logical cores\n"
+        f"cpu: {model}; {vector}; {os.cpu_count()} logical cores{threads}\n"
         f"load average: {load} (other work on the machine inflates times: compare ratios)\n"
         f"{', '.join(versions)}"
     )
