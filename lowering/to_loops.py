@@ -340,15 +340,7 @@ def lower_ranged_op(
             )
             rewriter.insert(load, point)
             arg.replace_all_uses_with(load.res)
-    for index_op in [o for o in body.ops if isinstance(o, IndexOp)]:
-        rewriter.replace(index_op, [], [position[index_op.dim.value.data]])
-    yield_op = body.last_op
-    assert isinstance(yield_op, Operation)
-    yielded = tuple(yield_op.operands)
-    rewriter.erase(yield_op, safe_erase=False)
-    while body.args:
-        rewriter.erase_block_argument(body.args[0])
-    rewriter.inline_block(body, point)
+    yielded = splice_body(op, rewriter, point, position)
     outputs = zip(yielded, op.outputs, maps[num_inputs:], strict=True)
     if reduction:
         rewriter.insert(scf.YieldOp(*yielded), InsertPoint.at_end(block))
@@ -363,6 +355,27 @@ def lower_ranged_op(
             rewriter.insert(memref.StoreOp.get(value, output, where), InsertPoint.at_end(block))
         rewriter.insert(scf.YieldOp(), InsertPoint.at_end(block))
     rewriter.erase(op)
+
+
+def splice_body(
+    op: LinalgStructuredOperation,
+    rewriter: PatternRewriter,
+    at: InsertPoint,
+    induction: Sequence[SSAValue],
+) -> tuple[SSAValue, ...]:
+    """`op`'s body moved to `at`, its `linalg.index` ops replaced by `induction`; what it
+    yielded. The caller has already replaced every use of the body's arguments."""
+    body = op.body.block
+    for index_op in [o for o in body.ops if isinstance(o, IndexOp)]:
+        rewriter.replace(index_op, [], [induction[index_op.dim.value.data]])
+    yield_op = body.last_op
+    assert isinstance(yield_op, Operation)
+    yielded = tuple(yield_op.operands)
+    rewriter.erase(yield_op, safe_erase=False)
+    while body.args:
+        rewriter.erase_block_argument(body.args[0])
+    rewriter.inline_block(body, at)
+    return yielded
 
 
 def inline_body(
@@ -389,16 +402,7 @@ def inline_body(
         else:
             arg.replace_all_uses_with(operand)
 
-    for index_op in [o for o in body.ops if isinstance(o, IndexOp)]:
-        rewriter.replace(index_op, [], [induction[index_op.dim.value.data]])
-
-    yield_op = body.last_op
-    assert isinstance(yield_op, Operation)
-    yielded = tuple(yield_op.operands)
-    rewriter.erase(yield_op, safe_erase=False)
-    while body.args:
-        rewriter.erase_block_argument(body.args[0])
-    rewriter.inline_block(body, at)
+    yielded = splice_body(op, rewriter, at, induction)
 
     for value, output, affine_map in zip(yielded, op.outputs, maps[num_inputs:], strict=True):
         store = memref.StoreOp.get(
