@@ -32,6 +32,7 @@ from typing import Any
 
 _JIT = "tessc.frontend.jit"
 _TRACER = "tessc.frontend.tracer"
+_FORMS = "tessc.frontend.function_forms"
 _BUILDER = "tessc.dialects.builder"
 _GRAD = "tessc.frontend.grad"
 _TESS_LANG = "tessc.frontend.tess_lang"
@@ -41,18 +42,18 @@ _EXPORTS: dict[str, str] = {
     "jit": _JIT,
     "JitFunction": _JIT,
     "Tensor": _TRACER,
-    "TraceError": _TRACER,
+    "TraceError": "tessc.frontend.user_location",
     "trace": _JIT,
-    "where": _TRACER,
-    "concatenate": _TRACER,
-    "stack": _TRACER,
-    "one_hot": _TRACER,
-    "take": _TRACER,
-    "stop_gradient": _TRACER,
-    "clip": _TRACER,
-    "full": _TRACER,
-    "zeros": _TRACER,
-    "ones": _TRACER,
+    "where": _FORMS,
+    "concatenate": _FORMS,
+    "stack": _FORMS,
+    "one_hot": _FORMS,
+    "take": _FORMS,
+    "stop_gradient": _FORMS,
+    "clip": _FORMS,
+    "full": _FORMS,
+    "zeros": _FORMS,
+    "ones": _FORMS,
     "TessBuilder": _BUILDER,
     "TessError": _BUILDER,
     "build_function": _BUILDER,
@@ -87,7 +88,7 @@ def __getattr__(name: str) -> Any:
     if name in _SUBMODULES:
         value = importlib.import_module(f"tessc.{name}")
     elif name in _FUNCTION_FORMS:
-        from tessc.frontend.tracer import tensor_function
+        from tessc.frontend.function_forms import tensor_function
 
         value = tensor_function(name)
     elif _available(name):

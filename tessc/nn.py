@@ -23,13 +23,15 @@ from typing import Any
 import numpy as np
 
 from tessc.dialects.builder import TessError
-from tessc.frontend.tracer import Tensor, _lift, _located, one_hot, stop_gradient
+from tessc.frontend.function_forms import lift, one_hot, stop_gradient
+from tessc.frontend.tracer import Tensor
+from tessc.frontend.user_location import located
 
 _REDUCTIONS = ("mean", "sum", "none")
 
 
 def _tensor(x: Any) -> Tensor:
-    return _lift(x, ())
+    return lift(x, ())
 
 
 def _dim(dim: int, axis: int | None) -> int:
@@ -46,12 +48,12 @@ def _reduce(loss: Tensor, reduction: str) -> Tensor:
     return loss
 
 
-@_located
+@located
 def relu(x: Any) -> Tensor:
     return _tensor(x).relu()
 
 
-@_located
+@located
 def gelu(x: Any, approximate: str | bool = "tanh") -> Tensor:
     """`x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))`."""
     if approximate not in ("tanh", True):
@@ -61,7 +63,7 @@ def gelu(x: Any, approximate: str | bool = "tanh") -> Tensor:
     return 0.5 * x * (1.0 + inner.tanh())
 
 
-@_located
+@located
 def logsumexp(x: Any, dim: int = -1, keepdim: bool = False, *, axis: int | None = None) -> Tensor:
     """`log(sum(exp(x), dim))`, computed as `m + log(sum(exp(x - m)))` with `m` the max."""
     x = _tensor(x)
@@ -71,7 +73,7 @@ def logsumexp(x: Any, dim: int = -1, keepdim: bool = False, *, axis: int | None 
     return result if keepdim else result.sum(d)  # a sum over one element: drops the dim
 
 
-@_located
+@located
 def softmax(x: Any, dim: int = -1, *, axis: int | None = None) -> Tensor:
     x = _tensor(x)
     d = _dim(dim, axis)
@@ -79,14 +81,14 @@ def softmax(x: Any, dim: int = -1, *, axis: int | None = None) -> Tensor:
     return e / e.sum(d, keepdim=True)
 
 
-@_located
+@located
 def log_softmax(x: Any, dim: int = -1, *, axis: int | None = None) -> Tensor:
     x = _tensor(x)
     d = _dim(dim, axis)
     return x - logsumexp(x, d, keepdim=True)
 
 
-@_located
+@located
 def cross_entropy(logits: Any, labels: Any, reduction: str = "mean") -> Tensor:
     """The softmax cross-entropy of `logits` `(N, C)` (or `(C,)`) against integer class
     `labels` `(N,)`, or against class probabilities of the logits' shape; averaged over N
@@ -115,7 +117,7 @@ def cross_entropy(logits: Any, labels: Any, reduction: str = "mean") -> Tensor:
     return _reduce(loss, reduction)
 
 
-@_located
+@located
 def nll_loss(log_probs: Any, labels: Any, reduction: str = "mean") -> Tensor:
     """The negative log-likelihood of integer `labels` under `log_probs` `(N, C)`."""
     log_probs = _tensor(log_probs)
@@ -123,7 +125,7 @@ def nll_loss(log_probs: Any, labels: Any, reduction: str = "mean") -> Tensor:
     return _reduce(-picked, reduction)
 
 
-@_located
+@located
 def mse_loss(prediction: Any, target: Any, reduction: str = "mean") -> Tensor:
     """The mean (or sum) of squared differences, broadcasting as the operands do."""
     difference = _tensor(prediction) - target

@@ -42,8 +42,9 @@ from typing import Any
 
 import numpy as np
 
+from tessc.frontend.function_forms import where
 from tessc.frontend.jit import JitFunction, flatten_tree, jit, unflatten_tree
-from tessc.frontend.tracer import Tensor, where
+from tessc.frontend.tracer import Tensor
 from tessc.runtime.arena import arena
 from tessc.runtime.cuda import is_device_array
 
@@ -119,7 +120,7 @@ class Optimizer:
         structure, leaves = _leaves(params, "params")
         dtype = _dtype(leaves)
         if any(isinstance(leaf, Tensor) for leaf in leaves):
-            from tessc.frontend.tracer import full
+            from tessc.frontend.function_forms import full
 
             slot = {
                 name: unflatten_tree(structure, [full(p.shape, v, dtype) for p in leaves])

@@ -98,7 +98,7 @@ def test_the_traced_number_error_names_static_argnums() -> None:
     import inspect
 
     from tessc.frontend.jit import flatten_arguments, trace_signature
-    from tessc.frontend.tracer import TraceError
+    from tessc.frontend.user_location import TraceError
 
     def body(x, n):
         return x.reshape(n, -1)

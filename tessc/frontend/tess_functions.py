@@ -61,7 +61,8 @@ def _unwrap(result: Any) -> Any:
 
 def through_tensors(function: Callable[..., Any], b: TessBuilder, *args: Any, **kwargs: Any) -> Any:
     """`function` applied to the `.tess` values as `Tensor`s of a trace over `b`."""
-    from tessc.frontend.tracer import Tensor, TraceError
+    from tessc.frontend.tracer import Tensor
+    from tessc.frontend.user_location import TraceError
 
     trace = _source_trace(b)
 

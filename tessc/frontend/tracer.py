@@ -4,7 +4,8 @@ Tracing Python functions on NumPy arrays into `tess` IR: `Tensor` and the `Trace
 `jit` (`tessc.frontend.jit`) runs a function with `Tensor`s standing in for its array
 arguments. Every operator and method of a `Tensor` emits one `tess` op through the trace's
 `TessBuilder`, so the trace is the `tess` program of the function. The function forms
-(`tessc.exp(x)`, `tessc.where(c, a, b)`, `tessc.full(...)`) build into the same trace.
+(`tessc.exp(x)`, `tessc.where(c, a, b)`, `tessc.full(...)`, `tessc.frontend.function_forms`)
+build into the same trace.
 
 Operands that are not Tensors follow the "weak type" rule: they take the Tensor's dtype.
 A Python number becomes a rank-0 `tess.fill` that the op broadcasts. A NumPy array (or a
@@ -21,14 +22,7 @@ mlp.py:12".
 from __future__ import annotations
 
 import contextvars
-import functools
-import inspect
-import linecache
-import os
-import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -46,91 +40,7 @@ from tessc.dialects.builder import (
     shape_of,
     tensor_type,
 )
-
-# ---------------------------------------------------------------------------------------
-# errors located in the user's code
-# ---------------------------------------------------------------------------------------
-
-_INTERNAL_DIRS = tuple(
-    os.path.dirname(os.path.abspath(path)) + os.sep
-    for path in (__file__, os.path.dirname(os.path.abspath(__file__)))
-)
-
-
-@dataclass(frozen=True)
-class UserLocation:
-    """Where in the user's code an op was built: the file, line and expression text."""
-
-    filename: str
-    lineno: int
-    source: str | None = None
-
-    def __str__(self) -> str:
-        path = os.path.abspath(self.filename)
-        shown = os.path.relpath(path) if path.startswith(os.getcwd() + os.sep) else self.filename
-        return f"{shown}:{self.lineno}"
-
-
-class TraceError(TessError):
-    """A `TessError` located in the user's code (`location`), raised while tracing."""
-
-    def __init__(self, message: str, location: UserLocation | None):
-        self.message = message
-        self.location = location
-        text = message
-        if location is not None:
-            if location.source:
-                text += f" in `{location.source}`"
-            text += f" at {location}"
-        super().__init__(text)
-
-
-def user_location() -> UserLocation | None:
-    """The innermost frame outside tessc: the user's code that called into the tracer."""
-    frame: FrameType | None = inspect.currentframe()
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
-        _INTERNAL_DIRS
-    ):
-        frame = frame.f_back
-    if frame is None:
-        return None
-    return UserLocation(frame.f_code.co_filename, frame.f_lineno, _expression_source(frame))
-
-
-def _expression_source(frame: FrameType) -> str | None:
-    """The text of the expression `frame` is executing (from the code's column table)."""
-    positions = list(frame.f_code.co_positions())
-    index = frame.f_lasti // 2
-    if not 0 <= index < len(positions):
-        return None
-    start_line, end_line, start_col, end_col = positions[index]
-    if None in (start_line, end_line, start_col, end_col):
-        return None
-    lines = linecache.getlines(frame.f_code.co_filename, frame.f_globals)
-    if not lines or end_line > len(lines):
-        return None
-    # Columns count UTF-8 bytes.
-    chunk = [line.rstrip("\n").encode() for line in lines[start_line - 1 : end_line]]
-    chunk[-1] = chunk[-1][:end_col]
-    chunk[0] = chunk[0][start_col:]
-    text = " ".join(part.decode(errors="replace").strip() for part in chunk)
-    return re.sub(r"\s+", " ", text) or None
-
-
-def _located(method: Callable) -> Callable:
-    """Re-raise a `TessError` from `method` as a `TraceError` at the user's line."""
-
-    @functools.wraps(method)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(*args, **kwargs)
-        except TraceError:
-            raise
-        except TessError as error:
-            raise TraceError(str(error), user_location()) from None
-
-    return wrapper
-
+from tessc.frontend.user_location import located
 
 # ---------------------------------------------------------------------------------------
 # a trace in progress
@@ -302,7 +212,7 @@ def _shape_args(shape: tuple[Any, ...]) -> tuple[int, ...]:
 def _binary_method(name: str, reverse: bool = False) -> Callable[[Tensor, Any], Tensor]:
     """A Tensor method (or reflected operator) building `builder.<name>(self, other)`."""
 
-    @_located
+    @located
     def method(self: Tensor, other: Any) -> Tensor:
         return self._zip(name, other, reverse)
 
@@ -312,7 +222,7 @@ def _binary_method(name: str, reverse: bool = False) -> Callable[[Tensor, Any], 
 
 
 def _unary_method(name: str) -> Callable[[Tensor], Tensor]:
-    @_located
+    @located
     def method(self: Tensor) -> Tensor:
         return _apply(name, self)
 
@@ -326,18 +236,22 @@ class Tensor:
 
     __hash__ = object.__hash__
 
-    @_located
+    @located
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         """`np.exp(t)`, `array + t`, `np.maximum(t, 0)`: NumPy's ufuncs on a traced Tensor
         build the tess op of the same meaning (`NUMPY_UFUNCS`); any other is a TessError
         naming what to write instead."""
-        return _numpy_ufunc(ufunc, method, inputs, kwargs)
+        from tessc.frontend.function_forms import numpy_ufunc
 
-    @_located
+        return numpy_ufunc(ufunc, method, inputs, kwargs)
+
+    @located
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         """`np.sum(t, axis=1)`, `np.concatenate([t, u])`, `np.where(c, t, 0)`: NumPy's
         functions on a traced Tensor map to tessc's (`NUMPY_FUNCTIONS`)."""
-        return _numpy_function(func, args, kwargs)
+        from tessc.frontend.function_forms import numpy_function
+
+        return numpy_function(func, args, kwargs)
 
     def __init__(self, value: SSAValue, trace: Trace, weak: bool = False):
         self.value = value
@@ -370,14 +284,14 @@ class Tensor:
     def __repr__(self) -> str:
         return f"Tensor({dtype_name(self.dtype)}{list(self.shape)}, traced)"
 
-    @_located
+    @located
     def __bool__(self) -> bool:
         raise TessError(
             "a traced Tensor has no truth value: Python control flow on tensor values "
             "cannot be traced (use tessc.where)"
         )
 
-    @_located
+    @located
     def __index__(self) -> int:
         if self.weak:
             self.trace.concretized.add(self.value)
@@ -390,11 +304,11 @@ class Tensor:
 
     __int__ = __index__
 
-    @_located
+    @located
     def __float__(self) -> float:
         return float(self.__index__())
 
-    @_located
+    @located
     def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
         raise TessError("a traced Tensor has no value yet; it cannot become a NumPy array")
 
@@ -451,13 +365,13 @@ class Tensor:
     def __pos__(self) -> Tensor:
         return self
 
-    @_located
+    @located
     def astype(self, dtype: DTypeLike) -> Tensor:
         """This tensor converted to `dtype` (`tess.cast`): float to int truncates toward zero,
         anything to bool is `!= 0`."""
         return _apply("cast", self, dtype=dtype)
 
-    @_located
+    @located
     def clip(self, min: Any = None, max: Any = None) -> Tensor:
         """`min(max(x, min), max)`; either bound may be None (NumPy's `clip`)."""
         result = self
@@ -469,7 +383,7 @@ class Tensor:
 
     # -- indexing ---------------------------------------------------------------------------
 
-    @_located
+    @located
     def take(self, indices: Any, dim: int = 0, *, axis: int | None = None) -> Tensor:
         """Gather along `dim` at integer `indices` (a Tensor or an array; NumPy's `take`)."""
         dim = axis if axis is not None else dim
@@ -477,18 +391,18 @@ class Tensor:
             self.trace.builder.take(self.value, self.trace.indices(indices), dim), self.trace
         )
 
-    @_located
+    @located
     def argmax(self, dim: int | None = None, keepdim: bool = False, **aliases: Any) -> Tensor:
         """The int64 index of the first maximum along `dim` (the flattened tensor if None)."""
         dim, keepdim = _axis_aliases(dim, keepdim, aliases)
         return _apply("argmax", self, dim=dim, keepdim=keepdim)
 
-    @_located
+    @located
     def argmin(self, dim: int | None = None, keepdim: bool = False, **aliases: Any) -> Tensor:
         dim, keepdim = _axis_aliases(dim, keepdim, aliases)
         return _apply("argmin", self, dim=dim, keepdim=keepdim)
 
-    @_located
+    @located
     def __getitem__(self, key: Any) -> Tensor:
         """NumPy indexing: ints, slices (any step), `None`, `...` as `tess.slice` views and
         reshapes; one integer array (or integer Tensor) as a gather (`tess.take`)."""
@@ -496,35 +410,35 @@ class Tensor:
 
     # -- reductions: dim is None (all), an int or a tuple; negative dims count back --------
 
-    @_located
+    @located
     def sum(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
         """Sum over `dim` (`axis=`/`keepdims=` are accepted as NumPy spells them)."""
         dim, keepdim = _axis_aliases(dim, keepdim, aliases)
         return _apply("sum", self, dims=dim, keepdim=keepdim)
 
-    @_located
+    @located
     def mean(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
         dim, keepdim = _axis_aliases(dim, keepdim, aliases)
         return _apply("mean", self, dims=dim, keepdim=keepdim)
 
-    @_located
+    @located
     def max(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
         """The max over `dim` (values only; the elementwise max is `maximum`)."""
         dim, keepdim = _axis_aliases(dim, keepdim, aliases)
         return _apply("reduce_max", self, dims=dim, keepdim=keepdim)
 
-    @_located
+    @located
     def min(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
         dim, keepdim = _axis_aliases(dim, keepdim, aliases)
         return _apply("reduce_min", self, dims=dim, keepdim=keepdim)
 
-    @_located
+    @located
     def prod(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
         """The product over `dim` (its gradient is NaN where a reduced element is 0)."""
         dim, keepdim = _axis_aliases(dim, keepdim, aliases)
         return _apply("prod", self, dims=dim, keepdim=keepdim)
 
-    @_located
+    @located
     def var(
         self, dim: DimsLike = None, keepdim: bool = False, *, ddof: int = 0, **aliases: Any
     ) -> Tensor:
@@ -538,7 +452,7 @@ class Tensor:
         count = x.size // max(_kept_size(x, dim), 1)
         return squares / float(count - ddof)
 
-    @_located
+    @located
     def std(
         self, dim: DimsLike = None, keepdim: bool = False, *, ddof: int = 0, **aliases: Any
     ) -> Tensor:
@@ -547,18 +461,18 @@ class Tensor:
 
     # -- shape ----------------------------------------------------------------------------
 
-    @_located
+    @located
     def reshape(self, *shape: Any) -> Tensor:
         """A view: `x.reshape(4, -1)` or `x.reshape((4, -1))`."""
         return _apply("reshape", self, shape=_shape_args(shape))
 
     view = reshape
 
-    @_located
+    @located
     def permute(self, *dims: Any) -> Tensor:
         return _apply("permute", self, dims=_shape_args(dims))
 
-    @_located
+    @located
     def transpose(self, *axes: Any) -> Tensor:
         """`x.transpose(1, 0, 2)` or `x.transpose((1, 0, 2))` permutes the dims (NumPy);
         `x.transpose(d0, d1)` on a tensor of rank > 2 swaps two (PyTorch); `x.transpose()`
@@ -570,12 +484,12 @@ class Tensor:
             return _apply("transpose", self, dim0=dims[0], dim1=dims[1])
         return _apply("permute", self, dims=dims)
 
-    @_located
+    @located
     def squeeze(self, dim: DimsLike = None, *, axis: DimsLike = None) -> Tensor:
         """Drop the size-1 dims (only `dim`, if given)."""
         return _apply("squeeze", self, dims=axis if axis is not None else dim)
 
-    @_located
+    @located
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         """Dims `start_dim..end_dim` merged into one (all: a 1-D tensor, NumPy's flatten)."""
         return _apply("flatten", self, start=start_dim, end=end_dim)
@@ -583,139 +497,27 @@ class Tensor:
     ravel = flatten
 
     @property
-    @_located
+    @located
     def T(self) -> Tensor:
         """All dims reversed (NumPy's `.T`); rank 0 and 1 are returned unchanged."""
         if self.ndim < 2:
             return self
         return _apply("permute", self, dims=tuple(reversed(range(self.ndim))))
 
-    @_located
+    @located
     def broadcast_to(self, *shape: Any) -> Tensor:
         return _apply("broadcast_to", self, shape=_shape_args(shape))
 
     expand = broadcast_to
 
-    @_located
+    @located
     def unsqueeze(self, dim: int) -> Tensor:
         return _apply("unsqueeze", self, dim=dim)
 
 
 # ---------------------------------------------------------------------------------------
-# function forms (`tessc.exp(x)`, `tessc.where(c, a, b)`, ...): made here, named in tessc
+# Tensor helpers
 # ---------------------------------------------------------------------------------------
-
-
-# NumPy ufunc name -> the tessc function (a Tensor method or a module-level form) it is.
-def _binary_ufunc(name: str) -> Callable[[Any, Any], Tensor]:
-    """The builder's `name` on two operands, one a Tensor (a number stays weakly typed)."""
-
-    def function(a: Any, b: Any) -> Tensor:
-        return a._zip(name, b) if isinstance(a, Tensor) else b._zip(name, a, reverse=True)
-
-    return function
-
-
-NUMPY_UFUNCS: dict[str, Callable[..., Any]] = {
-    **{
-        numpy_name: _binary_ufunc(name)
-        for numpy_name, name in (
-            ("add", "add"),
-            ("subtract", "sub"),
-            ("multiply", "mul"),
-            ("true_divide", "div"),
-            ("divide", "div"),
-            ("power", "pow"),
-            ("matmul", "matmul"),
-            ("maximum", "maximum"),
-            ("minimum", "minimum"),
-            ("less", "lt"),
-            ("greater", "gt"),
-            ("less_equal", "le"),
-            ("greater_equal", "ge"),
-            ("equal", "eq"),
-            ("not_equal", "ne"),
-            ("logical_and", "logical_and"),
-            ("logical_or", "logical_or"),
-            ("logical_xor", "logical_xor"),
-            ("bitwise_and", "logical_and"),
-            ("bitwise_or", "logical_or"),
-        )
-    },  # fmt: skip
-    "logical_not": lambda a: a.logical_not(),
-    "negative": lambda a: -a,
-    "positive": lambda a: a,
-    "absolute": lambda a: abs(a),
-    "exp": lambda a: a.exp(),
-    "sin": lambda a: a.sin(),
-    "cos": lambda a: a.cos(),
-    "log": lambda a: a.log(),
-    "sqrt": lambda a: a.sqrt(),
-    "tanh": lambda a: a.tanh(),
-    "reciprocal": lambda a: a.reciprocal(),
-    "square": lambda a: a * a,
-}
-
-# NumPy function name -> tessc function; `axis`/`keepdims` pass through (aliases).
-NUMPY_FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "sum": lambda a, axis=None, keepdims=False: a.sum(axis=axis, keepdims=keepdims),
-    "prod": lambda a, axis=None, keepdims=False: a.prod(axis=axis, keepdims=keepdims),
-    "mean": lambda a, axis=None, keepdims=False: a.mean(axis=axis, keepdims=keepdims),
-    "max": lambda a, axis=None, keepdims=False: a.max(axis=axis, keepdims=keepdims),
-    "amax": lambda a, axis=None, keepdims=False: a.max(axis=axis, keepdims=keepdims),
-    "min": lambda a, axis=None, keepdims=False: a.min(axis=axis, keepdims=keepdims),
-    "amin": lambda a, axis=None, keepdims=False: a.min(axis=axis, keepdims=keepdims),
-    "var": lambda a, axis=None, keepdims=False, ddof=0: a.var(
-        axis=axis, keepdims=keepdims, ddof=ddof
-    ),
-    "std": lambda a, axis=None, keepdims=False, ddof=0: a.std(
-        axis=axis, keepdims=keepdims, ddof=ddof
-    ),
-    "argmax": lambda a, axis=None, keepdims=False: a.argmax(axis=axis, keepdims=keepdims),
-    "argmin": lambda a, axis=None, keepdims=False: a.argmin(axis=axis, keepdims=keepdims),
-    "reshape": lambda a, shape, *rest: a.reshape(shape),
-    "transpose": lambda a, axes=None: a.T if axes is None else a.transpose(*axes),
-    "squeeze": lambda a, axis=None: a.squeeze(axis=axis),
-    "expand_dims": lambda a, axis: a.unsqueeze(axis),
-    "ravel": lambda a: a.flatten(),
-    "concatenate": lambda arrays, axis=0: concatenate(arrays, axis),
-    "stack": lambda arrays, axis=0: stack(arrays, axis),
-    "where": lambda c, a, b: where(c, a, b),
-    "clip": lambda a, a_min=None, a_max=None: clip(a, a_min, a_max),
-    "take": lambda a, indices, axis=None: take(
-        a.flatten() if axis is None else a, indices, axis or 0
-    ),
-    "matmul": lambda a, b: _lift(a, (b,)) @ b,
-    "dot": lambda a, b: _lift(a, (b,)) @ b,
-    "broadcast_to": lambda a, shape: _lift(a, ()).broadcast_to(shape),
-}
-
-
-def _numpy_ufunc(ufunc: Any, method: str, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    name = getattr(ufunc, "__name__", str(ufunc))
-    if method != "__call__" or kwargs.get("out") is not None:
-        raise TessError(
-            f"np.{name}.{method} (or out=) on a traced Tensor has no tessc form; "
-            "use the Tensor methods (x.sum(axis=...), ...)"
-        )
-    function = NUMPY_UFUNCS.get(name)
-    if function is None:
-        raise TessError(
-            f"np.{name} on a traced Tensor has no tessc equivalent; tessc has "
-            f"{', '.join('np.' + n for n in sorted(NUMPY_UFUNCS))}"
-        )
-    return _located(function)(*inputs)
-
-
-def _numpy_function(func: Any, args: Any, kwargs: Any) -> Any:
-    name = getattr(func, "__name__", str(func))
-    function = NUMPY_FUNCTIONS.get(name)
-    if function is None:
-        raise TessError(
-            f"np.{name} on a traced Tensor has no tessc equivalent; tessc maps "
-            f"{', '.join('np.' + n for n in sorted(NUMPY_FUNCTIONS))} (and NumPy's ufuncs)"
-        )
-    return _located(function)(*args, **kwargs)
 
 
 def _axis_aliases(dim: Any, keepdim: bool, aliases: dict[str, Any]) -> tuple[Any, bool]:
@@ -798,109 +600,3 @@ def _getitem(x: Tensor, key: Any) -> Tensor:
         # The gathered dim was kept whole: take replaces it with the index dims.
         value = builder.take(value, x.trace.indices(items[arrays[0]]), gather_dim)
     return Tensor(value, x.trace)
-
-
-def tensor_function(name: str) -> Callable[..., Tensor]:
-    """The Tensor method `name` as a function: `tessc.exp(x)`, `tessc.sum(x, dim=1)`, ...
-
-    The first operand may be a number or an array too (`tessc.maximum(0.0, x)`); it takes
-    the dtype of the other operands."""
-    method = getattr(Tensor, name)
-
-    @_located
-    def function(x: Any, *args: Any, **kwargs: Any) -> Tensor:
-        result = method(_lift(x, args), *args, **kwargs)
-        if result is NotImplemented:
-            raise TypeError(f"unsupported operand types for {name}: {type(args[0]).__name__}")
-        return result
-
-    function.__name__ = function.__qualname__ = name
-    function.__doc__ = method.__doc__
-    return function
-
-
-def _lift(value: Any, others: Sequence[Any]) -> Tensor:
-    if isinstance(value, Tensor):
-        return value
-    trace = _trace_of(*others)
-    dtype = next((o.dtype for o in others if isinstance(o, Tensor)), np.dtype(np.float32))
-    operand = trace.operand(value, dtype)
-    if operand is None:
-        raise TessError(f"expected a tensor or a number, got {type(value).__name__}")
-    if not isinstance(operand, SSAValue):
-        operand = trace.builder.fill(operand, (), dtype)
-    return Tensor(operand, trace)
-
-
-def _tensors(xs: Sequence[Any]) -> tuple[Trace, list[SSAValue]]:
-    trace = _trace_of(*xs)
-    dtype = next((x.dtype for x in xs if isinstance(x, Tensor)), np.dtype(np.float32))
-    values = []
-    for x in xs:
-        value = trace.operand(x, dtype)
-        if value is None:
-            raise TessError(f"expected a tensor, got {type(x).__name__}")
-        values.append(
-            value if isinstance(value, SSAValue) else trace.builder.fill(value, (), dtype)
-        )
-    return trace, values
-
-
-@_located
-def concatenate(xs: Sequence[Any], dim: int = 0, *, axis: int | None = None) -> Tensor:
-    """The tensors one after another along `dim` (`tess.concat`)."""
-    trace, values = _tensors(list(xs))
-    return Tensor(trace.builder.concatenate(values, axis if axis is not None else dim), trace)
-
-
-@_located
-def stack(xs: Sequence[Any], dim: int = 0, *, axis: int | None = None) -> Tensor:
-    """The tensors (of one shape) along a new dim `dim`."""
-    trace, values = _tensors(list(xs))
-    return Tensor(trace.builder.stack(values, axis if axis is not None else dim), trace)
-
-
-@_located
-def one_hot(labels: Any, classes: int, dtype: DTypeLike = "f32") -> Tensor:
-    """`(..., classes)` of `dtype`: 1 where the last index is the label (an integer), else 0."""
-    trace = _trace_of(labels)
-    return Tensor(trace.builder.one_hot(trace.indices(labels), classes, dtype), trace)
-
-
-@_located
-def take(x: Any, indices: Any, dim: int = 0, *, axis: int | None = None) -> Tensor:
-    """`x` gathered along `dim` at integer `indices` (NumPy's `take`; see `Tensor.take`)."""
-    return _lift(x, (indices,)).take(indices, dim, axis=axis)
-
-
-@_located
-def stop_gradient(x: Tensor) -> Tensor:
-    """`x`, as a constant to `grad` (JAX's `stop_gradient`)."""
-    return _apply("stop_gradient", x)
-
-
-@_located
-def clip(x: Any, min: Any = None, max: Any = None) -> Tensor:
-    """`x` clipped to [min, max] (NumPy's `clip`; either bound may be None)."""
-    return _lift(x, (min, max)).clip(min, max)
-
-
-@_located
-def where(cond: Any, lhs: Any, rhs: Any) -> Tensor:
-    """`lhs` where `cond` is nonzero, else `rhs` (`tess.select`), broadcasting all three."""
-    return _apply("select", cond, lhs, rhs)
-
-
-@_located
-def full(shape: Sequence[int], value: float, dtype: DTypeLike = "f32") -> Tensor:
-    """A tensor of `shape` filled with `value` (`tess.fill`), inside a traced function."""
-    trace = _trace_of()
-    return Tensor(trace.builder.fill(value, _shape_args((shape,)), dtype), trace)
-
-
-def zeros(shape: Sequence[int], dtype: DTypeLike = "f32") -> Tensor:
-    return full(shape, 0.0, dtype)
-
-
-def ones(shape: Sequence[int], dtype: DTypeLike = "f32") -> Tensor:
-    return full(shape, 1.0, dtype)
