@@ -92,23 +92,50 @@ def _dominates(value: SSAValue, user: Operation, order: _Order) -> bool:
 
 def verify_dominance(module: Operation) -> None:
     """Raise a `VerifyException` (at the using op) for the first use of a value its
-    definition does not dominate."""
+    definition does not dominate.
+
+    One walk in program order keeps the values already defined in the blocks enclosing
+    the current op (block arguments, then each op's results after its regions): a use of
+    one of them is dominated, which settles almost every use in a set lookup. Any other
+    use (a value of another block of a multi-block region, or no dominating definition at
+    all) is decided by `_dominates`."""
     order = _Order()
-    for op in module.walk():
-        if isinstance(op.parent_op(), ModuleOp):
-            continue  # the module body is a graph region; its ops are checked inside
-        for index, operand in enumerate(op.operands):
-            if _dominates(operand, op, order):
-                continue
-            name = f" (%{operand.name_hint})" if operand.name_hint else ""
-            if isinstance(operand, OpResult) and operand.op is op:
-                message = f"'{op.name}' operand {index}{name} is the op's own result"
-            else:
-                message = (
-                    f"'{op.name}' operand {index}{name} is used before its definition "
-                    "(the definition does not dominate this use)"
-                )
-            op.emit_error(message, VerifyException(message))
+    visible: set[SSAValue] = set()
+    for region in module.regions:
+        for block in region.blocks:
+            _verify_block(block, isinstance(module, ModuleOp), visible, order)
+
+
+def _verify_block(block: Block, graph: bool, visible: set[SSAValue], order: _Order) -> None:
+    """Check the uses in `block` (not its own, if it is a `graph` region's) and in the
+    regions nested in it, with `visible` the values defined before it in its ancestors;
+    `visible` is the same on return."""
+    defined: list[SSAValue] = list(block.args)
+    visible.update(defined)
+    for op in block.ops:
+        if not graph:
+            for index, operand in enumerate(op.operands):
+                if operand not in visible and not _dominates(operand, op, order):
+                    _report(op, index, operand)
+        nested_graph = isinstance(op, ModuleOp)
+        for region in op.regions:
+            for nested in region.blocks:
+                _verify_block(nested, nested_graph, visible, order)
+        visible.update(op.results)
+        defined.extend(op.results)
+    visible.difference_update(defined)
+
+
+def _report(op: Operation, index: int, operand: SSAValue) -> None:
+    name = f" (%{operand.name_hint})" if operand.name_hint else ""
+    if isinstance(operand, OpResult) and operand.op is op:
+        message = f"'{op.name}' operand {index}{name} is the op's own result"
+    else:
+        message = (
+            f"'{op.name}' operand {index}{name} is used before its definition "
+            "(the definition does not dominate this use)"
+        )
+    op.emit_error(message, VerifyException(message))
 
 
 __all__ = ["verify_dominance"]

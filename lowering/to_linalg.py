@@ -90,8 +90,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.rewriter import InsertPoint
 
 from tessc.dialects import contract, tess
-from tessc.dialects.builder import element_type_of
-from tessc.dialects.tess import Shape, tensor_shape
+from tessc.dialects.tess import Shape, element_type_of, tensor_shape
 from tessc.lowering.generic_analysis import generic_maps, is_view_map
 
 """Attribute naming the tess op a generic computes (for fusion reports and readers)."""

@@ -33,6 +33,7 @@ from xdsl.irdl.operations import OpDef, VariadicDef, VarIRConstruct
 from xdsl.parser import Parser
 from xdsl.traits import EffectInstance, MemoryEffect, MemoryEffectKind, RecursiveMemoryEffect
 from xdsl.utils.diagnostic import Diagnostic
+from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.mlir_lexer import MLIRLexer
 
 # ---------------------------------------------------------------------------------------
@@ -280,6 +281,106 @@ def fixed_construct_counts_verify_at_once() -> None:
     loop-level module. What the definition says is computed once per op definition (kept
     on it); the check for ops whose counts are fixed is one comparison."""
     irdl_operations.verify_variadic_size = verify_variadic_size
+
+
+_original_op_def_verify = OpDef.verify
+_VERIFIED = "_tessc_verified_signatures"
+VERIFIED_SIGNATURES_KEPT = 4096
+"""Signatures remembered per op definition; past that the memory is cleared (a program
+with more distinct constants than this re-checks some)."""
+
+
+def op_signature(op: Operation) -> tuple[Any, ...] | None:
+    """Everything an op definition's constraints read (see `verify_op_definition`): operand
+    and result types, region block counts and entry argument types, the successor count,
+    properties and attributes; None when one of them cannot be hashed."""
+    regions = tuple(
+        (len(region.blocks), block.arg_types if (block := region.first_block) else None)
+        for region in op.regions
+    )
+    signature = (
+        tuple([operand.type for operand in op.operands]),
+        tuple([result.type for result in op.results]),
+        regions,
+        len(op.successors),
+        tuple(op.properties.items()),
+        tuple(op.attributes.items()),
+    )
+    try:
+        hash(signature)
+    except TypeError:
+        return None
+    return signature
+
+
+def verify_op_definition(op_def: OpDef, op: Operation) -> None:
+    """`OpDef.verify`, which checks an op's operand, result, region, successor, property
+    and attribute constraints and then its traits, checking the constraints once per
+    distinct signature (`op_signature`): IRDL constraints are functions of those
+    attributes alone, so an op with a signature that already passed passes again. Traits
+    (which may look at the op's neighbours and regions) are verified every time."""
+    signature = op_signature(op)
+    if signature is None:
+        _original_op_def_verify(op_def, op)
+        return
+    verified: set[tuple[Any, ...]] | None = vars(op_def).get(_VERIFIED)
+    if verified is None:
+        verified = set()
+        setattr(op_def, _VERIFIED, verified)
+    if signature not in verified:
+        _original_op_def_verify(op_def, op)  # raises on the first failing constraint
+        if len(verified) >= VERIFIED_SIGNATURES_KEPT:
+            verified.clear()
+        verified.add(signature)
+        return
+    for trait in op_def.traits:
+        trait.verify(op)
+
+
+@xdsl_fix
+def op_constraints_verify_once_per_signature() -> None:
+    """Verifying a module runs every op's IRDL definition check: for each operand, result,
+    property and attribute, a constraint object's `verify` through several layers of
+    accessors; two thirds of verifying a 12,000-op loop-level module, where a few dozen
+    distinct signatures (`arith.addf` on f32, `memref.load` of one memref type...) repeat.
+    See `verify_op_definition`: the constraints are checked once per signature and op
+    definition, the traits every time; a failing op still fails with xDSL's message."""
+    OpDef.verify = verify_op_definition  # type: ignore[method-assign]
+
+
+def verify_isolated_from_above(trait: xdsl.traits.IsolatedFromAbove, op: Operation) -> None:
+    """`xdsl.traits.IsolatedFromAbove.verify`: every operand of an op in `op`'s regions
+    (not looking into nested isolated ops, which check themselves) is defined strictly
+    inside `op`. The same walk, in the same order; a value defined by an op or block it
+    has already walked is inside `op` without asking `op.is_ancestor`, which climbs from
+    the definition to the top of the module."""
+    inside: set[SSAValue] = set()
+    regions = list(op.regions)
+    while regions:
+        region = regions.pop()
+        for block in region.blocks:
+            inside.update(block.args)
+            for child_op in block.ops:
+                for operand in child_op.operands:
+                    if operand in inside:
+                        continue
+                    if not op.is_ancestor(operand.owner) or operand.owner is op:
+                        raise VerifyException(
+                            "Operation using value defined out of its "
+                            f"IsolatedFromAbove parent: {child_op}"
+                        )
+                inside.update(child_op.results)
+                if not child_op.has_trait(xdsl.traits.IsolatedFromAbove):
+                    regions += child_op.regions
+
+
+@xdsl_fix
+def isolated_from_above_checks_defined_values() -> None:
+    """`IsolatedFromAbove.verify` (a `func.func`, a module) asked `op.is_ancestor(owner)`
+    for every operand of every op inside it, each climbing from the definition to the
+    top: O(ops x nesting depth), a fifth of verifying a loop-level module. See
+    `verify_isolated_from_above`: the same answers, a set lookup for almost every use."""
+    xdsl.traits.IsolatedFromAbove.verify = verify_isolated_from_above  # type: ignore[method-assign, assignment]
 
 
 # ---------------------------------------------------------------------------------------

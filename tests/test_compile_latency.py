@@ -7,14 +7,16 @@ machine, however loaded.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
-from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, ModuleOp, f32
-from xdsl.ir import Block
-from xdsl.ir.core import OpTraits
+import xdsl.irdl.operations as irdl_operations
+from xdsl.dialects import arith, func, memref, scf
+from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, ModuleOp, f32, f64
+from xdsl.ir import Block, Region
+from xdsl.ir.core import OpTraits, _IRNode
 from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriteWalker
 from xdsl.traits import MemoryWriteEffect, NoMemoryEffect, Pure
 from xdsl.transforms.canonicalize import CanonicalizePass
@@ -24,6 +26,8 @@ from xdsl.utils.exceptions import VerifyException
 
 from tessc.compiler import print_module
 from tessc.context import make_context
+from tessc.diagnostics import verify_located
+from tessc.dialects import dominance
 from tessc.fuzz.programs import chain_program
 from tessc.pipelines import get_pipeline, run_passes
 from tessc.reference import parse_module
@@ -213,3 +217,86 @@ def test_fixed_operand_counts_verify_at_once_and_still_fail() -> None:
     loop = scf.ForOp(c.result, c.result, c.result, [], Block(arg_types=[IndexType()]))
     loop.body.block.add_op(scf.YieldOp())
     loop.verify()
+
+
+# -- verification ------------------------------------------------------------------------
+
+
+@contextmanager
+def counting_verification_work() -> Iterator[dict[str, int]]:
+    """Count IRDL constraint checks (operand and result lists), `is_ancestor` climbs and
+    dominance decided the slow way."""
+    counts = {"constraints": 0, "ancestors": 0, "dominance": 0}
+    originals = (
+        irdl_operations.irdl_op_verify_arg_list,
+        _IRNode.is_ancestor,
+        dominance._dominates,
+    )
+
+    def counter(key: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(*args: Any) -> Any:
+            counts[key] += 1
+            return original(*args)
+
+        return counted
+
+    irdl_operations.irdl_op_verify_arg_list = counter("constraints", originals[0])
+    _IRNode.is_ancestor = counter("ancestors", originals[1])  # type: ignore[method-assign]
+    dominance._dominates = counter("dominance", originals[2])
+    try:
+        yield counts
+    finally:
+        irdl_operations.irdl_op_verify_arg_list = originals[0]
+        _IRNode.is_ancestor = originals[1]  # type: ignore[method-assign]
+        dominance._dominates = originals[2]
+
+
+def verification_work(depth: int, ops: int) -> dict[str, int]:
+    module = parse_module(loop_nest(depth, ops))
+    for op in module.walk():  # forget the signatures parsing verified
+        vars(type(op).get_irdl_definition()).pop("_tessc_verified_signatures", None)
+    with counting_verification_work() as counts:
+        verify_located(module)
+    return counts
+
+
+def test_verification_work_does_not_grow_with_repeated_ops_or_depth() -> None:
+    # Constraints: once per distinct op signature (10 here, operands and results: 20), not
+    # once per op; dominance and isolation: a set lookup per use, not a climb from the
+    # definition per use.
+    small, large = verification_work(1, 100), verification_work(5, 800)
+    assert large["constraints"] == small["constraints"] == 20, (small, large)
+    assert large["ancestors"] == small["ancestors"] == 0, (small, large)
+    assert large["dominance"] == small["dominance"] == 0, (small, large)
+
+
+def test_op_constraints_are_still_checked_per_signature_and_traits_per_op() -> None:
+    make_context()  # applies tessc's xDSL fixes
+    x = arith.ConstantOp(FloatAttr(1.0, f32))
+    y = arith.ConstantOp(FloatAttr(1.0, f64))
+    arith.AddfOp(x.result, x.result).verify()
+    arith.AddfOp(x.result, x.result).verify()  # the same signature: remembered
+    assert "_tessc_verified_signatures" in vars(arith.AddfOp.get_irdl_definition())
+    mixed = arith.AddfOp.create(operands=[x.result, y.result], result_types=[f32])
+    with pytest.raises(VerifyException, match="expected from variable"):
+        mixed.verify()
+    # func.return passed inside a function; the same signature outside one still fails
+    # its HasParent trait.
+    function = func.FuncOp("f", ((), ()))
+    function.body.block.add_op(func.ReturnOp())
+    function.verify()
+    stray = scf.ExecuteRegionOp([], Region(Block([func.ReturnOp()])))
+    with pytest.raises(VerifyException, match="expects parent op"):
+        stray.verify()
+
+
+def test_a_function_using_a_value_from_outside_is_still_rejected() -> None:
+    outside = arith.ConstantOp(FloatAttr(1.0, f32))
+    function = func.FuncOp("f", ((), ()))
+    loop_body = Block(arg_types=[IndexType()])
+    loop_body.add_ops([arith.AddfOp(outside.result, outside.result), scf.YieldOp()])
+    c = arith.ConstantOp(IntegerAttr.from_index_int_value(0))
+    function.body.block.add_ops([c, scf.ForOp(c, c, c, [], loop_body), func.ReturnOp()])
+    ModuleOp([outside, function])
+    with pytest.raises(VerifyException, match="IsolatedFromAbove"):
+        function.verify()

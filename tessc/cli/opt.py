@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import os
 import sys
 import time
@@ -453,14 +454,27 @@ def _as_parse_error(error: Exception, text: str, filename: str) -> Exception:
     return ParseError(Span(position, min(position + 1, len(text)), Input(text, filename)), message)
 
 
+COLLECTION_THRESHOLDS = (100_000, 50, 100)
+"""`gc.set_threshold` while compiling. IR is a large graph of long-lived objects full of
+reference cycles (an op and its block point at each other), and a compile allocates
+millions of objects: with CPython's default thresholds (700, 10, 10) the cyclic collector
+ran ~530 times on the 1,000-op program, traversing the live IR again each time, 0.23 s of
+2.5 s. With these, ~90 collections, 0.04 s; peak memory grows ~10%. Garbage cycles (erased
+ops) are still collected."""
+
+
 def main(args: list[str] | None = None) -> int:
     """The `tessc-opt` console script; returns (and exits with) the status."""
+    thresholds = gc.get_threshold()
+    gc.set_threshold(*COLLECTION_THRESHOLDS)
     try:
         driver = TesscOptMain(args=args)
         status = driver.run()
     except CommandLineError as error:
         print(f"tessc-opt: error: {error}", file=sys.stderr)
         status = 1
+    finally:
+        gc.set_threshold(*thresholds)
     try:
         sys.stdout.flush()
     except BrokenPipeError:
