@@ -481,6 +481,10 @@ def main(args: list[str] | None = None) -> int:
         # The reader went away (`tessc-opt x.mlir | head`): not an error of ours.
         sys.stdout = open(os.devnull, "w")
     if args is None:
+        # The console script exits now: the IR is cyclic garbage the interpreter's final
+        # collection would traverse and free object by object (0.13 s after a 1,000-op
+        # compile). Frozen objects are left to the operating system.
+        gc.freeze()
         sys.exit(status)
     return status
 
