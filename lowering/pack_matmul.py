@@ -103,9 +103,11 @@ from tessc.lowering.tile import (
 )
 from tessc.lowering.tile_dot import match_dot
 
-DEFAULT_BLOCKS: tuple[int, int, int] = (96, 256, 4096)
-"""(MC, KC, NC): an MC x KC block of A (192 KiB f32) stays in L2, a KC x NR micro-panel of B
-(32 KiB) in L1; NC covers the whole right-hand side of the benchmarked sizes."""
+DEFAULT_BLOCKS: tuple[int, int, int] = (128, 256, 4096)
+"""(MC, KC, NC): a KC x NR micro-panel of B (32 KiB f32) stays in L1 (48 KiB here), an MC x
+KC block of A (128 KiB f32) in L2 (2 MiB); NC covers the whole right-hand side of the
+benchmarked sizes (NC = 512 ran 2048 f32 3% slower: four times the parallel loops). MC is
+the largest block `clamp_blocks` starts from: it shrinks to balance the threads."""
 DEFAULT_MIN_WORK = 1 << 17
 """N * K * M from which a contraction is packed; smaller ones stay with `tess-tile`. The
 digits MLP step's 128x64x128 (x @ w1, x.T @ dh) and 128x10x128 (dz @ w2.T) products ran
@@ -521,12 +523,20 @@ class Packer:
         m = self.match
         (_, nr, _), (_, _, cols) = self.tile, self.shape
 
-        def panel(ep: Emitter, jr: SSAValue) -> None:
-            jt = ep.add(j0, ep.mul(jr, nr), "jt")
+        # Row by row of B (k outer): each k step reads one contiguous run of `nj` columns
+        # and scatters it into the micro-panels. Panel by panel (k inner) read runs of NR
+        # columns a row stride apart, which share a few L1 sets: 2048 f32 took 4% longer.
+        panels = make_extent(
+            e.apply(arith.DivUIOp, e.add(nj.value, nr - 1), nr, "njr"),
+            {-(-s // nr) for s in nj.sizes},
+        )
 
-            def step(ek: Emitter, kk: IndexValue) -> None:
-                k = ek.add(k0, kk, "k")
-                row = ek.mul(ek.add(ek.apply(arith.MuliOp, jr, nk.value), kk), nr)
+        def step(ek: Emitter, kk: SSAValue) -> None:
+            k = ek.add(k0, kk, "k")
+
+            def panel(ep: Emitter, jr: IndexValue) -> None:
+                jt = ep.add(j0, ep.mul(jr, nr), "jt")
+                row = ep.mul(ep.add(ep.apply(arith.MuliOp, jr, nk.value), kk), nr)
 
                 def column(ec: Emitter, c: IndexValue) -> None:
                     j = self.clamp(ec, ec.add(jt, c), cols, nr, "j")
@@ -534,11 +544,11 @@ class Packer:
                     value = values.get(m.y, m.y)
                     ec.block.add_op(memref.StoreOp.get(value, self.bp, [ec.value(ec.add(row, c))]))
 
-                emit_loop(ek, static(nr), "c", column)
+                emit_loop(ep, static(nr), "c", column)
 
-            emit_loop(ep, nk, "kk", step)
+            emit_loop(ek, panels, "jr", panel)
 
-        self.parallel(e, e.apply(arith.DivUIOp, e.add(nj.value, nr - 1), nr), "jr", panel)
+        self.parallel(e, nk.value, "kk", step)
 
     def row_blocks(
         self,
@@ -709,20 +719,34 @@ class Packer:
 # -- the pass ---------------------------------------------------------------------------
 
 
+def largest_share(rows: int, mc: int, threads: int) -> int:
+    """The most rows one thread gets when `threads` split the row blocks of `mc` rows into
+    contiguous shares of block counts within one (`tessc.runtime.threads.shares`, Numba's
+    static parfor schedule)."""
+    count = -(-rows // mc)
+    bounds = [count * t // threads for t in range(threads + 1)]
+    return max(min(hi * mc, rows) - lo * mc for lo, hi in zip(bounds, bounds[1:], strict=False))
+
+
 def clamp_blocks(
     shape: tuple[int, int, int],
     tile: tuple[int, int, int],
     blocks: tuple[int, int, int],
     min_row_blocks: int,
+    threads: int = 1,
 ) -> tuple[int, int, int]:
     """(MC, KC, NC) for the shape: MC a multiple of MR giving at least `min_row_blocks`
-    blocks where the rows allow, balanced; NC a multiple of NR; none beyond the shape."""
+    blocks where the rows allow, balanced over `threads`; NC a multiple of NR; none beyond
+    the shape. Balance: of the block counts from the fewest to twice that, the one whose
+    largest thread share has the fewest rows (then the fewest blocks): 1024 rows in 11
+    blocks of 96 gave one of two threads 576 rows, 8 blocks of 128 give each 512."""
     n, depth, cols = shape
     mr, nr, _ = tile
     mc, kc, nc = blocks
-    count = max(-(-n // max(mr, mc - mc % mr)), min(min_row_blocks, -(-n // mr)))
-    mc = -(-n // count)
-    mc = -(-mc // mr) * mr
+    tiles = -(-n // mr)
+    fewest = max(-(-n // max(mr, mc - mc % mr)), min(min_row_blocks, tiles))
+    sizes = {mr * -(-tiles // count) for count in range(fewest, min(2 * fewest, tiles) + 1)}
+    mc = min(sizes, key=lambda size: (largest_share(n, size, max(1, threads)), -size))
     nc = min(-(-max(nr, nc - nc % nr) // nr) * nr, -(-cols // nr) * nr)
     return mc, min(kc, depth), nc
 
@@ -735,6 +759,7 @@ class PackMatmul(RewritePattern):
     blocks: tuple[int, int, int]
     min_work: int
     min_row_blocks: int
+    threads: int
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: scf.ParallelOp, rewriter: PatternRewriter) -> None:
@@ -748,7 +773,7 @@ class PackMatmul(RewritePattern):
             2 * shape[2] < tile[1] and math.prod(shape) < PACKED_MIN_WORK
         ):
             return
-        blocks = clamp_blocks(shape, tile, self.blocks, self.min_row_blocks)
+        blocks = clamp_blocks(shape, tile, self.blocks, self.min_row_blocks, self.threads)
         constant = IndexConstants.before(op)
         ops = Packer(match, tile, blocks, constant).build()
         rewriter.replace(op, [*constant.ops, *ops], [])
@@ -766,7 +791,8 @@ def _positive(values: Sequence[int], count: int, option: str) -> tuple[int, ...]
 class TessPackMatmulPass(ModulePass):
     """Pack large contractions into panels for a register-tile micro-kernel; see the module
     docstring. `register-tile` (MR, NR) overrides the tile the vector width gives (NR a
-    multiple of the lanes)."""
+    multiple of the lanes); row blocks are balanced over `threads` (0: this machine's CPU
+    count)."""
 
     name = "tess-pack-matmul"
 
@@ -775,6 +801,7 @@ class TessPackMatmulPass(ModulePass):
     vector_bits: int = 0
     min_work: int = DEFAULT_MIN_WORK
     min_row_blocks: int = DEFAULT_MIN_ROW_BLOCKS
+    threads: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         blocks = _positive(self.blocks, 3, "blocks")
@@ -792,7 +819,10 @@ class TessPackMatmulPass(ModulePass):
                         f"tess-pack-matmul: register-tile NR={nr} needs a multiple of {lanes}"
                     )
                 tiles[width] = (mr, nr, lanes)
-        pattern = PackMatmul(tiles, blocks, self.min_work, max(1, self.min_row_blocks))
+        threads = self.threads or os.cpu_count() or 1
+        pattern = PackMatmul(
+            tiles, blocks, self.min_work, max(1, self.min_row_blocks), max(1, threads)
+        )
         PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(op)
 
 

@@ -23,7 +23,7 @@ from xdsl.parser import Parser
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.context import make_context
-from tessc.lowering.pack_matmul import host_vector_bits, register_tile
+from tessc.lowering.pack_matmul import clamp_blocks, host_vector_bits, largest_share, register_tile
 from tessc.lowering.to_numba import emit_numba
 from tessc.pipelines import get_pipeline, run_passes
 from tessc.reference import interpret
@@ -151,6 +151,28 @@ def test_register_tile_follows_the_vector_width() -> None:
     assert register_tile(256, 32) == (6, 16, 8)
     assert register_tile(256, 64) == (6, 8, 4)
     assert register_tile(128, 32) == (4, 8, 4)
+
+
+@pytest.mark.parametrize(
+    ("rows", "threads", "mc", "share"),
+    [
+        (1024, 1, 128, 1024),
+        (1024, 2, 128, 512),  # 8 blocks; 11 of 96 gave one thread 576 rows
+        (2048, 2, 128, 1024),
+        (1000, 2, 72, 504),  # 14 blocks of 72: shares 504 and 496
+        (300, 2, 80, 160),
+        (37, 2, 24, 24),  # two blocks: 24 and 13 rows
+    ],
+)
+def test_row_blocks_are_balanced_over_the_threads(
+    rows: int, threads: int, mc: int, share: int
+) -> None:
+    """MC is a multiple of MR no larger than the option's; the largest thread share (rows
+    one thread gets with contiguous shares of the blocks) is as small as block counts up
+    to twice the fewest allow."""
+    blocks = clamp_blocks((rows, 64, 64), (8, 32, 16), (128, 256, 4096), 1, threads)
+    assert blocks[0] == mc and mc % 8 == 0
+    assert largest_share(rows, mc, threads) == share
 
 
 def test_vector_width_is_read_from_numba_cpu_features(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,10 +6,10 @@
 // zero fill is dropped) and adding after, and runs the bias + relu epilogue on its rows
 // after the last k block. Scratch is
 // allocated once, before the loops. Small or non-matmul nests are left alone.
-// RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 blocks=16,8,64 register-tile=4,16 vector-bits=512}' | filecheck %s
-// RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 blocks=16,8,64 register-tile=4,16 vector-bits=512}' | tessc-opt | filecheck %s
+// RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 blocks=16,8,64 register-tile=4,16 vector-bits=512 threads=2}' | filecheck %s
+// RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 blocks=16,8,64 register-tile=4,16 vector-bits=512 threads=2}' | tessc-opt | filecheck %s
 // RUN: tessc-opt %s -p 'tess-pack-matmul{vector-bits=256}' | filecheck %s --check-prefix=SMALL
-// RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 vector-bits=256},canonicalize,cse' -t numba | filecheck %s --check-prefix=NUMBA
+// RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 vector-bits=256 threads=2},canonicalize,cse' -t numba | filecheck %s --check-prefix=NUMBA
 
 func.func private @dense(%out: memref<37x41xf32>, %a: memref<37x29xf32>, %b: memref<29x41xf32>, %c: memref<41xf32>) attributes {tess.kernel} {
   %c0 = arith.constant 0 : index
@@ -45,12 +45,13 @@ func.func private @dense(%out: memref<37x41xf32>, %a: memref<37x29xf32>, %b: mem
   }) : (index, index, index) -> ()
   func.return
 }
-// MC = 12 (4 row blocks of 37 rows, a multiple of MR = 4), KC = 8 (4 k blocks of 29),
-// NC = 48 (41 columns rounded up to NR = 16).
+// MC = 8 (a multiple of MR = 4; 5 row blocks, shares of 16 and 21 rows for threads=2,
+// where 4 blocks of 12 would give 24 and 13), KC = 8 (4 k blocks of 29), NC = 48 (41
+// columns rounded up to NR = 16).
 // CHECK-LABEL: func.func private @dense(
-// CHECK:         %ap = memref.alloc() {alignment = 64 : i64} : memref<384xf32>
+// CHECK:         %ap = memref.alloc() {alignment = 64 : i64} : memref<320xf32>
 // CHECK-NEXT:    %bp = memref.alloc() {alignment = 64 : i64} : memref<384xf32>
-// CHECK-NEXT:    %ct = memref.alloc() {alignment = 64 : i64} : memref<16x16xf32>
+// CHECK-NEXT:    %ct = memref.alloc() {alignment = 64 : i64} : memref<20x16xf32>
 // CHECK-NEXT:    scf.for %pc = %{{.*}} to %{{.*}} step %{{.*}} {
 // CHECK-NEXT:      %k0 = arith.muli %pc, %{{.*}} : index
 // CHECK:           %kc = arith.minsi %{{.*}}, %{{.*}} : index
@@ -58,14 +59,16 @@ func.func private @dense(%out: memref<37x41xf32>, %a: memref<37x29xf32>, %b: mem
 // CHECK-NEXT:      %[[FIRST:.+]] = arith.cmpi eq, %pc, %c0 : index
 // CHECK-NEXT:      %[[TRUE:.+]] = arith.constant true
 // CHECK-NEXT:      %[[ACC:.+]] = arith.xori %[[FIRST]], %[[TRUE]] : i1
-// CHECK-NEXT:      "scf.parallel"
-// CHECK-NEXT:      ^{{.*}}(%jr: index):
-// CHECK:             scf.for %kk = %{{.*}} to %kc step %{{.*}} {
+// B is packed a row (k) at a time, the rows shared out: contiguous reads of b.
+// CHECK-NEXT:      "scf.parallel"(%{{.*}}, %kc, %{{.*}})
+// CHECK-NEXT:      ^{{.*}}(%kk: index):
+// CHECK-NEXT:        %k = arith.addi %k0, %kk : index
+// CHECK-NEXT:        scf.for %jr = %{{.*}} to %{{.*}} step %{{.*}} {
 // CHECK:               scf.for %c{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} {
 // CHECK:                 %j = arith.minsi %{{.*}}, %{{.*}} : index
 // CHECK-NEXT:            %[[Y:.+]] = memref.load %b[%k, %j] : memref<29x41xf32>
 // CHECK:                 memref.store %[[Y]], %bp[%{{.*}}] : memref<384xf32>
-// CHECK:           }) {tess.tile_sizes = array<i64: 12, 8, 48>, tess.register_tile = array<i64: 4, 16>}
+// CHECK:           }) {tess.tile_sizes = array<i64: 8, 8, 48>, tess.register_tile = array<i64: 4, 16>}
 // CHECK-NEXT:      "scf.parallel"
 // CHECK-NEXT:      ^{{.*}}(%ib: index):
 // CHECK-NEXT:        %i0 = arith.muli %ib, %{{.*}} : index
@@ -73,19 +76,19 @@ func.func private @dense(%out: memref<37x41xf32>, %a: memref<37x29xf32>, %b: mem
 // The zero fill is gone: the first k block stores instead of adding (%[[ACC]] false).
 // CHECK-NOT:         memref.store %{{.*}}, %out
 // CHECK:             %slot = arith.muli %ib, %{{.*}} : index
-// CHECK:             scf.for %ir = %{{.*}} to %nir step %{{.*}} {
+// CHECK:             scf.for %ir = %{{.*}} to %{{.*}} step %{{.*}} {
 // CHECK:                   %i = arith.minsi %{{.*}}, %{{.*}} : index
 // CHECK-NEXT:              %[[X:.+]] = memref.load %a[%i, %k_1] : memref<37x29xf32>
-// CHECK:                   memref.store %[[X]], %ap[%{{.*}}] : memref<384xf32>
+// CHECK:                   memref.store %[[X]], %ap[%{{.*}}] : memref<320xf32>
 // CHECK:             scf.for %jr_1 = %{{.*}} to %{{.*}} step %{{.*}} {
-// CHECK:               scf.for %ir_1 = %{{.*}} to %nir step %{{.*}} {
+// CHECK:               scf.for %ir_1 = %{{.*}} to %{{.*}} step %{{.*}} {
 // CHECK:                 %aoff = arith.addi %slot, %{{.*}} : index
 // CHECK:                 scf.if %{{.*}} {
-// CHECK-NEXT:              micro.mma %ap[%aoff], %bp[%boff], %kc, %out[%it, %{{.*}}], %[[ACC]] {rows = 4 : i64, cols = 16 : i64, lanes = 16 : i64} : memref<384xf32>, memref<384xf32>, memref<37x41xf32>
+// CHECK-NEXT:              micro.mma %ap[%aoff], %bp[%boff], %kc, %out[%it, %{{.*}}], %[[ACC]] {rows = 4 : i64, cols = 16 : i64, lanes = 16 : i64} : memref<320xf32>, memref<384xf32>, memref<37x41xf32>
 // CHECK-NEXT:            } else {
 // CHECK:                   %[[STORE:.+]] = arith.constant false
 // CHECK-NEXT:              micro.mma %ap[%aoff], %bp[%boff], %kc, %ct[%{{.*}}, %{{.*}}], %[[STORE]] {rows = 4 : i64, cols = 16 : i64, lanes = 16 : i64}
-// CHECK:                   %[[PART:.+]] = memref.load %ct[%{{.*}}, %{{.*}}] : memref<16x16xf32>
+// CHECK:                   %[[PART:.+]] = memref.load %ct[%{{.*}}, %{{.*}}] : memref<20x16xf32>
 // CHECK-NEXT:              %[[OLD:.+]] = memref.load %out[%{{.*}}, %{{.*}}] : memref<37x41xf32>
 // CHECK-NEXT:              %[[ZERO:.+]] = arith.constant 0.000000e+00 : f32
 // CHECK-NEXT:              %[[KEPT:.+]] = arith.select %[[ACC]], %[[OLD]], %[[ZERO]] : f32
@@ -94,7 +97,7 @@ func.func private @dense(%out: memref<37x41xf32>, %a: memref<37x29xf32>, %b: mem
 // CHECK:             scf.if %[[LAST]] {
 // CHECK:                 arith.maximumf
 // CHECK:             scf.reduce
-// CHECK-NEXT:      }) {tess.tile_sizes = array<i64: 12, 8, 48>, tess.register_tile = array<i64: 4, 16>}
+// CHECK-NEXT:      }) {tess.tile_sizes = array<i64: 8, 8, 48>, tess.register_tile = array<i64: 4, 16>}
 
 // Below the default min-work (N * K * M = 43,993 <= 128^3): unchanged.
 // SMALL-LABEL: func.func private @dense(
@@ -107,7 +110,7 @@ func.func private @dense(%out: memref<37x41xf32>, %a: memref<37x29xf32>, %b: mem
 // NUMBA:       micro_mma_6x16x8 = micro_mma(6, 16, 8)
 // NUMBA:       def dense(
 // NUMBA:         ap = np.empty((
-// NUMBA:         micro_mma_6x16x8(ap, aoff, bp, boff, 29, out, (it, {{.*}}), False)
+// NUMBA:         micro_mma_6x16x8(ap, {{[a-z0-9_]+}}, bp, boff, 29, out, ({{.*}}), False)
 
 // `a @ w.T` as tess-fuse leaves it above the threshold: a dot nest (k innermost) whose
 // fill and bias + relu run per element. Packing B reads w[j, k]; the fill is dropped (one
