@@ -56,7 +56,10 @@ PASS_TO_PASS = frozenset(
         # A packed contraction is matched as tess-tile's row kernel and built with its
         # index emitter.
         ("pack_matmul", "tile"),
-        ("pack_matmul", "tile_dot"),  # and a dot nest as tess-tile-dot's
+        ("pack_matmul_plan", "tile"),
+        ("pack_matmul_plan", "tile_dot"),  # and a dot nest as tess-tile-dot's
+        # One pass split over two files: what it packs and with which blocks, and the build.
+        ("pack_matmul", "pack_matmul_plan"),
     }
 )
 """The pass modules that import another pass module, each with its reason."""

@@ -23,7 +23,12 @@ from xdsl.parser import Parser
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.context import make_context
-from tessc.lowering.pack_matmul import clamp_blocks, host_vector_bits, largest_share, register_tile
+from tessc.lowering.pack_matmul_plan import (
+    clamp_blocks,
+    host_vector_bits,
+    largest_share,
+    register_tile,
+)
 from tessc.lowering.to_numba import emit_numba
 from tessc.pipelines import get_pipeline, run_passes
 from tessc.reference import interpret
