@@ -17,16 +17,17 @@ from xdsl.dialects import arith, func, memref, scf
 from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, ModuleOp, f32, f64
 from xdsl.ir import Block, Region
 from xdsl.ir.core import OpTraits, _IRNode
+from xdsl.parser import Parser
 from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriteWalker
 from xdsl.traits import MemoryWriteEffect, NoMemoryEffect, Pure
 from xdsl.transforms.canonicalize import CanonicalizePass
 from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 from xdsl.transforms.dead_code_elimination import region_dce
-from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.exceptions import ParseError, VerifyException
 
 from tessc.compiler import print_module
 from tessc.context import make_context
-from tessc.diagnostics import verify_located
+from tessc.diagnostics import LocatingParser, verify_located
 from tessc.dialects import dominance
 from tessc.fuzz.programs import chain_program
 from tessc.pipelines import get_pipeline, run_passes
@@ -300,3 +301,37 @@ def test_a_function_using_a_value_from_outside_is_still_rejected() -> None:
     ModuleOp([outside, function])
     with pytest.raises(VerifyException, match="IsolatedFromAbove"):
         function.verify()
+
+
+def test_each_plain_shaped_type_is_parsed_once() -> None:
+    parsed: list[str] = []
+    original = Parser._parse_optional_builtin_parametrized_type
+
+    def counted(self: Parser) -> Any:
+        parsed.append(self._current_token.text)
+        return original(self)
+
+    text = chain_program(200, 8) + (
+        "func.func @g(%m: memref<8xf32, strided<[1]>>, %n: memref<8xf32>) -> tensor<8xf32> {\n"
+        "  %t = tess.fill 1.0 : tensor<8xf32>\n"
+        "  func.return %t : tensor<8xf32>\n}\n"
+    )
+    Parser._parse_optional_builtin_parametrized_type = counted  # type: ignore[method-assign]
+    try:
+        module = LocatingParser(make_context(), text, "chain.mlir").parse_module()
+    finally:
+        Parser._parse_optional_builtin_parametrized_type = original  # type: ignore[method-assign]
+    # tensor<8x8xf32>, memref<8xf32, strided<[1]>> (not plain: its own parse, which asks
+    # about `strided` too), memref<8xf32>, tensor<8xf32>: one parse each.
+    assert parsed == ["tensor", "memref", "strided", "memref", "tensor"], parsed
+    types = {str(t) for op in module.walk() for t in (*op.operand_types, *op.result_types)}
+    assert types >= {"tensor<8x8xf32>", "tensor<8xf32>"}
+    printed = print_module(module)
+    assert "strided<[1]>" in printed and printed.count("tensor<8x8xf32>") > 400
+
+
+def test_a_bad_plain_type_is_still_a_parse_error() -> None:
+    with pytest.raises(ParseError):
+        LocatingParser(
+            make_context(), "func.func @f(%a: tensor<8xf32>, %b: tensor<8xi3x>) {\n}\n", "x"
+        ).parse_module()
