@@ -79,7 +79,9 @@ def expanded_scalar_function(name: str, dtype: str) -> func.FuncOp:
     }}
     """
     module = Parser(make_context(), text).parse_module()
-    TessExpandMathPass(functions=(name,)).apply(make_context(), module)
+    TessExpandMathPass(functions=(name,), min_iterations=0, min_inner_trip=0).apply(
+        make_context(), module
+    )
     return next(op for op in module.ops if isinstance(op, func.FuncOp))
 
 
@@ -152,7 +154,9 @@ def emit_numba_kernel(name: str, n: int, fastmath: set[str] | bool) -> Callable[
     }}
     """  # noqa: E501
     module: ModuleOp = Parser(make_context(), text).parse_module()
-    TessExpandMathPass(functions=(name,)).apply(make_context(), module)
+    TessExpandMathPass(functions=(name,), min_iterations=0, min_inner_trip=0).apply(
+        make_context(), module
+    )
     flags = sorted(fastmath) if isinstance(fastmath, set) else []
     source = emit_numba(module, fastmath=flags)
     namespace: dict[str, object] = {}

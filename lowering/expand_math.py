@@ -75,8 +75,31 @@ with a rounded ln2 (exp: 68 ulp without contract, 4.5 with); a `reassociation_ba
 select between the two steps prevents that. `nnan` lets LLVM delete the barrier and the
 NaN selects, so kernels holding these expansions must not be compiled with `nnan`/`ninf`.
 
-Options: `functions` (default exp,tanh; log, which costs a division, is opt-in) and
-`dtypes` (default f32,f64).
+Where it pays (a static cost model per op): only where the loops around the op are
+known to give the vectoriser enough to do. The polynomial only wins when LLVM vectorises
+the loop around it; run scalar it is slower than libm's `expf`, and every expansion costs
+Numba compile time (~0.07 s for one exp kernel; ~0.4 s of the MLP step's cold compile).
+An op is expanded when
+    its innermost enclosing loop runs at least `min-inner-trip` (16) times: the vector
+        loop needs a full vector (f32, AVX-512) or it all runs in the scalar epilogue;
+    and it runs at least `min-iterations` (1024) times per call (the product of its
+        enclosing loops' trip counts): below that the gain is under ~1 us a call.
+A loop whose trip count is not static counts as large (expanded, as before the gate).
+Measured (bench/bench_loop_gates.py; one thread, process CPU time per call, one run on a
+loaded 2-core AVX-512 machine), exp f32, libm -> expanded, us:
+    inner loop of 10, 1024 x 10 elements    42.5 -> 105   (scalar polynomial: 2.5x slower)
+    inner 4 / 8 / 12, x 256 rows             3.2 -> 4.4, 6.2 -> 7.2, 8.2 -> 9.8
+    inner 16 / 24, x 256 rows               10.3 -> 3.5,  14.7 -> 4.4
+    flat 128 / 512 / 1024 / 2048             1.9 -> 1.7,  2.8 -> 1.9,  4.0 -> 2.1,  6.2 -> 2.5
+    flat 2^16 / 2^20 / 2^24                 206 -> 35,  3312 -> 870,  70744 -> 34731
+    (f64: inner 8 10.2 -> 8.9, inner 16 18.3 -> 6.0)
+The digits MLP step's softmax exp (an inner loop of 10 classes) stays `np.exp`: 87.0 ->
+83.7 us a step and ~0.4 s less cold compile. `min-inner-trip=0 min-iterations=0` expands
+every op, as the pass did before (its FileCheck and error tests use that on scalar
+functions).
+
+Options: `functions` (default exp,tanh; log, which costs a division, is opt-in),
+`dtypes` (default f32,f64), `min-iterations`, `min-inner-trip`.
 Vector and tensor operands are left alone (the kernels this pass runs on are scalar loop
 bodies).
 """
@@ -109,6 +132,8 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 from xdsl.utils.exceptions import PassFailedException
+
+from tessc.lowering.loop_analysis import enclosing_trips
 
 
 @dataclass(frozen=True)
@@ -471,13 +496,30 @@ def make_emitter(
     return emitter
 
 
+@dataclass(frozen=True)
+class ExpansionGate:
+    """Which ops are worth expanding (module docstring: where it pays)."""
+
+    min_iterations: int = 1 << 10
+    min_inner_trip: int = 16
+
+    def pays(self, op: Operation) -> bool:
+        trips = enclosing_trips(op)
+        return (trips.total is None or trips.total >= self.min_iterations) and (
+            trips.innermost is None or trips.innermost >= self.min_inner_trip
+        )
+
+
 @dataclass
 class ExpandExpPattern(RewritePattern):
     dtypes: frozenset[str]
     constants: BlockConstants = field(default_factory=BlockConstants)
+    gate: ExpansionGate = ExpansionGate(0, 0)
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: math.ExpOp, rewriter: PatternRewriter) -> None:
+        if not self.gate.pays(op):
+            return
         if (emitter := make_emitter(op, rewriter, self.dtypes, self.constants)) is not None:
             rewriter.replace(op, (), (emit_exp(emitter, op.operand),))
 
@@ -486,9 +528,12 @@ class ExpandExpPattern(RewritePattern):
 class ExpandTanhPattern(RewritePattern):
     dtypes: frozenset[str]
     constants: BlockConstants = field(default_factory=BlockConstants)
+    gate: ExpansionGate = ExpansionGate(0, 0)
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: math.TanhOp, rewriter: PatternRewriter) -> None:
+        if not self.gate.pays(op):
+            return
         if (emitter := make_emitter(op, rewriter, self.dtypes, self.constants)) is not None:
             rewriter.replace(op, (), (emit_tanh(emitter, op.operand),))
 
@@ -497,9 +542,12 @@ class ExpandTanhPattern(RewritePattern):
 class ExpandLogPattern(RewritePattern):
     dtypes: frozenset[str]
     constants: BlockConstants = field(default_factory=BlockConstants)
+    gate: ExpansionGate = ExpansionGate(0, 0)
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: math.LogOp, rewriter: PatternRewriter) -> None:
+        if not self.gate.pays(op):
+            return
         if (emitter := make_emitter(op, rewriter, self.dtypes, self.constants)) is not None:
             rewriter.replace(op, (), (emit_log(emitter, op.operand),))
 
@@ -523,6 +571,12 @@ class TessExpandMathPass(ModulePass):
     dtypes: tuple[str, ...] = ("f32", "f64")
     """Which float types to expand: any of f32, f64."""
 
+    min_iterations: int = ExpansionGate.min_iterations
+    """Expand an op only if it runs at least this often per call (its loops' trip counts)."""
+
+    min_inner_trip: int = ExpansionGate.min_inner_trip
+    """Expand an op only if its innermost loop runs at least this often (vectorises)."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         unknown_functions = sorted(set(self.functions) - EXPANSION_PATTERNS.keys())
         if unknown_functions:
@@ -538,8 +592,10 @@ class TessExpandMathPass(ModulePass):
             )
         dtypes = frozenset(self.dtypes)
         constants = BlockConstants()  # shared: an exp and a tanh in one block share them
+        gate = ExpansionGate(self.min_iterations, self.min_inner_trip)
         patterns = [
-            EXPANSION_PATTERNS[name](dtypes, constants) for name in dict.fromkeys(self.functions)
+            EXPANSION_PATTERNS[name](dtypes, constants, gate)
+            for name in dict.fromkeys(self.functions)
         ]
         PatternRewriteWalker(
             GreedyRewritePatternApplier(patterns), apply_recursively=False

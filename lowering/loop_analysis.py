@@ -30,7 +30,10 @@ At the loop level itself (`scf`), the passes that rewrite loop nests after
 `tess-linalg-to-loops` (`tess-tile`, `tess-tile-dot`, `tess-parallel-columns`) and the
 code generators read index values the same way: `constant_int` (a constant's value),
 `unit_loop_bound` (the extent of a loop `0 to N step 1`), `same_index` (two indices
-provably equal) and `depends_on` (an index computed from a loop variable); and the
+provably equal) and `depends_on` (an index computed from a loop variable); the optional
+rewrites gate themselves on a kernel's size through `trip_count` (a loop's static trip
+count) and `enclosing_trips` (how often an op runs per call, and the trip count of the
+loop around it that LLVM would vectorise); and the
 rewrites that build new nests take their index constants from one `IndexConstants` (reusing
 those defined before the nest; the new ones it makes, the caller inserts).
 """
@@ -40,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
-from xdsl.dialects import arith
+from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, ShapedType
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
 from xdsl.dialects.linalg.attrs import IteratorType
@@ -339,6 +342,57 @@ def unit_loop_bound(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:
     return constant_int(ub)
 
 
+def trip_count(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:
+    """The trip count of a loop `lb to ub step step` with constant bounds, else None."""
+    low, high, stride = constant_int(lb), constant_int(ub), constant_int(step)
+    if low is None or high is None or stride is None or stride < 1:
+        return None
+    return max(0, -(-(high - low) // stride))
+
+
+@dataclass(frozen=True)
+class EnclosingTrips:
+    """How often an op runs per call of its function, by its enclosing loops."""
+
+    total: int | None
+    """The product of the enclosing loops' trip counts (1 outside loops), None when one is
+    not static."""
+    innermost: int | None
+    """The trip count of the innermost enclosing loop (of an `scf.parallel`, its last dim,
+    the loop the code generator emits innermost): the loop LLVM vectorises. 1 outside
+    loops, None when not static."""
+
+
+def enclosing_trips(op: Operation) -> EnclosingTrips:
+    """`op`'s `EnclosingTrips`, from the `scf.for`/`scf.parallel` loops around it (other
+    region ops count once: an `scf.if` may run its region or not, so this is the most)."""
+    total: int | None = 1
+    innermost: int | None = 1
+    first = True
+    parent = op.parent_op()
+    while parent is not None:
+        if isinstance(parent, scf.ForOp):
+            counts = [trip_count(parent.lb, parent.ub, parent.step)]
+        elif isinstance(parent, scf.ParallelOp):
+            counts = [
+                trip_count(lb, ub, step)
+                for lb, ub, step in zip(
+                    parent.lowerBound, parent.upperBound, parent.step, strict=True
+                )
+            ]
+        elif isinstance(parent, scf.WhileOp):
+            counts = [None]
+        else:
+            parent = parent.parent_op()
+            continue
+        if first:
+            innermost, first = counts[-1], False
+        for count in counts:
+            total = None if total is None or count is None else total * count
+        parent = parent.parent_op()
+    return EnclosingTrips(total, innermost)
+
+
 def same_index(a: SSAValue, b: SSAValue) -> bool:
     """Whether two index values are provably equal: one value, equal constants, or one
     pure op on equal operands."""
@@ -404,7 +458,9 @@ __all__ = [
     "LoopNestPlan",
     "NestSummary",
     "access_cost",
+    "EnclosingTrips",
     "constant_int",
+    "enclosing_trips",
     "depends_on",
     "dims_of",
     "operand_buffer",
@@ -416,5 +472,6 @@ __all__ = [
     "shared_by_chain",
     "shared_outer_loops",
     "summarize_nest",
+    "trip_count",
     "unit_loop_bound",
 ]

@@ -1,15 +1,20 @@
 """`tess-tile-dot`: dot-product nests (zip+reduce over the last dim, with a bias + relu
 epilogue) register-tiled with
 loop-carried accumulators, with the reference's results (kernel structure FileCheck'd in
-tests/filecheck/lowering/tess-tile-dot.mlir)."""
+tests/filecheck/lowering/tess-tile-dot.mlir). The tiling tests take the pass's size gate
+off (`ungated`: the cases are small programs); the gate's own tests run the `cpu`
+pipeline as it is."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from xdsl.dialects import func, scf
 
 import tessc as ts
+from tessc import pipelines
 from tessc.compiler import compile_module, lower_module
 from tessc.dialects import contract
 from tessc.reference import interpret, parse_module
@@ -34,6 +39,15 @@ func.func @f(%x: tensor<{n}x1x{k}xf64>, %w: tensor<1x{m}x{k}xf64>, %c: tensor<{m
   func.return %r : tensor<{n}x{m}xf64>
 }}
 """
+
+
+@pytest.fixture
+def ungated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The `cpu` pipeline with `tess-tile-dot` tiling every dot nest (no size gate)."""
+    cpu = pipelines.PIPELINES["cpu"]
+    loops = cpu.passes[2].replace("tess-tile-dot,", "tess-tile-dot{min-macs=0 min-macs-long=0},")
+    assert loops != cpu.passes[2]
+    monkeypatch.setitem(pipelines.PIPELINES, "cpu", replace(cpu, passes=(*cpu.passes[:2], loops)))
 
 
 def tensor(shape: tuple[int, ...], t: str) -> str:
@@ -73,6 +87,7 @@ CASES = [
 ]
 
 
+@pytest.mark.usefixtures("ungated")
 @pytest.mark.parametrize(("batch", "n", "k", "m", "t"), CASES)
 def test_dot_nests_match_the_reference(
     batch: tuple[int, ...], n: int, k: int, m: int, t: str
@@ -85,6 +100,7 @@ def test_dot_nests_match_the_reference(
     assert_results_match(compile_module(module, "f", parallel_threshold=0)(*args), expected)
 
 
+@pytest.mark.usefixtures("ungated")
 def test_batched_dot_against_a_broadcast_operand() -> None:
     text = """
 func.func @f(%a: tensor<2x6x1x9xf32>, %b: tensor<1x7x9xf32>) -> tensor<2x6x7xf32> {
@@ -100,6 +116,7 @@ func.func @f(%a: tensor<2x6x1x9xf32>, %b: tensor<1x7x9xf32>) -> tensor<2x6x7xf32
     assert_results_match(compile_module(module, "f", parallel_threshold=0)(*args), expected)
 
 
+@pytest.mark.usefixtures("ungated")
 def test_linear_layer_epilogue_is_tiled_with_the_dot() -> None:
     text = LINEAR.format(n=10, k=13, m=9)
     assert tiled_nests(text) == [(4, 4)]
@@ -131,6 +148,7 @@ func.func @f(%x: tensor<8x16x32xf32>) -> tensor<8x16xf32> {
     assert tiled_nests(text) == []
 
 
+@pytest.mark.usefixtures("ungated")
 def test_jit_zip_reduce_over_the_last_dim_is_jammed() -> None:
     @ts.jit
     def f(a, b):
@@ -142,3 +160,25 @@ def test_jit_zip_reduce_over_the_last_dim_is_jammed() -> None:
     source = f.ir(a, b, stage="numba")
     assert source.count("acc_14 = ") >= 1  # 16 accumulators carried by the k loop
     np.testing.assert_allclose(f(a, b), a @ b.T, rtol=1e-4, atol=1e-4)
+
+
+GATED = [
+    # (n, k, m), tiled by the default gate: 2^12 multiply-adds, 2^18 for a dot of >= 64;
+    # 7 columns are narrow for tess-pack-matmul on AVX2 and AVX-512, so it leaves them
+    ((15, 16, 16), False),  # 3,840: under min-macs
+    ((16, 16, 16), True),  # 4,096
+    ((128, 48, 10), True),  # a short dot: the plain k loop does not vectorise
+    ((128, 128, 7), False),  # like the MLP step's h.T @ dz: 114,688 of a dot of 128
+    ((147, 256, 7), True),  # 263,424 of a dot of 256
+]
+
+
+@pytest.mark.parametrize(("shape", "tiled"), GATED, ids=[f"{n}x{k}x{m}" for (n, k, m), _ in GATED])
+def test_the_size_gate_tiles_only_where_it_pays(shape: tuple[int, int, int], tiled: bool) -> None:
+    n, k, m = shape
+    text = dot((), n, k, m, "f32")
+    assert tiled_nests(text) == ([(4, 4)] if tiled else [])
+    module = parse_module(text)
+    args = random_inputs(next(iter(module.ops)), 3)
+    expected = interpret(module, "f", args)
+    assert_results_match(compile_module(module, "f", parallel_threshold=0)(*args), expected)

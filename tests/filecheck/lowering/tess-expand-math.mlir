@@ -1,8 +1,12 @@
 // tess-expand-math rewrites scalar math.exp/tanh (and, when asked, log) into branch-free
 // arith: range reduction, a polynomial, 2^k from the exponent bits. The cases pin the
 // algorithm's structure; tests/test_expand_math.py measures its error.
-// RUN: tessc-opt %s -p tess-expand-math | filecheck %s
-// RUN: tessc-opt %s -p 'tess-expand-math{functions=exp,log dtypes=f32}' | filecheck %s --check-prefix=OPTS
+// The scalar functions here run once, outside any loop: the checks of the expansions take
+// the gate off (min-iterations=0 min-inner-trip=0; the gate is tested at the end).
+// RUN: tessc-opt %s -p 'tess-expand-math{min-iterations=0 min-inner-trip=0}' | filecheck %s
+// RUN: tessc-opt %s -p 'tess-expand-math{functions=exp,log dtypes=f32 min-iterations=0 min-inner-trip=0}' | filecheck %s --check-prefix=OPTS
+// RUN: tessc-opt %s -p tess-expand-math | filecheck %s --check-prefix=GATE
+// RUN: tessc-opt %s -p 'tess-expand-math{min-iterations=160 min-inner-trip=10}' | filecheck %s --check-prefix=EDGE
 
 // exp(x) = 2^k * exp(r): clamp (NaN -> the lower clamp, so fptosi never sees it),
 // k = fptosi(x*log2(e) +- 0.5), Cody-Waite r = (x - k*ln2_hi) - k*ln2_lo with a no-op
@@ -146,3 +150,110 @@ func.func @log_and_vector(%x: f32, %v: vector<4xf32>) -> (f32, vector<4xf32>) {
 // OPTS-NEXT:    %{{.*}} = arith.addf %[[BARRIER]], %[[KHI]] : f32
 // OPTS:         %y = arith.select %[[ISNAN]], %x, %{{.*}} : f32
 // OPTS-NEXT:    %w = math.exp %v : vector<4xf32>
+
+// The gate (expand_math.py: where it pays), on loops as tess-linalg-to-loops leaves them.
+// An op is expanded when it runs at least min-iterations times per call (the product of
+// its loops' trip counts; 1024 by default) and its innermost loop at least min-inner-trip
+// times (16: a vector; a parallel loop's last dim is the innermost).
+// GATE-LABEL: func.func @exp_f32(
+// GATE-NEXT:    %y = math.exp %x : f32
+
+// 2 x 512 = 1024 runs, inner 512: expanded (each threshold is inclusive).
+func.func @parallel_2x512(%m: memref<2x512xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c512 = arith.constant 512 : index
+  "scf.parallel"(%c0, %c0, %c2, %c512, %c1, %c1) <{operandSegmentSizes = array<i32: 2, 2, 2, 0>}> ({
+  ^bb0(%i: index, %j: index):
+    %x = memref.load %m[%i, %j] : memref<2x512xf32>
+    %y = math.exp %x : f32
+    memref.store %y, %m[%i, %j] : memref<2x512xf32>
+    scf.reduce
+  }) : (index, index, index, index, index, index) -> ()
+  func.return
+}
+// GATE-LABEL: func.func @parallel_2x512(
+// GATE-NOT:     math.exp
+// GATE:         arith.shli
+// GATE:         scf.reduce
+// EDGE-LABEL: func.func @parallel_2x512(
+// EDGE-NOT:     math.exp
+// EDGE:         scf.reduce
+
+// 511 runs: stays a libm call.
+func.func @loop_511(%m: memref<511xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c511 = arith.constant 511 : index
+  scf.for %i = %c0 to %c511 step %c1 {
+    %x = memref.load %m[%i] : memref<511xf32>
+    %y = math.exp %x : f32
+    memref.store %y, %m[%i] : memref<511xf32>
+  }
+  func.return
+}
+// GATE-LABEL: func.func @loop_511(
+// GATE:         math.exp
+// EDGE-LABEL: func.func @loop_511(
+// EDGE-NOT:     math.exp
+// EDGE:         func.return
+
+// The digits MLP's softmax: 128 rows of 10 classes, 1,280 runs of an inner loop of 10:
+// too short to vectorise, so the scalar polynomial would be slower than libm (tanh too).
+// min-inner-trip=10 (EDGE) expands it; 16 x 10 = 160 runs is exactly min-iterations=160,
+// 15 x 10 is under it.
+func.func @rows_of_10(%m: memref<128x10xf32>, %n: memref<16x10xf32>, %p: memref<15x10xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c10 = arith.constant 10 : index
+  %c15 = arith.constant 15 : index
+  %c16 = arith.constant 16 : index
+  %c128 = arith.constant 128 : index
+  scf.for %i = %c0 to %c128 step %c1 {
+    scf.for %j = %c0 to %c10 step %c1 {
+      %x = memref.load %m[%i, %j] : memref<128x10xf32>
+      %y = math.tanh %x : f32
+      memref.store %y, %m[%i, %j] : memref<128x10xf32>
+    }
+  }
+  scf.for %i = %c0 to %c16 step %c1 {
+    scf.for %j = %c0 to %c10 step %c1 {
+      %x = memref.load %n[%i, %j] : memref<16x10xf32>
+      %y = math.exp %x : f32
+      memref.store %y, %n[%i, %j] : memref<16x10xf32>
+    }
+  }
+  scf.for %i = %c0 to %c15 step %c1 {
+    scf.for %j = %c0 to %c10 step %c1 {
+      %x = memref.load %p[%i, %j] : memref<15x10xf32>
+      %y = math.exp %x : f32
+      memref.store %y, %p[%i, %j] : memref<15x10xf32>
+    }
+  }
+  func.return
+}
+// GATE-LABEL: func.func @rows_of_10(
+// GATE:         math.tanh
+// GATE:         math.exp
+// GATE:         math.exp
+// EDGE-LABEL: func.func @rows_of_10(
+// EDGE-NOT:     math.tanh
+// EDGE-NOT:     math.exp
+// EDGE:         memref.load %p
+// EDGE-NEXT:    math.exp
+
+// A loop of no static trip count counts as large: expanded.
+func.func @dynamic(%m: memref<?xf32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  scf.for %i = %c0 to %n step %c1 {
+    %x = memref.load %m[%i] : memref<?xf32>
+    %y = math.exp %x : f32
+    memref.store %y, %m[%i] : memref<?xf32>
+  }
+  func.return
+}
+// GATE-LABEL: func.func @dynamic(
+// GATE-NOT:     math.exp
+// GATE:         func.return

@@ -1,5 +1,9 @@
-// RUN: tessc-opt %s -p 'tess-to-linalg,tess-fuse,tess-fuse-epilogue,tess-bufferize,tess-outline-kernels,tess-linalg-to-loops,tess-tile-dot' | filecheck %s
-// RUN: tessc-opt %s -p 'tess-to-linalg,tess-fuse,tess-fuse-epilogue,tess-bufferize,tess-outline-kernels,tess-linalg-to-loops,tess-tile-dot,canonicalize,cse' -t numba | filecheck %s --check-prefix=NUMBA
+// RUN: tessc-opt %s -p 'tess-to-linalg,tess-fuse,tess-fuse-epilogue,tess-bufferize,tess-outline-kernels,tess-linalg-to-loops,tess-tile-dot{min-macs=0 min-macs-long=0}' | filecheck %s
+// RUN: tessc-opt %s -p 'tess-to-linalg,tess-fuse,tess-fuse-epilogue,tess-bufferize,tess-outline-kernels,tess-linalg-to-loops,tess-tile-dot{min-macs=0 min-macs-long=0},canonicalize,cse' -t numba | filecheck %s --check-prefix=NUMBA
+// The default gate (tile_dot.py: where it pays): nests under min-macs (2^12) multiply-adds,
+// and nests of a dot of 64 or more (long-depth) under min-macs-long (2^18), stay plain.
+// RUN: tessc-opt %s -p 'tess-to-linalg,tess-fuse,tess-fuse-epilogue,tess-bufferize,tess-outline-kernels,tess-linalg-to-loops,tess-tile-dot' | filecheck %s --check-prefix=GATE
+// RUN: tessc-opt %s -p 'tess-to-linalg,tess-fuse,tess-fuse-epilogue,tess-bufferize,tess-outline-kernels,tess-linalg-to-loops,tess-tile-dot{min-macs=2048 long-depth=33 min-macs-long=327680}' | filecheck %s --check-prefix=EDGE
 
 // a @ b.T as a zip+reduce, (a[:, None, :] * b[None]).sum(-1): the reduction is the
 // unit-stride dim of both operands. 4 x 4 outputs share
@@ -64,3 +68,40 @@ func.func @linear(%x: tensor<8x1x32xf64>, %w: tensor<1x8x32xf64>, %c: tensor<8xf
 // CHECK:         }) {tess.register_tile = array<i64: 4, 4>}
 // CHECK-NOT:     "scf.parallel"
 // CHECK:         func.return
+
+// The MLP step's h.T @ dz as dot products: 128 x 10 outputs of a dot of 128, 163,840
+// multiply-adds; and the same with a dot of 256, 327,680.
+func.func @long_dot(%a: tensor<128x1x128xf32>, %b: tensor<1x10x128xf32>) -> tensor<128x10xf32> {
+  %p = tess.mul %a, %b : tensor<128x1x128xf32>, tensor<1x10x128xf32> -> tensor<128x10x128xf32>
+  %s = tess.sum %p dims = [2] : tensor<128x10x128xf32> -> tensor<128x10xf32>
+  func.return %s : tensor<128x10xf32>
+}
+
+func.func @longer_dot(%a: tensor<128x1x256xf32>, %b: tensor<1x10x256xf32>) -> tensor<128x10xf32> {
+  %p = tess.mul %a, %b : tensor<128x1x256xf32>, tensor<1x10x256xf32> -> tensor<128x10x256xf32>
+  %s = tess.sum %p dims = [2] : tensor<128x10x256xf32> -> tensor<128x10xf32>
+  func.return %s : tensor<128x10xf32>
+}
+
+// @mt: 20,800 multiply-adds of a dot of 16: tiled. @linear: 2,048: plain. @long_dot:
+// plain. @longer_dot: tiled.
+// GATE-LABEL: func.func private @mt_kernel_0(
+// GATE:         tess.register_tile = array<i64: 4, 4>
+// GATE-LABEL: func.func private @linear_kernel_0(
+// GATE-NOT:     tess.register_tile
+// GATE-LABEL: func.func private @long_dot_kernel_0(
+// GATE-NOT:     tess.register_tile
+// GATE-LABEL: func.func private @longer_dot_kernel_0(
+// GATE:         tess.register_tile = array<i64: 4, 4>
+
+// Each threshold is inclusive: @linear (2,048 of a dot of 32 < long-depth 33) and
+// @longer_dot (327,680 of a dot of 256) are tiled at exactly the threshold; @long_dot
+// (163,840 of a dot of 128) is still under min-macs-long.
+// EDGE-LABEL: func.func private @mt_kernel_0(
+// EDGE:         tess.register_tile = array<i64: 4, 4>
+// EDGE-LABEL: func.func private @linear_kernel_0(
+// EDGE:         tess.register_tile = array<i64: 4, 4>
+// EDGE-LABEL: func.func private @long_dot_kernel_0(
+// EDGE-NOT:     tess.register_tile
+// EDGE-LABEL: func.func private @longer_dot_kernel_0(
+// EDGE:         tess.register_tile = array<i64: 4, 4>
