@@ -23,9 +23,13 @@ from xdsl.ir import Block, SSAValue
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import PassFailedException
 
+from tessc.compiler import compile_module, numba_source
 from tessc.context import make_context
 from tessc.lowering.expand_math import F32_FORMAT, F64_FORMAT, TessExpandMathPass
 from tessc.lowering.to_linalg import TessToLinalgPass
+from tessc.reference import interpret, parse_module
+
+from helpers import assert_results_match, random_inputs
 
 NUMPY_TYPES: dict[str, type[np.generic]] = {
     "f32": np.float32,
@@ -386,3 +390,36 @@ def test_sigmoid_and_tanh_from_tess_to_linalg_use_the_expansion() -> None:
     assert np.max(ulp_errors(got, reference)) <= MAX_ULP["sigmoid", "f32"]
     (far_left,) = evaluate_block(sigmoid.body.block, [np.float32([-89.0, -1e30, -np.inf])] * 2)
     np.testing.assert_array_equal(far_left, [0.0, 0.0, 0.0])
+
+
+ACTIVATIONS = """
+func.func @f(%x: {t}) -> ({t}, {t}, {t}) {{
+  %e = tess.exp %x : {t}
+  %s = tess.sigmoid %x : {t}
+  %h = tess.tanh %x : {t}
+  func.return %e, %s, %h : {t}, {t}, {t}
+}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("shape", "expanded"),
+    [
+        ((1024, 10), False),  # an inner loop of 10 (the MLP's softmax): under min-inner-trip
+        ((64, 16), True),  # 1,024 runs of an inner loop of 16: both thresholds, inclusive
+        ((511,), False),  # under min-iterations
+        ((2, 512), True),
+    ],
+    ids=["1024x10", "64x16", "511", "2x512"],
+)
+def test_the_size_gate_in_the_cpu_pipeline(shape: tuple[int, ...], expanded: bool) -> None:
+    """Both sides of each threshold, compiled by the `cpu` pipeline against the reference:
+    libm calls below them, the expansions (no `np.exp`/`np.tanh`) from them."""
+    text = ACTIVATIONS.format(t=f"tensor<{'x'.join(map(str, shape))}xf32>")
+    module = parse_module(text)
+    source = numba_source(module)
+    calls = source.count("np.exp(") + source.count("np.tanh(")
+    assert (calls == 0) == expanded, source
+    args = random_inputs(next(iter(module.ops)), 4, low=-20.0, high=20.0)
+    expected = interpret(module, "f", args)
+    assert_results_match(compile_module(module, "f")(*args), expected)
