@@ -23,6 +23,23 @@ both) and `B` read at `(.., k, j)` with `j` the last dim of the output; `B`'s st
 extents `j < narrow-cols` and `k >= min-depth` (short dot products are slow: a dot of 10
 took 56 us where i-k-j took 10). It runs after `tess-fuse`, which would fuse the copy back.
 The sum over `k` is the same sum in the same order; only the loops around it change.
+
+A narrow contraction whose other operand is itself a transposing copy (`h.T @ dz`, an MLP
+last layer's weight gradient: `tess-fuse` keeps `h.T = relu(pre + b).T` a copy, read at
+`(.., i, k)`) is computed transposed instead, `C = (Bt @ P)t` with `P = h` read unit
+stride, so neither the N x K copy (a strided transpose: 13 us of the digits step) nor a
+copy of `B` is made:
+
+    Q  = the copy's generic, its last two loops swapped     Q[.., k, i] = A[.., i, k]
+    Ct = linalg.generic ins(Q, B) outs(fill')               Ct[.., j, i] += Q[.., k, i] B[.., k, j]
+    C  = linalg.generic ins(Ct) outs(tensor.empty)          C[.., i, j] = Ct[.., j, i]
+
+`Ct` has a wide last dim (`i`), so it lowers as an ordinary i-k-j (or packed) product; the
+final copy has the narrow output's few elements. `Q` usually recomputes a tensor the
+program already has (`h` itself): `tess-cse-generics` then merges the two. Matched: the
+copy `P` (all-parallel, identity output map, used only by the contraction) reads some
+input with its last result the second-to-last loop (a transposed read), and the
+contraction's init is a fill (a body yielding a constant), which is rebuilt transposed.
 """
 
 from __future__ import annotations
@@ -34,10 +51,11 @@ from xdsl.dialects import tensor
 from xdsl.dialects.builtin import AffineMapAttr, ModuleOp, TensorType
 from xdsl.dialects.linalg.attrs import IteratorType, IteratorTypeAttr
 from xdsl.dialects.linalg.ops import GenericOp, YieldOp
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
     PatternRewriter,
     PatternRewriteWalker,
     RewritePattern,
@@ -95,6 +113,136 @@ def match_narrow(op: GenericOp, narrow_cols: int, min_depth: int) -> NarrowContr
 def _swap_last_two(m: AffineMap) -> AffineMap:
     *rest, a, b = m.results
     return AffineMap(m.num_dims, m.num_symbols, (*rest, b, a))
+
+
+def _swap_dims(m: AffineMap) -> AffineMap:
+    """`m` reading loop r-2 where it read loop r-1 and back (r = `m.num_dims`)."""
+    rank = m.num_dims
+    dims = [AffineExpr.dimension(d) for d in range(rank)]
+    dims[-2], dims[-1] = dims[-1], dims[-2]
+    return m.replace_dims_and_symbols(dims, [], rank, m.num_symbols)
+
+
+def _transposing_copy(value: SSAValue) -> GenericOp | None:
+    """The all-parallel generic of rank >= 2 that computes `value` with an identity output
+    map, reads some input transposed (last result = its second-to-last loop) and has no
+    other user, else None."""
+    op = value.owner
+    if not isinstance(op, GenericOp) or len(op.outputs) != 1 or value.uses.get_length() != 1:
+        return None
+    if any(it.data != IteratorType.PARALLEL for it in op.iterator_types):
+        return None
+    maps = generic_maps(op)
+    rank = maps[-1].num_dims
+    if rank < 2 or maps[-1] != AffineMap.identity(rank) or op.body.block.args[-1].uses:
+        return None
+    transposed = AffineExpr.dimension(rank - 2)
+    if not any(m.results and m.results[-1] == transposed for m in maps[:-1]):
+        return None
+    return op
+
+
+def _fill(value: SSAValue) -> GenericOp | None:
+    """The generic filling `value` with a constant (no inputs, out argument unused)."""
+    op = value.owner
+    if not isinstance(op, GenericOp) or op.inputs or len(op.outputs) != 1:
+        return None
+    if op.body.block.args[0].uses or not isinstance(op.outputs[0].owner, tensor.EmptyOp):
+        return None
+    return op
+
+
+def _swapped_type(t: TensorType) -> TensorType:
+    *batch, rows, cols = t.get_shape()
+    return TensorType(t.element_type, [*batch, cols, rows])
+
+
+@dataclass
+class TransposedProduct(RewritePattern):
+    """A narrow contraction of a transposing copy, computed transposed (module docstring)."""
+
+    narrow_cols: int
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: GenericOp, rewriter: PatternRewriter) -> None:
+        found = match_narrow(op, self.narrow_cols, 1)
+        if found is None or (fill := _fill(op.outputs[0])) is None:
+            return
+        lhs = 1 - found.rhs
+        copy = _transposing_copy(op.inputs[lhs])
+        if copy is None:
+            return
+        result_type = op.res[0].type
+        assert isinstance(result_type, TensorType)
+        # Q: the copy with its last two loops swapped, so it computes A transposed.
+        copy_type = copy.res[0].type
+        assert isinstance(copy_type, TensorType)
+        q_type = _swapped_type(copy_type)
+        q_empty = tensor.EmptyOp([], q_type)
+        copy_maps = generic_maps(copy)
+        q = GenericOp(
+            list(copy.inputs),
+            [q_empty.tensor],
+            rewriter.move_region_contents_to_new_regions(copy.body),
+            [AffineMapAttr(_swap_dims(m)) for m in copy_maps[:-1]] + [AffineMapAttr(copy_maps[-1])],
+            copy.iterator_types,
+            [q_type],
+        )
+        q.attributes.update(copy.attributes)
+        if contract.ORIGIN.has(q):  # it computes what the copy read, transposed: no permute
+            del q.attributes[contract.ORIGIN.name]
+        # The init, filled transposed.
+        init_type = _swapped_type(result_type)
+        init_empty = tensor.EmptyOp([], init_type)
+        init = GenericOp(
+            [],
+            [init_empty.tensor],
+            fill.body.clone(),
+            fill.indexing_maps,
+            fill.iterator_types,
+            [init_type],
+        )
+        init.attributes.update(fill.attributes)
+        # Ct[.., j, i]: A's and the output's last two results swapped.
+        maps = generic_maps(op)
+        maps[lhs] = _swap_last_two(maps[lhs])
+        maps[-1] = _swap_last_two(maps[-1])
+        inputs: list[SSAValue] = list(op.inputs)
+        inputs[lhs] = q.res[0]
+        product = GenericOp(
+            inputs,
+            [init.res[0]],
+            rewriter.move_region_contents_to_new_regions(op.body),
+            [AffineMapAttr(m) for m in maps],
+            op.iterator_types,
+            [init_type],
+        )
+        product.attributes.update(op.attributes)
+        back = _permute_last_two(product.res[0], result_type)
+        rewriter.replace(op, [q_empty, q, init_empty, init, product, *back])
+        rewriter.erase(copy)
+        if not fill.res[0].uses:
+            rewriter.erase(fill)
+
+
+def _permute_last_two(source: SSAValue, result_type: TensorType) -> list[Operation]:
+    """An empty tensor of `result_type` and the generic copying `source` into it with its
+    last two dims exchanged (origin `tess.permute`)."""
+    empty = tensor.EmptyOp([], result_type)
+    rank = len(result_type.get_shape())
+    identity = AffineMap.identity(rank)
+    body = Block(arg_types=[result_type.element_type] * 2)
+    body.add_op(YieldOp(body.args[0]))
+    permute = GenericOp(
+        [source],
+        [empty.tensor],
+        Region(body),
+        [AffineMapAttr(_swap_dims(identity)), AffineMapAttr(identity)],
+        [IteratorTypeAttr.parallel()] * rank,
+        [result_type],
+    )
+    contract.ORIGIN.set(permute, "tess.permute")
+    return [empty, permute]
 
 
 @dataclass
@@ -160,8 +308,10 @@ class TessPackNarrowPass(ModulePass):
     min_depth: int = DEFAULT_MIN_DEPTH
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        pattern = PackNarrowRhs(self.narrow_cols, self.min_depth)
-        PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(op)
+        patterns = GreedyRewritePatternApplier(
+            [TransposedProduct(self.narrow_cols), PackNarrowRhs(self.narrow_cols, self.min_depth)]
+        )
+        PatternRewriteWalker(patterns, apply_recursively=False).rewrite_module(op)
 
 
 __all__ = ["NarrowContraction", "TessPackNarrowPass", "match_narrow"]

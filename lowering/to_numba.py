@@ -61,7 +61,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from xdsl.dialects import func, memref, scf
+from xdsl.dialects import arith, func, memref, scf
 from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import Attribute, Block, Operation, SSAValue, Use
 from xdsl.traits import IsTerminator
@@ -103,6 +103,16 @@ def trip_count(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:
     if lo is None or hi is None or st is None or st <= 0:
         return None
     return max(0, -(-(hi - lo) // st))
+
+
+def trip_bound(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:
+    """`trip_count`, or where the upper bound is `min(c, x)` with a constant `c` (an edge
+    tile's extent: `tess-pack-matmul`), the count up to `c`: at most that many trips."""
+    trips = trip_count(lb, ub, step)
+    if trips is not None or not isinstance(owner := ub.owner, arith.MinSIOp | arith.MinUIOp):
+        return trips
+    bounds = [b for v in owner.operands if (b := trip_count(lb, v, step)) is not None]
+    return min(bounds) if bounds else None
 
 
 # ---------------------------------------------------------------------------------------
@@ -429,7 +439,7 @@ def static_work(block: Block) -> float:
 def static_work_of(op: Operation) -> float:
     """Iterations of the loop nest `op` (0 if it is no loop)."""
     if isinstance(op, scf.ForOp):
-        trips = trip_count(op.lb, op.ub, op.step)
+        trips = trip_bound(op.lb, op.ub, op.step)
         return (math.inf if trips is None else trips) * max(1.0, static_work(op.body.block))
     if (rows := contract.ROW_RANGES.get(op)) is not None:  # rows of varying ranges
         return float(sum(rows[1::2]) - sum(rows[::2]))

@@ -17,6 +17,7 @@ TESS_PASSES: dict[str, str] = {
     "tess-to-linalg": "tessc.lowering.to_linalg:TessToLinalgPass",
     "tess-fuse": "tessc.lowering.fuse:TessFusePass",
     "tess-pack-narrow": "tessc.lowering.pack_narrow:TessPackNarrowPass",
+    "tess-cse-generics": "tessc.lowering.cse_generics:TessCseGenericsPass",
     "tess-fuse-epilogue": "tessc.lowering.fuse_epilogue:TessFuseEpiloguePass",
     "tess-fuse-horizontal": "tessc.lowering.fuse_horizontal:TessFuseHorizontalPass",
     "tess-bufferize": "tessc.lowering.bufferize:TessBufferizePass",

@@ -7,7 +7,8 @@ pass-pipeline string in `xdsl-opt -p` syntax. For `cpu`:
     stage    the module holds                         passes that reach it
     tess     the program as written (levels 1-2)      -
     fused    linalg.generic on tensors (level 3)      dce, tess-to-linalg, tess-fuse,
-                                                      tess-pack-narrow, tess-fuse-epilogue,
+                                                      tess-pack-narrow, tess-cse-generics,
+                                                      tess-fuse-epilogue,
                                                       tess-fuse-horizontal
     buffers  memrefs, destination-passing (level 4)   tess-bufferize, tess-memory-plan
     loops    host funcs + scf kernels (level 5)       tess-outline-kernels, tess-linalg-to-loops,
@@ -122,7 +123,7 @@ class Pipeline:
 
 
 _FUSE = (
-    "dce,tess-to-linalg,tess-fuse,tess-pack-narrow,tess-fuse-epilogue,"
+    "dce,tess-to-linalg,tess-fuse,tess-pack-narrow,tess-cse-generics,tess-fuse-epilogue,"
     "tess-fuse-horizontal{donated-only=true}"
 )
 _GPU_FUSE = (

@@ -270,10 +270,10 @@ func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 def test_cpu_pipeline_runs_the_pass_after_tess_fuse() -> None:
     # After tess-fuse; only tess-pack-narrow (a transposed copy of a narrow matmul
-    # operand) may run between them.
+    # operand) and tess-cse-generics (merging the copies it repeats) may run between them.
     passes = get_pipeline("cpu").spec.split(",")
     between = passes[passes.index("tess-fuse") + 1 : passes.index("tess-fuse-epilogue")]
-    assert set(between) <= {"tess-pack-narrow"}
+    assert set(between) <= {"tess-pack-narrow", "tess-cse-generics"}
 
 
 def test_matmul_bias_relu_is_one_kernel() -> None:

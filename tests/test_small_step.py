@@ -102,6 +102,50 @@ func.func @f(%x: tensor<64x24xf32>, %d: tensor<64x10xf32>) -> tensor<24x10xf32> 
     assert_results_match(compile_module(module, "f")(*args), expected)
 
 
+TRANSPOSED = """
+func.func @f(%p: {p}, %d: {d}, %w: {out}) -> ({out}, {hidden}) {{
+  %h = tess.relu %p : {hidden}
+  %t = tess.permute %h dims = {dims} : {hidden} -> {ht}
+  %m = tess.matmul %t, %d : {ht}, {d} -> {out}
+  %u = tess.sub %w, %m : {out}, {out} -> {out}
+  %wt = tess.permute %w dims = {dims} : {out} -> {outt}
+  %wt2 = tess.permute %w dims = {dims} : {out} -> {outt}
+  %v = tess.matmul %d, %wt : {d}, {outt} -> {hidden}
+  %v2 = tess.matmul %d, %wt2 : {d}, {outt} -> {hidden}
+  %s = tess.add %v, %v2 : {hidden}, {hidden} -> {hidden}
+  func.return %u, %s : {out}, {hidden}
+}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("batch", "k", "n", "m", "t"),
+    [((), 128, 128, 10, "f32"), ((), 40, 24, 3, "f64"), ((2,), 33, 17, 5, "f32")],
+)
+def test_transposed_narrow_products_match_the_reference(
+    batch: tuple[int, ...], k: int, n: int, m: int, t: str
+) -> None:
+    """`relu(p).T @ d` (a last layer's weight gradient) runs transposed with no copy of
+    `relu(p).T`; the twice-transposed `w` is one copy (`tess-cse-generics`)."""
+    rank = len(batch) + 2
+    dims = "[" + ", ".join(str(i) for i in [*range(rank - 2), rank - 1, rank - 2]) + "]"
+    text = TRANSPOSED.format(
+        p=tensor((*batch, k, n), t),
+        hidden=tensor((*batch, k, n), t),
+        ht=tensor((*batch, n, k), t),
+        d=tensor((*batch, k, m), t),
+        out=tensor((*batch, n, m), t),
+        outt=tensor((*batch, m, n), t),
+        dims=dims,
+    )
+    # Two transposing copies left: `w`'s (once) and the narrow product's, transposed back.
+    assert packed_copies(text) == 2
+    module = parse_module(text)
+    args = random_inputs(next(iter(module.ops)), 7)
+    expected = interpret(module, "f", args)
+    assert_results_match(compile_module(module, "f")(*args), expected)
+
+
 REDUCTIONS = """
 func.func @f(%x: tensor<7x13xf64>, %y: tensor<7x13xf64>)
     -> (tensor<7x1xf64>, tensor<7xf64>, tensor<f64>) {

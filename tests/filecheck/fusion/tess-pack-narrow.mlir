@@ -34,3 +34,22 @@ func.func @shallow(%h: tensor<16x31xf32>, %w: tensor<31x10xf32>) -> tensor<16x10
 // CHECK-LABEL: func.func @shallow(
 // CHECK-NOT:     tess.permute
 // CHECK:         ins(%h, %w
+
+// `relu(p).T @ d` (an MLP last layer's weight gradient): the left operand is a
+// transposing copy, so the product runs transposed, `(d.T @ relu(p)).T`: relu(p) read
+// in its own layout (k, i), the 10 x 16 result initialised transposed, and only that
+// result copied back; no 64 x 16 transposed copy, no copy of `d`.
+func.func @weight_grad(%p: tensor<64x16xf32>, %d: tensor<64x10xf32>) -> tensor<16x10xf32> {
+  %h = tess.relu %p : tensor<64x16xf32>
+  %t = tess.permute %h dims = [1, 0] : tensor<64x16xf32> -> tensor<16x64xf32>
+  %m = tess.matmul %t, %d : tensor<16x64xf32>, tensor<64x10xf32> -> tensor<16x10xf32>
+  func.return %m : tensor<16x10xf32>
+}
+
+// CHECK-LABEL: func.func @weight_grad(
+// CHECK:         %[[Q:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%p : tensor<64x16xf32>) outs(%{{.*}} : tensor<64x16xf32>)
+// CHECK:           arith.maximumf
+// CHECK:         %[[I:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<10x16xf32>)
+// CHECK:         %[[C:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d2, d0)>, affine_map<(d0, d1, d2) -> (d2, d1)>, affine_map<(d0, d1, d2) -> (d1, d0)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[Q]], %d : tensor<64x16xf32>, tensor<64x10xf32>) outs(%[[I]] : tensor<10x16xf32>)
+// CHECK:         %[[B:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1, d0)>, affine_map<(d0, d1) -> (d0, d1)>], iterator_types = ["parallel", "parallel"]} ins(%[[C]] : tensor<10x16xf32>) outs(%{{.*}} : tensor<16x10xf32>) attrs =  {tess.op = "tess.permute"}
+// CHECK:         func.return %[[B]]

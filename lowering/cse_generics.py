@@ -1,0 +1,104 @@
+"""
+`tess-cse-generics`: one `linalg.generic` on tensors for each computation the program
+spells twice (level 3, linalg on tensors).
+
+xDSL's `cse` merges ops by their operands and attributes, and a `linalg.generic` on
+tensors never matches another: each writes its own `tensor.empty` (`outs`), and its body
+is a region. So a program that computes one value twice keeps both kernels. Fusion and
+`tess-pack-narrow` make such twins: in an MLP step the narrow last layer's weight `w2` is
+transposed for `h @ w2` (a packed operand) and again for `dz @ w2.T` (the transpose the
+backward pass asked for), and `tess-pack-narrow`'s transposed product of `h.T @ dz`
+recomputes `h = relu(pre + b)` which the forward pass already computed.
+
+Two generics in one block compute the same tensors when they read the same SSA values
+through the same indexing maps and iterators, their bodies are structurally equal and free
+of side effects, and their inits are equal: the same values, or, when no loop reduces and
+the body never reads its output arguments, any inits of the same types (`tensor.empty`:
+only their shapes count). A generic whose result is another's init (`outs`: a zero fill
+before a contraction) is left alone: that consumer overwrites it in place once bufferized,
+so sharing it would cost a copy. The later one's results are replaced by the earlier one's (which
+dominates it: same block, before it) and it is erased. Attributes (`tess.op`, fusion
+notes) describe where an op came from, not what it computes: they are not compared, and
+the kept op keeps its own. Nothing else moves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.linalg.attrs import IteratorType
+from xdsl.dialects.linalg.ops import GenericOp
+from xdsl.ir import Block
+from xdsl.passes import ModulePass
+from xdsl.traits import is_side_effect_free
+
+
+def _merge_key(op: GenericOp) -> tuple[object, ...] | None:
+    """What must be equal for `op` to compute what another generic computes (besides its
+    body), or None if its results are not a function of its operands alone."""
+    *body, _ = op.body.block.ops  # the last is the linalg.yield
+    if not all(is_side_effect_free(inner) for inner in body) or _is_init(op):
+        return None
+    parallel = all(it.data == IteratorType.PARALLEL for it in op.iterator_types)
+    out_args = op.body.block.args[len(op.inputs) :]
+    if parallel and not any(arg.uses for arg in out_args):
+        inits: tuple[object, ...] = tuple(v.type for v in op.outputs)
+    else:
+        inits = tuple(op.outputs)
+    return (
+        tuple(op.inputs),
+        inits,
+        tuple(r.type for r in op.results),
+        op.indexing_maps,
+        op.iterator_types,
+    )
+
+
+def _is_init(op: GenericOp) -> bool:
+    """Whether a result of `op` is some generic's init (`outs`): bufferized, that generic
+    writes it in place, so a second reader would cost a copy of it."""
+    return any(
+        isinstance(use.operation, GenericOp) and use.index >= len(use.operation.inputs)
+        for result in op.results
+        for use in result.uses
+    )
+
+
+def merge_block(block: Block) -> int:
+    """Merge the generics of `block` that repeat an earlier one; how many were erased."""
+    seen: dict[tuple[object, ...], list[GenericOp]] = {}
+    erased = 0
+    for op in list(block.ops):
+        if not isinstance(op, GenericOp) or (key := _merge_key(op)) is None:
+            continue
+        twins = seen.setdefault(key, [])
+        kept = next((t for t in twins if t.body.is_structurally_equivalent(op.body)), None)
+        if kept is None:
+            twins.append(op)
+            continue
+        for old, new in zip(op.results, kept.results, strict=True):
+            old.replace_all_uses_with(new)
+        op.detach()
+        op.erase()
+        erased += 1
+    return erased
+
+
+@dataclass(frozen=True)
+class TessCseGenericsPass(ModulePass):
+    """Merge repeated tensor generics; see the module docstring."""
+
+    name = "tess-cse-generics"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        blocks: list[Block] = [
+            block for inner in op.walk() for region in inner.regions for block in region.blocks
+        ]
+        for block in blocks:
+            if any(isinstance(o, GenericOp) for o in block.ops):
+                merge_block(block)
+
+
+__all__ = ["TessCseGenericsPass", "merge_block"]
