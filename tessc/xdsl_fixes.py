@@ -18,7 +18,7 @@ There are two kinds:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
@@ -26,10 +26,20 @@ import xdsl.irdl.operations as irdl_operations
 import xdsl.traits
 import xdsl.transforms.common_subexpression_elimination as common_subexpression_elimination
 import xdsl.transforms.dead_code_elimination as dead_code_elimination
+from xdsl.dialects.builtin import DenseArrayBase, i32
 from xdsl.dialects.linalg.ops import GenericOp
-from xdsl.ir import IRNode, Operation, SSAValue
-from xdsl.ir.core import OpTrait, OpTraits
-from xdsl.irdl.operations import OpDef, VariadicDef, VarIRConstruct
+from xdsl.ir import Attribute, IRNode, Operation, Region, SSAValue
+from xdsl.ir.core import OpTrait, OpTraits, SSAValues
+from xdsl.irdl.operations import (
+    AttrSizedOperandSegments,
+    AttrSizedRegionSegments,
+    AttrSizedResultSegments,
+    AttrSizedSegments,
+    OpDef,
+    OptionalDef,
+    VariadicDef,
+    VarIRConstruct,
+)
 from xdsl.parser import Parser
 from xdsl.traits import EffectInstance, MemoryEffect, MemoryEffectKind, RecursiveMemoryEffect
 from xdsl.utils.diagnostic import Diagnostic
@@ -281,6 +291,154 @@ def fixed_construct_counts_verify_at_once() -> None:
     loop-level module. What the definition says is computed once per op definition (kept
     on it); the check for ops whose counts are fixed is one comparison."""
     irdl_operations.verify_variadic_size = verify_variadic_size
+
+
+_original_irdl_op_init = irdl_operations.irdl_op_init
+_INIT_PLAN = "_tessc_init_plan"
+_SINGLE, _OPTIONAL, _VARIADIC = 0, 1, 2
+_SEGMENT_SIZES: dict[tuple[int, ...], Attribute] = {}
+
+
+def _definition_kinds(defs: Sequence[tuple[str, Any]]) -> tuple[int, ...]:
+    def kind(definition: Any) -> int:
+        if isinstance(definition, OptionalDef):
+            return _OPTIONAL
+        return _VARIADIC if isinstance(definition, VariadicDef) else _SINGLE
+
+    return tuple(kind(d) for _, d in defs)
+
+
+def _init_plan(op_def: OpDef) -> tuple[Any, ...] | None:
+    """What `irdl_op_init` needs to know of `op_def`, kept on it: the kind of each operand,
+    result and region definition and the segment-size options (construct index, option);
+    None for a definition with successors or another option (xDSL builds those)."""
+    plan = vars(op_def).get(_INIT_PLAN, False)
+    if plan is False:
+        segments: list[tuple[int, AttrSizedSegments]] = []
+        for option in op_def.options:
+            constructs = (
+                AttrSizedOperandSegments, AttrSizedResultSegments, AttrSizedRegionSegments
+            )  # fmt: skip
+            which = [k for k, c in enumerate(constructs) if isinstance(option, c)]
+            if not which:
+                segments = []
+                break
+            segments.append((which[0], option))
+        simple = not op_def.successors and len(segments) == len(op_def.options)
+        plan = (
+            (
+                _definition_kinds(op_def.operands),
+                _definition_kinds(op_def.results),
+                _definition_kinds(op_def.regions),
+                tuple(segments),
+            )
+            if simple
+            else None
+        )
+        setattr(op_def, _INIT_PLAN, plan)
+    return plan
+
+
+def _plain_arguments(
+    args: Sequence[Any], kinds: tuple[int, ...], cls: type
+) -> tuple[list[Any], list[int]] | None:
+    """The flat list and the group sizes of `args` (operands, result types or regions) if
+    each is what its definition takes as is: one `cls` for a single definition, a list or
+    tuple of them (or None when optional) for a variadic one; else None."""
+    if len(args) != len(kinds):
+        return None
+    flat: list[Any] = []
+    sizes: list[int] = []
+    for arg, kind in zip(args, kinds, strict=True):
+        if isinstance(arg, cls):
+            flat.append(arg)
+            sizes.append(1)
+        elif kind == _SINGLE:
+            return None
+        elif arg is None:
+            if kind != _OPTIONAL:
+                return None
+            sizes.append(0)
+        elif type(arg) in (list, tuple) or isinstance(arg, SSAValues):
+            if (kind == _OPTIONAL and len(arg) > 1) or not all(isinstance(a, cls) for a in arg):
+                return None
+            flat.extend(arg)
+            sizes.append(len(arg))
+        else:
+            return None
+    return flat, sizes
+
+
+def _segment_sizes(sizes: list[int]) -> Attribute:
+    key = tuple(sizes)
+    attr = _SEGMENT_SIZES.get(key)
+    if attr is None:
+        if len(_SEGMENT_SIZES) >= 1024:
+            _SEGMENT_SIZES.clear()
+        attr = _SEGMENT_SIZES[key] = DenseArrayBase.from_list(i32, sizes)
+    return attr
+
+
+def irdl_op_init(
+    self: Operation,
+    op_def: OpDef,
+    *,
+    operands: Sequence[Any],
+    result_types: Sequence[Any],
+    properties: Mapping[str, Attribute | None],
+    attributes: Mapping[str, Attribute | None],
+    successors: Sequence[Any],
+    regions: Sequence[Any],
+) -> None:
+    """`irdl_operations.irdl_op_init` (what every IRDL op's `__init__` calls), building
+    the op at once when its arguments are plain (see `_plain_arguments`), as passes give
+    them; anything else (an op for its result, successors, an argument count or kind that
+    is an error) goes to xDSL's, with its messages."""
+    # Blocks and op lists become regions here, once (xDSL's would not convert them twice).
+    regions = [irdl_operations.irdl_build_regions_arg(region) for region in regions]
+    plan = _init_plan(op_def)
+    if plan is not None and not successors:
+        operand_kinds, result_kinds, region_kinds, segments = plan
+        built = (
+            _plain_arguments(operands, operand_kinds, SSAValue),
+            _plain_arguments(result_types, result_kinds, Attribute),
+            _plain_arguments(regions, region_kinds, Region),
+        )
+        if None not in built:
+            (ops, op_sizes), (types, type_sizes), (regs, reg_sizes) = built  # type: ignore[misc]
+            props = {name: value for name, value in properties.items() if value is not None}
+            attrs = {name: value for name, value in attributes.items() if value is not None}
+            for which, option in segments:
+                container = props if option.as_property else attrs
+                sizes = (op_sizes, type_sizes, reg_sizes)[which]
+                container[option.attribute_name] = _segment_sizes(sizes)
+            Operation.__init__(
+                self, operands=ops, result_types=types, properties=props, attributes=attrs,
+                regions=regs,
+            )  # fmt: skip
+            return
+    _original_irdl_op_init(
+        self,  # type: ignore[arg-type]
+        op_def,
+        operands=operands,
+        result_types=result_types,
+        properties=properties,
+        attributes=attributes,
+        successors=successors,
+        regions=regions,
+    )
+
+
+@xdsl_fix
+def plain_op_construction_at_once() -> None:
+    """Building an IRDL op (`arith.AddfOp(a, b)`, `GenericOp(...)`) went through
+    `irdl_op_init`, which for every call re-reads the definition (four argument lists
+    checked against it, each argument converted, a new segment-size attribute built from
+    scratch): two thirds of the time of making a `linalg.generic`, and passes make tens of
+    thousands of ops (0.15 s of the 1,000-op program's compile). See `irdl_op_init`: the
+    same op (operands, result types, properties and attributes in the same order), from
+    the definition's kinds computed once and segment-size attributes shared."""
+    irdl_operations.irdl_op_init = irdl_op_init
 
 
 _original_op_def_verify = OpDef.verify

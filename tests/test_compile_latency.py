@@ -9,22 +9,38 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from io import StringIO
 from typing import Any
 
 import pytest
 import xdsl.irdl.operations as irdl_operations
-from xdsl.dialects import arith, func, memref, scf
-from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, ModuleOp, f32, f64
-from xdsl.ir import Block, Region
+from xdsl.dialects import arith, func, memref, scf, tensor
+from xdsl.dialects.builtin import (
+    AffineMapAttr,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    ModuleOp,
+    TensorType,
+    f32,
+    f64,
+)
+from xdsl.dialects.linalg.attrs import IteratorTypeAttr
+from xdsl.dialects.linalg.ops import GenericOp
+from xdsl.dialects.linalg.ops import YieldOp as LinalgYieldOp
+from xdsl.ir import Block, Operation, Region
+from xdsl.ir.affine import AffineMap
 from xdsl.ir.core import OpTraits, _IRNode
 from xdsl.parser import Parser
 from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriteWalker
+from xdsl.printer import Printer
 from xdsl.traits import MemoryWriteEffect, NoMemoryEffect, Pure
 from xdsl.transforms.canonicalize import CanonicalizePass
 from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 from xdsl.transforms.dead_code_elimination import region_dce
 from xdsl.utils.exceptions import ParseError, VerifyException
 
+from tessc import xdsl_fixes
 from tessc.compiler import print_module
 from tessc.context import make_context
 from tessc.diagnostics import LocatingParser, verify_located
@@ -335,3 +351,73 @@ def test_a_bad_plain_type_is_still_a_parse_error() -> None:
         LocatingParser(
             make_context(), "func.func @f(%a: tensor<8xf32>, %b: tensor<8xi3x>) {\n}\n", "x"
         ).parse_module()
+
+
+def _generic_text(op: Operation) -> str:
+    out = StringIO()
+    Printer(stream=out, print_generic_format=True).print_op(op)
+    return out.getvalue()
+
+
+def test_plain_ops_are_built_at_once_as_xdsl_builds_them() -> None:
+    make_context()  # applies tessc's xDSL fixes
+    x = Block(arg_types=[f32, IndexType()]).args[0]
+    c = arith.ConstantOp(IntegerAttr.from_index_int_value(0))
+    t = TensorType(f32, [4, 4])
+    empty = tensor.EmptyOp([], t)
+
+    def generic() -> Operation:
+        body = Block(arg_types=[f32, f32])
+        body.add_op(LinalgYieldOp(body.args[0]))
+        maps = [AffineMapAttr(AffineMap.identity(2))] * 2
+        return GenericOp([empty.tensor], [empty.tensor], Region(body), maps,
+                                [IteratorTypeAttr.parallel()] * 2, [t])  # fmt: skip
+
+    def loop() -> Operation:
+        body = Block(arg_types=[IndexType(), f32])
+        body.add_op(scf.YieldOp(body.args[1]))
+        return scf.ForOp(c.result, c.result, c.result, [x], body)
+
+    builds: list[Callable[[], Operation]] = [
+        lambda: arith.AddfOp(x, x),
+        lambda: arith.ConstantOp(FloatAttr(1.0, f32)),
+        lambda: tensor.EmptyOp([], t),
+        lambda: memref.AllocOp.get(f32, shape=[4]),
+        lambda: func.CallOp("g", [x, x], [f32]),
+        lambda: arith.AddfOp(c, c),  # ops for their results: xDSL's path
+        generic,
+        loop,
+    ]
+    fast = [build() for build in builds]
+    irdl_operations.irdl_op_init = xdsl_fixes._original_irdl_op_init
+    try:
+        slow = [build() for build in builds]
+    finally:
+        irdl_operations.irdl_op_init = xdsl_fixes.irdl_op_init
+    for a, b in zip(fast, slow, strict=True):
+        assert _generic_text(a) == _generic_text(b)
+        assert list(a.properties) == list(b.properties) and a.attributes == b.attributes
+
+    with counting_arg_lists() as count:
+        for build in builds[:5] + builds[6:]:
+            build()
+    assert count[0] == 0
+    with pytest.raises(ValueError, match="Expected 2 operand, but got 1"):
+        arith.AddfOp.build(operands=[x], result_types=[f32])
+
+
+@contextmanager
+def counting_arg_lists() -> Iterator[list[int]]:
+    """Count argument lists xDSL's `irdl_op_init` builds (four per op)."""
+    count = [0]
+    original = irdl_operations.irdl_build_arg_list
+
+    def counted(*args: Any) -> Any:
+        count[0] += 1
+        return original(*args)
+
+    irdl_operations.irdl_build_arg_list = counted
+    try:
+        yield count
+    finally:
+        irdl_operations.irdl_build_arg_list = original
