@@ -491,8 +491,10 @@ class OpEmitter:
             text = tuple_literal(shape)
         self.assign(op, f"{self.expr(op.src)}.reshape({text})")
 
-    def emit_view(self, op: memref.ViewOp) -> None:
-        """A typed window into an i8 arena: slice the bytes, reinterpret, shape."""
+    def emit_view(self, op: memref.ViewOp, typed: bool = True) -> None:
+        """A typed window into an i8 arena: slice the bytes, reinterpret, shape (or, not
+        `typed`, only the bytes: a pointer's worth for a kernel called by name, whose
+        compile the reinterpreting `.view` would cost ~50 ms in its host)."""
         typ = op.result.type
         assert isinstance(typ, MemRefType)
         shape = memref_shape(typ)
@@ -503,6 +505,9 @@ class OpEmitter:
         offset, start = constant_int(op.byte_shift), self.expr(op.byte_shift)
         end = str(offset + nbytes) if offset is not None else f"{start} + {nbytes}"
         window = f"{self.expr(op.source)}[{start}:{end}]"
+        if not typed:
+            self.assign(op, window)
+            return
         self.assign(op, f"{window}.view(np.{dtype}).reshape({tuple_literal(shape)})")
 
     def emit_subview(self, op: memref.SubviewOp) -> None:

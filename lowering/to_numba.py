@@ -69,6 +69,7 @@ from xdsl.traits import IsTerminator
 # Re-exported: `_EXPRESSIONS` and `_CMPF` for tests that evaluate the templates.
 from tessc.dialects import contract
 from tessc.dialects.functions import called_functions
+from tessc.lowering import numba_external
 from tessc.lowering.numba_micro import MMA_IMPORTS, MMA_TEMPLATE, mma_binding
 from tessc.lowering.numba_ops import _CMPF as _CMPF
 from tessc.lowering.numba_ops import _EXPRESSIONS as _EXPRESSIONS
@@ -134,6 +135,7 @@ class FunctionEmitter(OpEmitter):
         *,
         threaded: tuple[str, str] | None = None,
         launches: dict[str, int] | None = None,
+        externals: frozenset[str] = frozenset(),
     ):
         super().__init__(function_names.values(), parallel)
         self.serial_below = serial_below
@@ -148,6 +150,8 @@ class FunctionEmitter(OpEmitter):
         self.extents: list[str] = []
         # Threaded kernels the function launches (`parallel_for`), with their extents.
         self.launches = launches or {}
+        # Kernels compiled on their own, called by name with pointers (`numba_external`).
+        self.externals = externals
         self.arg_names: list[str] = []
 
     def argument_names(self, num_outputs: int) -> list[str]:
@@ -177,6 +181,9 @@ class FunctionEmitter(OpEmitter):
     # -- walking ------------------------------------------------------------------------
 
     def emit_op(self, op: Operation) -> None:
+        if isinstance(op, memref.ViewOp) and self.only_passed_by_name(op.result):
+            self.emit_view(op, typed=False)
+            return
         if self.emit_data_op(op):
             return
         if isinstance(op, scf.ForOp):
@@ -191,6 +198,14 @@ class FunctionEmitter(OpEmitter):
             self.emit_return(op)
         else:
             raise UnsupportedOpError(op)
+
+    def only_passed_by_name(self, value: SSAValue) -> bool:
+        """Whether every use of `value` is an argument of a kernel called by name."""
+        return bool(value.uses) and all(
+            isinstance(use.operation, func.CallOp)
+            and use.operation.callee.root_reference.data in self.externals
+            for use in value.uses
+        )
 
     # -- control flow -------------------------------------------------------------------
 
@@ -394,6 +409,9 @@ class FunctionEmitter(OpEmitter):
         if callee in self.launches:
             self.line(f"parallel_for({', '.join([name, str(self.launches[callee]), *args])})")
             return
+        if callee in self.externals:
+            self.line(f"{name}({', '.join(f'{a}.ctypes' for a in args)})")
+            return
         call = f"{name}({', '.join(args)})"
         if not op.results:
             self.line(call)
@@ -549,6 +567,7 @@ def emit_numba(
     parallel_threshold: int = DEFAULT_PARALLEL_THRESHOLD,
     inline_serial_kernels: bool = True,
     threaded_kernels: bool = True,
+    external_kernels: bool = True,
 ) -> str:
     """The Python source of a Numba module for the loop-level `module` (contract level 6).
 
@@ -559,13 +578,19 @@ def emit_numba(
     small kernels; and without Numba's `inline="always"`, whose IR copying cost another
     third of an MLP train step's); `threaded_kernels` lets parallel kernels be threaded
     kernels launched by a Python host instead of parfors where the module allows it
-    (`tessc.lowering.numba_threads`). Raises `UnsupportedOpError` naming the first op
-    without a translation.
+    (`tessc.lowering.numba_threads`); `external_kernels` compiles the larger serial kernels
+    of a host calling several on their own, called by name (`tessc.lowering.numba_external`).
+    Raises `UnsupportedOpError` naming the first op without a translation.
     """
     try:
         flags = sorted(set(fastmath))
         return _emit_module(
-            module, flags, parallel_threshold, inline_serial_kernels, threaded_kernels
+            module,
+            flags,
+            parallel_threshold,
+            inline_serial_kernels,
+            threaded_kernels,
+            external_kernels,
         )
     except UnsupportedOpError as error:
         error.op.emit_error(str(error), error)
@@ -577,6 +602,7 @@ def _emit_module(
     parallel_threshold: int,
     inline_serial_kernels: bool,
     threaded_kernels: bool,
+    external_kernels: bool,
 ) -> str:
     functions: list[func.FuncOp] = []
     tables: list[str] = []
@@ -620,6 +646,7 @@ def _emit_module(
         emitted.clear()
         launches.clear()
     inlined: dict[str, func.FuncOp] = {}
+    externals: set[str] = set()
     if not python_hosts:
         # Serial kernels that return nothing are emitted into the body of each host that
         # calls them: one Numba function to compile, and no Numba `inline="always"`, whose
@@ -633,6 +660,9 @@ def _emit_module(
             and not parallel[fn.sym_name.data]
             and not fn.function_type.outputs.data
         }
+        if external_kernels:
+            externals = numba_external.external_kernels(functions, inlined)
+            inlined = {k: v for k, v in inlined.items() if k not in externals}
         # A parallel kernel that is the only kernel its hosts call is emitted into them
         # too: the host is then that one parallel function, and no cached host links a
         # parallel callee (one function fewer to compile: W2 0.1 s).
@@ -659,6 +689,8 @@ def _emit_module(
                 inlined,
                 serial_below=parallel_threshold,
                 launches=launches if python_hosts else {},
+                externals=frozenset(externals),
+                external=name in externals,
             )
         uses_math |= emitter.uses_math
         uses_bitcast |= emitter.uses_bitcast
@@ -669,6 +701,12 @@ def _emit_module(
                 signatures.append(entry)
         if python_hosts and not is_kernel:
             header = f"def {pyname}({', '.join(emitter.arg_names)}):"
+            bodies.append("\n".join([header, *emitter.lines]))
+            continue
+        if name in externals:
+            signature = numba_external.pointer_signature(fn)
+            decorator = f'@external({signature}, fastmath=FASTMATH, error_model="numpy")'
+            header = f"{decorator}\ndef {pyname}({', '.join(emitter.arg_names)}):"
             bodies.append("\n".join([header, *emitter.lines]))
             continue
         parallel_loops = emitter.used_prange and emitter.threaded is None
@@ -689,6 +727,7 @@ def _emit_module(
         bodies.append("\n".join([header, *emitter.lines]))
 
     numba_names = [
+        *(["carray"] if externals else []),
         "njit",
         *(["prange"] if uses_prange else []),
         *(["types"] if uses_bitcast or mma_tiles else []),
@@ -701,6 +740,8 @@ def _emit_module(
         imports.append("from numba.extending import intrinsic")
     if python_hosts:
         imports.append("from tessc.runtime.threads import parallel_for")
+    if externals:
+        imports += numba_external.IMPORTS
     fastmath_text = "{" + ", ".join(f'"{f}"' for f in flags) + "}" if flags else "False"
     signature_text = "{\n" + "\n".join(signatures) + "\n}" if signatures else "{}"
     prologue = [
@@ -727,11 +768,14 @@ def _emit_function(
     serial_below: float = 0.0,
     threaded: bool = False,
     launches: dict[str, int] | None = None,
+    externals: frozenset[str] = frozenset(),
+    external: bool = False,
 ) -> FunctionEmitter:
     """The emitter of `fn` after emitting its body (`lines`, `arg_names`); a `threaded`
-    kernel takes its share `lo, hi` first."""
+    kernel takes its share `lo, hi` first; an `external` kernel takes pointers and makes
+    its arrays from them first."""
     emitter = FunctionEmitter(
-        fn, function_names, parallel, inlined, serial_below, launches=launches
+        fn, function_names, parallel, inlined, serial_below, launches=launches, externals=externals
     )
     share: list[str] = []
     if threaded:
@@ -740,6 +784,14 @@ def _emit_function(
     is_kernel = contract.KERNEL.has(fn)
     num_outputs = contract.NUM_OUTPUTS.get(fn) or 0
     emitter.arg_names = share + emitter.argument_names(0 if is_kernel else num_outputs)
+    if external:
+        emitter.indent = 1
+        pointers = [emitter.names.hinted(f"{name}_ptr") for name in emitter.arg_names]
+        for name, pointer, typ in zip(
+            emitter.arg_names, pointers, fn.function_type.inputs.data, strict=True
+        ):
+            emitter.line(numba_external.carray_line(name, pointer, typ))  # type: ignore[arg-type]
+        emitter.arg_names = pointers
     emitter.indent = 0
     emitter.emit_body(fn.body.block)
     return emitter

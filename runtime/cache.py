@@ -61,6 +61,8 @@ import tempfile
 import threading
 import types
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -197,7 +199,9 @@ def load_source(source: str, cache_dir: Path | None = None) -> types.ModuleType:
         return module
 
 
-def _execute(source: str, path: Path, *, on_disk: bool) -> types.ModuleType:
+def _execute(
+    source: str, path: Path, *, on_disk: bool, compile_kernels: bool = True
+) -> types.ModuleType:
     module_name = path.stem
     module = types.ModuleType(module_name)
     if on_disk:
@@ -222,8 +226,59 @@ def _execute(source: str, path: Path, *, on_disk: bool) -> types.ModuleType:
         sums = path.with_suffix(SUMS_SUFFIX)
         for value in vars(module).values():
             _guard_numba_cache(value, sums)
+    if compile_kernels and "tessc.runtime.external" in sys.modules:
+        # Kernels called by name (`tessc.runtime.external`): compiled (concurrently where
+        # it pays) and their symbols registered before anything calls the host.
+        from tessc.runtime.external import compile_kernels as compile_external
+
+        if on_disk:
+            compile_external(module, guard_for(path), path, lambda c: _is_cached(c, sums))
+        else:
+            compile_external(module)
     STATS.imported += 1
     return module
+
+
+def execute_file(path: Path) -> types.ModuleType | None:
+    """The module of cache file `path` if it verifies (its name is its hash), executed
+    without compiling its kernels: what a compile worker (`tessc.runtime.external`) loads."""
+    digest = path.stem.removeprefix(MODULE_PREFIX)
+    body = verified_body(path, digest)
+    if body is None:
+        return None
+    return _execute(body.decode("utf-8"), path, on_disk=True, compile_kernels=False)
+
+
+def guard_for(path: Path) -> Any:
+    """`_guard_numba_cache` for a function of the module in cache file `path`."""
+    sums = path.with_suffix(SUMS_SUFFIX)
+    return lambda compiled: _guard_numba_cache(compiled, sums)
+
+
+def _is_cached(compiled: Any, sums: Path) -> bool:
+    """Whether Numba's disk cache holds verified files of `compiled` (guarded)."""
+    files = _function_files(compiled._cache)
+    with _lock:
+        return bool(files) and _files_verify(files, _read_sums(sums))
+
+
+@contextmanager
+def _file_lock(sums: Path) -> Iterator[None]:
+    """An exclusive lock for updating the index `sums`, between processes (a compile
+    worker updates it too; readers need none: it is replaced atomically), where the
+    platform has `flock`."""
+    try:
+        import fcntl
+
+        handle = open(sums.with_suffix(".lock"), "a")  # noqa: SIM115 - closed below
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        handle.close()
 
 
 # ---------------------------------------------------------------------------------------
@@ -345,7 +400,7 @@ def _guard_numba_cache(dispatcher: Any, sums: Path) -> None:
             _warn_once(Path(function_cache._cache_path), error, "compiled kernels are not kept")
             function_cache.disable()
             return
-        with _lock:
+        with _lock, _file_lock(sums):
             files = _function_files(function_cache)
             base = function_cache._cache_file._index_name.removesuffix(".nbi")
             prefix = os.path.join(function_cache._cache_path, base + ".")
@@ -381,6 +436,8 @@ __all__ = [
     "CompileStats",
     "cache_path",
     "default_cache_dir",
+    "execute_file",
+    "guard_for",
     "load_source",
     "numba_compile_stats",
     "source_hash",

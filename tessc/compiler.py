@@ -33,6 +33,8 @@ from tessc.dialects.functions import lookup_function, module_functions
 from tessc.pipelines import IR_STAGES, STAGES, get_pipeline, run_passes
 
 Outputs = tuple[np.ndarray, ...]
+WORKER_MIN_OPS = 32
+"""Ops of a `tess` program from which its compile starts the compile worker early."""
 
 
 def print_module(module: ModuleOp) -> str:
@@ -164,6 +166,12 @@ def compile_module(
             source = program_cache.lookup(key)
     hit = source is not None
     if source is None:
+        if pipeline.target == "numba" and sum(1 for _ in module.walk()) >= WORKER_MIN_OPS:
+            # Likely several kernels to compile: the compile worker
+            # (`tessc.runtime.external`) imports Numba while the passes run.
+            from tessc.runtime.external import start_worker
+
+            start_worker()
         source = numba_source(module, pipeline=target, **codegen_options)
     if pipeline.target == "cuda":
         from tessc.runtime.cuda import require_cuda

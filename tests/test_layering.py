@@ -51,6 +51,8 @@ PASS_TO_PASS = frozenset(
         ("memory_plan", "group_accumulators"),
         # Codegen's choice of parallel form (threaded kernels or parfors).
         ("to_numba", "numba_threads"),
+        # and of the kernels a host calls by name (compiled on their own).
+        ("to_numba", "numba_external"),
         # The CUDA emitter extends the CPU one (its function emitter, TESSC_SIGNATURES).
         ("to_cuda", "to_numba"),
         # A packed contraction is matched as tess-tile's row kernel and built with its

@@ -29,10 +29,24 @@ func.func @loss(%x: tensor<8x4xf32>, %w1: tensor<4x16xf32>, %b1: tensor<16xf32>,
 // CHECK-NEXT:     "inputs": [((8, 4), "float32"), ((4, 16), "float32"), ((16,), "float32"), ((16, 3), "float32"), ((3,), "float32"), ((8, 3), "float32")],
 // CHECK-NEXT:     "input_names": ["x", "w1", "b1", "w2", "b2", "labels"],
 // CHECK-NEXT:     "outputs": [((), "float32"), ((4, 16), "float32"), ((16,), "float32"), ((16, 3), "float32"), ((3,), "float32")],
+// The forward function's kernels are few ops in all: serial, emitted into its body.
+// CHECK:      def loss(x, w1, b1, w2, b2, labels, out0):
+// CHECK:        # loss_kernel_0
+// CHECK-NOT:  def loss_kernel_
+// The gradient's 38 serial kernels hold over 200 ops: each is compiled on its own and
+// called by name with pointers (`numba_external`); the host passes the buffers.
 // CHECK:      def loss_grad(x, w1, b1, w2, b2, labels, out0, out1, out2, out3, out4):
-// Every kernel is small: serial, emitted into the host's body.
-// CHECK:        # loss_grad_kernel_0
-// CHECK-NOT:  def loss_grad_kernel_
+// CHECK-NEXT:   [[BUF:buf[0-9]*]] = np.empty((8, 16), dtype=np.float32)
+// CHECK-NEXT:   loss_grad_kernel_0([[BUF]].ctypes)
+// CHECK-NEXT:   loss_grad_kernel_1(x.ctypes, w1.ctypes, [[BUF]].ctypes)
+// CHECK-NOT:    # loss_grad_kernel_
+// CHECK:      @external(void(voidptr), fastmath=FASTMATH, error_model="numpy")
+// CHECK-NEXT: def loss_grad_kernel_0(arg0_ptr):
+// CHECK-NEXT:     arg0 = carray(arg0_ptr, (8, 16), np.float32)
+// CHECK-NEXT:     for i0 in range(8):
+// CHECK:      @external(void(voidptr, voidptr, voidptr), fastmath=FASTMATH, error_model="numpy")
+// CHECK-NEXT: def loss_grad_kernel_1(x_ptr, w1_ptr, arg2_ptr):
+// CHECK-NEXT:     x = carray(x_ptr, (8, 4), np.float32)
 
 // At the tess level: the gradient of each weight is a matmul with a transposed activation.
 // TESS-LABEL: func.func @loss_grad(

@@ -1,0 +1,334 @@
+"""
+Kernels compiled on their own and called by name, so that a host of many serial kernels
+compiles them concurrently and links none of them into itself.
+
+Numba compiles a host with its serial kernels emitted into its body as one function (an MLP
+train step: ~40 loop nests, 3.9 s of CPU, one core). Calling kernels compiled as separate
+`@njit` functions does not help: Numba links each callee's library into the caller and
+optimises and generates its code again (5.2 s against 4.3 s), and a separate process cannot
+compile a callee for it. A kernel called by its symbol is linked by nobody: codegen emits
+
+    @external(void(CPointer(float32), CPointer(float32)), fastmath=FASTMATH, error_model="numpy")
+    def step_kernel_1(arg0_ptr, x_ptr):
+        arg0 = carray(arg0_ptr, (128, 128))
+        x = carray(x_ptr, (128, 64))
+        ...
+
+and the host calls `step_kernel_1(view1.ctypes, x.ctypes)`. `external(signature, **options)`
+makes an `ExternalKernel`, which Numba types as `types.ExternalFunction(symbol, signature)`:
+the host's machine code calls the symbol `<module>.<kernel>` (a generated module's name is
+the hash of its source, so the symbol is unique), resolved when the host is linked, compiled
+or loaded from Numba's disk cache. So `compile_kernels(module)` compiles every kernel
+(`numba.cfunc` with the module's options, Numba's disk cache on) and registers its address
+(`llvmlite.binding.add_symbol`) before anything calls the host; `tessc.runtime.cache` runs it
+when it loads a module.
+
+Concurrency: the kernels Numba's disk cache does not hold yet are compiled by this process and
+one worker process (`worker_main`, given the module's file), both taking the next
+kernel from one queue, largest first (source lines as the estimate), until it is empty. The
+worker writes Numba's disk cache (its files checksummed in tessc's index like any other) and
+this process then loads what the worker compiled from there. The worker starts only where it
+can pay: two or more kernels to compile, two CPUs, a module on disk, and not switched off
+(`TESSC_COMPILE_WORKERS=0`). If it fails or dies, this process compiles what is left.
+
+Compiled alone, the MLP step's 17 kernels took 3.3 s of CPU against 3.9 s for the one host
+holding them: Numba's compile time grows faster than the function, so separate kernels
+are cheaper even on one core.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import IO, Any
+
+import llvmlite.binding as llvm
+from numba.core import types
+from numba.core.ccallback import CFunc
+from numba.core.typing import Signature
+from numba.extending import typeof_impl
+
+from tessc.runtime.numba_pipeline import TesscCompiler
+
+WORKERS_VARIABLE = "TESSC_COMPILE_WORKERS"
+WORKER_MIN_LINES = 100
+"""Kernel source lines to compile below which the worker is not asked (~0.3 s of work)."""
+WORKER_TIMEOUT = 600.0
+"""Seconds this process waits for the worker's last kernel before compiling it itself."""
+
+_WORKER_COMMAND = "from tessc.runtime.external import worker_main; worker_main()"
+
+
+@dataclass
+class WorkerStats:
+    """What the compile worker did for this process (tests observe it)."""
+
+    started: int = 0  # worker processes started
+    compiled: int = 0  # kernels it compiled into the disk cache for this process
+    failed: int = 0  # kernels it could not compile (compiled here instead)
+
+
+STATS = WorkerStats()
+
+Guard = Callable[[Any], None]
+"""Wraps a compiled function's Numba disk cache (`tessc.runtime.cache`'s checksums)."""
+
+
+class ExternalKernel:
+    """A kernel compiled as a C callable (`numba.cfunc`) and called by its symbol.
+
+    Calling it from Python is not supported: the host calls it from compiled code."""
+
+    def __init__(self, py_func: Callable[..., None], signature: Signature, options: dict):
+        self.py_func = py_func
+        self.__name__ = py_func.__name__
+        self.signature = signature
+        self.options = options
+        self.symbol = f"{py_func.__module__}.{py_func.__qualname__}"
+        self.type = types.ExternalFunction(self.symbol, signature)
+        self.cfunc: CFunc | None = None
+        # Numba's per-dispatcher counters, as `tessc.runtime.cache.numba_compile_stats` reads.
+        self.stats = collections.namedtuple("Stats", "cache_misses cache_hits")(
+            collections.Counter(), collections.Counter()
+        )
+
+    def prepare(self, guard: Guard | None) -> CFunc:
+        """The (uncompiled) C callable, with Numba's disk cache on under `guard`."""
+        cfunc = CFunc(
+            self.py_func,
+            (self.signature.args, self.signature.return_type),
+            locals={},
+            options=self.options,
+            pipeline_class=TesscCompiler,
+        )
+        if guard is not None:
+            cfunc.enable_caching()
+            guard(cfunc)
+        return cfunc
+
+    def compile(self, guard: Guard | None) -> None:
+        """Compile (or load from Numba's disk cache) and register the symbol."""
+        if self.cfunc is not None:
+            return
+        cfunc = self.prepare(guard)
+        cfunc.compile()
+        counter = self.stats.cache_hits if cfunc.cache_hits else self.stats.cache_misses
+        counter[self.signature.args] += 1
+        llvm.add_symbol(self.symbol, cfunc.address)
+        self.cfunc = cfunc  # keeps the machine code alive
+
+    def cost(self) -> int:
+        """An estimate of its compile time: its lines of source."""
+        code = self.py_func.__code__
+        return max((line for _, _, line in code.co_lines() if line), default=0) - (
+            code.co_firstlineno
+        )
+
+    def __call__(self, *args: object) -> None:
+        raise TypeError(f"{self.__name__} is called from compiled code only")
+
+
+@typeof_impl.register(ExternalKernel)
+def _typeof_external(value: ExternalKernel, context: object) -> types.ExternalFunction:
+    return value.type
+
+
+def external(signature: Signature, **options: Any) -> Callable[[Callable], ExternalKernel]:
+    """`@external(void(CPointer(float32), ...), fastmath=..., error_model=...)`: the
+    function is compiled by `compile_kernels` as a C callable with these Numba options."""
+    return lambda py_func: ExternalKernel(py_func, signature, options)
+
+
+def module_kernels(module: ModuleType) -> list[ExternalKernel]:
+    return [v for v in vars(module).values() if isinstance(v, ExternalKernel)]
+
+
+def compile_kernels(
+    module: ModuleType,
+    guard: Guard | None = None,
+    path: Path | None = None,
+    is_cached: Callable[[CFunc], bool] | None = None,
+) -> None:
+    """Compile every kernel of `module` and register its symbol. With a disk cache
+    (`guard`, the module's file `path` and `is_cached`, whether a prepared C callable's
+    compiled code is on disk), uncached kernels are shared with the worker process."""
+    kernels = module_kernels(module)
+    pending = []
+    if guard is not None and path is not None and is_cached is not None:
+        pending = [k for k in kernels if not is_cached(k.prepare(guard))]
+    if sum(map(ExternalKernel.cost, pending)) >= WORKER_MIN_LINES and workers_allowed():
+        _compile_with_worker(pending, guard, path)  # type: ignore[arg-type]
+    for kernel in kernels:
+        kernel.compile(guard)
+
+
+def workers_allowed() -> bool:
+    """Whether a compile worker may run: two CPUs and not `TESSC_COMPILE_WORKERS=0`."""
+    if os.environ.get(WORKERS_VARIABLE, "1").strip().lower() in ("0", "no", "false"):
+        return False
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return cpus >= 2
+
+
+def start_worker() -> None:
+    """Start the worker now (it takes ~0.3 s to import Numba), e.g. while the passes run
+    for a program that will have kernels to compile."""
+    if workers_allowed():
+        _Worker.get()
+
+
+def stop_worker() -> None:
+    """End the worker if this process started one (a later compile starts another)."""
+    worker = _Worker._current
+    if worker is not None:
+        worker.stop()
+
+
+def _compile_with_worker(pending: list[ExternalKernel], guard: Guard, path: Path) -> None:
+    """Compile `pending` here and in the worker, each taking the largest kernel left."""
+    worker = _Worker.get()
+    if worker is None or not worker.lock.acquire(blocking=False):
+        return  # none, or busy with another thread's program: all compiled here
+    try:
+        queue = sorted(pending, key=ExternalKernel.cost, reverse=True)
+        lock = threading.Lock()
+
+        def take() -> ExternalKernel | None:
+            with lock:
+                return queue.pop(0) if queue else None
+
+        feeder = threading.Thread(target=worker.feed, args=(path, take), daemon=True)
+        feeder.start()
+        while (kernel := take()) is not None:
+            kernel.compile(guard)
+        feeder.join(WORKER_TIMEOUT)
+        if feeder.is_alive():  # hung: what it holds is compiled here
+            worker.process.kill()
+    finally:
+        worker.lock.release()
+
+
+class _Worker:
+    """The compile worker: one process per process, started on first need and kept for
+    later programs (it exits when this process closes its end of the pipe)."""
+
+    _current: _Worker | None = None
+    _start_lock = threading.Lock()
+
+    def __init__(self, process: subprocess.Popen):
+        self.process = process
+        self.owner = os.getpid()  # a forked child starts its own
+        self.lock = threading.Lock()  # one program at a time
+
+    @classmethod
+    def get(cls) -> _Worker | None:
+        with cls._start_lock:
+            worker = cls._current
+            if worker is not None and worker.owner == os.getpid() and worker.process.poll() is None:
+                return worker
+            cls._current = worker = cls._start()
+            return worker
+
+    @staticmethod
+    def _start() -> _Worker | None:
+        env = dict(os.environ)
+        # It must import this tessc and write where this process's Numba reads.
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        from numba.core import config
+
+        if config.CACHE_DIR:
+            env["NUMBA_CACHE_DIR"] = config.CACHE_DIR
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-c", _WORKER_COMMAND],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                text=True,
+            )
+        except OSError:
+            return None
+        worker = _Worker(process)
+        atexit.register(worker.stop)
+        STATS.started += 1
+        return worker
+
+    def stop(self) -> None:
+        """End the worker: it exits when its input closes."""
+        if self.owner != os.getpid() or self.process.poll() is not None:
+            return
+        try:
+            self.process.stdin.close()  # type: ignore[union-attr]
+            self.process.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            self.process.kill()
+            self.process.wait()
+
+    def feed(self, path: Path, take: Callable[[], ExternalKernel | None]) -> None:
+        """Hand the worker one kernel of module file `path` at a time until the queue is
+        empty or the worker fails; this process compiles (or loads) them all afterwards
+        either way."""
+        stdin, stdout = self.process.stdin, self.process.stdout
+        assert stdin is not None and stdout is not None
+        try:
+            while (kernel := take()) is not None:
+                stdin.write(f"{path}\t{kernel.__name__}\n")
+                stdin.flush()
+                if stdout.readline().strip() != f"ok {kernel.__name__}":
+                    STATS.failed += 1
+                    return
+                STATS.compiled += 1
+        except (OSError, ValueError):  # a dead worker, a closed pipe
+            return
+
+
+def _serve(requests: Iterable[str], out: IO[str]) -> None:
+    """The worker's loop: compile each requested kernel (`<module file>\t<name>`) into the
+    disk cache and answer `ok <name>` (`failed <name>` if it cannot)."""
+    from tessc.runtime.cache import execute_file, guard_for
+
+    modules: dict[str, ModuleType | None] = {}
+    for line in requests:
+        path, _, name = line.rstrip("\n").partition("\t")
+        if path not in modules:
+            modules[path] = execute_file(Path(path))
+        kernel = getattr(modules[path], name, None)
+        try:
+            if not isinstance(kernel, ExternalKernel):
+                raise LookupError(name)
+            kernel.prepare(guard_for(Path(path))).compile()
+        except Exception:  # reported as failed: this process compiles it and says why
+            out.write(f"failed {name}\n")
+        else:
+            out.write(f"ok {name}\n")
+        out.flush()
+
+
+def worker_main() -> None:
+    """The worker process (`python -c _WORKER_COMMAND`, requests on stdin; not `python -m`:
+    the modules it loads must find this module's `ExternalKernel`)."""
+    _serve(sys.stdin, sys.stdout)
+
+
+__all__ = [
+    "STATS",
+    "ExternalKernel",
+    "compile_kernels",
+    "external",
+    "module_kernels",
+    "start_worker",
+    "stop_worker",
+    "workers_allowed",
+]
