@@ -16,6 +16,10 @@ launches threaded kernels:
   kernels are emitted into the host's body at their call (`# <kernel>` marks where),
   so Numba compiles one function instead of one per kernel, and so is a parallel kernel
   that is the only function its hosts call;
+- except where a host calls many serial kernels (`tessc.lowering.numba_external`): each is
+  then `@external(void(voidptr, ...))`, a C callable compiled on its own and called by
+  name with pointers (`kernel(x.ctypes, ...)`), which the runtime compiles concurrently
+  (`tessc.runtime.external`);
 - except where the hosts only call kernels and make buffers and a parallel kernel has one
   parallel loop (`tessc.lowering.numba_threads`): then such kernels are threaded, not
   parfors — `@njit(nogil=True, cache=True, ...)` over a share `range(lo, hi)` of that

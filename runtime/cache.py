@@ -43,7 +43,11 @@ reports the Numba compilations and disk-cache hits of a module's functions, so t
 observe that nothing was compiled.
 
 Every jitted function of a loaded module compiles with tessc's Numba pipeline
-(`tessc.runtime.numba_pipeline`: the same code for about a quarter less compile time).
+(`tessc.runtime.numba_pipeline`: the same code for about a quarter less compile time). A
+module's kernels called by name (`tessc.runtime.external`) are compiled, or loaded, when it
+is loaded, partly by a compile worker process writing the same disk cache: the index of
+checksums is then updated under a file lock (`flock`), and a worker loads a module through
+`execute_file`.
 
 The runtime never reads IR: this module depends on the standard library only (Numba's
 dispatchers are looked at and wrapped, not imported; the pipeline module imports Numba when
