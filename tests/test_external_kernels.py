@@ -122,9 +122,7 @@ def test_cold_kernels_compile_here_and_in_the_worker_then_load_warm(tmp_path: Pa
     assert json.loads(warm.stdout) == {"compiled": 0, "hits": functions}
 
 
-def test_without_a_worker_all_compile_here(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_without_a_worker_all_compile_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(external.WORKERS_VARIABLE, "0")
     source = gradient_source(fastmath=["contract"])  # a module no other test loads
     by_worker = external.STATS.compiled
