@@ -94,6 +94,7 @@ from tessc.lowering.generic_analysis import (
     VIEW_OPS,
     FactsCache,
     cached_facts,
+    cached_kind,
     generic_maps,
     is_permutation,
     is_reduction,
@@ -157,10 +158,7 @@ def _transposes_contraction_operand(
     it in any layout: there the transpose is fused and no copy is made."""
     if not isinstance(producer, GenericOp):
         return None
-    if (
-        pattern_kind(consumer, captured=cached_facts(consumer, facts).captured)
-        != PatternKind.MATMUL
-    ):
+    if cached_kind(consumer, facts) != PatternKind.MATMUL:
         return None
     if pymath.prod(extents) >= PACKED_MIN_WORK:
         return None
@@ -191,8 +189,9 @@ def plan_fusion(
     consumer: GenericOp, index: int, policy: FusionPolicy, facts: FactsCache | None = None
 ) -> FusionPlan | str | None:
     """How to fuse the producer of input `index` into `consumer`: a plan, a refusal, or None.
-    `facts` caches body facts across calls."""
-    value = consumer.inputs[index]
+    `facts` caches body facts and kinds across calls."""
+    inputs = tuple(consumer.inputs)  # built from segment sizes at each access: read once
+    value = inputs[index]
     if not isinstance(value, OpResult) or not isinstance(value.type, TensorType):
         return None
     producer = value.op
@@ -201,9 +200,7 @@ def plan_fusion(
     if isinstance(producer, VIEW_OPS):
         return f"{producer.name} is a view, not a linalg.generic; fusion stops at reshapes"
     producer_facts = cached_facts(producer, facts) if isinstance(producer, GenericOp) else None
-    kind = pattern_kind(
-        producer, captured=producer_facts.captured if producer_facts is not None else None
-    )
+    kind = cached_kind(producer, facts)
     if kind in (PatternKind.REDUCTION, PatternKind.MATMUL):
         return (
             f"producer is a {kind.name.lower()}: its epilogue must run after the reduction "
@@ -221,7 +218,7 @@ def plan_fusion(
         generic_maps(producer)[len(producer.inputs) :] if isinstance(producer, GenericOp) else []
     )
     uses: list[tuple[int, int, AffineMap]] = []
-    for i, operand in enumerate(consumer.inputs):
+    for i, operand in enumerate(inputs):
         if not isinstance(operand, OpResult) or operand.op is not producer:
             continue
         result_map = (
@@ -280,7 +277,7 @@ def plan_fusion(
             ancestor = block.find_ancestor_op_in_block(user)
             if ancestor is None or not consumer.is_before_in_block(ancestor):
                 return f"{refusal}; another use precedes the consumer"
-        n_inputs = len(consumer.inputs)
+        n_inputs = len(inputs)
         kept = tuple(
             r.index
             for r in producer.results
@@ -618,9 +615,9 @@ class FuseProducerIntoGeneric(RewritePattern):
         fused = build_fused(consumer, plan, rewriter)
         self.origins[fused] = merged
         self.origins.pop(consumer, None)
-        self.facts.pop(consumer, None)
+        self.facts.forget(consumer)
         if fused_facts is not None:
-            self.facts[fused] = fused_facts
+            self.facts.bodies[fused] = fused_facts
         num_results = len(consumer.results)
         rewriter.replace(consumer, fused, fused.results[:num_results])
         for k, r in enumerate(plan.kept_results):
@@ -628,7 +625,7 @@ class FuseProducerIntoGeneric(RewritePattern):
         if all(not r.uses for r in plan.producer.results):
             rewriter.erase(plan.producer)
             self.origins.pop(plan.producer, None)
-            self.facts.pop(plan.producer, None)
+            self.facts.forget(plan.producer)
 
 
 def annotate(module: ModuleOp, policy: FusionPolicy) -> None:

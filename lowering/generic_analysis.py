@@ -19,7 +19,7 @@ identity map too, unused), so loop extents are still read off the shapes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xdsl.dialects import arith, tensor
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
@@ -219,19 +219,40 @@ class BodyFacts:
         )
 
 
-FactsCache = dict[Operation, BodyFacts]
-"""Body facts by generic; an entry stays valid while its op's body is unchanged (tess-fuse
-only changes the bodies of ops it replaces)."""
+@dataclass
+class FactsCache:
+    """Body facts and pattern kinds by op. An entry stays valid while its op's body and
+    indexing maps are unchanged: tess-fuse replaces the ops it fuses rather than changing
+    them, and forgets them."""
+
+    bodies: dict[Operation, BodyFacts] = field(default_factory=dict[Operation, BodyFacts])
+    kinds: dict[Operation, PatternKind] = field(default_factory=dict[Operation, PatternKind])
+
+    def forget(self, op: Operation) -> None:
+        self.bodies.pop(op, None)
+        self.kinds.pop(op, None)
 
 
 def cached_facts(op: GenericOp, cache: FactsCache | None) -> BodyFacts:
     """`op`'s body facts, from `cache` if it has them (then kept there)."""
     if cache is None:
         return BodyFacts.of(op)
-    facts = cache.get(op)
+    facts = cache.bodies.get(op)
     if facts is None:
-        facts = cache[op] = BodyFacts.of(op)
+        facts = cache.bodies[op] = BodyFacts.of(op)
     return facts
+
+
+def cached_kind(op: Operation, cache: FactsCache | None) -> PatternKind:
+    """`pattern_kind(op)`, from `cache` if it has it (then kept there); a generic's body is
+    walked only for its facts (`cached_facts`)."""
+    kind = cache.kinds.get(op) if cache is not None else None
+    if kind is None:
+        captured = cached_facts(op, cache).captured if isinstance(op, GenericOp) else None
+        kind = pattern_kind(op, captured=captured)
+        if cache is not None:
+            cache.kinds[op] = kind
+    return kind
 
 
 def labels(op: Operation) -> list[str]:
