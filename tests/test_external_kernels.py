@@ -1,7 +1,9 @@
 """Kernels compiled on their own and called by name (`tessc.lowering.numba_external`,
-`tessc.runtime.external`): which kernels codegen picks, and that such a program computes the
-reference interpreter's results cold (compiled here and by the compile worker), warm (a new
-process loads everything, compiles nothing), without a worker, and with a failing one."""
+`tessc.runtime.external`): which kernels codegen picks (the MLP's gradient, in
+tests/filecheck/autodiff/mlp-grad-to-numba.mlir, which tests/test_autodiff.py runs against
+the reference interpreter), and that such a program computes the reference interpreter's
+results cold (compiled here and by the compile worker), warm (a new process loads
+everything, compiles nothing), without a worker, with a failing one, and in memory."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from tessc.lowering.to_numba import emit_numba
 from tessc.pipelines import run_passes
 from tessc.reference import interpret, parse_module
 from tessc.runtime import external
-from tessc.runtime.cache import load_source, numba_compile_stats
+from tessc.runtime.cache import CacheWarning, load_source, numba_compile_stats
 from tessc.runtime.executor import Executable
 
 MLP = Path(__file__).parent / "filecheck" / "autodiff" / "mlp-grad-to-numba.mlir"
@@ -41,23 +43,6 @@ def gradient_source(**codegen: object) -> str:
     module = gradient_module()
     run_passes(module, TO_LOOPS)
     return emit_numba(module, **codegen)  # type: ignore[arg-type]
-
-
-def inputs() -> list[np.ndarray]:
-    rng = np.random.default_rng(7)
-    shapes = [(8, 4), (4, 16), (16,), (16, 3), (3,)]
-    args = [rng.uniform(-2, 2, s).astype(np.float32) for s in shapes]
-    labels = np.zeros((8, 3), np.float32)
-    labels[np.arange(8), rng.integers(0, 3, 8)] = 1
-    return [*args, labels]
-
-
-def check_gradient(module: object) -> None:
-    args = inputs()
-    expected = interpret(gradient_module(), "loss_grad", args)
-    actual = Executable(module, "loss_grad")(*args)  # type: ignore[arg-type]
-    for got, want in zip(actual, expected, strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 def kernel_count(source: str) -> int:
@@ -81,29 +66,70 @@ def test_below_the_threshold_kernels_stay_in_the_host(monkeypatch: pytest.Monkey
     assert "@external(" not in source and "    # loss_grad_kernel_0\n" in source
 
 
+SMALL = """
+func.func @f(%x: tensor<16x8xf32>, %b: tensor<8xf32>) -> (tensor<16x8xf32>, tensor<16xf32>) {
+  %0 = tess.add %x, %b : tensor<16x8xf32>, tensor<8xf32> -> tensor<16x8xf32>
+  %1 = tess.relu %0 : tensor<16x8xf32>
+  %2 = tess.exp %1 : tensor<16x8xf32>
+  %3 = tess.sum %2 dims = [1] : tensor<16x8xf32> -> tensor<16xf32>
+  func.return %1, %3 : tensor<16x8xf32>, tensor<16xf32>
+}
+"""
+UNFUSED = "tess-to-linalg,tess-bufferize,tess-outline-kernels,tess-linalg-to-loops,canonicalize,cse"
+
+
+def small_source(**codegen: object) -> str:
+    """SMALL, one kernel per op (5 with the sum's fill: too small to go by name by
+    default)."""
+    module = parse_module(SMALL)
+    run_passes(module, UNFUSED)
+    return emit_numba(module, **codegen)  # type: ignore[arg-type]
+
+
+def check_small(module: object) -> None:
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((16, 8)).astype(np.float32)
+    b = rng.standard_normal(8).astype(np.float32)
+    expected = interpret(parse_module(SMALL), "f", [x, b])
+    actual = Executable(module, "f")(x, b)  # type: ignore[arg-type]
+    for got, want in zip(actual, expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.fixture
+def by_name(monkeypatch: pytest.MonkeyPatch) -> str:
+    """SMALL's source with every kernel called by name, and the worker asked whatever
+    there is to compile."""
+    monkeypatch.setattr(numba_external, "EXTERNAL_MIN_OPS", 0)
+    monkeypatch.setattr(external, "WORKER_MIN_LINES", 0)
+    source = small_source()
+    assert source.count("@external(") == 5
+    return source
+
+
 WARM_CHILD = textwrap.dedent(
     """
     import json, sys
-    from tessc.runtime.cache import load_source, numba_compile_stats
+    from tessc.runtime.cache import CacheWarning, load_source, numba_compile_stats
+    from tests.test_external_kernels import check_small
     module = load_source(sys.stdin.read(), sys.argv[1])
-    from tests.test_external_kernels import check_gradient
-    check_gradient(module)
+    check_small(module)
     stats = numba_compile_stats(module)
     print(json.dumps({"compiled": stats.compiled, "hits": stats.cache_hits}))
     """
 )
 
 
-def test_cold_kernels_compile_here_and_in_the_worker_then_load_warm(tmp_path: Path) -> None:
-    source = gradient_source()
+def test_cold_kernels_compile_here_and_in_the_worker_then_load_warm(
+    tmp_path: Path, by_name: str
+) -> None:
     by_worker = external.STATS.compiled
-    module = load_source(source, tmp_path)
-    check_gradient(module)
+    module = load_source(by_name, tmp_path)
+    check_small(module)
     stats = numba_compile_stats(module)
-    functions = kernel_count(source) + 1  # and the host called
-    assert stats.compiled + stats.cache_hits == functions
+    assert stats.compiled + stats.cache_hits == 6  # the kernels and the host
     if external.workers_allowed():
-        assert external.STATS.compiled > by_worker  # loaded here from the disk cache
+        assert external.STATS.compiled > by_worker  # then loaded here from the disk cache
         assert stats.cache_hits == external.STATS.compiled - by_worker
     from numba.core import config
 
@@ -112,39 +138,48 @@ def test_cold_kernels_compile_here_and_in_the_worker_then_load_warm(tmp_path: Pa
         env["NUMBA_CACHE_DIR"] = config.CACHE_DIR
     warm = subprocess.run(
         [sys.executable, "-c", WARM_CHILD, str(tmp_path)],
-        input=source,
+        input=by_name,
         capture_output=True,
         text=True,
         env=env,
         cwd=Path(__file__).parent.parent,
         check=True,
     )
-    assert json.loads(warm.stdout) == {"compiled": 0, "hits": functions}
+    assert json.loads(warm.stdout) == {"compiled": 0, "hits": 6}
 
 
-def test_without_a_worker_all_compile_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_worker_all_compile_here(
+    tmp_path: Path, by_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(external.WORKERS_VARIABLE, "0")
-    source = gradient_source(fastmath=["contract"])  # a module no other test loads
     by_worker = external.STATS.compiled
-    module = load_source(source, tmp_path)
-    check_gradient(module)
+    module = load_source(by_name, tmp_path)
+    check_small(module)
     assert external.STATS.compiled == by_worker
-    assert numba_compile_stats(module).compiled == kernel_count(source) + 1
+    assert numba_compile_stats(module).compiled == 6
 
 
 def test_a_failing_worker_leaves_its_kernels_to_this_process(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, by_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if not external.workers_allowed():
         pytest.skip("one CPU: no compile worker")
     external.stop_worker()
     monkeypatch.setattr(external, "_WORKER_COMMAND", "import sys; sys.exit(3)")
-    source = gradient_source(fastmath=["nsz"])
     by_worker = external.STATS.compiled
     try:
-        module = load_source(source, tmp_path)
+        module = load_source(by_name, tmp_path)
     finally:
         external.stop_worker()  # the next test starts a working one
-    check_gradient(module)
+    check_small(module)
     assert external.STATS.compiled == by_worker
-    assert numba_compile_stats(module).compiled == kernel_count(source) + 1
+    assert numba_compile_stats(module).compiled == 6
+
+
+def test_an_unusable_cache_directory_compiles_them_in_memory(tmp_path: Path, by_name: str) -> None:
+    not_a_directory = tmp_path / "file"
+    not_a_directory.write_text("")
+    with pytest.warns(CacheWarning):
+        module = load_source(by_name, not_a_directory)
+    check_small(module)
+    assert numba_compile_stats(module).compiled == 6
