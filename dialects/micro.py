@@ -14,6 +14,13 @@ the inner product of two panels to one op:
 (`accumulate` an i1: false for a contraction's first k block, so its output needs no zero
 fill and is not read).
 
+    %threads = micro.num_threads
+
+is the number of threads the function's parallel loops run on at the time of the call
+(Numba's `get_num_threads()` in a parallel kernel, 1 in a serial one): `tess-pack-matmul`
+gives each thread one iteration of its parallel loop, with its own packed panels, so the
+threads never wait for each other within a call. A program is correct for any value >= 1.
+
 `ap` holds an MR-tall micro-panel of the left-hand side (`rows` values per k step),
 `bp` an NR-wide micro-panel of the right-hand side (`cols` values per k step), both
 contiguous; `out` is read once and written once, its last dim unit-stride and the tile's
@@ -39,7 +46,16 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Attribute, Dialect, SSAValue
-from xdsl.irdl import IRDLOperation, attr_def, irdl_op_definition, operand_def, var_operand_def
+from xdsl.irdl import (
+    IRDLOperation,
+    attr_def,
+    irdl_op_definition,
+    operand_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
 
@@ -113,6 +129,20 @@ class MmaOp(IRDLOperation):
             )
 
 
-Micro = Dialect("micro", [MmaOp])
+@irdl_op_definition
+class NumThreadsOp(IRDLOperation):
+    """The number of threads parallel loops run on in this call (module docstring)."""
 
-__all__ = ["Micro", "MmaOp"]
+    name = "micro.num_threads"
+
+    result = result_def(IndexType)
+    traits = traits_def(Pure())
+    assembly_format = "attr-dict"
+
+    def __init__(self) -> None:
+        super().__init__(result_types=[IndexType()])
+
+
+Micro = Dialect("micro", [MmaOp, NumThreadsOp])
+
+__all__ = ["Micro", "MmaOp", "NumThreadsOp"]

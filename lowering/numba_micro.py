@@ -15,6 +15,11 @@ register width: Numba's auto-vectoriser picks 256-bit vectors on AVX-512 machine
 The generated module defines `micro_mma(rows, cols, lanes)` once (`MMA_TEMPLATE`) and one
 intrinsic per tile shape it uses (`mma_binding`); the template is plain text in the module,
 so the kernel cache's content hash covers it.
+
+`micro.num_threads` in a parallel function is `num_threads()` (`NUM_THREADS_TEMPLATE`): a
+call of the threading layer's `get_num_threads` symbol, as Numba's own parfors read it.
+`numba.get_num_threads()` called from compiled code holds a ctypes pointer, and Numba does
+not cache a function with one.
 """
 
 from __future__ import annotations
@@ -136,6 +141,21 @@ def micro_mma(rows, cols, lanes):
 '''.strip()
 
 
+NUM_THREADS_TEMPLATE = '''
+@intrinsic
+def num_threads(typingctx):
+    """Numba's thread count now, read as its parfors read it (a cacheable call)."""
+    get_num_threads()  # starts the threading layer, which defines the symbol
+
+    def codegen(context, builder, signature, args):
+        count = ir.FunctionType(context.get_value_type(types.intp), [])
+        function = cgutils.get_or_insert_function(builder.module, count, "get_num_threads")
+        return builder.call(function, [])
+
+    return types.intp(), codegen
+'''.strip()
+
+
 def mma_name(tile: tuple[int, int, int]) -> str:
     """The generated module's name of the intrinsic for a (rows, cols, lanes) tile."""
     return "micro_mma_{}x{}x{}".format(*tile)
@@ -146,4 +166,4 @@ def mma_binding(tile: tuple[int, int, int]) -> str:
     return f"{mma_name(tile)} = micro_mma({', '.join(map(str, tile))})"
 
 
-__all__ = ["MMA_IMPORTS", "MMA_TEMPLATE", "mma_binding", "mma_name"]
+__all__ = ["MMA_IMPORTS", "MMA_TEMPLATE", "NUM_THREADS_TEMPLATE", "mma_binding", "mma_name"]

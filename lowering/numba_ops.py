@@ -46,7 +46,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
-from tessc.dialects.micro import MmaOp
+from tessc.dialects.micro import MmaOp, NumThreadsOp
 from tessc.lowering.loop_analysis import constant_int
 from tessc.lowering.numba_micro import mma_name
 
@@ -319,6 +319,7 @@ class OpEmitter:
         self.uses_math = False
         self.uses_bitcast = False
         self.mma_tiles: set[tuple[int, int, int]] = set()  # `micro.mma` shapes emitted
+        self.uses_num_threads = False  # `micro.num_threads` read Numba's thread count
         # 0-d memrefs in parallel kernels, seen through 1-element views: Numba's parfor
         # lowering cannot index a 0-d array (`x[()]`) inside a prange body.
         self.scalar_views: dict[SSAValue, str] = {}
@@ -407,6 +408,11 @@ class OpEmitter:
             self.emit_dim(op)
         elif isinstance(op, MmaOp):
             self.emit_mma(op)
+        elif isinstance(op, NumThreadsOp):
+            # A serial function's loops run on one thread, whatever Numba's count.
+            self.uses_num_threads |= self.parallel
+            value = "num_threads()" if self.parallel else "1"
+            self.line(f"{self.define(op.result, 'threads')} = {value}")
         elif isinstance(op, memref.GetGlobalOp):
             self.exprs[op.memref] = global_name(op.name_.root_reference.data)
         else:

@@ -9,20 +9,33 @@ out[.., i, j] + x * y` (`x` computed from `i` and `k`, `y` from `k` and `j`, bot
 loads and pure ops), with N x K x M above `min-work`, this pass builds (the match, the
 register tile and the blocks are in `pack_matmul_plan.py`):
 
-    ap = alloc[nIB * MC * KC], bp = alloc[KC * NC], ct = alloc[nIB * MR, NR]   (once)
-    for b...:                                    the batch dims, serially
-     for jc < ceil(M / NC): j0 = jc * NC, nc = min(NC, M - j0)
-      for pc < ceil(K / KC): k0 = pc * KC, kc = min(KC, K - k0)
-       parallel kk < kc: for jr < ceil(nc / NR):  pack B: NR-wide micro-panels, k-major,
-         bp[(jr * kc + kk) * NR + c] = y(k0 + kk, j0 + jr * NR + c)   (j clamped to M - 1)
-       parallel ib < nIB: i0 = ib * MC, mi = min(MC, N - i0)
+    ap = alloc[T * MC * KC], bp = alloc[T * KC * NC], ct = alloc[T * MR, NR]   (once)
+    groups = min(micro.num_threads, T)
+    parallel g < groups:                         one iteration per thread, nothing shared
+     its row blocks: [nIB * g / groups, nIB * (g + 1) / groups)
+     for b...:                                   the batch dims
+      for jc < ceil(M / NC): j0 = jc * NC, nc = min(NC, M - j0)
+       for pc < ceil(K / KC): k0 = pc * KC, kc = min(KC, K - k0)
+        for kk < kc: for jr < ceil(nc / NR):     pack B, the thread's copy: NR-wide
+          bp[g * KC * NC + (jr * kc + kk) * NR + c] = y(k0 + kk, j0 + jr * NR + c)
+                                                 micro-panels, k-major (j clamped to M - 1)
+        for ib in its row blocks: i0 = ib * MC, mi = min(MC, N - i0)
          if jc == 0 and pc == 0: the row segments before the contraction (its zero fill)
-         pack A: ap[slot + (ir * kc + kk) * MR + r] = x(i0 + ir * MR + r, k0 + kk)
+         pack A: ap[g * MC * KC + (ir * kc + kk) * MR + r] = x(i0 + ir * MR + r, k0 + kk)
          for jr: for ir:                          one B micro-panel in L1, A's block in L2
-           micro.mma ap[slot + ir * kc * MR], bp[jr * kc * NR], kc, out[.., it, jt]
-           (an edge tile: into ct's zeroed rows, then added to the rows and columns that exist)
+           micro.mma ap[g * MC * KC + ir * kc * MR], bp[.. + jr * kc * NR], kc, out[.., it, jt]
+           (an edge tile: into the thread's ct rows, then added to the rows and columns
+           that exist)
          if jc and pc are the last: the row segments after it (bias, activation) on the
            block's rows, while they are in cache
+
+T is the `threads` option (this machine's CPU count): the row blocks are sized so that T
+threads get equal shares (`pack_matmul_plan.clamp_blocks`), and each thread packs the B
+panels it needs itself. Packing B once and sharing it cost two barriers per k block: on
+this 2-core machine shared with other jobs, a thread descheduled at a barrier stalled the
+other (2048 f32 on two threads: 0.36-0.57x of BLAS against 0.89-0.95x without them,
+same runs). The copy costs each thread one read of B per column block (~3% of a 2048
+product); on one thread nothing changes.
 
 A dot nest (`tess-tile-dot`'s form: `scf.parallel (b.., i, j)` around a k loop, what `a @
 w.T` becomes once `tess-fuse` fuses the transpose, which it does for contractions this pass
@@ -42,13 +55,13 @@ and ops computed `x` and `y`.
 Legality: `tess-tile`'s (a row kernel's rows touch disjoint elements of what it writes, so
 the row blocks run in parallel and each segment may run over a block of rows at once), plus:
 the segments before the contraction run, for a block of rows, before any of its products;
-those after it, after the last. B is packed before the parallel loop: it does not depend on
-`i`, and memrefs a row kernel writes are indexed by `i`, so no segment writes it. Each
-output element receives its k terms in k order within each KC block (fast-math
-reassociation aside). Smaller contractions are left to `tess-tile`: packing costs a copy
+those after it, after the last. B is packed by each thread before its row blocks: it does
+not depend on `i`, and memrefs a row kernel writes are indexed by `i`, so no segment
+writes it. Each output element receives its k terms in k order within each KC block
+(fast-math reassociation aside). Smaller contractions are left to `tess-tile`: packing costs a copy
 of both operands and a scratch allocation per call, which small products do not win back.
-The new nest's parallel loops carry `tess.tile_sizes` (MC, KC, NC) and
-`tess.register_tile` (MR, NR), so `tess-tile` leaves them alone.
+The new nest's parallel loop carries `tess.tile_sizes` (MC, KC, NC) and
+`tess.register_tile` (MR, NR), so `tess-tile` leaves it alone.
 """
 
 from __future__ import annotations
@@ -72,7 +85,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
-from tessc.dialects.micro import MmaOp
+from tessc.dialects.micro import MmaOp, NumThreadsOp
 from tessc.lowering.loop_analysis import PACKED_MIN_WORK, IndexConstants
 from tessc.lowering.pack_matmul_plan import (
     DEFAULT_BLOCKS,
@@ -105,6 +118,7 @@ class Packer:
     tile: tuple[int, int, int]  # MR, NR, lanes
     blocks: tuple[int, int, int]  # MC, KC, NC (clamped to the shape)
     constant: IndexConstants
+    threads: int  # the most threads (parallel iterations), each with its own panels
     mapping: dict[SSAValue, IndexValue] = field(default_factory=dict[SSAValue, IndexValue])
     invariants: dict[SSAValue, SSAValue] = field(default_factory=dict[SSAValue, SSAValue])
 
@@ -127,21 +141,36 @@ class Packer:
         (mr, nr, _), (mc, kc, nc) = self.tile, self.blocks
         n, _, _ = self.shape
         element = self.match.x.type
-        row_blocks = -(-n // mc)
+        row_blocks, threads = -(-n // mc), self.threads
         top = Block()
         e = Emitter(top, self.constant)
         for op in self.match.invariant_ops:
             top.add_op(op.clone(self.invariants))
         allocs = [
-            memref.AllocOp.get(element, 64, [row_blocks * mc * kc]),
-            memref.AllocOp.get(element, 64, [kc * nc]),
-            memref.AllocOp.get(element, 64, [row_blocks * mr, nr]),
+            memref.AllocOp.get(element, 64, [threads * mc * kc]),
+            memref.AllocOp.get(element, 64, [threads * kc * nc]),
+            memref.AllocOp.get(element, 64, [threads * mr, nr]),
         ]
         for alloc, hint in zip(allocs, ("ap", "bp", "ct"), strict=True):
             top.add_op(alloc)
             alloc.memref.name_hint = hint
         self.ap, self.bp, self.ct = (a.memref for a in allocs)
-        self.batch(e, list(self.match.batch))
+        groups: IndexValue = 1
+        if threads > 1:
+            top.add_op(running := NumThreadsOp())
+            running.result.name_hint = "threads"
+            groups = e.apply(arith.MinSIOp, running.result, threads, "groups")
+
+        def group(eg: Emitter, g: SSAValue) -> None:
+            # Thread g's share of the row blocks, as `largest_share` counted them.
+            self.group = g
+            self.b_slot = eg.mul(g, kc * nc, "bslot")
+            self.lo = eg.apply(arith.DivUIOp, eg.mul(g, row_blocks), groups, "lo")
+            end = eg.mul(eg.add(g, 1), row_blocks)
+            self.hi = eg.apply(arith.DivUIOp, end, groups, "hi")
+            self.batch(eg, list(self.match.batch))
+
+        self.parallel(e, groups, "g", group)
         ops = list(top.ops)
         for op in ops:
             op.detach()
@@ -255,12 +284,13 @@ class Packer:
             {-(-s // nr) for s in nj.sizes},
         )
 
-        def step(ek: Emitter, kk: SSAValue) -> None:
+        def step(ek: Emitter, kk: IndexValue) -> None:
             k = ek.add(k0, kk, "k")
 
             def panel(ep: Emitter, jr: IndexValue) -> None:
                 jt = ep.add(j0, ep.mul(jr, nr), "jt")
                 row = ep.mul(ep.add(ep.apply(arith.MuliOp, jr, nk.value), kk), nr)
+                row = ep.add(self.b_slot, row)
 
                 def column(ec: Emitter, c: IndexValue) -> None:
                     j = self.clamp(ec, ec.add(jt, c), cols, nr, "j")
@@ -272,7 +302,7 @@ class Packer:
 
             emit_loop(ek, panels, "jr", panel)
 
-        self.parallel(e, nk.value, "kk", step)
+        emit_loop(e, nk, "kk", step)
 
     def row_blocks(
         self,
@@ -289,11 +319,12 @@ class Packer:
         (mr, nr, _), (mc, kc, _) = self.tile, self.blocks
         n, _, cols = self.shape
 
-        def block(eb: Emitter, ib: SSAValue) -> None:
+        def block(eb: Emitter, t: IndexValue) -> None:
+            ib = eb.add(self.lo, t, "ib")
             i0 = eb.mul(ib, mc, "i0")
             ni = block_extent(eb, n, mc, i0, "mi")
             self.guarded(eb, first, lambda eg: self.segments(eg, m.before, i0, ni))
-            slot = eb.mul(ib, mc * kc, "slot")
+            slot = eb.mul(self.group, mc * kc, "slot")
             tiles_i = make_extent(
                 eb.apply(arith.DivUIOp, eb.add(ni.value, mr - 1), mr, "nir"),
                 {-(-s // mr) for s in ni.sizes},
@@ -325,24 +356,27 @@ class Packer:
 
             def panel(ej: Emitter, jr: IndexValue) -> None:
                 jt = ej.add(j0, ej.mul(jr, nr), "jt")
-                b_off = ej.mul(ej.apply(arith.MuliOp, jr, nk.value), nr, "boff")
+                panel_start = ej.mul(ej.apply(arith.MuliOp, jr, nk.value), nr)
+                b_off = ej.add(self.b_slot, panel_start, "boff")
 
                 def micro(ei: Emitter, ir: IndexValue) -> None:
                     it = ei.add(i0, ei.mul(ir, mr), "it")
                     a_off = ei.add(slot, ei.mul(ei.apply(arith.MuliOp, ir, nk.value), mr), "aoff")
-                    self.mma(ei, ib, it, jt, a_off, b_off, nk, accumulate)
+                    self.mma(ei, it, jt, a_off, b_off, nk, accumulate)
 
                 emit_loop(ej, tiles_i, "ir", micro)
 
             emit_loop(eb, tiles_j, "jr", panel)
             self.guarded(eb, last, lambda eg: self.segments(eg, m.after, i0, ni))
 
-        self.parallel(e, -(-n // mc), "ib", block)
+        # At most all the blocks (one thread): a bound codegen reads as the loop's work.
+        count = e.apply(arith.SubiOp, self.hi, self.lo)
+        share = make_extent(e.apply(arith.MinSIOp, count, -(-n // mc), "blocks"), set())
+        emit_loop(e, share, "t", block)
 
     def mma(
         self,
         e: Emitter,
-        ib: SSAValue,
         it: IndexValue,
         jt: IndexValue,
         a_off: IndexValue,
@@ -377,7 +411,7 @@ class Packer:
         inside.add_op(direct)
         inside.add_op(scf.YieldOp())
         ee = Emitter(edge, e.constant)
-        c0 = ee.mul(ib, mr, "c0")
+        c0 = ee.mul(self.group, mr, "c0")
         edge.add_op(
             MmaOp(*args, self.ct, [ee.value(c0), ee.value(0)], self.flag(ee, False), self.tile)
         )
@@ -467,7 +501,7 @@ class PackMatmul(RewritePattern):
             return
         blocks = clamp_blocks(shape, tile, self.blocks, self.min_row_blocks, self.threads)
         constant = IndexConstants.before(op)
-        ops = Packer(match, tile, blocks, constant).build()
+        ops = Packer(match, tile, blocks, constant, self.threads).build()
         rewriter.replace(op, [*constant.ops, *ops], [])
 
 

@@ -73,8 +73,14 @@ from xdsl.traits import IsTerminator
 # Re-exported: `_EXPRESSIONS` and `_CMPF` for tests that evaluate the templates.
 from tessc.dialects import contract
 from tessc.dialects.functions import called_functions
+from tessc.dialects.micro import NumThreadsOp
 from tessc.lowering import numba_external
-from tessc.lowering.numba_micro import MMA_IMPORTS, MMA_TEMPLATE, mma_binding
+from tessc.lowering.numba_micro import (
+    MMA_IMPORTS,
+    MMA_TEMPLATE,
+    NUM_THREADS_TEMPLATE,
+    mma_binding,
+)
 from tessc.lowering.numba_ops import _CMPF as _CMPF
 from tessc.lowering.numba_ops import _EXPRESSIONS as _EXPRESSIONS
 from tessc.lowering.numba_ops import (
@@ -453,6 +459,14 @@ def _is_memref_index(use: Use) -> bool:
     return isinstance(use.operation, memref.StoreOp) and use.index >= 2
 
 
+def _per_thread(bound: SSAValue) -> bool:
+    """Whether `bound` is the thread count, or its minimum with a constant."""
+    owner = bound.owner
+    if isinstance(owner, arith.MinSIOp | arith.MinUIOp):
+        return any(isinstance(v.owner, NumThreadsOp) for v in owner.operands)
+    return isinstance(owner, NumThreadsOp)
+
+
 def static_work(block: Block) -> float:
     """Iterations of the loop nests in `block` when their trip counts are constants."""
     return sum(static_work_of(op) for op in block.ops)
@@ -467,7 +481,8 @@ def static_work_of(op: Operation) -> float:
         return float(sum(rows[1::2]) - sum(rows[::2]))
     if isinstance(op, scf.ParallelOp):
         bounds = zip(op.lowerBound, op.upperBound, op.step, strict=True)
-        counts = [trip_count(lb, ub, st) for lb, ub, st in bounds]
+        # A loop over the threads (`micro.num_threads`) splits its body's work: once.
+        counts = [1 if _per_thread(ub) else trip_count(lb, ub, st) for lb, ub, st in bounds]
         trips = math.inf if None in counts else math.prod(c or 0 for c in counts)
         return trips * max(1.0, static_work(op.body.block))
     if isinstance(op, scf.IfOp):
@@ -673,7 +688,7 @@ def _emit_module(
         inlined.update(sole_parallel_kernels(functions, parallel))
     bodies: list[str] = []
     signatures: list[str] = []
-    uses_math = uses_prange = uses_bitcast = False
+    uses_math = uses_prange = uses_bitcast = uses_num_threads = False
     mma_tiles: set[tuple[int, int, int]] = set()
     for fn in functions:
         name = fn.sym_name.data
@@ -698,6 +713,7 @@ def _emit_module(
             )
         uses_math |= emitter.uses_math
         uses_bitcast |= emitter.uses_bitcast
+        uses_num_threads |= emitter.uses_num_threads
         mma_tiles |= emitter.mma_tiles
         if not is_kernel:
             entry = signature_entry(fn, pyname, emitter.arg_names)
@@ -734,11 +750,12 @@ def _emit_module(
         *(["carray"] if externals else []),
         "njit",
         *(["prange"] if uses_prange else []),
-        *(["types"] if uses_bitcast or mma_tiles else []),
+        *(["types"] if uses_bitcast or mma_tiles or uses_num_threads else []),
+        *(["get_num_threads"] if uses_num_threads else []),
     ]
     imports = ["import math", ""] if uses_math else []
     imports += ["import numpy as np", f"from numba import {', '.join(numba_names)}"]
-    if mma_tiles:
+    if mma_tiles or uses_num_threads:
         imports += MMA_IMPORTS
     elif uses_bitcast:
         imports.append("from numba.extending import intrinsic")
@@ -760,6 +777,8 @@ def _emit_module(
     helpers = [BITCAST_INTRINSIC] if uses_bitcast else []
     if mma_tiles:
         helpers += [MMA_TEMPLATE, "\n".join(mma_binding(tile) for tile in sorted(mma_tiles))]
+    if uses_num_threads:
+        helpers.append(NUM_THREADS_TEMPLATE)
     return "\n\n\n".join(["\n".join(prologue), *helpers, *bodies]) + "\n"
 
 

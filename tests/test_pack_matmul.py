@@ -15,6 +15,7 @@ register tile per vector width, the option errors.
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -131,14 +132,38 @@ def test_packed_program_matches_reference(case: str) -> None:
 
 
 def test_parallel_packed_kernel_matches_reference() -> None:
-    """Two row blocks per k block run in a `prange`; B is packed in another."""
+    """One parallel loop, an iteration per thread (`micro.num_threads`, read as Numba's
+    parfors read it: the kernel stays cacheable), each packing its own B panels and running
+    its share of the row blocks; right on one thread and on two (balanced for two)."""
+    import numba
+    from numba.core.errors import NumbaWarning
+
     text = dense_relu(40, 24, 50)
     module = parse(text)
     inputs = random_inputs(next(iter(module.ops)), seed=11)  # type: ignore[arg-type]
-    source = emit_numba(lowered(text), parallel_threshold=1)
-    assert source.count("in prange(") == 2
-    actual = Executable(load_source(source), "main")(*inputs)
-    assert_results_match(actual, interpret(module, "main", inputs), rtol=1e-5, atol=1e-5)
+    pack = SMALL.replace("}", " threads=2}")
+    source = emit_numba(lowered(text, pack), parallel_threshold=1)
+    assert source.count("in prange(") == 1 and "threads = num_threads()" in source
+    expected = interpret(module, "main", inputs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NumbaWarning)  # "cannot cache ... dynamic globals"
+        program = Executable(load_source(source), "main")
+        previous = numba.get_num_threads()
+        try:
+            for threads in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
+                numba.set_num_threads(threads)
+                assert_results_match(program(*inputs), expected, rtol=1e-5, atol=1e-5)
+        finally:
+            numba.set_num_threads(previous)
+
+
+def test_the_thread_loop_counts_its_work_once() -> None:
+    """Codegen's parallel threshold sees the packed nest's work, not the thread count times
+    it: a 128x64x128 product (below 2^18 static iterations) stays a serial kernel, which
+    runs its one group on one thread."""
+    source = emit_numba(lowered(matmul((128, 64), (64, 128)), "tess-pack-matmul{threads=2}"))
+    assert "micro_mma_" in source and "prange" not in source
+    assert "threads = 1" in source and "num_threads()" not in source
 
 
 def test_small_contractions_are_left_to_tess_tile() -> None:

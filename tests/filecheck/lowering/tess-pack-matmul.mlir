@@ -1,11 +1,12 @@
 // tess-pack-matmul: a row kernel holding a large contraction becomes packed panels and a
-// register-tile micro-kernel. Per k block: an scf.parallel packs B into NR-wide
-// micro-panels (columns past the matrix clamped), then an scf.parallel over row blocks
-// packs A into MR-tall micro-panels (rows clamped), calls micro.mma per MR x NR tile
-// (through the `ct` scratch where the tile is partial), storing in the first k block (the
-// zero fill is dropped) and adding after, and runs the bias + relu epilogue on its rows
-// after the last k block. Scratch is
-// allocated once, before the loops. Small or non-matmul nests are left alone.
+// register-tile micro-kernel. One scf.parallel with an iteration per thread
+// (micro.num_threads, at most `threads`); each, per k block, packs its own copy of B into
+// NR-wide micro-panels (columns past the matrix clamped), then for each of its share of
+// the row blocks packs A into MR-tall micro-panels (rows clamped), calls micro.mma per MR x
+// NR tile (through its `ct` rows where the tile is partial), storing in the first k block
+// (the zero fill is dropped) and adding after, and runs the bias + relu epilogue on the
+// block's rows after the last k block. Scratch is allocated once, before the loops, one
+// slot per thread. Small or non-matmul nests are left alone.
 // RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 blocks=16,8,64 register-tile=4,16 vector-bits=512 threads=2}' | filecheck %s
 // RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 blocks=16,8,64 register-tile=4,16 vector-bits=512 threads=2}' | tessc-opt | filecheck %s
 // RUN: tessc-opt %s -p 'tess-pack-matmul{vector-bits=256}' | filecheck %s --check-prefix=SMALL
@@ -47,57 +48,72 @@ func.func private @dense(%out: memref<37x41xf32>, %a: memref<37x29xf32>, %b: mem
 }
 // MC = 8 (a multiple of MR = 4; 5 row blocks, shares of 16 and 21 rows for threads=2,
 // where 4 blocks of 12 would give 24 and 13), KC = 8 (4 k blocks of 29), NC = 48 (41
-// columns rounded up to NR = 16).
+// columns rounded up to NR = 16). Scratch per thread: an A block, a B panel, an edge tile.
 // CHECK-LABEL: func.func private @dense(
-// CHECK:         %ap = memref.alloc() {alignment = 64 : i64} : memref<320xf32>
-// CHECK-NEXT:    %bp = memref.alloc() {alignment = 64 : i64} : memref<384xf32>
-// CHECK-NEXT:    %ct = memref.alloc() {alignment = 64 : i64} : memref<20x16xf32>
-// CHECK-NEXT:    scf.for %pc = %{{.*}} to %{{.*}} step %{{.*}} {
-// CHECK-NEXT:      %k0 = arith.muli %pc, %{{.*}} : index
-// CHECK:           %kc = arith.minsi %{{.*}}, %{{.*}} : index
-// CHECK:           %[[LAST:.+]] = arith.cmpi eq, %pc, %{{.*}} : index
-// CHECK-NEXT:      %[[FIRST:.+]] = arith.cmpi eq, %pc, %c0 : index
-// CHECK-NEXT:      %[[TRUE:.+]] = arith.constant true
-// CHECK-NEXT:      %[[ACC:.+]] = arith.xori %[[FIRST]], %[[TRUE]] : i1
-// B is packed a row (k) at a time, the rows shared out: contiguous reads of b.
-// CHECK-NEXT:      "scf.parallel"(%{{.*}}, %kc, %{{.*}})
-// CHECK-NEXT:      ^{{.*}}(%kk: index):
-// CHECK-NEXT:        %k = arith.addi %k0, %kk : index
-// CHECK-NEXT:        scf.for %jr = %{{.*}} to %{{.*}} step %{{.*}} {
-// CHECK:               scf.for %c{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} {
-// CHECK:                 %j = arith.minsi %{{.*}}, %{{.*}} : index
-// CHECK-NEXT:            %[[Y:.+]] = memref.load %b[%k, %j] : memref<29x41xf32>
-// CHECK:                 memref.store %[[Y]], %bp[%{{.*}}] : memref<384xf32>
-// CHECK:           }) {tess.tile_sizes = array<i64: 8, 8, 48>, tess.register_tile = array<i64: 4, 16>}
-// CHECK-NEXT:      "scf.parallel"
-// CHECK-NEXT:      ^{{.*}}(%ib: index):
-// CHECK-NEXT:        %i0 = arith.muli %ib, %{{.*}} : index
-// CHECK:             %mi = arith.minsi %{{.*}}, %{{.*}} : index
+// CHECK:         %ap = memref.alloc() {alignment = 64 : i64} : memref<128xf32>
+// CHECK-NEXT:    %bp = memref.alloc() {alignment = 64 : i64} : memref<768xf32>
+// CHECK-NEXT:    %ct = memref.alloc() {alignment = 64 : i64} : memref<8x16xf32>
+// CHECK-NEXT:    %threads = micro.num_threads
+// CHECK-NEXT:    %groups = arith.minsi %threads, %{{.*}} : index
+// One parallel loop, an iteration per thread: no thread waits for another in the call.
+// CHECK-NEXT:    "scf.parallel"(%{{.*}}, %groups, %{{.*}})
+// CHECK-NEXT:    ^{{.*}}(%g: index):
+// CHECK-NEXT:      %bslot = arith.muli %g, %{{.*}} : index
+// CHECK:           %lo = arith.divui %{{.*}}, %groups : index
+// CHECK:           %hi = arith.divui %{{.*}}, %groups : index
+// CHECK-NEXT:      scf.for %pc = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK-NEXT:        %k0 = arith.muli %pc, %{{.*}} : index
+// CHECK:             %kc = arith.minsi %{{.*}}, %{{.*}} : index
+// CHECK:             %[[LAST:.+]] = arith.cmpi eq, %pc, %{{.*}} : index
+// CHECK-NEXT:        %[[FIRST:.+]] = arith.cmpi eq, %pc, %c0 : index
+// CHECK-NEXT:        %[[TRUE:.+]] = arith.constant true
+// CHECK-NEXT:        %[[ACC:.+]] = arith.xori %[[FIRST]], %[[TRUE]] : i1
+// The thread's own B panel, packed a row (k) at a time: contiguous reads of b.
+// CHECK-NEXT:        scf.for %kk = %{{.*}} to %kc step %{{.*}} {
+// CHECK-NEXT:          %k = arith.addi %k0, %kk : index
+// CHECK-NEXT:          scf.for %jr = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK:                 %[[ROW:.+]] = arith.addi %bslot, %{{.*}} : index
+// CHECK-NEXT:            scf.for %c{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK:                   %j = arith.minsi %{{.*}}, %{{.*}} : index
+// CHECK-NEXT:              %[[Y:.+]] = memref.load %b[%k, %j] : memref<29x41xf32>
+// CHECK-NEXT:              %[[AT:.+]] = arith.addi %[[ROW]], %{{.*}} : index
+// CHECK-NEXT:              memref.store %[[Y]], %bp[%[[AT]]] : memref<768xf32>
+// Its share of the row blocks (at most all 5: the bound codegen counts as the work).
+// CHECK:             %[[SHARE:.+]] = arith.subi %hi, %lo : index
+// CHECK-NEXT:        %blocks = arith.minsi %[[SHARE]], %{{.*}} : index
+// CHECK-NEXT:        scf.for %t = %{{.*}} to %blocks step %{{.*}} {
+// CHECK-NEXT:          %ib = arith.addi %lo, %t : index
+// CHECK-NEXT:          %i0 = arith.muli %ib, %{{.*}} : index
+// CHECK:               %mi = arith.minsi %{{.*}}, %{{.*}} : index
 // The zero fill is gone: the first k block stores instead of adding (%[[ACC]] false).
-// CHECK-NOT:         memref.store %{{.*}}, %out
-// CHECK:             %slot = arith.muli %ib, %{{.*}} : index
-// CHECK:             scf.for %ir = %{{.*}} to %{{.*}} step %{{.*}} {
-// CHECK:                   %i = arith.minsi %{{.*}}, %{{.*}} : index
-// CHECK-NEXT:              %[[X:.+]] = memref.load %a[%i, %k_1] : memref<37x29xf32>
-// CHECK:                   memref.store %[[X]], %ap[%{{.*}}] : memref<320xf32>
-// CHECK:             scf.for %jr_1 = %{{.*}} to %{{.*}} step %{{.*}} {
-// CHECK:               scf.for %ir_1 = %{{.*}} to %{{.*}} step %{{.*}} {
-// CHECK:                 %aoff = arith.addi %slot, %{{.*}} : index
-// CHECK:                 scf.if %{{.*}} {
-// CHECK-NEXT:              micro.mma %ap[%aoff], %bp[%boff], %kc, %out[%it, %{{.*}}], %[[ACC]] {rows = 4 : i64, cols = 16 : i64, lanes = 16 : i64} : memref<320xf32>, memref<384xf32>, memref<37x41xf32>
-// CHECK-NEXT:            } else {
-// CHECK:                   %[[STORE:.+]] = arith.constant false
-// CHECK-NEXT:              micro.mma %ap[%aoff], %bp[%boff], %kc, %ct[%{{.*}}, %{{.*}}], %[[STORE]] {rows = 4 : i64, cols = 16 : i64, lanes = 16 : i64}
-// CHECK:                   %[[PART:.+]] = memref.load %ct[%{{.*}}, %{{.*}}] : memref<20x16xf32>
-// CHECK-NEXT:              %[[OLD:.+]] = memref.load %out[%{{.*}}, %{{.*}}] : memref<37x41xf32>
-// CHECK-NEXT:              %[[ZERO:.+]] = arith.constant 0.000000e+00 : f32
-// CHECK-NEXT:              %[[KEPT:.+]] = arith.select %[[ACC]], %[[OLD]], %[[ZERO]] : f32
-// CHECK-NEXT:              %[[NEW:.+]] = arith.addf %[[KEPT]], %[[PART]] : f32
-// CHECK-NEXT:              memref.store %[[NEW]], %out[%{{.*}}, %{{.*}}] : memref<37x41xf32>
-// CHECK:             scf.if %[[LAST]] {
-// CHECK:                 arith.maximumf
-// CHECK:             scf.reduce
-// CHECK-NEXT:      }) {tess.tile_sizes = array<i64: 8, 8, 48>, tess.register_tile = array<i64: 4, 16>}
+// CHECK-NOT:           memref.store %{{.*}}, %out
+// CHECK:               %slot = arith.muli %g, %{{.*}} : index
+// CHECK:               scf.for %ir = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK:                     %i = arith.minsi %{{.*}}, %{{.*}} : index
+// CHECK-NEXT:                %[[X:.+]] = memref.load %a[%i, %k_1] : memref<37x29xf32>
+// CHECK:                     memref.store %[[X]], %ap[%{{.*}}] : memref<128xf32>
+// CHECK:               scf.for %jr_1 = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK:                 %boff = arith.addi %bslot, %{{.*}} : index
+// CHECK-NEXT:            scf.for %ir_1 = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK:                   %aoff = arith.addi %slot, %{{.*}} : index
+// CHECK:                   scf.if %{{.*}} {
+// CHECK-NEXT:                micro.mma %ap[%aoff], %bp[%boff], %kc, %out[%it, %{{.*}}], %[[ACC]] {rows = 4 : i64, cols = 16 : i64, lanes = 16 : i64} : memref<128xf32>, memref<768xf32>, memref<37x41xf32>
+// CHECK-NEXT:              } else {
+// CHECK-NEXT:                %[[EDGE:.+]] = arith.muli %g, %{{.*}} : index
+// CHECK-NEXT:                %[[STORE:.+]] = arith.constant false
+// CHECK-NEXT:                micro.mma %ap[%aoff], %bp[%boff], %kc, %ct[%[[EDGE]], %{{.*}}], %[[STORE]] {rows = 4 : i64, cols = 16 : i64, lanes = 16 : i64}
+// CHECK:                     %[[PART:.+]] = memref.load %ct[%{{.*}}, %{{.*}}] : memref<8x16xf32>
+// CHECK-NEXT:                %[[OLD:.+]] = memref.load %out[%{{.*}}, %{{.*}}] : memref<37x41xf32>
+// CHECK-NEXT:                %[[ZERO:.+]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:                %[[KEPT:.+]] = arith.select %[[ACC]], %[[OLD]], %[[ZERO]] : f32
+// CHECK-NEXT:                %[[NEW:.+]] = arith.addf %[[KEPT]], %[[PART]] : f32
+// CHECK-NEXT:                memref.store %[[NEW]], %out[%{{.*}}, %{{.*}}] : memref<37x41xf32>
+// CHECK:               scf.if %[[LAST]] {
+// CHECK:                   arith.maximumf
+// CHECK:           scf.reduce
+// CHECK-NEXT:    }) {tess.tile_sizes = array<i64: 8, 8, 48>, tess.register_tile = array<i64: 4, 16>}
+// CHECK-NOT:     "scf.parallel"
+// CHECK:         func.return
 
 // Below the default min-work (N * K * M = 43,993 <= 128^3): unchanged.
 // SMALL-LABEL: func.func private @dense(
@@ -105,11 +121,17 @@ func.func private @dense(%out: memref<37x41xf32>, %a: memref<37x29xf32>, %b: mem
 // SMALL:         "scf.parallel"(%c0, %c37, %c1)
 
 // The micro-kernel is one call of an intrinsic the module defines: on AVX2, 6 x 16 f32.
+// A kernel this small is serial (the thread loop counts its body's work once), so its
+// thread count is 1 (a parallel one reads Numba's: test_pack_matmul.py).
+// NUMBA:       from numba import njit, types
 // NUMBA:       from llvmlite import ir
 // NUMBA:       def micro_mma(rows, cols, lanes):
 // NUMBA:       micro_mma_6x16x8 = micro_mma(6, 16, 8)
 // NUMBA:       def dense(
 // NUMBA:         ap = np.empty((
+// NUMBA:         threads = 1
+// NUMBA-NEXT:    groups = min(threads, 2)
+// NUMBA-NEXT:    for g in range(groups):
 // NUMBA:         micro_mma_6x16x8(ap, {{[a-z0-9_]+}}, bp, boff, 29, out, ({{.*}}), False)
 
 // `a @ w.T` as tess-fuse leaves it above the threshold: a dot nest (k innermost) whose
@@ -143,14 +165,13 @@ func.func private @dot(%out: memref<9x20xf32>, %a: memref<9x7xf32>, %w: memref<2
   func.return
 }
 // CHECK-LABEL: func.func private @dot(
-// CHECK:         %bp = memref.alloc() {alignment = 64 : i64} : memref<224xf32>
+// CHECK:         %bp = memref.alloc() {alignment = 64 : i64} : memref<448xf32>
 // CHECK:         "scf.parallel"
 // CHECK:               %[[Y:.+]] = memref.load %w[%j, %kk] : memref<20x7xf32>
 // CHECK-NEXT:          %{{.*}} = arith.addi %{{.*}}, %{{.*}} : index
-// CHECK-NEXT:          memref.store %[[Y]], %bp[%{{.*}}] : memref<224xf32>
-// CHECK:         "scf.parallel"
-// CHECK-NEXT:    ^{{.*}}(%ib: index):
-// CHECK-NOT:       memref.store %{{.*}}, %out
+// CHECK-NEXT:          memref.store %[[Y]], %bp[%{{.*}}] : memref<448xf32>
+// CHECK:           scf.for %t = %{{.*}} to %blocks step %{{.*}} {
+// CHECK-NOT:         memref.store %{{.*}}, %out
 // CHECK:           %[[STORE:.+]] = arith.constant false
 // CHECK-NOT:       scf.for %ii
 // CHECK:           micro.mma %ap[%slot], %bp[%boff], %{{.*}}, %out[%i0, %{{.*}}], %[[STORE]] {rows = 4 : i64, cols = 16 : i64, lanes = 16 : i64}
