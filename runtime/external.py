@@ -84,6 +84,10 @@ Guard = Callable[[Any], None]
 """Wraps a compiled function's Numba disk cache (`tessc.runtime.cache`'s checksums)."""
 
 
+_Counters = collections.namedtuple("_Counters", "cache_misses cache_hits")
+"""Numba's per-dispatcher `stats`, as `tessc.runtime.cache.numba_compile_stats` reads them."""
+
+
 class ExternalKernel:
     """A kernel compiled as a C callable (`numba.cfunc`) and called by its symbol.
 
@@ -97,10 +101,7 @@ class ExternalKernel:
         self.symbol = f"{py_func.__module__}.{py_func.__qualname__}"
         self.type = types.ExternalFunction(self.symbol, signature)
         self.cfunc: CFunc | None = None
-        # Numba's per-dispatcher counters, as `tessc.runtime.cache.numba_compile_stats` reads.
-        self.stats = collections.namedtuple("Stats", "cache_misses cache_hits")(
-            collections.Counter(), collections.Counter()
-        )
+        self.stats = _Counters(collections.Counter(), collections.Counter())
 
     def prepare(self, guard: Guard | None) -> CFunc:
         """The (uncompiled) C callable, with Numba's disk cache on under `guard`."""
