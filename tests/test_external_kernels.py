@@ -120,7 +120,7 @@ WARM_CHILD = textwrap.dedent(
 )
 
 
-def test_cold_kernels_compile_here_and_in_the_worker_then_load_warm(
+def test_cold_kernels_compile_here_and_in_the_worker_then_load_warm_and_verified(
     tmp_path: Path, by_name: str
 ) -> None:
     by_worker = external.STATS.compiled
@@ -131,21 +131,33 @@ def test_cold_kernels_compile_here_and_in_the_worker_then_load_warm(
     if external.workers_allowed():
         assert external.STATS.compiled > by_worker  # then loaded here from the disk cache
         assert stats.cache_hits == external.STATS.compiled - by_worker
+    assert warm_child(tmp_path, by_name) == {"compiled": 0, "hits": 6}
+    # A flipped bit in one kernel's machine code: discarded and compiled again, never run.
+    sums = json.loads(next(tmp_path.glob("*.sums")).read_text())["files"]
+    code = next(Path(f) for f in sums if "f_kernel_1" in f and f.endswith(".nbc"))
+    data = bytearray(code.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    code.write_bytes(bytes(data))
+    assert warm_child(tmp_path, by_name) == {"compiled": 1, "hits": 5}
+
+
+def warm_child(cache_dir: Path, source: str) -> dict:
+    """WARM_CHILD's report: a new process loading `source` from `cache_dir`."""
     from numba.core import config
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     if config.CACHE_DIR:
         env["NUMBA_CACHE_DIR"] = config.CACHE_DIR
     warm = subprocess.run(
-        [sys.executable, "-c", WARM_CHILD, str(tmp_path)],
-        input=by_name,
+        [sys.executable, "-c", WARM_CHILD, str(cache_dir)],
+        input=source,
         capture_output=True,
         text=True,
         env=env,
         cwd=Path(__file__).parent.parent,
         check=True,
     )
-    assert json.loads(warm.stdout) == {"compiled": 0, "hits": 6}
+    return json.loads(warm.stdout)
 
 
 def test_without_a_worker_all_compile_here(
