@@ -5,18 +5,20 @@ or op it matches ("always", as before the gates) and with its default gate ("gat
 step, in one run. The last column is gated over the better of off and always (1.00x: the
 gate chose right).
 
+- `tess-tile` (`min-macs`, `short-depth`, `wide-cols`): matmuls N x K x M f32.
 - `tess-tile-dot` (`min-macs`, `long-depth`, `min-macs-long`): dot nests
   `(a[:, None, :] * b[None]).sum(-1)`, N x K x M f32.
 - `tess-expand-math` (`min-iterations`, `min-inner-trip`): `exp(x)` over flat and
   (rows, inner) f32/f64 arrays, and W1's `relu(x*w + b) * sigmoid(x)`.
-- the MLP 64-128-10 step (`bench/mlp_step.py`, batch 128): both gates at once.
+- the MLP 64-128-10 step (`bench/mlp_step.py`, batch 128): all three gates at once.
 
 Kernels are compiled serial (`parallel_threshold` off: the gates are about the loop code,
 not threads); the step as the `cpu` pipeline compiles it. Each figure is the fastest
 lower quartile over alternating rounds of process CPU time per call (one thread, so CPU
 time is the kernel's time and a loaded machine inflates it less than wall time), in us.
 "compile s" is the process CPU time of the first call on empty caches (this script uses
-fresh cache directories), after a warm-up compile, so Numba's own start-up is not in it.
+fresh cache directories), after a warm-up compile, so Numba's own start-up is not in it;
+a kernel's gated code is the same as off's or always's, so its compile is a cache hit.
 
     python bench/bench_loop_gates.py [--only dot,exp,mlp] [--rounds 5]
 """
@@ -45,6 +47,7 @@ from tessc.pipelines import PIPELINES  # noqa: E402
 from tessc.reference import parse_module  # noqa: E402
 
 UNGATED = {
+    "tess-tile": "tess-tile{min-macs=0 short-depth=0}",
     "tess-tile-dot": "tess-tile-dot{min-macs=0 min-macs-long=0}",
     "tess-expand-math": "tess-expand-math{min-iterations=0 min-inner-trip=0}",
 }
@@ -82,6 +85,14 @@ def dot(n: int, k: int, m: int, dtype: str = "f32") -> str:
   %p = tess.mul %a, %b : {a}, {b} -> {p}
   %s = tess.sum %p dims = [2] : {p} -> {o}
   func.return %s : {o}
+}}"""
+
+
+def matmul(n: int, k: int, m: int) -> str:
+    a, b, o = tensor((n, k), "f32"), tensor((k, m), "f32"), tensor((n, m), "f32")
+    return f"""func.func @f(%a: {a}, %b: {b}) -> {o} {{
+  %c = tess.matmul %a, %b : {a}, {b} -> {o}
+  func.return %c : {o}
 }}"""
 
 
@@ -185,13 +196,28 @@ def mlp_row(rounds: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
-    parser.add_argument("--only", default="dot,exp,mlp")
+    parser.add_argument("--only", default="tile,dot,exp,mlp")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     print(describe_machine())
     print("command: python bench/bench_loop_gates.py " + " ".join(sys.argv[1:]))
     only = set(args.only.split(","))
     compile_module(parse_module(exp((64,))), "f")  # Numba's start-up, out of the figures
+    if "tile" in only:
+        print("tess-tile, matmul N x K x M f32")
+        print(HEADER)
+        pipelines = variants(("tess-tile",))
+        for n, k, m in [
+            (12, 12, 12),
+            (16, 16, 16),
+            (32, 32, 32),
+            (128, 10, 32),
+            (64, 20, 64),
+            (64, 16, 64),
+            (128, 10, 64),
+            (32, 4, 256),
+        ]:
+            kernel_row(f"  matmul {n}x{k}x{m}", matmul(n, k, m), pipelines, args.rounds)
     if "dot" in only:
         print("tess-tile-dot, N x K x M f32")
         print(HEADER)

@@ -63,6 +63,20 @@ buffers share bytes across kernel calls or in parallel-only elementwise kernels.
 Kernels with no contraction (softmax rows, elementwise) are left as they are. The tiled
 loop carries `tess.tile_sizes` (TI, then TK, TJ per contraction) and `tess.register_tile`.
 
+Where it pays (a static cost model per row kernel; tiled when one of its contractions
+pays): each tiled kernel costs ~0.2-0.3 s more Numba compile than the plain one. Below
+`min-macs` (2^12) multiply-adds it gains under 0.4 us; and with fewer than `short-depth`
+(20) steps of k and at least `wide-cols` (48) columns it loses: the plain i-k-j loop over
+j vectorises there, and the few jammed k steps do not pay for the tile's interleaved
+output rows (LLVM's code for them is slower). Measured (one thread, process CPU time a
+call, one run on a loaded 2-core AVX-512 machine; N x K x M f32), plain -> tiled, us:
+8^3 1.97 -> 1.93, 16^3 2.89 -> 2.50, 32^3 12.8 -> 3.0, 48^3 10.6 -> 4.6, 128 x 10 x 32
+15.7 -> 9.1, 128 x 20 x 48 12.0 -> 8.0, 64 x 20 x 64 8.0 -> 5.6; short and wide (left
+plain): 128 x 10 x 64 6.0 -> 16.3, 64 x 16 x 64 6.9 -> 12.2, 100 x 17 x 64 7.8 -> 26.2,
+128 x 16 x 48 9.6 -> 17.5, 64 x 8 x 128 4.8 -> 12.4, 32 x 4 x 256 3.6 -> 10.8, f64
+128 x 10 x 64 8.5 -> 16.9. (One exception in that corner: 32 x 10 x 64, 3.4 -> 2.9.) Larger
+products are `tess-pack-matmul`'s. `min-macs=0 short-depth=0` tiles every contraction, as before.
+
 xDSL's `scf-parallel-loop-tiling` splits an `scf.parallel` into two with `affine.min`
 bounds; it neither blocks `scf.for` loops, nor sinks point loops below block loops, nor
 unrolls and jams (and a nested `scf.parallel` is a nested `prange`): hence our own pass.
@@ -95,6 +109,7 @@ from tessc.lowering.loop_analysis import (
     constant_int,
     depends_on,
     same_index,
+    trip_count,
     unit_loop_bound,
 )
 
@@ -105,6 +120,12 @@ DEFAULT_REGISTER_TILE: tuple[int, int] = (4, 6)
 by 4-13% in every same-run comparison by thread CPU time on the AVX-512 machine, one thread
 (512/1024 f32, 512 f64); 4 x 8, 3 x 8, 5 x 4, 6 x 4, 8 x 4 did not (bench/bench_matmul.py)."""
 DEFAULT_MIN_PARALLEL_BLOCKS = 4
+DEFAULT_MIN_MACS = 1 << 12
+"""Multiply-adds from which a contraction is tiled (module docstring: where it pays)."""
+DEFAULT_SHORT_DEPTH = 20
+DEFAULT_WIDE_COLS = 48
+"""A contraction of fewer than `DEFAULT_SHORT_DEPTH` k steps over at least this many
+columns stays plain."""
 
 # -- matching ---------------------------------------------------------------------------
 
@@ -555,10 +576,25 @@ class TileRowKernel(RewritePattern):
     tile_sizes: tuple[int, int, int]
     register_tile: tuple[int, int]
     min_parallel_blocks: int
+    min_macs: int = 0
+    short_depth: int = 0
+    wide_cols: int = DEFAULT_WIDE_COLS
+
+    def pays(self, kernel: RowKernel, c: Contraction) -> bool:
+        """Whether tiling `c` pays for its compile time (module docstring)."""
+        if c.depth < self.short_depth and c.cols >= self.wide_cols:
+            return False
+        outer = [trip_count(loop.lb, loop.ub, loop.step) for loop in c.outer_loops]
+        if None in outer:
+            return True
+        work = (kernel.rows, c.depth, c.cols, *kernel.batch_extents, *outer)
+        return math.prod(v or 0 for v in work) >= self.min_macs
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: scf.ParallelOp, rewriter: PatternRewriter) -> None:
         if (kernel := match_row_kernel(op)) is None:
+            return
+        if not any(self.pays(kernel, c) for c in kernel.contractions):
             return
         (r, u), (ti, tk, tj) = self.register_tile, self.tile_sizes
         blocks_needed = -(-self.min_parallel_blocks // math.prod(kernel.batch_extents))
@@ -596,11 +632,24 @@ class TessTilePass(ModulePass):
     tile_sizes: tuple[int, ...] = DEFAULT_TILE_SIZES
     register_tile: tuple[int, ...] = DEFAULT_REGISTER_TILE
     min_parallel_blocks: int = DEFAULT_MIN_PARALLEL_BLOCKS
+    min_macs: int = DEFAULT_MIN_MACS
+    """Tile a row kernel only from this many multiply-adds in one contraction."""
+    short_depth: int = DEFAULT_SHORT_DEPTH
+    wide_cols: int = DEFAULT_WIDE_COLS
+    """A contraction of fewer than `short-depth` k steps over at least `wide-cols` columns
+    is not tiled."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         ti, tk, tj = _positive_ints(self.tile_sizes, 3, "tile-sizes")
         r, u = _positive_ints(self.register_tile, 2, "register-tile")
-        pattern = TileRowKernel((ti, tk, tj), (r, u), max(1, self.min_parallel_blocks))
+        pattern = TileRowKernel(
+            (ti, tk, tj),
+            (r, u),
+            max(1, self.min_parallel_blocks),
+            self.min_macs,
+            self.short_depth,
+            self.wide_cols,
+        )
         PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(op)
 
 

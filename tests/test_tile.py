@@ -40,15 +40,22 @@ UNGROUPED = "tess-to-linalg,tess-fuse,tess-bufferize,tess-outline-kernels,tess-l
 """Contractions alone in their kernels (no `tess-fuse-epilogue` groups): perfect nests."""
 
 
+def ungated(tile: str) -> str:
+    """`tile` (a `tess-tile{...}` spec) with its size gate off: the programs here are small
+    (the gate is FileCheck'd in tests/filecheck/lowering/tess-tile.mlir)."""
+    options = tile.removeprefix("tess-tile").strip("{}")
+    return f"tess-tile{{{options} min-macs=0 short-depth=0}}".replace("{ ", "{")
+
+
 def pipeline(tile: str | None, base: str = "cpu") -> str:
     """`base` (the `cpu` pipeline, or `UNGROUPED`) without its own `tess-tile`, with `tile`
-    right after `tess-linalg-to-loops`."""
+    (ungated) right after `tess-linalg-to-loops`."""
     spec = get_pipeline("cpu").spec if base == "cpu" else f"{UNGROUPED},canonicalize,cse"
     spec = re.sub(r",tess-tile(?!-)(\{[^}]*\})?", "", spec)
     return (
         spec
         if tile is None
-        else spec.replace("tess-linalg-to-loops", f"tess-linalg-to-loops,{tile}")
+        else spec.replace("tess-linalg-to-loops", f"tess-linalg-to-loops,{ungated(tile)}")
     )
 
 
@@ -270,7 +277,9 @@ func.func private @two(%a: memref<11x9xf32>, %b: memref<9x13xf32>,
 def test_two_outputs_at_loop_level() -> None:
     module = parse(TWO_OUTPUTS)
     tiled = module.clone()
-    run_passes(tiled, "tess-tile{tile-sizes=4,4,8 register-tile=2,3 min-parallel-blocks=1}")
+    run_passes(
+        tiled, ungated("tess-tile{tile-sizes=4,4,8 register-tile=2,3 min-parallel-blocks=1}")
+    )
     tiled.verify()
     assert len(tiled_loops(tiled)) == 1
     rng = np.random.default_rng(1)
@@ -422,3 +431,26 @@ def test_bad_options_fail(options: dict[str, tuple[int, ...]]) -> None:
     module = lowered(parse(matmul((7, 13), (13, 5))), None)
     with pytest.raises(PassFailedException, match="tess-tile"):
         TessTilePass(**options).apply(make_context(), module)  # type: ignore[arg-type]
+
+
+GATED = [
+    # (n, k, m), tiled by the default gate: 2^12 multiply-adds, not short (k < 20) and wide
+    ((12, 12, 12), False),  # 1,728: under min-macs
+    ((16, 16, 16), True),  # 4,096
+    ((64, 16, 64), False),  # short and wide: the plain j loop vectorises and is faster
+    ((64, 20, 64), True),
+    ((128, 10, 32), True),  # short, but narrower than wide-cols: tiling wins (15.7 -> 9.1 us)
+]
+
+
+@pytest.mark.parametrize(("shape", "tiled"), GATED, ids=[f"{n}x{k}x{m}" for (n, k, m), _ in GATED])
+def test_the_size_gate_in_the_cpu_pipeline(shape: tuple[int, int, int], tiled: bool) -> None:
+    n, k, m = shape
+    module = parse(matmul((n, k), (k, m)))
+    result = module.clone()
+    run_passes(result, get_pipeline("cpu").spec)
+    assert len(tiled_loops(result)) == int(tiled)
+    fn = next(iter(module.ops))
+    inputs = random_inputs(fn, seed=2)  # type: ignore[arg-type]
+    actual = Executable(load_source(emit_numba(result)), "main")(*inputs)
+    assert_results_match(actual, interpret(module, "main", inputs), rtol=1e-5, atol=1e-5)

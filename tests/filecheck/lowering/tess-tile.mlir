@@ -3,8 +3,11 @@
 // the unit-stride jj loop: the output loaded once and stored once per U steps, the
 // left-hand side loaded above jj), min() extents for partial blocks and remainder loops
 // only where sizes do not divide. Other nests are left alone.
-// RUN: tessc-opt %s -p 'tess-tile{tile-sizes=16,8,16 register-tile=2,2 min-parallel-blocks=1}' | filecheck %s
-// RUN: tessc-opt %s -p 'tess-tile{tile-sizes=16,8,16 register-tile=2,2}' | filecheck %s --check-prefix=BLOCKS
+// The structure checks take the size gate off (min-macs=0 short-depth=0: @grouped is tiny);
+// GATE checks the default gate (tile.py: where it pays) at the end.
+// RUN: tessc-opt %s -p 'tess-tile{tile-sizes=16,8,16 register-tile=2,2 min-parallel-blocks=1 min-macs=0 short-depth=0}' | filecheck %s
+// RUN: tessc-opt %s -p 'tess-tile{tile-sizes=16,8,16 register-tile=2,2 min-macs=0 short-depth=0}' | filecheck %s --check-prefix=BLOCKS
+// RUN: tessc-opt %s -p tess-tile | filecheck %s --check-prefix=GATE
 
 // 37x29x41: no tile divides; every block extent is a min(), with remainder loops.
 func.func private @matmul(%a: memref<37x29xf32>, %b: memref<29x41xf32>, %out: memref<37x41xf32>) attributes {tess.kernel} {
@@ -282,3 +285,47 @@ func.func private @row_sum(%x: memref<8x16xf32>, %out: memref<8xf32>) attributes
 // CHECK-NEXT:      scf.for %k = %c0 to %c16 step %c1 {
 // CHECK-NOT:     tess.tile_sizes
 // CHECK:         func.return
+
+// 64 x 16 x 64: 65,536 multiply-adds, but 16 k steps (< short-depth 20) over 64 columns
+// (>= wide-cols 48): the plain i-k-j loop vectorises over j and is faster (6.9 us plain,
+// 12.2 tiled): unchanged by default.
+func.func private @short_wide(%a: memref<64x16xf32>, %b: memref<16x64xf32>, %out: memref<64x64xf32>) attributes {tess.kernel} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %c16 = arith.constant 16 : index
+  "scf.parallel"(%c0, %c64, %c1) <{operandSegmentSizes = array<i32: 1, 1, 1, 0>}> ({
+  ^bb0(%i: index):
+    scf.for %k = %c0 to %c16 step %c1 {
+      scf.for %j = %c0 to %c64 step %c1 {
+        %l = memref.load %a[%i, %k] : memref<64x16xf32>
+        %r = memref.load %b[%k, %j] : memref<16x64xf32>
+        %acc = memref.load %out[%i, %j] : memref<64x64xf32>
+        %p = arith.mulf %l, %r : f32
+        %s = arith.addf %acc, %p : f32
+        memref.store %s, %out[%i, %j] : memref<64x64xf32>
+      }
+    }
+    scf.reduce
+  }) : (index, index, index) -> ()
+  func.return
+}
+// CHECK-LABEL: func.func private @short_wide(
+// CHECK:         tess.tile_sizes
+
+// By default: @matmul (43,993 multiply-adds, 29 k steps) and @even (32 k steps) are
+// tiled; @batched_seed (360) and @grouped (240) are under min-macs (2^12); @short_wide is
+// short and wide.
+// GATE-LABEL: func.func private @matmul(
+// GATE:         tess.tile_sizes
+// GATE-LABEL: func.func private @even(
+// GATE:         tess.tile_sizes
+// GATE-LABEL: func.func private @batched_seed(
+// GATE-NOT:     tess.tile_sizes
+// GATE-LABEL: func.func private @grouped(
+// GATE-NOT:     tess.tile_sizes
+// GATE-LABEL: func.func private @row_sum(
+// GATE-NOT:     tess.tile_sizes
+// GATE-LABEL: func.func private @short_wide(
+// GATE-NOT:     tess.tile_sizes
+// GATE:         func.return
