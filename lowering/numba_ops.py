@@ -80,8 +80,18 @@ class NoDtypeError(ValueError):
     """A type the Numba emitters have no NumPy dtype for (a vector, a complex, i128)."""
 
 
+_DTYPE_NAMES: dict[Attribute, str] = {}
+
+
 def dtype_name(typ: Attribute) -> str:
     """The NumPy dtype name of a scalar type (`index` is int64, `i1` is bool)."""
+    name = _DTYPE_NAMES.get(typ)
+    if name is None:
+        name = _DTYPE_NAMES[typ] = _dtype_name(typ)  # asked for every op emitted
+    return name
+
+
+def _dtype_name(typ: Attribute) -> str:
     if isinstance(typ, AnyFloat):
         return _FLOAT_DTYPES[typ.bitwidth]
     if isinstance(typ, IndexType):
@@ -440,12 +450,14 @@ class OpEmitter:
                 template = "{T}(" + template + ")"
         operands = [self.expr(v) for v in op.operands]
         source = op.operands[0].type if op.operands else result_type
-        one = _float_literal(1.0, result_type) if isinstance(result_type, AnyFloat) else "1"
+        one = ""
+        if "{one}" in template:
+            one = _float_literal(1.0, result_type) if isinstance(result_type, AnyFloat) else "1"
         text = template.format(
             *operands,
             T=_scalar_ctor(result_type),
             S=_scalar_ctor(source) if "{S}" in template else "",
-            one=one if "{one}" in template else "",
+            one=one,
             big=_float_literal(2.0 ** _MANTISSA_BITS[result_type.bitwidth], result_type)
             if "{big}" in template and isinstance(result_type, AnyFloat)
             else "",
