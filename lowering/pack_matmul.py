@@ -86,7 +86,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
 from tessc.dialects.micro import MmaOp, NumThreadsOp
-from tessc.lowering.loop_analysis import PACKED_MIN_WORK, IndexConstants
+from tessc.lowering.loop_analysis import PACKED_MIN_WORK, IndexConstants, depends_on
 from tessc.lowering.pack_matmul_plan import (
     DEFAULT_BLOCKS,
     DEFAULT_MIN_ROW_BLOCKS,
@@ -108,6 +108,18 @@ from tessc.lowering.tile import (
 )
 
 # -- building ---------------------------------------------------------------------------
+
+
+def reads_along(ops: Sequence[Operation], inner: SSAValue, outer: SSAValue) -> bool:
+    """Whether some load of `ops` has its last (unit-stride) index move with `inner` and
+    not with `outer`."""
+    return any(
+        isinstance(op, memref.LoadOp)
+        and op.indices
+        and depends_on(op.indices[-1], inner)
+        and not depends_on(op.indices[-1], outer)
+        for op in ops
+    )
 
 
 @dataclass
@@ -276,33 +288,41 @@ class Packer:
         m = self.match
         (_, nr, _), (_, _, cols) = self.tile, self.shape
 
-        # Row by row of B (k outer): each k step reads one contiguous run of `nj` columns
-        # and scatters it into the micro-panels. Panel by panel (k inner) read runs of NR
-        # columns a row stride apart, which share a few L1 sets: 2048 f32 took 4% longer.
+        # Row by row of B (k outer) where B's rows are contiguous: each k step reads one
+        # run of `nj` columns and scatters it into the micro-panels (panel by panel read
+        # runs of NR columns a row stride apart, which share a few L1 sets: 2048 f32 took
+        # 4% longer). Panel by panel (k inner) where its columns are (`a @ w.T` reads
+        # w[j, k]): NR rows of w stay in L1 over a panel, where row by row touched `nj`.
         panels = make_extent(
             e.apply(arith.DivUIOp, e.add(nj.value, nr - 1), nr, "njr"),
             {-(-s // nr) for s in nj.sizes},
         )
 
-        def step(ek: Emitter, kk: IndexValue) -> None:
-            k = ek.add(k0, kk, "k")
+        def pack(ep: Emitter, jr: IndexValue, kk: IndexValue) -> None:
+            k = ep.add(k0, kk, "k")
+            jt = ep.add(j0, ep.mul(jr, nr), "jt")
+            row = ep.mul(ep.add(ep.apply(arith.MuliOp, jr, nk.value), kk), nr)
+            row = ep.add(self.b_slot, row)
 
-            def panel(ep: Emitter, jr: IndexValue) -> None:
-                jt = ep.add(j0, ep.mul(jr, nr), "jt")
-                row = ep.mul(ep.add(ep.apply(arith.MuliOp, jr, nk.value), kk), nr)
-                row = ep.add(self.b_slot, row)
+            def column(ec: Emitter, c: IndexValue) -> None:
+                j = self.clamp(ec, ec.add(jt, c), cols, nr, "j")
+                values = self.clone(ec, m.y_ops, {m.k: ec.value(k), m.j: ec.value(j)})
+                value = values.get(m.y, m.y)
+                ec.block.add_op(memref.StoreOp.get(value, self.bp, [ec.value(ec.add(row, c))]))
 
-                def column(ec: Emitter, c: IndexValue) -> None:
-                    j = self.clamp(ec, ec.add(jt, c), cols, nr, "j")
-                    values = self.clone(ec, m.y_ops, {m.k: ec.value(k), m.j: ec.value(j)})
-                    value = values.get(m.y, m.y)
-                    ec.block.add_op(memref.StoreOp.get(value, self.bp, [ec.value(ec.add(row, c))]))
+            emit_loop(ep, static(nr), "c", column)
 
-                emit_loop(ep, static(nr), "c", column)
-
-            emit_loop(ek, panels, "jr", panel)
-
-        emit_loop(e, nk, "kk", step)
+        if reads_along(m.y_ops, m.k, m.j):
+            emit_loop(
+                e,
+                panels,
+                "jr",
+                lambda ej, jr: emit_loop(ej, nk, "kk", lambda ek, kk: pack(ek, jr, kk)),
+            )
+            return
+        emit_loop(
+            e, nk, "kk", lambda ek, kk: emit_loop(ek, panels, "jr", lambda ej, jr: pack(ej, jr, kk))
+        )
 
     def row_blocks(
         self,

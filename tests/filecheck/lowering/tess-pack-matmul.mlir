@@ -70,8 +70,8 @@ func.func private @dense(%out: memref<37x41xf32>, %a: memref<37x29xf32>, %b: mem
 // CHECK-NEXT:        %[[ACC:.+]] = arith.xori %[[FIRST]], %[[TRUE]] : i1
 // The thread's own B panel, packed a row (k) at a time: contiguous reads of b.
 // CHECK-NEXT:        scf.for %kk = %{{.*}} to %kc step %{{.*}} {
-// CHECK-NEXT:          %k = arith.addi %k0, %kk : index
 // CHECK-NEXT:          scf.for %jr = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK-NEXT:            %k = arith.addi %k0, %kk : index
 // CHECK:                 %[[ROW:.+]] = arith.addi %bslot, %{{.*}} : index
 // CHECK-NEXT:            scf.for %c{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} {
 // CHECK:                   %j = arith.minsi %{{.*}}, %{{.*}} : index
@@ -167,6 +167,9 @@ func.func private @dot(%out: memref<9x20xf32>, %a: memref<9x7xf32>, %w: memref<2
 // CHECK-LABEL: func.func private @dot(
 // CHECK:         %bp = memref.alloc() {alignment = 64 : i64} : memref<448xf32>
 // CHECK:         "scf.parallel"
+// w's rows are contiguous along k: packed panel by panel (k inner), NR rows of w at a time.
+// CHECK:           scf.for %jr = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK-NEXT:        scf.for %kk = %{{.*}} to %{{.*}} step %{{.*}} {
 // CHECK:               %[[Y:.+]] = memref.load %w[%j, %kk] : memref<20x7xf32>
 // CHECK-NEXT:          %{{.*}} = arith.addi %{{.*}}, %{{.*}} : index
 // CHECK-NEXT:          memref.store %[[Y]], %bp[%{{.*}}] : memref<448xf32>
