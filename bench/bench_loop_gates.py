@@ -19,6 +19,8 @@ time is the kernel's time and a loaded machine inflates it less than wall time),
 "compile s" is the process CPU time of the first call on empty caches (this script uses
 fresh cache directories), after a warm-up compile, so Numba's own start-up is not in it;
 a kernel's gated code is the same as off's or always's, so its compile is a cache hit.
+(The step's kernels compile partly in a compile worker process, which this CPU time
+misses.)
 
     python bench/bench_loop_gates.py [--only dot,exp,mlp] [--rounds 5]
 """
@@ -190,7 +192,7 @@ def mlp_row(rounds: int) -> None:
         name: (lambda target=target: ts.jit(step, target=target))
         for name, target in variants(tuple(UNGATED)).items()
     }
-    print("both gates")
+    print("all three gates")
     print(f"{'MLP 64-128-10 step':<28}", compare(builds, args, rounds), flush=True)
 
 

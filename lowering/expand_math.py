@@ -96,7 +96,8 @@ loaded 2-core AVX-512 machine), exp f32, libm -> expanded, us:
     (f64: inner 8 10.1 -> 8.9, inner 16 18.2 -> 5.8: f64 libm is slower, so its scalar
     polynomial still wins a little; one threshold for both keeps the model simple.)
 The digits MLP step's softmax exp (an inner loop of 10 classes) stays `np.exp`: the step
-took 87.0 us expanded, 83.7 us not (one run), and compiles ~0.4 s faster cold.
+took 87.0 us expanded, 83.7 us not (one run; ~0.4 s less cold compile while the step was
+one Numba function).
 `min-inner-trip=0 min-iterations=0` expands every op, as the pass did before (its
 FileCheck and error tests use that on scalar functions).
 

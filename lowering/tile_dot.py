@@ -60,11 +60,12 @@ least `min-macs` (2^12) multiply-adds, and, when K >= `long-depth`, at least
     8 x 8 x 8              2.0 -> 2.0        16 x 16 x 16          2.9 -> 2.2
     32 x 32 x 32          12.5 -> 3.2        128 x 48 x 10        25.5 -> 8.7
     128 x 64 x 10          4.5 -> 4.3        128 x 96 x 10         6.5 -> 5.4
-    128 x 128 x 10         8.0 -> 6.2        (the digits MLP step's h.T @ dz: stays plain)
+    128 x 128 x 10         8.0 -> 6.2        (the digits MLP step's h.T @ dz was this)
     128 x 256 x 10        16.5 -> 9.8        512 x 128 x 10       29.1 -> 19.9
-(Larger products are `tess-pack-matmul`'s.) In the MLP step the plain nest costs ~1.5 us
-a step (87 -> 88.6 us) and saves ~0.4 s of cold compile. `min-macs=0 min-macs-long=0`
-tiles every nest, as the pass did before the gate.
+(Larger products are `tess-pack-matmul`'s.) When the MLP step still ran its h.T @ dz as
+this nest, leaving it plain cost ~1.5 us a step (87 -> 88.6 us) and saved ~0.4 s of its
+cold compile (one Numba function then). `min-macs=0 min-macs-long=0` tiles every nest, as
+the pass did before the gate.
 
 The tile is the `register-tile` option (R rows, C columns; 4 x 4 was the fastest of 2x4,
 3x4, 4x2, 4x4 on AVX-512, one thread (bench/bench_matmul.py --transposed): 16 vector
