@@ -55,7 +55,10 @@ Performance decisions, from DESIGN.md's measurements:
   `prange` over their product (the last dim is never collapsed: it is the unit-stride,
   vectorised one). Dims of trip count 1 are bound to their lower bound, not looped.
 - Kernels whose static iteration count is below `parallel_threshold` run serially: a
-  parallel launch costs more than a tiny loop nest.
+  parallel launch costs more than a tiny loop nest. A loop over the threads
+  (`micro.num_threads`) counts its body's work once.
+- A kernel's 1-d scratch of 2 MiB or more starts on a 2 MiB boundary and is advised huge
+  pages (`numba_ops.HUGE_PAGE`): packed panels on 4 KiB pages crowd some L2 sets.
 
 xDSL has no Python/Numba backend, hence this module.
 """
@@ -85,6 +88,7 @@ from tessc.lowering.numba_ops import _CMPF as _CMPF
 from tessc.lowering.numba_ops import _EXPRESSIONS as _EXPRESSIONS
 from tessc.lowering.numba_ops import (
     BITCAST_INTRINSIC,
+    HUGE_PAGES_INTRINSIC,
     RESERVED_NAMES,
     OpEmitter,
     UnsupportedOpError,
@@ -688,7 +692,7 @@ def _emit_module(
         inlined.update(sole_parallel_kernels(functions, parallel))
     bodies: list[str] = []
     signatures: list[str] = []
-    uses_math = uses_prange = uses_bitcast = uses_num_threads = False
+    uses_math = uses_prange = uses_bitcast = uses_num_threads = uses_huge_pages = False
     mma_tiles: set[tuple[int, int, int]] = set()
     for fn in functions:
         name = fn.sym_name.data
@@ -714,6 +718,7 @@ def _emit_module(
         uses_math |= emitter.uses_math
         uses_bitcast |= emitter.uses_bitcast
         uses_num_threads |= emitter.uses_num_threads
+        uses_huge_pages |= emitter.uses_huge_pages
         mma_tiles |= emitter.mma_tiles
         if not is_kernel:
             entry = signature_entry(fn, pyname, emitter.arg_names)
@@ -750,12 +755,12 @@ def _emit_module(
         *(["carray"] if externals else []),
         "njit",
         *(["prange"] if uses_prange else []),
-        *(["types"] if uses_bitcast or mma_tiles or uses_num_threads else []),
+        *(["types"] if uses_bitcast or mma_tiles or uses_num_threads or uses_huge_pages else []),
         *(["get_num_threads"] if uses_num_threads else []),
     ]
     imports = ["import math", ""] if uses_math else []
     imports += ["import numpy as np", f"from numba import {', '.join(numba_names)}"]
-    if mma_tiles or uses_num_threads:
+    if mma_tiles or uses_num_threads or uses_huge_pages:
         imports += MMA_IMPORTS
     elif uses_bitcast:
         imports.append("from numba.extending import intrinsic")
@@ -779,6 +784,8 @@ def _emit_module(
         helpers += [MMA_TEMPLATE, "\n".join(mma_binding(tile) for tile in sorted(mma_tiles))]
     if uses_num_threads:
         helpers.append(NUM_THREADS_TEMPLATE)
+    if uses_huge_pages:
+        helpers.append(HUGE_PAGES_INTRINSIC)
     return "\n\n\n".join(["\n".join(prologue), *helpers, *bodies]) + "\n"
 
 

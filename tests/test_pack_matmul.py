@@ -277,6 +277,20 @@ def test_packed_results_are_close_to_numpy_at_a_benchmark_like_shape() -> None:
     np.testing.assert_allclose(result, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 
 
+def test_large_scratch_starts_on_a_huge_page() -> None:
+    """A kernel's scratch of 2 MiB or more (here B's 512 x 1024 f32 panel) is cut from a 2
+    MiB boundary of a larger buffer and advised huge pages; the product is unchanged."""
+    text = matmul((24, 512), (512, 1024))
+    module = lowered(text, "tess-pack-matmul{blocks=8,512,1024 threads=1}")
+    source = emit_numba(module, parallel_threshold=1 << 60)
+    assert "huge_pages(bp)" in source and "huge_pages(ap)" not in source
+    assert re.search(r"bp = raw\d*\[\(2097152 - raw\d*\.ctypes\.data % 2097152\)", source)
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((24, 512), np.float32), rng.standard_normal((512, 1024), np.float32)
+    (result,) = Executable(load_source(source), "main")(a, b)
+    np.testing.assert_allclose(result, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
 MMA = """
 func.func @f(%ap: memref<64xf32>, %bp: {rhs}, %out: memref<8x32xf32>, %n: index) {{
   %t = arith.constant true
