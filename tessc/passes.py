@@ -31,6 +31,7 @@ TESS_PASSES: dict[str, str] = {
     "tess-register-accumulate": "tessc.lowering.register_accumulate:TessRegisterAccumulatePass",
     "tess-expand-math": "tessc.lowering.expand_math:TessExpandMathPass",
     "tess-hoist-constants": "tessc.lowering.hoist_constants:TessHoistConstantsPass",
+    "tess-hoist-scratch": "tessc.lowering.hoist_scratch:TessHoistScratchPass",
     "tess-gpu-partition": "tessc.lowering.gpu_partition:TessGpuPartitionPass",
     "tess-gpu-rows": "tessc.lowering.gpu_rows:TessGpuRowsPass",
     "tess-gpu-contract": "tessc.lowering.gpu_contract:TessGpuContractPass",

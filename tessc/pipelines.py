@@ -16,7 +16,8 @@ pass-pipeline string in `xdsl-opt -p` syntax. For `cpu`:
                                                       tess-parallel-columns,
                                                       tess-register-accumulate,
                                                       tess-expand-math,
-                                                      tess-hoist-constants, canonicalize,
+                                                      tess-hoist-constants,
+                                                      tess-hoist-scratch, canonicalize,
                                                       cse
     numba    Python source for Numba (level 6)        codegen: emit_numba
 
@@ -134,7 +135,7 @@ _BUFFERS = "tess-bufferize,tess-memory-plan"
 _LOOPS = (
     "tess-outline-kernels,tess-linalg-to-loops,tess-pack-matmul,tess-tile,tess-tile-dot,"
     "tess-parallel-columns,tess-register-accumulate,"
-    "tess-expand-math,tess-hoist-constants,canonicalize,cse"
+    "tess-expand-math,tess-hoist-constants,tess-hoist-scratch,canonicalize,cse"
 )
 _BASIC_LOOPS = "tess-outline-kernels,tess-linalg-to-loops,canonicalize,cse"
 _GPU = (
