@@ -110,12 +110,14 @@ def by_name(monkeypatch: pytest.MonkeyPatch) -> str:
 WARM_CHILD = textwrap.dedent(
     """
     import json, sys
-    from tessc.runtime.cache import CacheWarning, load_source, numba_compile_stats
+    from tessc.runtime import external
+    from tessc.runtime.cache import load_source, numba_compile_stats
     from tests.test_external_kernels import check_small
     module = load_source(sys.stdin.read(), sys.argv[1])
     check_small(module)
     stats = numba_compile_stats(module)
-    print(json.dumps({"compiled": stats.compiled, "hits": stats.cache_hits}))
+    report = {"compiled": stats.compiled, "hits": stats.cache_hits}
+    print(json.dumps({**report, "workers": external.STATS.started}))
     """
 )
 
@@ -131,14 +133,15 @@ def test_cold_kernels_compile_here_and_in_the_worker_then_load_warm_and_verified
     if external.workers_allowed():
         assert external.STATS.compiled > by_worker  # then loaded here from the disk cache
         assert stats.cache_hits == external.STATS.compiled - by_worker
-    assert warm_child(tmp_path, by_name) == {"compiled": 0, "hits": 6}
+    # A warm start compiles nothing and starts no worker.
+    assert warm_child(tmp_path, by_name) == {"compiled": 0, "hits": 6, "workers": 0}
     # A flipped bit in one kernel's machine code: discarded and compiled again, never run.
     sums = json.loads(next(tmp_path.glob("*.sums")).read_text())["files"]
     code = next(Path(f) for f in sums if "f_kernel_1" in f and f.endswith(".nbc"))
     data = bytearray(code.read_bytes())
     data[len(data) // 2] ^= 0x10
     code.write_bytes(bytes(data))
-    assert warm_child(tmp_path, by_name) == {"compiled": 1, "hits": 5}
+    assert warm_child(tmp_path, by_name) == {"compiled": 1, "hits": 5, "workers": 0}
 
 
 def warm_child(cache_dir: Path, source: str) -> dict:
