@@ -68,8 +68,9 @@ pays): each tiled kernel costs ~0.2-0.3 s more Numba compile than the plain one.
 `min-macs` (2^12) multiply-adds it gains under 0.4 us; and with fewer than `short-depth`
 (20) steps of k and at least `wide-cols` (48) columns it loses: the plain i-k-j loop over
 j vectorises there, and the few jammed k steps do not pay for the tile's interleaved
-output rows (LLVM's code for them is slower). Measured (one thread, process CPU time a
-call, one run on a loaded 2-core AVX-512 machine; N x K x M f32), plain -> tiled, us:
+output rows (LLVM's code for them is slower). Measured (bench/bench_loop_gates.py: one
+thread, process CPU time a call, one run, loaded 2-core AVX-512; N x K x M f32), plain ->
+tiled, us:
 8^3 1.97 -> 1.93, 16^3 2.89 -> 2.50, 32^3 12.8 -> 3.0, 48^3 10.6 -> 4.6, 128 x 10 x 32
 15.7 -> 9.1, 128 x 20 x 48 12.0 -> 8.0, 64 x 20 x 64 8.0 -> 5.6; short and wide (left
 plain): 128 x 10 x 64 6.0 -> 16.3, 64 x 16 x 64 6.9 -> 12.2, 100 x 17 x 64 7.8 -> 26.2,
@@ -584,11 +585,12 @@ class TileRowKernel(RewritePattern):
         """Whether tiling `c` pays for its compile time (module docstring)."""
         if c.depth < self.short_depth and c.cols >= self.wide_cols:
             return False
-        outer = [trip_count(loop.lb, loop.ub, loop.step) for loop in c.outer_loops]
-        if None in outer:
-            return True
-        work = (kernel.rows, c.depth, c.cols, *kernel.batch_extents, *outer)
-        return math.prod(v or 0 for v in work) >= self.min_macs
+        macs = kernel.rows * c.depth * c.cols * math.prod(kernel.batch_extents)
+        for loop in c.outer_loops:
+            if (count := trip_count(loop.lb, loop.ub, loop.step)) is None:
+                return True  # no static extent: counts as large
+            macs *= count
+        return macs >= self.min_macs
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: scf.ParallelOp, rewriter: PatternRewriter) -> None:
