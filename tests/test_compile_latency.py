@@ -359,7 +359,7 @@ def _generic_text(op: Operation) -> str:
     return out.getvalue()
 
 
-def test_plain_ops_are_built_at_once_as_xdsl_builds_them() -> None:
+def test_ops_are_built_at_once_as_xdsl_builds_them() -> None:
     make_context()  # applies tessc's xDSL fixes
     x = Block(arg_types=[f32, IndexType()]).args[0]
     c = arith.ConstantOp(IntegerAttr.from_index_int_value(0))
@@ -390,13 +390,19 @@ def test_plain_ops_are_built_at_once_as_xdsl_builds_them() -> None:
     ]
     fast = [build() for build in builds]
     irdl_operations.irdl_op_init = xdsl_fixes._original_irdl_op_init
+    Operation.__init__ = xdsl_fixes._original_operation_init  # type: ignore[method-assign]
     try:
         slow = [build() for build in builds]
     finally:
         irdl_operations.irdl_op_init = xdsl_fixes.irdl_op_init
+        Operation.__init__ = xdsl_fixes.operation_init  # type: ignore[method-assign]
     for a, b in zip(fast, slow, strict=True):
         assert _generic_text(a) == _generic_text(b)
         assert list(a.properties) == list(b.properties) and a.attributes == b.attributes
+        assert sorted(vars(a)) == sorted(vars(b)) and a.location == b.location
+        uses = a._operand_uses  # each operand's use list holds the op's use of it
+        assert [u.index for u in uses] == list(range(len(a.operands)))
+        assert all(any(u is use for u in v.uses) for v, use in zip(a.operands, uses, strict=True))
 
     with counting_arg_lists() as count:
         for build in builds[:5] + builds[6:]:
