@@ -12,8 +12,9 @@ register tile and the blocks are in `pack_matmul_plan.py`):
     ap = alloc[T * MC * KC], bp = alloc[T * KC * NC], ct = alloc[T * MR, NR]   (once)
     groups = min(micro.num_threads, T)
     parallel g < groups:                         one iteration per thread, nothing shared
-     its row blocks: [nIB * g / groups, nIB * (g + 1) / groups)
-     for b...:                                   the batch dims
+     its share of the nB * nIB row blocks (every batch's, in order):
+       [nB * nIB * g / groups, nB * nIB * (g + 1) / groups)
+     for each batch b the share touches:         with its part of b's row blocks
       for jc < ceil(M / NC): j0 = jc * NC, nc = min(NC, M - j0)
        for pc < ceil(K / KC): k0 = pc * KC, kc = min(KC, K - k0)
         for kk < kc: for jr < ceil(nc / NR):     pack B, the thread's copy: NR-wide
@@ -173,32 +174,47 @@ class Packer:
             running.result.name_hint = "threads"
             groups = e.apply(arith.MinSIOp, running.result, threads, "groups")
 
+        batches = math.prod(extent for extent, _ in self.match.batch)
+        items = batches * row_blocks  # the row blocks of every batch, shared out together
+
         def group(eg: Emitter, g: SSAValue) -> None:
-            # Thread g's share of the row blocks, as `largest_share` counted them.
+            # Thread g's share of the items, as `largest_share` counted them.
             self.group = g
             self.b_slot = eg.mul(g, kc * nc, "bslot")
-            self.lo = eg.apply(arith.DivUIOp, eg.mul(g, row_blocks), groups, "lo")
-            end = eg.mul(eg.add(g, 1), row_blocks)
-            self.hi = eg.apply(arith.DivUIOp, end, groups, "hi")
-            self.batch(eg, list(self.match.batch))
+            lo = eg.apply(arith.DivUIOp, eg.mul(g, items), groups, "lo")
+            hi = eg.apply(arith.DivUIOp, eg.mul(eg.add(g, 1), items), groups, "hi")
+            if batches == 1:
+                self.lo, self.hi = lo, hi
+                for _, arg in self.match.batch:
+                    self.mapping[arg] = 0
+                self.column_blocks(eg)
+                return
+            # The batches the share touches, each with the part of its row blocks in it.
+            first = eg.apply(arith.DivUIOp, lo, row_blocks, "first")
+            end = eg.apply(arith.DivUIOp, eg.add(hi, row_blocks - 1), row_blocks)
+            touched = eg.apply(arith.MinSIOp, eg.apply(arith.SubiOp, end, first), batches)
+
+            def one(eb: Emitter, bt: IndexValue) -> None:
+                flat = eb.add(first, bt, "batch")
+                rest: IndexValue = flat
+                for extent, arg in reversed(self.match.batch):
+                    self.mapping[arg] = eb.apply(arith.RemUIOp, rest, extent, arg.name_hint)
+                    rest = eb.apply(arith.DivUIOp, rest, extent)
+                start = eb.mul(flat, row_blocks)
+                eb.block.add_op(
+                    after := arith.MaxSIOp(eb.value(eb.apply(arith.SubiOp, lo, start)), eb.value(0))
+                )
+                self.lo = after.result
+                self.hi = eb.apply(arith.MinSIOp, eb.apply(arith.SubiOp, hi, start), row_blocks)
+                self.column_blocks(eb)
+
+            emit_loop(eg, make_extent(touched, set()), "bt", one)
 
         self.parallel(e, groups, "g", group)
         ops = list(top.ops)
         for op in ops:
             op.detach()
         return ops
-
-    def batch(self, e: Emitter, dims: list[tuple[int, SSAValue]]) -> None:
-        if not dims:
-            self.column_blocks(e)
-            return
-        (extent, arg), rest = dims[0], dims[1:]
-
-        def body(eb: Emitter, index: IndexValue) -> None:
-            self.mapping[arg] = index
-            self.batch(eb, rest)
-
-        emit_loop(e, static(extent), arg.name_hint or "b", body)
 
     def column_blocks(self, e: Emitter) -> None:
         n, depth, cols = self.shape
@@ -519,7 +535,8 @@ class PackMatmul(RewritePattern):
             2 * shape[2] < tile[1] and math.prod(shape) < PACKED_MIN_WORK
         ):
             return
-        blocks = clamp_blocks(shape, tile, self.blocks, self.min_row_blocks, self.threads)
+        batches = math.prod(extent for extent, _ in match.batch)
+        blocks = clamp_blocks(shape, tile, self.blocks, self.min_row_blocks, self.threads, batches)
         constant = IndexConstants.before(op)
         ops = Packer(match, tile, blocks, constant, self.threads).build()
         rewriter.replace(op, [*constant.ops, *ops], [])

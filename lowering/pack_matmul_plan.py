@@ -304,13 +304,15 @@ def _closed(ops: Sequence[Operation], nest: Operation, scope: set[SSAValue]) -> 
     return True
 
 
-def largest_share(rows: int, mc: int, threads: int) -> int:
-    """The most rows one thread gets when `threads` split the row blocks of `mc` rows into
-    contiguous shares of block counts within one (`tessc.runtime.threads.shares`, Numba's
-    static parfor schedule)."""
+def largest_share(rows: int, mc: int, threads: int, batches: int = 1) -> int:
+    """The most rows one thread gets when `threads` split the row blocks of `mc` rows (of
+    every batch, in order) into contiguous shares of block counts within one
+    (`tessc.runtime.threads.shares`, Numba's static parfor schedule)."""
     count = -(-rows // mc)
-    bounds = [count * t // threads for t in range(threads + 1)]
-    return max(min(hi * mc, rows) - lo * mc for lo, hi in zip(bounds, bounds[1:], strict=False))
+    items = batches * count
+    bounds = [items * t // threads for t in range(threads + 1)]
+    size = [min(mc, rows - (t % count) * mc) for t in range(items)]
+    return max(sum(size[lo:hi]) for lo, hi in zip(bounds, bounds[1:], strict=False))
 
 
 def clamp_blocks(
@@ -319,11 +321,13 @@ def clamp_blocks(
     blocks: tuple[int, int, int],
     min_row_blocks: int,
     threads: int = 1,
+    batches: int = 1,
 ) -> tuple[int, int, int]:
     """(MC, KC, NC) for the shape: MC a multiple of MR giving at least `min_row_blocks`
     blocks where the rows allow, balanced over `threads`; NC a multiple of NR; none beyond
-    the shape. Balance: of the block counts from the fewest to twice that, the one whose
-    largest thread share has the fewest rows (then the fewest blocks): 1024 rows in 11
+    the shape. Balance (the row blocks of all `batches` shared out together): of the block
+    counts from the fewest to twice that, the one whose largest thread share has the
+    fewest rows (then the fewest blocks): 1024 rows in 11
     blocks of 96 gave one of two threads 576 rows, 8 blocks of 128 give each 512."""
     n, depth, cols = shape
     mr, nr, _ = tile
@@ -331,7 +335,7 @@ def clamp_blocks(
     tiles = -(-n // mr)
     fewest = max(-(-n // max(mr, mc - mc % mr)), min(min_row_blocks, tiles))
     sizes = {mr * -(-tiles // count) for count in range(fewest, min(2 * fewest, tiles) + 1)}
-    mc = min(sizes, key=lambda size: (largest_share(n, size, max(1, threads)), -size))
+    mc = min(sizes, key=lambda size: (largest_share(n, size, max(1, threads), batches), -size))
     nc = min(-(-max(nr, nc - nc % nr) // nr) * nr, -(-cols // nr) * nr)
     return mc, min(kc, depth), nc
 

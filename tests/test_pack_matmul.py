@@ -131,14 +131,22 @@ def test_packed_program_matches_reference(case: str) -> None:
     assert_results_match(actual, interpret(module, "main", inputs), rtol=1e-5, atol=1e-5)
 
 
-def test_parallel_packed_kernel_matches_reference() -> None:
+@pytest.mark.parametrize(
+    "text",
+    [
+        dense_relu(40, 24, 50),
+        matmul((3, 10, 7), (7, 20)),  # 3 batches of 3 row blocks: shares split batches
+        matmul((2, 1, 5, 6), (3, 6, 17)),  # broadcast batch dims, one block each
+    ],
+    ids=["dense-relu", "batched", "broadcast-batched"],
+)
+def test_parallel_packed_kernel_matches_reference(text: str) -> None:
     """One parallel loop, an iteration per thread (`micro.num_threads`, read as Numba's
     parfors read it: the kernel stays cacheable), each packing its own B panels and running
-    its share of the row blocks; right on one thread and on two (balanced for two)."""
+    its share of the row blocks of all batches; right on one thread and on two."""
     import numba
     from numba.core.errors import NumbaWarning
 
-    text = dense_relu(40, 24, 50)
     module = parse(text)
     inputs = random_inputs(next(iter(module.ops)), seed=11)  # type: ignore[arg-type]
     pack = SMALL.replace("}", " threads=2}")
