@@ -137,6 +137,7 @@ def compile_source(source: str, name: str, fastmath: set[str] | bool) -> Callabl
 def emit_numba_kernel(name: str, n: int, fastmath: set[str] | bool) -> Callable[..., None]:
     """The kernel as the real pipeline would emit it: loop IR -> expand -> emit_numba."""
     from tessc.lowering.to_numba import emit_numba
+    from tessc.runtime.cache import load_source
 
     text = f"""
     func.func private @kernel(%x: memref<{n}xf32>, %out: memref<{n}xf32>) attributes {{tess.kernel}} {{
@@ -159,9 +160,8 @@ def emit_numba_kernel(name: str, n: int, fastmath: set[str] | bool) -> Callable[
     )
     flags = sorted(fastmath) if isinstance(fastmath, set) else []
     source = emit_numba(module, fastmath=flags)
-    namespace: dict[str, object] = {}
-    exec(compile(source, "<emit_numba>", "exec"), namespace)
-    return namespace["kernel"]  # type: ignore[return-value]
+    # Loaded as the runtime loads a compiled module: from a file, so `cache=True` has a locator.
+    return load_source(source).kernel  # type: ignore[no-any-return]
 
 
 # -- reference kernels --------------------------------------------------------------------
