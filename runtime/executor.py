@@ -31,7 +31,7 @@ from __future__ import annotations
 import operator
 import threading
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -250,6 +250,56 @@ class Executable:
         if self.input_slots:
             return self(*args)
         return self._run(list(args), args, {})
+
+    def runner(self) -> Callable[..., Sequence[np.ndarray]]:
+        """`call_checked` specialised to this program for a caller that calls it in a loop
+        (`jit`'s planned path): output specs, aliases and the workspace looked up once, and
+        the donation check done inline. It is `_run`'s: every input's memory owner distinct
+        (NumPy points a view's `base` at the owner), each donated input its own owner and
+        writeable; any other call takes `_run`'s exact path. Returns the host's outputs."""
+        if self.input_slots or self.output_slots:
+            return self.call_checked
+        function, exact = self.function, self._run
+        count = len(self.host_outputs)
+        fresh = [
+            (h, spec.shape, spec.dtype)
+            for h, (spec, alias) in enumerate(
+                zip(self.host_outputs, self.output_aliases, strict=True)
+            )
+            if alias is None
+        ]
+        aliased = [(h, alias) for h, alias in enumerate(self.output_aliases) if alias is not None]
+        workspace = self.workspace if self.workspace_bytes else None
+        ndarray = np.ndarray
+
+        def run(*inputs: np.ndarray) -> Sequence[np.ndarray]:
+            if aliased:
+                owners = set()
+                for array in inputs:
+                    base = array.base
+                    if base is None:
+                        owners.add(id(array))
+                    elif type(base) is ndarray and base.base is None:
+                        owners.add(id(base))
+                    else:
+                        return exact(list(inputs), inputs, {})
+                if len(owners) != len(inputs):
+                    return exact(list(inputs), inputs, {})
+                for _, k in aliased:
+                    if inputs[k].base is not None or not inputs[k].flags.writeable:
+                        return exact(list(inputs), inputs, {})
+            outputs: list[np.ndarray] = [None] * count  # type: ignore[list-item]
+            for h, shape, dtype in fresh:
+                outputs[h] = np.empty(shape, dtype)
+            for h, k in aliased:
+                outputs[h] = inputs[k]
+            if workspace is not None:
+                function(*inputs, *outputs, workspace())
+            else:
+                function(*inputs, *outputs)
+            return outputs
+
+        return run
 
     def _run(
         self, inputs: list[np.ndarray], args: Sequence[object], zero_copy: dict[int, np.ndarray]

@@ -264,3 +264,49 @@ def test_packed_scratch_lives_in_the_workspace() -> None:
     for seed in (8, 9):
         args = random_inputs(next(iter(module.ops)), seed)
         assert_results_match(compiled(*args), interpret(module, "f", args))
+
+
+def test_call_plan_falls_back_on_any_other_call() -> None:
+    """The planned call (`call_plan`): straight-line checks of the last signature; a call
+    it does not cover (another structure, dtype, layout, an overlapping donation) runs
+    the general path, with the same results as the reference."""
+    step = ts.jit(_mlp_step, donate_argnums=0)
+    reference = ts.jit(_mlp_step, target="reference")
+    rng = np.random.default_rng(3)
+    params = _params(1)
+    x = rng.standard_normal((12, 8)).astype(np.float32)
+    y = rng.standard_normal((12, 10)).astype(np.float32)
+    params, _ = step(params, x, y)
+    assert step._fast is not None and step._fast.plan is not None
+    variants = [
+        ("planned", lambda p: (p, x, y)),
+        ("strided x", lambda p: (p, np.asfortranarray(x), y)),
+        ("f64 y", lambda p: (p, x, y.astype(np.float64))),
+        ("extra key", lambda p: ({**p, "extra": np.ones(3, np.float32)}, x, y)),
+        ("list", lambda p: ([p], x, y)),
+    ]
+    for name, make in variants:
+        args = make({k: v.copy() for k, v in params.items()})
+        try:
+            expected = reference(*args)
+        except Exception:  # the function rejects this structure: so must the jit
+            with pytest.raises(Exception):  # noqa: B017
+                step(*args)
+            continue
+        got = step(*args)
+        np.testing.assert_allclose(got[1], expected[1], rtol=1e-4, err_msg=name)
+        for k in expected[0]:
+            np.testing.assert_allclose(got[0][k], expected[0][k], rtol=1e-4, atol=1e-5)
+    # Donated arrays that overlap (b1 a view of w1's first row): the plan's owner check
+    # sends the call to the exact path, which copies; results unchanged.
+    step(params, x, y)  # the plan is this signature again
+    shared = {k: v.copy() for k, v in params.items()}
+    shared["b1"] = shared["w1"][0]
+    expected = reference({k: v.copy() for k, v in shared.items()}, x, y)
+    got = step(shared, x, y)
+    for k in expected[0]:
+        np.testing.assert_allclose(got[0][k], expected[0][k], rtol=1e-4, atol=1e-5, err_msg=k)
+    # Arrays that own their memory: updated in place through the plan.
+    own = {k: v.copy() for k, v in params.items()}
+    got = step(own, x, y)
+    assert all(got[0][k] is own[k] for k in own)

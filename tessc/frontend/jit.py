@@ -42,6 +42,7 @@ from xdsl.dialects.builtin import ArrayAttr, ModuleOp
 from tessc import timing
 from tessc.dialects import contract
 from tessc.dialects.builder import finish_function
+from tessc.frontend.call_plan import MISS, compile_call_plan
 from tessc.frontend.tracer import Tensor, Trace
 from tessc.runtime.cuda import is_device_array
 
@@ -399,6 +400,9 @@ class _FastPath:
     call: Callable[..., tuple[np.ndarray, ...]]
     """`compiled`, or its `call_checked` (no second check of what `leaves` checked) when
     the captured constants are C-contiguous arrays of a computed dtype as they are."""
+    plan: Callable[..., Any] | None = None
+    """The whole planned call as straight-line Python (`call_plan.compile_call_plan`):
+    result, or `MISS`; None where the structure has none (then `leaves` and `call`)."""
 
     @staticmethod
     def of(
@@ -410,15 +414,24 @@ class _FastPath:
             type(c) is np.ndarray and c.flags.c_contiguous and c.dtype in _DTYPES for c in constants
         ):
             call = checked
+        array_types = tuple((shape, np.dtype(dtype)) for shape, dtype in traced.signature.arrays)
+        device = hasattr(compiled, "resident")
+        runner = getattr(compiled, "runner", None)
+        plan = None
+        if call is checked and runner is not None and not device:
+            plan = compile_call_plan(
+                traced.signature.tree[2], array_types, constants, traced.output_tree, runner()
+            )
         return _FastPath(
             traced.signature,
             traced.signature.tree[2],
-            tuple((shape, np.dtype(dtype)) for shape, dtype in traced.signature.arrays),
+            array_types,
             compiled,
             constants,
             _tree_builder(traced.output_tree),
-            hasattr(compiled, "resident"),
+            device,
             call,
+            plan,
         )
 
     def leaves(self, args: tuple[Any, ...]) -> list[np.ndarray] | None:
@@ -595,6 +608,8 @@ class JitFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         fast = self._fast
         if fast is not None and not kwargs and len(args) == self._arity:
+            if fast.plan is not None and (result := fast.plan(*args)) is not MISS:
+                return result
             leaves = fast.leaves(args)
             if leaves is not None:
                 outputs = fast.call(*leaves, *fast.constants)

@@ -1,0 +1,170 @@
+"""
+A jitted function's steady-state call, written out as Python for one signature.
+
+`jit`'s planned path (`_FastPath`) matches a call's arguments against the structure of
+the last signature, checks every array leaf, calls the program and rebuilds the output
+nest. Done by walking the structure, that is ~5 us of Python per call (a recursive match,
+a flags object per array, closures per output node), which an MLP train step of ~60 us
+notices. `compile_call_plan` writes the same steps for one structure as straight-line
+code and `exec`s it once:
+
+    def plan(a0, a1, a2):
+        try:
+            if type(a0) is not dict or len(a0) != 4: return MISS
+            v0 = a0['b1']
+            if type(v0) is not ndarray or v0.shape != S0 or v0.dtype is not D0 or (
+                    v0.strides != T0 and not v0.flags.c_contiguous): return MISS
+            ...
+        except (KeyError, IndexError):
+            return MISS
+        o = run(v0, v1, ..., C0)
+        return ({'b1': o[0], ...}, o[4])
+
+Same checks as `_FastPath.leaves` (a dtype that is equal but not the identical object, or
+strides that differ while the array is C-contiguous, are a miss or pass on the slower
+flags check: a miss only sends the call down the general path). Structures with traced
+Python numbers, non-simple static values or device arrays get no plan (`None`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+MISS = object()
+"""What a plan returns when the call does not have its signature."""
+
+_SIMPLE_STATICS = (int, float, complex, str, bytes, bool, type(None))
+
+
+def _strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    strides: list[int] = []
+    step = itemsize
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= max(extent, 1)
+    return tuple(reversed(strides))
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.globals: dict[str, Any] = {"ndarray": np.ndarray, "MISS": MISS}
+        self.leaves: list[str] = []
+
+    def constant(self, prefix: str, value: Any) -> str:
+        name = f"{prefix}{len(self.globals)}"
+        self.globals[name] = value
+        return name
+
+    def match(self, node: tuple[Any, ...], expr: str, types: Sequence[Any]) -> bool:
+        """Lines checking that `expr` has structure `node`; False if not plannable."""
+        kind = node[0]
+        if kind == "leaf":
+            if len(self.leaves) >= len(types):
+                return False
+            shape, dtype = types[len(self.leaves)]
+            name = f"v{len(self.leaves)}"
+            self.leaves.append(name)
+            s = self.constant("S", tuple(shape))
+            d = self.constant("D", np.dtype(dtype))
+            t = self.constant("T", _strides(tuple(shape), np.dtype(dtype).itemsize))
+            v = name
+            self.lines.append(f"{v} = {expr}")
+            self.lines.append(
+                f"if type({v}) is not ndarray or {v}.shape != {s} or {v}.dtype is not {d} or "
+                f"({v}.strides != {t} and not {v}.flags.c_contiguous): return MISS"
+            )
+            return True
+        if kind == "static":
+            if node[1] not in _SIMPLE_STATICS:
+                return False
+            value = self.constant("K", node[2])
+            self.lines.append(
+                f"if type({expr}) is not {self.constant('Y', node[1])} or "
+                f"not ({expr} is {value} or {expr} == {value}): return MISS"
+            )
+            return True
+        if kind is dict:
+            if not all(type(key) in (str, int) for key in node[1]):
+                return False
+            self.lines.append(
+                f"if type({expr}) is not dict or len({expr}) != {len(node[1])}: return MISS"
+            )
+            return all(
+                self.match(child, f"{expr}[{key!r}]", types)
+                for key, child in zip(node[1], node[2], strict=True)
+            )
+        if kind in (tuple, list):
+            typ = self.constant("Y", kind)
+            self.lines.append(
+                f"if type({expr}) is not {typ} or len({expr}) != {len(node[1])}: return MISS"
+            )
+            return all(self.match(child, f"{expr}[{i}]", types) for i, child in enumerate(node[1]))
+        return False  # traced numbers, named tuples, anything rarer: the general path
+
+    def build(self, node: tuple[Any, ...], counter: list[int]) -> str | None:
+        """The expression rebuilding output nest `node` from the outputs `o`."""
+        kind = node[0]
+        if kind == "leaf":
+            counter[0] += 1
+            return f"o[{counter[0] - 1}]"
+        if kind is dict:
+            if not all(type(key) in (str, int) for key in node[1]):
+                return None
+            items = [
+                (key, self.build(child, counter)) for key, child in zip(*node[1:3], strict=True)
+            ]
+            if any(v is None for _, v in items):
+                return None
+            return "{" + ", ".join(f"{key!r}: {v}" for key, v in items) + "}"
+        if kind in (tuple, list):
+            parts = [self.build(child, counter) for child in node[1]]
+            if any(p is None for p in parts):
+                return None
+            inner = ", ".join(parts) + ("," if kind is tuple and len(parts) == 1 else "")
+            return f"({inner})" if kind is tuple else f"[{inner}]"
+        return None
+
+
+def compile_call_plan(
+    argument_trees: Sequence[tuple[Any, ...]],
+    array_types: Sequence[tuple[tuple[int, ...], Any]],
+    constants: Sequence[Any],
+    output_tree: tuple[Any, ...],
+    run: Callable[..., Sequence[Any]],
+) -> Callable[..., Any] | None:
+    """`plan(*args)`: the call's result, or `MISS` (module docstring); None when the
+    structure is one a plan does not cover."""
+    writer = _Writer()
+    params = [f"a{i}" for i in range(len(argument_trees))]
+    if not all(
+        writer.match(t, p, array_types) for t, p in zip(argument_trees, params, strict=True)
+    ):
+        return None
+    if len(writer.leaves) != len(array_types):
+        return None
+    result = writer.build(output_tree, [0])
+    if result is None:
+        return None
+    writer.globals["run"] = run
+    names = [*writer.leaves, *(writer.constant("C", c) for c in constants)]
+    body = "\n".join(f"        {line}" for line in writer.lines) or "        pass"
+    source = (
+        f"def plan({', '.join(params)}):\n"
+        f"    try:\n{body}\n"
+        "    except (KeyError, IndexError):\n"
+        "        return MISS\n"
+        f"    o = run({', '.join(names)})\n"
+        f"    return {result}\n"
+    )
+    namespace = dict(writer.globals)
+    exec(compile(source, "<tessc call plan>", "exec"), namespace)
+    plan = namespace["plan"]
+    plan.source = source  # type: ignore[attr-defined]
+    return plan
+
+
+__all__ = ["MISS", "compile_call_plan"]
