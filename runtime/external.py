@@ -8,10 +8,10 @@ train step: ~40 loop nests, 3.9 s of CPU, one core). Calling kernels compiled as
 optimises and generates its code again (5.2 s against 4.3 s), and a separate process cannot
 compile a callee for it. A kernel called by its symbol is linked by nobody: codegen emits
 
-    @external(void(CPointer(float32), CPointer(float32)), fastmath=FASTMATH, error_model="numpy")
+    @external(void(voidptr, voidptr), fastmath=FASTMATH, error_model="numpy")
     def step_kernel_1(arg0_ptr, x_ptr):
-        arg0 = carray(arg0_ptr, (128, 128))
-        x = carray(x_ptr, (128, 64))
+        arg0 = carray(arg0_ptr, (128, 128), np.float32)
+        x = carray(x_ptr, (128, 64), np.float32)
         ...
 
 and the host calls `step_kernel_1(view1.ctypes, x.ctypes)`. `external(signature, **options)`
@@ -21,19 +21,21 @@ the hash of its source, so the symbol is unique), resolved when the host is link
 or loaded from Numba's disk cache. So `compile_kernels(module)` compiles every kernel
 (`numba.cfunc` with the module's options, Numba's disk cache on) and registers its address
 (`llvmlite.binding.add_symbol`) before anything calls the host; `tessc.runtime.cache` runs it
-when it loads a module.
+when it loads a module. Compiled alone, the MLP step's 17 kernels took 3.3 s of CPU against
+3.9 s for the one host holding them: Numba's compile time grows faster than a function.
 
-Concurrency: the kernels Numba's disk cache does not hold yet are compiled by this process and
-one worker process (`worker_main`, given the module's file), both taking the next
-kernel from one queue, largest first (source lines as the estimate), until it is empty. The
-worker writes Numba's disk cache (its files checksummed in tessc's index like any other) and
-this process then loads what the worker compiled from there. The worker starts only where it
-can pay: two or more kernels to compile, two CPUs, a module on disk, and not switched off
-(`TESSC_COMPILE_WORKERS=0`). If it fails or dies, this process compiles what is left.
-
-Compiled alone, the MLP step's 17 kernels took 3.3 s of CPU against 3.9 s for the one host
-holding them: Numba's compile time grows faster than the function, so separate kernels
-are cheaper even on one core.
+Concurrency: the kernels Numba's disk cache does not hold yet are compiled by this process
+and one worker process (`worker_main`), both taking the next kernel from one queue, largest
+first (source lines as the estimate), until it is empty. The worker writes Numba's disk
+cache (its files checksummed in tessc's index like any other) and this process then loads
+what the worker compiled from there. The worker is asked only where there are
+`WORKER_MIN_LINES` of kernel source to compile, two CPUs, a module on disk, and it is not
+switched off (`TESSC_COMPILE_WORKERS=0`); if it fails or dies, this process compiles what is
+left. It is one process per process, kept for later programs, and `start_worker` starts it
+early (the compiler does, while the passes of a large program run): it imports Numba and
+compiles a small kernel first (Numba's first compilation in a process costs ~0.3 s more).
+Compiling or loading a kernel here fires Numba's `numba:compile` event, so `TESSC_TIMING`
+reports list each kernel; the worker's kernels show as loads, its time is its own.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from typing import IO, Any
 import llvmlite.binding as llvm
 import numpy as np
 from numba import carray
-from numba.core import types
+from numba.core import event, types
 from numba.core.ccallback import CFunc
 from numba.core.typing import Signature
 from numba.extending import typeof_impl
@@ -122,7 +124,9 @@ class ExternalKernel:
         if self.cfunc is not None:
             return
         cfunc = self.prepare(guard)
-        cfunc.compile()
+        # Numba's compile event, as its dispatchers fire it: timing reports list the kernel.
+        with event.trigger_event("numba:compile", data={"dispatcher": self}):
+            cfunc.compile()
         counter = self.stats.cache_hits if cfunc.cache_hits else self.stats.cache_misses
         counter[self.signature.args] += 1
         llvm.add_symbol(self.symbol, cfunc.address)
