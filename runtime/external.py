@@ -149,7 +149,7 @@ def _typeof_external(value: ExternalKernel, context: object) -> types.ExternalFu
 
 
 def external(signature: Signature, **options: Any) -> Callable[[Callable], ExternalKernel]:
-    """`@external(void(CPointer(float32), ...), fastmath=..., error_model=...)`: the
+    """`@external(void(voidptr, ...), fastmath=..., error_model=...)`: the
     function is compiled by `compile_kernels` as a C callable with these Numba options."""
     return lambda py_func: ExternalKernel(py_func, signature, options)
 
