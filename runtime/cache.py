@@ -139,14 +139,18 @@ def verified_body(path: Path, digest: str) -> bytes | None:
     return body if hashlib.sha256(body).hexdigest() == digest else None
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def _write_atomically(path: Path, text: str, *, durable: bool = True) -> None:
+    """`text` into `path` by rename; `durable` syncs it to disk first (not needed for the
+    index of checksums, rewritten after every function Numba saves: a file lost in a
+    crash only makes the next process compile again)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=path.suffix, dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -411,7 +415,8 @@ def _guard_numba_cache(dispatcher: Any, sums: Path) -> None:
             recorded = {k: v for k, v in _read_sums(sums).items() if not k.startswith(prefix)}
             try:
                 recorded.update((path, _sha256(path)) for path in files)
-                _write_atomically(sums, json.dumps({"files": recorded}, indent=1) + "\n")
+                text = json.dumps({"files": recorded}, indent=1) + "\n"
+                _write_atomically(sums, text, durable=False)
             except OSError as error:
                 # Unindexed files are discarded by the next process: correct, not cached.
                 _warn_once(sums.parent, error, "compiled kernels are not kept")
