@@ -36,7 +36,9 @@ panels it needs itself. Packing B once and sharing it cost two barriers per k bl
 this 2-core machine shared with other jobs, a thread descheduled at a barrier stalled the
 other (2048 f32 on two threads: 0.36-0.57x of BLAS against 0.89-0.95x without them,
 same runs). The copy costs each thread one read of B per column block (~3% of a 2048
-product); on one thread nothing changes.
+product); on one thread nothing changes. It grows with the threads (each packs all of B
+for N / T rows): on many cores, B shared with a barrier per k block, or packed whole once
+before the row blocks, would be the better form.
 
 A dot nest (`tess-tile-dot`'s form: `scf.parallel (b.., i, j)` around a k loop, what `a @
 w.T` becomes once `tess-fuse` fuses the transpose, which it does for contractions this pass
