@@ -37,8 +37,8 @@ copy of `B` is made:
 `Ct` has a wide last dim (`i`), so it lowers as an ordinary i-k-j (or packed) product; the
 final copy has the narrow output's few elements. `Q` usually recomputes a tensor the
 program already has (`h` itself): `tess-cse-generics` then merges the two. Matched: the
-copy `P` (all-parallel, identity output map, used only by the contraction) reads some
-input with its last result the second-to-last loop (a transposed read), and the
+copy `P` (all-parallel, identity output map, used only by the contraction, no
+`linalg.index`) reads some input with its last two loops swapped (a transposed read), and the
 contraction's init is a fill (a body yielding a constant), which is rebuilt transposed.
 """
 
@@ -50,7 +50,7 @@ from xdsl.context import Context
 from xdsl.dialects import tensor
 from xdsl.dialects.builtin import AffineMapAttr, ModuleOp, TensorType
 from xdsl.dialects.linalg.attrs import IteratorType, IteratorTypeAttr
-from xdsl.dialects.linalg.ops import GenericOp, YieldOp
+from xdsl.dialects.linalg.ops import GenericOp, IndexOp, YieldOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap
 from xdsl.passes import ModulePass
@@ -136,8 +136,12 @@ def _transposing_copy(value: SSAValue) -> GenericOp | None:
     rank = maps[-1].num_dims
     if rank < 2 or maps[-1] != AffineMap.identity(rank) or op.body.block.args[-1].uses:
         return None
-    transposed = AffineExpr.dimension(rank - 2)
-    if not any(m.results and m.results[-1] == transposed for m in maps[:-1]):
+    # A real transposed read (last two results the last two loops swapped), and no
+    # `linalg.index` in the body, whose loop numbers the swap would not follow.
+    swapped = (AffineExpr.dimension(rank - 1), AffineExpr.dimension(rank - 2))
+    if not any(tuple(m.results[-2:]) == swapped for m in maps[:-1]):
+        return None
+    if any(isinstance(inner, IndexOp) for inner in op.body.walk()):
         return None
     return op
 

@@ -310,3 +310,33 @@ def test_call_plan_falls_back_on_any_other_call() -> None:
     own = {k: v.copy() for k, v in params.items()}
     got = step(own, x, y)
     assert all(got[0][k] is own[k] for k in own)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # A one-hot operand (its body reads its loop indices) of a narrow product: not a
+        # transposing copy (found by `python -m tessc.fuzz programs`, seed 12000064).
+        """
+func.func @f(%a: tensor<1xi32>, %b: tensor<5x5xf32>) -> tensor<1x5xf32> {
+  %o = tess.one_hot %a : tensor<1xi32> -> tensor<1x5xf32>
+  %s = tess.mul %o, %o : tensor<1x5xf32>, tensor<1x5xf32> -> tensor<1x5xf32>
+  %m = tess.matmul %s, %b : tensor<1x5xf32>, tensor<5x5xf32> -> tensor<1x5xf32>
+  func.return %m : tensor<1x5xf32>
+}
+""",
+        # A column broadcast (read at (d0) in a 2-d copy) is no transpose either.
+        """
+func.func @f(%a: tensor<6x1xf32>, %x: tensor<6x7xf32>, %b: tensor<7x3xf32>) -> tensor<6x3xf32> {
+  %e = tess.exp %a : tensor<6x1xf32>
+  %w = tess.add %x, %e : tensor<6x7xf32>, tensor<6x1xf32> -> tensor<6x7xf32>
+  %m = tess.matmul %w, %b : tensor<6x7xf32>, tensor<7x3xf32> -> tensor<6x3xf32>
+  func.return %m : tensor<6x3xf32>
+}
+""",
+    ],
+)
+def test_narrow_products_of_other_operands_match_the_reference(text: str) -> None:
+    module = parse_module(text)
+    args = random_inputs(next(iter(module.ops)), 11)
+    assert_results_match(compile_module(module, "f")(*args), interpret(module, "f", args))
