@@ -26,7 +26,13 @@ import xdsl.irdl.operations as irdl_operations
 import xdsl.traits
 import xdsl.transforms.common_subexpression_elimination as common_subexpression_elimination
 import xdsl.transforms.dead_code_elimination as dead_code_elimination
-from xdsl.dialects.builtin import UNKNOWN_LOC, DenseArrayBase, LocationAttr, i32
+from xdsl.dialects.builtin import (
+    UNKNOWN_LOC,
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    LocationAttr,
+    i32,
+)
 from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir import Attribute, Block, IRNode, Operation, OpResult, Region, SSAValue
 from xdsl.ir.core import OpTrait, OpTraits, SSAValues, Use
@@ -489,6 +495,7 @@ def plain_op_construction_at_once() -> None:
 _original_op_def_verify = OpDef.verify
 _VERIFIED = "_tessc_verified_signatures"
 VERIFIED_SIGNATURES_KEPT = 4096
+LARGE_CONSTANT_BYTES = 1024
 """Signatures remembered per op definition; past that the memory is cleared (a program
 with more distinct constants than this re-checks some)."""
 
@@ -496,7 +503,12 @@ with more distinct constants than this re-checks some)."""
 def op_signature(op: Operation) -> tuple[Any, ...] | None:
     """Everything an op definition's constraints read (see `verify_op_definition`): operand
     and result types, region block counts and entry argument types, the successor count,
-    properties and attributes; None when one of them cannot be hashed."""
+    properties and attributes; None when one of them cannot be hashed, or holds a large
+    constant (remembered, it would stay in memory after its module is gone)."""
+    for value in (*op.properties.values(), *op.attributes.values()):
+        if isinstance(value, DenseIntOrFPElementsAttr | DenseArrayBase):
+            if len(value.data.data) > LARGE_CONSTANT_BYTES:
+                return None
     regions = tuple(
         (len(region.blocks), block.arg_types if (block := region.first_block) else None)
         for region in op.regions

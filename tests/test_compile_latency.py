@@ -17,6 +17,7 @@ import xdsl.irdl.operations as irdl_operations
 from xdsl.dialects import arith, func, memref, scf, tensor
 from xdsl.dialects.builtin import (
     AffineMapAttr,
+    DenseIntOrFPElementsAttr,
     FloatAttr,
     IndexType,
     IntegerAttr,
@@ -306,6 +307,12 @@ def test_op_constraints_are_still_checked_per_signature_and_traits_per_op() -> N
     stray = scf.ExecuteRegionOp([], Region(Block([func.ReturnOp()])))
     with pytest.raises(VerifyException, match="expects parent op"):
         stray.verify()
+    # A large constant is verified but not remembered (it would outlive its module).
+    big = TensorType(f32, [4096])
+    arith.ConstantOp(DenseIntOrFPElementsAttr.from_list(big, [1.0] * 4096)).verify()
+    arith.ConstantOp(FloatAttr(2.0, f32)).verify()  # a small one is remembered
+    remembered = vars(arith.ConstantOp.get_irdl_definition()).get("_tessc_verified_signatures", ())
+    assert remembered and all(len(str(signature)) < 1000 for signature in remembered)
 
 
 def test_a_function_using_a_value_from_outside_is_still_rejected() -> None:
