@@ -57,18 +57,16 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewri
 from tessc.dialects import tess_index
 from tessc.dialects.tess import tensor_shape
 from tessc.lowering.generic_analysis import reads_backwards, reversed_dim
-from tessc.lowering.to_linalg import (
+from tessc.lowering.linalg_builders import (
     build_fill,
     build_generic,
     convert,
-    copied_view,
     empty_like,
     float_constant,
     is_float_type,
     parallel_iterators,
-    result_type_of,
-    unit_dims_map,
 )
+from tessc.lowering.to_linalg import copied_view, result_type_of, unit_dims_map
 
 # ---------------------------------------------------------------------------------------
 # index arithmetic in the body
