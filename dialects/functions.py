@@ -12,8 +12,10 @@ diagnostic (a pass failure, a `tessc-run` error, a `KeyError` in the interpreter
 from __future__ import annotations
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation
+from xdsl.dialects.builtin import FunctionType, MemRefType, ModuleOp, i8
+from xdsl.ir import Operation, SSAValue
+
+from tessc.dialects import contract
 
 
 def module_functions(module: ModuleOp) -> list[func.FuncOp]:
@@ -34,4 +36,20 @@ def called_functions(root: Operation) -> set[str]:
     return {op.callee.root_reference.data for op in root.walk() if isinstance(op, func.CallOp)}
 
 
-__all__ = ["called_functions", "lookup_function", "module_functions"]
+def add_workspace_argument(function: func.FuncOp, size: int) -> SSAValue:
+    """A trailing `tess.workspace` argument of `size` bytes (`memref<size x i8>`) for
+    `function`, recorded in `tess.workspace_bytes` (`tess-memory-plan` makes it; hosts
+    given scratch later, by `tess-hoist-scratch`, too)."""
+    block = function.body.block
+    arena = block.insert_arg(MemRefType(i8, [size]), len(block.args))
+    arena.name_hint = "workspace"
+    inputs = [*function.function_type.inputs.data, arena.type]
+    function.properties["function_type"] = FunctionType.from_lists(
+        inputs, list(function.function_type.outputs.data)
+    )
+    contract.WORKSPACE.set_arg(function, len(inputs) - 1)
+    contract.WORKSPACE_BYTES.set(function, size)
+    return arena
+
+
+__all__ = ["add_workspace_argument", "called_functions", "lookup_function", "module_functions"]

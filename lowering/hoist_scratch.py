@@ -46,9 +46,8 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from tessc.dialects import contract
-from tessc.dialects.functions import called_functions
-from tessc.lowering.memory_plan import add_workspace_argument
-from tessc.lowering.to_numba import DEFAULT_PARALLEL_THRESHOLD, static_work
+from tessc.dialects.functions import add_workspace_argument, called_functions
+from tessc.lowering.loop_analysis import PARALLEL_WORK, static_work
 
 ALIGNMENT = 64
 
@@ -113,7 +112,7 @@ class TessHoistScratchPass(ModulePass):
 
     name = "tess-hoist-scratch"
 
-    max_work: int = DEFAULT_PARALLEL_THRESHOLD
+    max_work: int = PARALLEL_WORK
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         functions = {f.sym_name.data: f for f in op.ops if isinstance(f, func.FuncOp)}

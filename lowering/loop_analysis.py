@@ -40,6 +40,7 @@ those defined before the nest; the new ones it makes, the caller inserts).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
@@ -48,10 +49,16 @@ from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, ShapedType
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
 from xdsl.dialects.linalg.attrs import IteratorType
 from xdsl.dialects.linalg.ops import GenericOp, IndexOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineMap
 from xdsl.traits import is_side_effect_free
 
+from tessc.dialects import contract
+from tessc.dialects.micro import NumThreadsOp
+
+PARALLEL_WORK = 1 << 18
+"""Static loop iterations from which codegen runs a kernel in parallel (its default
+`parallel_threshold`); below, serially (`static_work`)."""
 PACKED_MIN_WORK = 128**3 + 1
 """Multiply-adds (N * K * M) from which `tess-pack-matmul` packs a contraction's operands
 (128^3 and below stay with `tess-tile`); `tess-fuse` fuses a transposed operand into those."""
@@ -350,6 +357,47 @@ def trip_count(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:
     return max(0, -(-(high - low) // stride))
 
 
+def trip_bound(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:
+    """`trip_count`, or where the upper bound is `min(c, x)` with a constant `c` (an edge
+    tile's extent: `tess-pack-matmul`), the count up to `c`: at most that many trips."""
+    trips = trip_count(lb, ub, step)
+    if trips is not None or not isinstance(owner := ub.owner, arith.MinSIOp | arith.MinUIOp):
+        return trips
+    bounds = [b for v in owner.operands if (b := trip_count(lb, v, step)) is not None]
+    return min(bounds) if bounds else None
+
+
+def _per_thread(bound: SSAValue) -> bool:
+    """Whether `bound` is the thread count, or its minimum with a constant."""
+    owner = bound.owner
+    if isinstance(owner, arith.MinSIOp | arith.MinUIOp):
+        return any(isinstance(v.owner, NumThreadsOp) for v in owner.operands)
+    return isinstance(owner, NumThreadsOp)
+
+
+def static_work(block: Block) -> float:
+    """Iterations of the loop nests in `block` when their trip counts are constants."""
+    return sum(static_work_of(op) for op in block.ops)
+
+
+def static_work_of(op: Operation) -> float:
+    """Iterations of the loop nest `op` (0 if it is no loop)."""
+    if isinstance(op, scf.ForOp):
+        trips = trip_bound(op.lb, op.ub, op.step)
+        return (math.inf if trips is None else trips) * max(1.0, static_work(op.body.block))
+    if (rows := contract.ROW_RANGES.get(op)) is not None:  # rows of varying ranges
+        return float(sum(rows[1::2]) - sum(rows[::2]))
+    if isinstance(op, scf.ParallelOp):
+        bounds = zip(op.lowerBound, op.upperBound, op.step, strict=True)
+        # A loop over the threads (`micro.num_threads`) splits its body's work: once.
+        counts = [1 if _per_thread(ub) else trip_count(lb, ub, st) for lb, ub, st in bounds]
+        trips = math.inf if None in counts else math.prod(c or 0 for c in counts)
+        return trips * max(1.0, static_work(op.body.block))
+    if isinstance(op, scf.IfOp):
+        return max(static_work(r.block) for r in op.regions if r.blocks)
+    return 0.0
+
+
 @dataclass(frozen=True)
 class EnclosingTrips:
     """How often an op runs per call of its function, by its enclosing loops."""
@@ -473,5 +521,9 @@ __all__ = [
     "shared_outer_loops",
     "summarize_nest",
     "trip_count",
+    "trip_bound",
+    "static_work",
+    "static_work_of",
+    "PARALLEL_WORK",
     "unit_loop_bound",
 ]

@@ -83,7 +83,6 @@ from xdsl.context import Context
 from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import (
     AffineMapAttr,
-    FunctionType,
     IndexType,
     IntegerAttr,
     MemRefType,
@@ -101,7 +100,7 @@ from xdsl.traits import SymbolTable
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
-from tessc.dialects.functions import called_functions
+from tessc.dialects.functions import add_workspace_argument, called_functions
 from tessc.dialects.kernel import GroupOp
 from tessc.lowering.group_accumulators import (
     VIEW_OPS,
@@ -535,19 +534,6 @@ def pass_callee_workspaces(block: Block, workspaces: dict[str, int]) -> None:
         new_call.attributes.update(call.attributes)
         Rewriter.insert_op(alloc, InsertPoint.before(call))
         Rewriter.replace_op(call, new_call)
-
-
-def add_workspace_argument(function: func.FuncOp, size: int) -> SSAValue:
-    block = function.body.block
-    arena = block.insert_arg(MemRefType(i8, [size]), len(block.args))
-    arena.name_hint = "workspace"
-    inputs = [*function.function_type.inputs.data, arena.type]
-    function.properties["function_type"] = FunctionType.from_lists(
-        inputs, list(function.function_type.outputs.data)
-    )
-    contract.WORKSPACE.set_arg(function, len(inputs) - 1)
-    contract.WORKSPACE_BYTES.set(function, size)
-    return arena
 
 
 def rewrite_buffers(plan: HostPlan, workspace_arg: bool) -> None:

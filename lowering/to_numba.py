@@ -68,7 +68,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from xdsl.dialects import arith, func, memref, scf
+from xdsl.dialects import func, memref, scf
 from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import Attribute, Block, Operation, SSAValue, Use
 from xdsl.traits import IsTerminator
@@ -76,8 +76,8 @@ from xdsl.traits import IsTerminator
 # Re-exported: `_EXPRESSIONS` and `_CMPF` for tests that evaluate the templates.
 from tessc.dialects import contract
 from tessc.dialects.functions import called_functions
-from tessc.dialects.micro import NumThreadsOp
 from tessc.lowering import numba_external
+from tessc.lowering.loop_analysis import PARALLEL_WORK, static_work, static_work_of
 from tessc.lowering.numba_micro import (
     MMA_IMPORTS,
     MMA_TEMPLATE,
@@ -103,7 +103,7 @@ from tessc.lowering.numba_ops import constant_expr as constant_expr
 from tessc.lowering.numba_threads import sole_parallel_kernels, threaded_candidates
 
 DEFAULT_FASTMATH: tuple[str, ...] = ("arcp", "contract", "nsz", "reassoc")
-DEFAULT_PARALLEL_THRESHOLD = 1 << 18
+DEFAULT_PARALLEL_THRESHOLD = PARALLEL_WORK
 """Kernels with fewer static iterations run serially. A parfor costs Numba 0.4-2 s of cold
 compile per kernel (an MLP train step: 5.0 s CPU with its three 128x64x128-class kernels
 parallel, 3.8 s serial) and a thread launch per call, which on a loaded machine cost an
@@ -118,16 +118,6 @@ def trip_count(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:
     if lo is None or hi is None or st is None or st <= 0:
         return None
     return max(0, -(-(hi - lo) // st))
-
-
-def trip_bound(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:
-    """`trip_count`, or where the upper bound is `min(c, x)` with a constant `c` (an edge
-    tile's extent: `tess-pack-matmul`), the count up to `c`: at most that many trips."""
-    trips = trip_count(lb, ub, step)
-    if trips is not None or not isinstance(owner := ub.owner, arith.MinSIOp | arith.MinUIOp):
-        return trips
-    bounds = [b for v in owner.operands if (b := trip_count(lb, v, step)) is not None]
-    return min(bounds) if bounds else None
 
 
 # ---------------------------------------------------------------------------------------
@@ -461,37 +451,6 @@ def _is_memref_index(use: Use) -> bool:
     if isinstance(use.operation, memref.LoadOp):
         return use.index >= 1
     return isinstance(use.operation, memref.StoreOp) and use.index >= 2
-
-
-def _per_thread(bound: SSAValue) -> bool:
-    """Whether `bound` is the thread count, or its minimum with a constant."""
-    owner = bound.owner
-    if isinstance(owner, arith.MinSIOp | arith.MinUIOp):
-        return any(isinstance(v.owner, NumThreadsOp) for v in owner.operands)
-    return isinstance(owner, NumThreadsOp)
-
-
-def static_work(block: Block) -> float:
-    """Iterations of the loop nests in `block` when their trip counts are constants."""
-    return sum(static_work_of(op) for op in block.ops)
-
-
-def static_work_of(op: Operation) -> float:
-    """Iterations of the loop nest `op` (0 if it is no loop)."""
-    if isinstance(op, scf.ForOp):
-        trips = trip_bound(op.lb, op.ub, op.step)
-        return (math.inf if trips is None else trips) * max(1.0, static_work(op.body.block))
-    if (rows := contract.ROW_RANGES.get(op)) is not None:  # rows of varying ranges
-        return float(sum(rows[1::2]) - sum(rows[::2]))
-    if isinstance(op, scf.ParallelOp):
-        bounds = zip(op.lowerBound, op.upperBound, op.step, strict=True)
-        # A loop over the threads (`micro.num_threads`) splits its body's work: once.
-        counts = [1 if _per_thread(ub) else trip_count(lb, ub, st) for lb, ub, st in bounds]
-        trips = math.inf if None in counts else math.prod(c or 0 for c in counts)
-        return trips * max(1.0, static_work(op.body.block))
-    if isinstance(op, scf.IfOp):
-        return max(static_work(r.block) for r in op.regions if r.blocks)
-    return 0.0
 
 
 def _has_parallel_loop(fn: func.FuncOp) -> bool:
