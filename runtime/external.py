@@ -242,8 +242,10 @@ class _Worker:
     def get(cls) -> _Worker | None:
         with cls._start_lock:
             worker = cls._current
-            if worker is not None and worker.owner == os.getpid() and worker.process.poll() is None:
-                return worker
+            if worker is not None and worker.owner == os.getpid():
+                if worker.process.poll() is None:
+                    return worker
+                worker.stop()  # died: its pipes closed, a new one started
             cls._current = worker = cls._start()
             return worker
 
@@ -273,15 +275,16 @@ class _Worker:
         return worker
 
     def stop(self) -> None:
-        """End the worker: it exits when its input closes."""
-        if self.owner != os.getpid() or self.process.poll() is not None:
-            return
+        """End the worker (it exits when its input closes) and close its pipes."""
+        if self.owner != os.getpid():
+            return  # a forked child's copy: the parent's worker
         try:
             self.process.stdin.close()  # type: ignore[union-attr]
             self.process.wait(timeout=5)
         except (OSError, subprocess.TimeoutExpired):
             self.process.kill()
             self.process.wait()
+        self.process.stdout.close()  # type: ignore[union-attr]
 
     def feed(self, path: Path, take: Callable[[], ExternalKernel | None]) -> None:
         """Hand the worker one kernel of module file `path` at a time until the queue is
