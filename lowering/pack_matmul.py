@@ -6,8 +6,8 @@ GotoBLAS/BLIS style (level 5, loops).
 the right-hand side through L2 with a stride of a row: about 0.5-0.7x of BLAS. For a row
 kernel (`tess-tile`'s docstring) holding one contraction whose body is `out[.., i, j] =
 out[.., i, j] + x * y` (`x` computed from `i` and `k`, `y` from `k` and `j`, both through
-loads and pure ops), with N x K x M above `min-work`, this pass builds (the match, the
-register tile and the blocks are in `pack_matmul_plan.py`):
+loads and pure ops), with N x K x M above `min-work` and N at least `min-rows`, this pass
+builds (the match, the register tile and the blocks are in `pack_matmul_plan.py`):
 
     ap = alloc[T * MC * KC], bp = alloc[T * KC * NC], ct = alloc[T * MR, NR]   (once)
     groups = min(micro.num_threads, T)
@@ -93,6 +93,7 @@ from tessc.lowering.loop_analysis import PACKED_MIN_WORK, IndexConstants, depend
 from tessc.lowering.pack_matmul_plan import (
     DEFAULT_BLOCKS,
     DEFAULT_MIN_ROW_BLOCKS,
+    DEFAULT_MIN_ROWS,
     DEFAULT_MIN_WORK,
     PackedMatmul,
     clamp_blocks,
@@ -522,6 +523,7 @@ class PackMatmul(RewritePattern):
     tile: dict[int, tuple[int, int, int]]  # element bits -> (MR, NR, lanes)
     blocks: tuple[int, int, int]
     min_work: int
+    min_rows: int
     min_row_blocks: int
     threads: int
 
@@ -531,10 +533,14 @@ class PackMatmul(RewritePattern):
             return
         shape = match.shape
         tile = self.tile[match.element_bits]
-        if math.prod(shape) < self.min_work or (
-            # A narrow product (M under half a tile) wastes most of each micro-kernel call;
-            # `tess-pack-narrow` runs it as dot products instead, up to the old threshold.
-            2 * shape[2] < tile[1] and math.prod(shape) < PACKED_MIN_WORK
+        if (
+            math.prod(shape) < self.min_work
+            or shape[0] < self.min_rows  # a vector-matrix product: B once, unpacked
+            or (
+                # A narrow product (M under half a tile) wastes most of each micro-kernel
+                # call; `tess-pack-narrow` runs it as dot products, up to the old threshold.
+                2 * shape[2] < tile[1] and math.prod(shape) < PACKED_MIN_WORK
+            )
         ):
             return
         batches = math.prod(extent for extent, _ in match.batch)
@@ -557,7 +563,7 @@ class TessPackMatmulPass(ModulePass):
     """Pack large contractions into panels for a register-tile micro-kernel; see the module
     docstring. `register-tile` (MR, NR) overrides the tile the vector width gives (NR a
     multiple of the lanes); row blocks are balanced over `threads` (0: this machine's CPU
-    count)."""
+    count); products of fewer than `min-rows` rows are left to `tess-tile`."""
 
     name = "tess-pack-matmul"
 
@@ -565,6 +571,7 @@ class TessPackMatmulPass(ModulePass):
     register_tile: tuple[int, ...] = ()
     vector_bits: int = 0
     min_work: int = DEFAULT_MIN_WORK
+    min_rows: int = DEFAULT_MIN_ROWS
     min_row_blocks: int = DEFAULT_MIN_ROW_BLOCKS
     threads: int = 0
 
@@ -586,7 +593,12 @@ class TessPackMatmulPass(ModulePass):
                 tiles[width] = (mr, nr, lanes)
         threads = self.threads or os.cpu_count() or 1
         pattern = PackMatmul(
-            tiles, blocks, self.min_work, max(1, self.min_row_blocks), max(1, threads)
+            tiles,
+            blocks,
+            self.min_work,
+            self.min_rows,
+            max(1, self.min_row_blocks),
+            max(1, threads),
         )
         PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(op)
 

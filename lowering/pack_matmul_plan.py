@@ -49,6 +49,11 @@ digits MLP step's 128x64x128 (x @ w1, x.T @ dh) and 128x10x128 (dz @ w2.T) produ
 `tess-fuse` still fuses transposes only from `PACKED_MIN_WORK`: below it a transposed
 narrow operand stays a copy, so `tess-pack-narrow` can run the product as dot products
 (packed with a 10-column operand, the step's `h.T @ dz` went parallel and ran 100x slower)."""
+DEFAULT_MIN_ROWS = 16
+"""Rows (N, per batch) below which a product is left to `tess-tile`: packing copies all
+of B (in each thread) for N rows of products, and a row of A uses a tile of MR rows. A 1 x
+2048 x 2048 vector-matrix product ran 30x slower than np.matmul packed (loaded machine,
+by CPU time); tess-tile's i-k-j loop streams B once."""
 DEFAULT_MIN_ROW_BLOCKS = 4
 """MC shrinks until the rows make this many blocks, so both threads have work."""
 
@@ -342,6 +347,7 @@ def clamp_blocks(
 
 __all__ = [
     "DEFAULT_BLOCKS",
+    "DEFAULT_MIN_ROWS",
     "DEFAULT_MIN_ROW_BLOCKS",
     "DEFAULT_MIN_WORK",
     "PackedMatmul",

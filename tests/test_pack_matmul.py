@@ -37,7 +37,7 @@ from tessc.runtime import Executable, load_source
 
 from helpers import assert_results_match, random_inputs
 
-SMALL = "tess-pack-matmul{min-work=1 blocks=8,8,32 register-tile=4,16 vector-bits=512}"
+SMALL = "tess-pack-matmul{min-work=1 min-rows=1 blocks=8,8,32 register-tile=4,16 vector-bits=512}"
 """MR=4, NR=16 (f32: one 16-lane vector per row; f64: two 8-lane ones), MC=8, KC=8, NC=32."""
 
 
@@ -175,11 +175,15 @@ def test_the_thread_loop_counts_its_work_once() -> None:
 
 
 def test_small_contractions_are_left_to_tess_tile() -> None:
-    """Below 2^17 multiply-adds the default threshold keeps `tess-tile`'s kernel."""
+    """Below 2^17 multiply-adds, or 16 rows, the defaults keep `tess-tile`'s kernel."""
     small = str(lowered(matmul((64, 64), (64, 31)), "tess-pack-matmul"))
     assert "micro.mma" not in small and "tess.register_tile" in small
     large = str(lowered(matmul((128, 64), (64, 16)), "tess-pack-matmul{vector-bits=256}"))
     assert "micro.mma" in large
+    # Fewer than `min-rows` (16) rows: packing would copy all of B for a few rows.
+    few_rows = str(lowered(matmul((8, 512), (512, 512)), "tess-pack-matmul"))
+    assert "micro.mma" not in few_rows and "tess.register_tile" in few_rows
+    assert "micro.mma" in str(lowered(matmul((16, 512), (512, 512)), "tess-pack-matmul"))
     assert re.search(r"rows = 6 : i64, cols = 16 : i64, lanes = 8 : i64", large)
 
 

@@ -7,10 +7,10 @@
 // (the zero fill is dropped) and adding after, and runs the bias + relu epilogue on the
 // block's rows after the last k block. Scratch is allocated once, before the loops, one
 // slot per thread. Small or non-matmul nests are left alone.
-// RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 blocks=16,8,64 register-tile=4,16 vector-bits=512 threads=2}' | filecheck %s
-// RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 blocks=16,8,64 register-tile=4,16 vector-bits=512 threads=2}' | tessc-opt | filecheck %s
+// RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 min-rows=1 blocks=16,8,64 register-tile=4,16 vector-bits=512 threads=2}' | filecheck %s
+// RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 min-rows=1 blocks=16,8,64 register-tile=4,16 vector-bits=512 threads=2}' | tessc-opt | filecheck %s
 // RUN: tessc-opt %s -p 'tess-pack-matmul{vector-bits=256}' | filecheck %s --check-prefix=SMALL
-// RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 vector-bits=256 threads=2},canonicalize,cse' -t numba | filecheck %s --check-prefix=NUMBA
+// RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 min-rows=1 vector-bits=256 threads=2},canonicalize,cse' -t numba | filecheck %s --check-prefix=NUMBA
 
 func.func private @dense(%out: memref<37x41xf32>, %a: memref<37x29xf32>, %b: memref<29x41xf32>, %c: memref<41xf32>) attributes {tess.kernel} {
   %c0 = arith.constant 0 : index
