@@ -63,10 +63,6 @@ PASS_TO_PASS = frozenset(
         ("pack_matmul_plan", "tile_dot"),  # and a dot nest as tess-tile-dot's
         # One pass split over two files: what it packs and with which blocks, and the build.
         ("pack_matmul", "pack_matmul_plan"),
-        # Kernel scratch joins the host's workspace as the memory plan adds it, and only
-        # in the kernels codegen leaves serial (its work threshold).
-        ("hoist_scratch", "memory_plan"),
-        ("hoist_scratch", "to_numba"),
     }
 )
 """The pass modules that import another pass module, each with its reason."""
