@@ -18,6 +18,12 @@ so the one-thread and two-thread tables come from one run. Timing: the minimum o
 machine hurts every variant alike). With one thread the process CPU time per call is
 measured too (`cpu ms`): on a machine shared with other jobs it is the steadier figure;
 "x np" / "x np cpu" are np.matmul's time over the variant's (higher is better: 1.0 = BLAS).
+The two-thread np.matmul time is the least reliable on a loaded machine: Numba's and
+PyTorch's OpenMP threads spin after their calls and take the cores from OpenBLAS's next
+one (1024 f32: 60 ms spinning, 22 ms with OMP_WAIT_POLICY=PASSIVE, same load; 6 ms when
+it got both cores). Passive waits slow tessc's short two-thread calls instead (512 f32:
+0.75 -> 1.43 ms), so the script leaves the default; read two-thread ratios from a quiet
+run.
 
 Run: python bench/bench_matmul.py [--sizes 512,1024,2048] [--f64-sizes 512] [--threads 1,2]
      [--repeat 5] [--rounds 5] [--transposed] [--no-before]
