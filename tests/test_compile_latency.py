@@ -41,7 +41,7 @@ from xdsl.transforms.common_subexpression_elimination import CommonSubexpression
 from xdsl.transforms.dead_code_elimination import region_dce
 from xdsl.utils.exceptions import ParseError, VerifyException
 
-from tessc import xdsl_fixes
+from tessc import xdsl_speedups
 from tessc.compiler import print_module
 from tessc.context import make_context
 from tessc.diagnostics import LocatingParser, verify_located
@@ -397,13 +397,13 @@ def test_ops_are_built_at_once_as_xdsl_builds_them() -> None:
         loop,
     ]
     fast = [build() for build in builds]
-    irdl_operations.irdl_op_init = xdsl_fixes._original_irdl_op_init
-    Operation.__init__ = xdsl_fixes._original_operation_init  # type: ignore[method-assign]
+    irdl_operations.irdl_op_init = xdsl_speedups._original_irdl_op_init
+    Operation.__init__ = xdsl_speedups._original_operation_init  # type: ignore[method-assign]
     try:
         slow = [build() for build in builds]
     finally:
-        irdl_operations.irdl_op_init = xdsl_fixes.irdl_op_init
-        Operation.__init__ = xdsl_fixes.operation_init  # type: ignore[method-assign]
+        irdl_operations.irdl_op_init = xdsl_speedups.irdl_op_init
+        Operation.__init__ = xdsl_speedups.operation_init  # type: ignore[method-assign]
     for a, b in zip(fast, slow, strict=True):
         assert _generic_text(a) == _generic_text(b)
         assert list(a.properties) == list(b.properties) and a.attributes == b.attributes
