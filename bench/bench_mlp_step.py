@@ -9,6 +9,11 @@ step by hand in NumPy, PyTorch eager (autograd + in-place SGD), and JAX's jitted
 are the other's time over tessc's (above 1: tessc is faster).
 
     python bench/bench_mlp_step.py [--hidden 128] [--rounds 15] [--epochs 20]
+        [--skip torch,numpy]
+
+`--skip` leaves contenders out of the process (tessc, numpy, torch, jax): PyTorch's
+OpenMP threads keep spinning after their turn and take the second core from the next
+contender (on a 2-core machine the single-threaded ones suffer most).
 """
 
 from __future__ import annotations
@@ -115,6 +120,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--epochs", type=int, default=20, help="epochs per round")
+    parser.add_argument("--skip", default="", help="contenders left out: tessc,numpy,torch,jax")
     args = parser.parse_args()
     print(describe_machine())
     print("command: python bench/bench_mlp_step.py " + " ".join(sys.argv[1:]))
@@ -124,25 +130,33 @@ def main() -> None:
     spans = [slice(i * args.batch, (i + 1) * args.batch) for i in range(n)]
     batches = [(x_train[span], y_train[span]) for span in spans]
     params = init_params(args.hidden)
-    contenders = {
-        "tessc jit": tessc_epoch(batches, params, donate=False),
-        "tessc jit, donated params": tessc_epoch(batches, params, donate=True),
-        "NumPy by hand": numpy_epoch(batches, params),
-        "PyTorch eager": torch_epoch(batches, params),
-        "JAX jit": jax_epoch(batches, params),
+    skip = set(filter(None, args.skip.split(",")))
+    makers: dict[str, tuple[str, Callable[[], Callable[[], None] | None]]] = {
+        "tessc jit": ("tessc", lambda: tessc_epoch(batches, params, donate=False)),
+        "tessc jit, donated params": ("tessc", lambda: tessc_epoch(batches, params, donate=True)),
+        "NumPy by hand": ("numpy", lambda: numpy_epoch(batches, params)),
+        "PyTorch eager": ("torch", lambda: torch_epoch(batches, params)),
+        "JAX jit": ("jax", lambda: jax_epoch(batches, params)),
     }
+    contenders = {name: make() for name, (key, make) in makers.items() if key not in skip}
     runs = {name: fn for name, fn in contenders.items() if fn is not None}
     times: dict[str, list[float]] = {name: [] for name in runs}
     cpu: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(args.rounds):
-        for name, fn in runs.items():
+    order = list(runs.items())
+    for round_ in range(args.rounds):
+        # The order rotates every round: a contender's threads still spinning after its
+        # turn (PyTorch's OpenMP pool) slow whichever runs next, so no one always follows.
+        shift = round_ % len(order)
+        for name, fn in order[shift:] + order[:shift]:
             start, cpu_start = time.perf_counter(), time.process_time()
             for _ in range(args.epochs):
                 fn()
             times[name].append((time.perf_counter() - start) / args.epochs)
             cpu[name].append((time.process_time() - cpu_start) / args.epochs)
-    best = statistics.median(times["tessc jit, donated params"])
-    best_cpu = statistics.median(cpu["tessc jit, donated params"])
+    # Ratios against tessc's donated step (against the first contender if tessc is skipped).
+    base = "tessc jit, donated params" if "tessc jit, donated params" in runs else next(iter(runs))
+    best = statistics.median(times[base])
+    best_cpu = statistics.median(cpu[base])
     print(f"\ndigits MLP 64-{args.hidden}-10, {n} steps of {args.batch} per epoch")
     print("(CPU: process CPU time, all threads: the work done, which a loaded machine does not")
     print("inflate as it does wall time; a multi-threaded contender's CPU exceeds its wall)")
@@ -157,6 +171,8 @@ def main() -> None:
     skipped = [name for name, fn in contenders.items() if fn is None]
     if skipped:
         print(f"(not installed, skipped: {', '.join(skipped)})")
+    if skip:
+        print(f"(left out with --skip: {', '.join(sorted(skip))})")
 
 
 if __name__ == "__main__":
