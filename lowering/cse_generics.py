@@ -11,15 +11,16 @@ backward pass asked for), and `tess-pack-narrow`'s transposed product of `h.T @ 
 recomputes `h = relu(pre + b)` which the forward pass already computed.
 
 Two generics in one block compute the same tensors when they read the same SSA values
-through the same indexing maps and iterators, their bodies are structurally equal and free
-of side effects, and their inits are equal: the same values, or, when no loop reduces and
-the body never reads its output arguments, any inits of the same types (`tensor.empty`:
-only their shapes count). A generic whose result is another's init (`outs`: a zero fill
-before a contraction) is left alone: that consumer overwrites it in place once bufferized,
-so sharing it would cost a copy. The later one's results are replaced by the earlier one's (which
-dominates it: same block, before it) and it is erased. Attributes (`tess.op`, fusion
-notes) describe where an op came from, not what it computes: they are not compared, and
-the kept op keeps its own. Nothing else moves.
+through the same indexing maps and iterators, their bodies are structurally equal (the
+result types of their ops too) and free of side effects, and their inits are equal: the
+same values, or, when no loop reduces and the body never reads its output arguments, any
+inits of the same types (`tensor.empty`: only their shapes count). A generic whose result
+is another's init (`outs`: a zero fill before a contraction) is left alone: that consumer
+overwrites it in place once bufferized, so sharing it would cost a copy. The later one's
+results are replaced by the earlier one's (which dominates it: same block, before it) and
+it is erased. Attributes (`tess.op`, fusion notes) describe where an op came from, not
+what it computes: they are not compared, and the kept op keeps its own. Nothing else
+moves.
 """
 
 from __future__ import annotations
@@ -56,6 +57,17 @@ def _merge_key(op: GenericOp) -> tuple[object, ...] | None:
     )
 
 
+def _same_body(a: GenericOp, b: GenericOp) -> bool:
+    """Whether the bodies of `a` and `b` compute the same: structurally equal and every op
+    giving results of the same types. xDSL's structural equivalence compares operands,
+    attributes and properties but not result types, and `arith.fptosi %x : f32 to i32`
+    differs from `... to i64` by its result type alone (3e9 wraps in one, not the other)."""
+    if not a.body.is_structurally_equivalent(b.body):
+        return False
+    types_a = [r.type for inner in a.body.walk() for r in inner.results]
+    return types_a == [r.type for inner in b.body.walk() for r in inner.results]
+
+
 def _is_init(op: GenericOp) -> bool:
     """Whether a result of `op` is some generic's init (`outs`): bufferized, that generic
     writes it in place, so a second reader would cost a copy of it."""
@@ -74,7 +86,7 @@ def merge_block(block: Block) -> int:
         if not isinstance(op, GenericOp) or (key := _merge_key(op)) is None:
             continue
         twins = seen.setdefault(key, [])
-        kept = next((t for t in twins if t.body.is_structurally_equivalent(op.body)), None)
+        kept = next((t for t in twins if _same_body(t, op)), None)
         if kept is None:
             twins.append(op)
             continue
