@@ -18,7 +18,7 @@ The output is a self-contained Python module:
 - `memref.atomic_rmw` is the `cuda.atomic` function of its kind (`addf` -> `add`,
   `maximumf` -> `max`, ...; `ATOMIC_KINDS`), which returns the old value as the op does;
 - `scf.for`/`scf.if` (and `scf.parallel`, serially) are the CPU emitter's
-  (`to_numba.FunctionEmitter`, which this module's emitter extends);
+  (`numba_function.FunctionEmitter`, which this module's emitter extends);
 - every host `func.func` is a plain Python function on device arrays: `gpu.launch_func
   @m::@k blocks in (gx, gy, gz) threads in (bx, by, bz) args(...)` becomes
   `k[(gx, gy, gz), (bx, by, bz)](...)`. Its intermediate buffers (`memref.alloc` and
@@ -28,7 +28,7 @@ The output is a self-contained Python module:
   `memref.copy`/`gpu.memcpy` on the host are device-to-device `copy_to_device`; reshapes,
   subviews and `memref.view` windows into the workspace arena are device-array views,
   as on the CPU, the windows made once and kept in `buffers` too;
-- `TESSC_SIGNATURES` is the CPU emitter's (`to_numba.signature_entry`) and
+- `TESSC_SIGNATURES` is the CPU emitter's (`numba_function.signature_entry`) and
   `TESSC_TARGET = "cuda"` tells the runtime to use `tessc.runtime.cuda`.
 
 Between the structure, the arith, math and memref ops are translated by the CPU emitter's
@@ -57,6 +57,11 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
 from tessc.dialects import contract
+from tessc.lowering.numba_function import (
+    FunctionEmitter,
+    python_function_names,
+    signature_entry,
+)
 from tessc.lowering.numba_ops import _EXPRESSIONS as _EXPRESSIONS
 from tessc.lowering.numba_ops import (
     BITCAST_INTRINSIC,
@@ -67,7 +72,6 @@ from tessc.lowering.numba_ops import (
     memref_shape,
     python_identifier,
 )
-from tessc.lowering.to_numba import FunctionEmitter, python_function_names, signature_entry
 
 # Names the generated module defines (besides `to_numba`'s): no local may shadow them.
 CUDA_MODULE_NAMES = frozenset({"cuda", "config", "device_buffer", "TESSC_TARGET", "buffers"})

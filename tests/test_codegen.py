@@ -11,12 +11,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 
 from tessc.context import make_context
-from tessc.lowering.to_numba import (
-    _CMPF,
-    _EXPRESSIONS,
-    UnsupportedOpError,
-    emit_numba,
-)
+from tessc.lowering.numba_ops import _CMPF, _EXPRESSIONS, UnsupportedOpError
+from tessc.lowering.to_numba import emit_numba
 from tessc.runtime import Executable, load_source
 
 

@@ -37,6 +37,7 @@ SHARED_LOWERING = frozenset(
         "gpu_common",
         "gpu_tree",
         "numba_ops",
+        "numba_function",
         "numba_micro",
         "vjp_rules",
     }
@@ -54,8 +55,6 @@ PASS_TO_PASS = frozenset(
         ("to_numba", "numba_threads"),
         # and of the kernels a host calls by name (compiled on their own).
         ("to_numba", "numba_external"),
-        # The CUDA emitter extends the CPU one (its function emitter, TESSC_SIGNATURES).
-        ("to_cuda", "to_numba"),
         # A packed contraction is matched as tess-tile's row kernel and built with its
         # index emitter.
         ("pack_matmul", "tile"),
@@ -194,7 +193,7 @@ def test_a_wrong_import_is_caught(name: str, source: str, problem: str) -> None:
     ("name", "source"),
     [
         ("tessc.lowering.fuse", "from tessc.lowering.generic_analysis import x"),
-        ("tessc.lowering.to_cuda", "from tessc.lowering.to_numba import emit_numba"),
+        ("tessc.lowering.to_numba", "from tessc.lowering.numba_threads import x"),
         ("tessc.lowering.fuse", "from tessc.dialects import contract"),
         ("tessc.compiler", "from tessc.runtime import Executable"),
         ("tessc.runtime.executor", "import numpy as np\nfrom tessc.runtime import cache"),
