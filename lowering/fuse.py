@@ -34,7 +34,10 @@ Rules, not luck. Each op has a `PatternKind` (TVM's FuseOps classes, from
 - a producer with other uses is duplicated only when cheap; an expensive one is fused
   *multi-output* instead (the fused generic also yields its result, e.g. a forward value
   and a saved activation) when the consumer is all-parallel over exactly the producer's
-  iteration space and all other uses come after the consumer; else the edge is refused;
+  iteration space and all other uses come after the consumer; else the edge is refused.
+  Nor is a cheap one duplicated into a reduction where a contraction reads it too (so it
+  is materialized anyway) and it reads two or more tensors at full rank: the reduction
+  reads its one result instead (an MLP's `b1` gradient sums `dh` beside `x.T @ dh`);
 - every loop of the fused op still has its extent given by some operand;
 - a producer whose body reads its loop indices (`linalg.index`: one-hot, iota-like ops)
   is fused only where the consumer's loop d is the producer's loop d. A generic whose
@@ -132,6 +135,35 @@ def _other_users(producer: Operation, consumer: GenericOp) -> list[Operation]:
     n = len(consumer.inputs)
     others = (u.operation for u in uses if u.operation is not consumer or u.index >= n)
     return list(dict.fromkeys(others))
+
+
+def _materialized_full_reads(
+    producer: Operation,
+    consumer: GenericOp,
+    others: Sequence[Operation],
+    cost: int,
+    facts: FactsCache | None,
+) -> str | None:
+    """Why a reduction should read a producer's result rather than recompute it: the
+    producer is materialized anyway (a contraction reads it, which never fuses a producer
+    with arithmetic) and reads two or more tensors at full rank, so recomputing it loads
+    more than its one result (an MLP's `b1` gradient `(dz @ w2.T * (pre > 0)).sum(0)`
+    beside `x.T @ dh`: 2 arrays and the bias instead of `dh`). None if fusing is fine."""
+    if cost == 0 or not is_reduction(consumer) or not isinstance(producer, GenericOp):
+        return None
+    if not any(
+        isinstance(user, GenericOp) and cached_kind(user, facts) == PatternKind.MATMUL
+        for user in others
+    ):
+        return None
+    maps = generic_maps(producer)[: len(producer.inputs)]
+    full = sum(1 for m in maps if is_permutation(m))
+    if full < 2:
+        return None
+    return (
+        f"producer is materialized for a contraction and reads {full} full tensors: "
+        "the reduction reads its result instead of recomputing it"
+    )
 
 
 def _covers_all_loops(maps: Sequence[AffineMap], num_loops: int) -> int | None:
@@ -263,6 +295,9 @@ def plan_fusion(
 
     kept: tuple[int, ...] = ()
     others = _other_users(producer, consumer)
+    materialized = _materialized_full_reads(producer, consumer, others, cost, facts)
+    if materialized is not None:
+        return materialized
     if others and cost > 0 and not cheap:
         refusal = f"producer has {len(others) + 1} uses and is expensive"
         if not policy.multi_output:

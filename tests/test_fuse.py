@@ -369,6 +369,45 @@ def test_cheap_multi_use_producer_is_duplicated_into_all_consumers():
     assert count_ops(fused, "arith.subf") == 2
 
 
+def test_reduction_reads_a_contraction_operand_instead_of_recomputing_it():
+    # An MLP's dh = g * (pre > 0): the weight gradient x.T @ dh materializes it, so the b1
+    # gradient sums dh (one tensor) rather than recomputing it from g and pre (two).
+    fused = check_fusion(
+        tess("""
+        func.func @f(%g: tensor<4x5xf32>, %pre: tensor<4x5xf32>, %x: tensor<4x3xf32>)
+            -> (tensor<5xf32>, tensor<3x5xf32>) {
+          %z = tess.fill 0.000000e+00 : tensor<1x1xf32>
+          %m = tess.gt %pre, %z : tensor<4x5xf32>, tensor<1x1xf32> -> tensor<4x5xf32>
+          %dh = tess.mul %g, %m : tensor<4x5xf32>, tensor<4x5xf32> -> tensor<4x5xf32>
+          %db = tess.sum %dh dims = [0] : tensor<4x5xf32> -> tensor<5xf32>
+          %xt = tess.permute %x dims = [1, 0] : tensor<4x3xf32> -> tensor<3x4xf32>
+          %dw = tess.matmul %xt, %dh : tensor<3x4xf32>, tensor<4x5xf32> -> tensor<3x5xf32>
+          func.return %db, %dw : tensor<5xf32>, tensor<3x5xf32>
+        }"""),
+        report=True,
+    )
+    assert count_ops(fused, "arith.cmpf") == 1
+    refused = [g.attributes.get("tess.fusion_refused") for g in kernels(fused)]
+    assert any(
+        isinstance(r, StringAttr) and "materialized for a contraction" in r.data for r in refused
+    )
+
+
+def test_reduction_still_recomputes_a_one_input_contraction_operand():
+    # exp-free, one full input: recomputing reads as much as the result would.
+    fused = check_fusion(
+        tess("""
+        func.func @f(%g: tensor<4x5xf32>, %x: tensor<4x3xf32>) -> (tensor<5xf32>, tensor<3x5xf32>) {
+          %dh = tess.relu %g : tensor<4x5xf32>
+          %db = tess.sum %dh dims = [0] : tensor<4x5xf32> -> tensor<5xf32>
+          %xt = tess.permute %x dims = [1, 0] : tensor<4x3xf32> -> tensor<3x4xf32>
+          %dw = tess.matmul %xt, %dh : tensor<3x4xf32>, tensor<4x5xf32> -> tensor<3x5xf32>
+          func.return %db, %dw : tensor<5xf32>, tensor<3x5xf32>
+        }""")
+    )
+    assert count_ops(fused, "arith.maximumf") + count_ops(fused, "arith.maxnumf") == 2
+
+
 def test_shared_expensive_subexpression_written_either_way_is_one_kernel():
     # x*w + x*b and x*(w+b) with x = exp(a): one kernel each, exp computed once.
     for body in (

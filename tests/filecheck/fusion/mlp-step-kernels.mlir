@@ -1,10 +1,12 @@
 // RUN: tessc-opt %s -p 'dce,tess-to-linalg,tess-fuse,tess-pack-narrow,tess-cse-generics,tess-fuse-epilogue,tess-fuse-horizontal{donated-only=true},tess-bufferize,tess-memory-plan,tess-outline-kernels' | filecheck %s
+// RUN: tessc-opt %s -p 'dce,tess-to-linalg,tess-fuse,tess-pack-narrow,tess-cse-generics,tess-fuse-epilogue,tess-fuse-horizontal{donated-only=true},tess-bufferize,tess-memory-plan,tess-outline-kernels' | filecheck %s --check-prefix=DH
 
 // The digits MLP train step (bench/mlp_step.py: 64-128-10, batch 128, softmax
 // cross-entropy, SGD, parameters donated), as `jit` traces it. Its kernels: 16, with one
 // transposed copy of `w2` (shared by `h @ w2` and `dz @ w2.T`: tess-cse-generics) and no
 // 128x128 transposed copy (`h.T @ dz` runs transposed: tess-pack-narrow), only the
-// 10x128 product transposed back.
+// 10x128 product transposed back. The b1 gradient sums dh itself (DH): x.T @ dh
+// materializes it, so recomputing it there would read dz @ w2.T, pre and b1 (tess-fuse).
 
 builtin.module {
   func.func @step(%p_b1: tensor<128xf32> {tess.donated}, %p_b2: tensor<10xf32> {tess.donated}, %p_w1: tensor<64x128xf32> {tess.donated}, %p_w2: tensor<128x10xf32> {tess.donated}, %x: tensor<128x64xf32>, %y: tensor<128x10xf32>) -> (tensor<128xf32>, tensor<10xf32>, tensor<64x128xf32>, tensor<128x10xf32>, tensor<f32>) {
@@ -72,3 +74,8 @@ builtin.module {
 // CHECK:          func.return
 // CHECK-COUNT-2:  attrs =  {tess.op = "tess.permute"}
 // CHECK-NOT:      attrs =  {tess.op = "tess.permute"}
+
+// DH:      func.call @step_kernel_{{[0-9]+}}(%[[DH:[0-9]+]], %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}, %p_b1) :
+// DH:      func.call @step_kernel_{{[0-9]+}}(%{{[0-9]+}}) : (memref<128xf32>) -> ()
+// DH-NEXT: func.call @step_kernel_{{[0-9]+}}(%[[DH]], %{{[0-9]+}}) : (memref<128x128xf32>, memref<128xf32>) -> ()
+// DH:      func.call @step_kernel_{{[0-9]+}}(%{{[a-z0-9_]+}}, %x, %[[DH]], %p_w1, %out2)
