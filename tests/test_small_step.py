@@ -306,6 +306,24 @@ def test_call_plan_falls_back_on_any_other_call() -> None:
     got = step(shared, x, y)
     for k in expected[0]:
         np.testing.assert_allclose(got[0][k], expected[0][k], rtol=1e-4, atol=1e-5, err_msg=k)
+    # A read-only donated array (copied, the caller's keeps its values) and one that is a
+    # view of a larger buffer: the runner's checks send both to the exact path.
+    for name in ("read-only", "view"):
+        odd = {k: v.copy() for k, v in params.items()}
+        if name == "read-only":
+            odd["w2"].flags.writeable = False
+        else:
+            odd["w2"] = np.concatenate([odd["w2"], odd["w2"]])[: len(odd["w2"])]
+        before = odd["w2"].copy()
+        expected = reference({k: v.copy() for k, v in odd.items()}, x, y)
+        got = step(odd, x, y)
+        if name == "read-only":
+            assert got[0]["w2"] is not odd["w2"]
+            np.testing.assert_array_equal(odd["w2"], before)
+        for k in expected[0]:
+            np.testing.assert_allclose(
+                got[0][k], expected[0][k], rtol=1e-4, atol=1e-5, err_msg=f"{name} {k}"
+            )
     # Arrays that own their memory: updated in place through the plan.
     own = {k: v.copy() for k, v in params.items()}
     got = step(own, x, y)
