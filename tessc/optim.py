@@ -43,7 +43,8 @@ from typing import Any
 import numpy as np
 
 from tessc.frontend.function_forms import where
-from tessc.frontend.jit import JitFunction, flatten_tree, jit, unflatten_tree
+from tessc.frontend.jit import JitFunction, jit
+from tessc.frontend.pytree import flatten_tree, unflatten_tree
 from tessc.frontend.tracer import Tensor
 from tessc.runtime.arena import arena
 from tessc.runtime.cuda import is_device_array

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import tessc as ts
-from tessc.frontend.jit import flatten_tree, unflatten_tree
+from tessc.frontend.pytree import flatten_tree, unflatten_tree
 
 STEPS = 20
 SHAPES = {"bias": (5,), "layers": [(3, 4), (2, 3, 2)]}

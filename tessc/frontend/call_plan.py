@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
+from tessc.frontend.pytree import SIMPLE_STATICS
+
 MISS = object()
 """What a plan returns when the call does not have its signature."""
-
-_SIMPLE_STATICS = (int, float, complex, str, bytes, bool, type(None))
 
 
 def _strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
@@ -79,7 +79,7 @@ class _Writer:
             )
             return True
         if kind == "static":
-            if node[1] not in _SIMPLE_STATICS:
+            if node[1] not in SIMPLE_STATICS:
                 return False
             value = self.constant("K", node[2])
             self.lines.append(

@@ -38,13 +38,10 @@ from xdsl.ir import Operation, SSAValue
 
 from tessc.context import make_context
 from tessc.dialects.builder import TessError, shape_of
-from tessc.frontend.jit import (
-    JitFunction,
-    TracedFunction,
-    flatten_tree,  # jit's own argument flattening, so leaf order is the same by design
-    trace,
-    unflatten_tree,
-)
+from tessc.frontend.jit import JitFunction, TracedFunction, trace
+
+# jit's own argument flattening, so leaf order is the same by design
+from tessc.frontend.pytree import flatten_tree, unflatten_tree
 from tessc.frontend.tracer import Tensor, Trace
 from tessc.lowering.autodiff import TessAutodiffPass
 

@@ -14,8 +14,9 @@ floats are traced as weakly typed 0-d arrays (JAX's rule: no retrace when a step
 changes) unless named by `static_argnums`/`static_argnames` or used as Python values; any
 other argument (a string, None, a bool) is static: its value is part of the signature and
 it is passed to `f` as is. A function returns a Tensor, or a tuple/list/dict of Tensors.
-`flatten_tree`/`unflatten_tree` take such a nest apart and put it back together; `grad`
-(`tessc.frontend.grad`) flattens with them too, so its leaves come in the tracer's order.
+`flatten_tree`/`unflatten_tree` (`tessc.frontend.pytree`) take such a nest apart and put
+it back together; `grad` (`tessc.frontend.grad`) flattens with them too, so its leaves come
+in the tracer's order.
 
 `jit(f, donate_argnums=(0, 2))` donates positional arguments, as in JAX: every array leaf
 of a donated argument gets the `{tess.donated}` attribute on its argument of the traced
@@ -34,7 +35,7 @@ import re
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any
 
 import numpy as np
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp
@@ -43,72 +44,17 @@ from tessc import timing
 from tessc.dialects import contract
 from tessc.dialects.builder import finish_function
 from tessc.frontend.call_plan import MISS, compile_call_plan
+from tessc.frontend.pytree import (
+    CONTAINERS,
+    TreeDef,
+    flatten_tree,
+    is_weak_scalar,
+    match_tree,
+    tree_builder,
+    unflatten_tree,
+)
 from tessc.frontend.tracer import Tensor, Trace
 from tessc.runtime.cuda import is_device_array
-
-# ---------------------------------------------------------------------------------------
-# argument structure
-# ---------------------------------------------------------------------------------------
-
-TreeDef: TypeAlias = tuple[Any, ...]
-"""The structure of nested tuples/lists/dicts around the leaves, and the static values."""
-_CONTAINERS = (tuple, list, dict)
-
-
-def _is_weak_scalar(obj: Any) -> bool:
-    """A Python int (in int64's range) or float: traced as a weakly typed 0-d array."""
-    if type(obj) is float:
-        return True
-    return type(obj) is int and -(2**63) <= obj < 2**63
-
-
-def flatten_tree(
-    obj: Any, is_leaf: Callable[[Any], bool], path: str, scalars: bool = False
-) -> tuple[TreeDef, list]:
-    """(structure, [(path, leaf), ...]) of a nest of tuples, lists and dicts; with
-    `scalars`, Python ints and floats are leaves too (`("weak", type)` nodes)."""
-    if is_leaf(obj):
-        return ("leaf",), [(path, obj)]
-    if scalars and _is_weak_scalar(obj):
-        return ("weak", type(obj)), [(path, obj)]
-    if isinstance(obj, tuple | list):
-        children = [
-            flatten_tree(item, is_leaf, f"{path}_{i}", scalars) for i, item in enumerate(obj)
-        ]
-        return (type(obj), tuple(c[0] for c in children)), [x for c in children for x in c[1]]
-    if isinstance(obj, dict):
-        keys = sorted(obj, key=repr)
-        children = [flatten_tree(obj[k], is_leaf, f"{path}_{k}", scalars) for k in keys]
-        tree = (dict, tuple(keys), tuple(c[0] for c in children))
-        return tree, [x for c in children for x in c[1]]
-    try:
-        hash(obj)
-    except TypeError:
-        raise TypeError(
-            f"argument `{path}` of type {type(obj).__name__} is neither an array nor hashable"
-        ) from None
-    return ("static", type(obj), obj), []
-
-
-def unflatten_tree(tree: TreeDef, leaves: list[Any]) -> Any:
-    """The nest `tree` describes, its leaves taken in order from `leaves`."""
-    iterator = iter(leaves)
-
-    def build(node: TreeDef) -> Any:
-        kind = node[0]
-        if kind in ("leaf", "weak"):
-            return next(iterator)
-        if kind == "static":
-            return node[2]
-        if kind is dict:
-            return {k: build(child) for k, child in zip(node[1], node[2], strict=True)}
-        if kind == "arguments":
-            return [build(child) for child in node[2]]
-        children = [build(child) for child in node[1]]
-        return kind(*children) if hasattr(kind, "_fields") else kind(children)
-
-    return build(tree)
-
 
 # ---------------------------------------------------------------------------------------
 # tracing a function
@@ -207,7 +153,7 @@ def _weak_float_dtype(leaves: Sequence[Any]) -> np.dtype:
     """The dtype traced Python floats get: f64 beside an f64 array, else f32 (the
     function's float type, which a weak float takes anyway)."""
     for leaf in leaves:
-        if not _is_weak_scalar(leaf) and _leaf_type(leaf)[1] == np.float64:
+        if not is_weak_scalar(leaf) and _leaf_type(leaf)[1] == np.float64:
             return np.dtype(np.float64)
     return np.dtype(np.float32)
 
@@ -251,7 +197,7 @@ def flatten_arguments(
         else ()
     )
     leaves = [leaf for c in children for leaf in c[1]]
-    weak = tuple(i for i, (_, leaf) in enumerate(leaves) if _is_weak_scalar(leaf))
+    weak = tuple(i for i, (_, leaf) in enumerate(leaves) if is_weak_scalar(leaf))
     float_dtype = np.dtype(np.float32)
     if weak:
         float_dtype = _weak_float_dtype([leaf for _, leaf in leaves])
@@ -259,7 +205,7 @@ def flatten_arguments(
     arrays: list[tuple[str, np.ndarray]] = []
     types: list[tuple[tuple[int, ...], str]] = []
     for path, leaf in leaves:
-        if _is_weak_scalar(leaf):
+        if is_weak_scalar(leaf):
             leaf = np.asarray(leaf, float_dtype if type(leaf) is float else np.int64)
         shape, dtype = _leaf_type(leaf)
         if dtype.byteorder not in ("=", "|") and dtype.newbyteorder("=") in _DTYPES:
@@ -305,7 +251,7 @@ def trace_signature(fn: Callable, signature: Signature, names: Sequence[str]) ->
                 arg.index for arg in tracer.block.args if arg in tracer.concretized
             ]
             raise
-    output_tree, outputs = flatten_tree(result, lambda v: not isinstance(v, _CONTAINERS), "result")
+    output_tree, outputs = flatten_tree(result, lambda v: not isinstance(v, CONTAINERS), "result")
     if not outputs or not all(isinstance(tensor, Tensor) for _, tensor in outputs):
         found = ", ".join(type(v).__name__ for _, v in outputs) or "nothing"
         raise TypeError(
@@ -329,59 +275,6 @@ def trace_signature(fn: Callable, signature: Signature, names: Sequence[str]) ->
 # ---------------------------------------------------------------------------------------
 # the steady-state call: no binding, no Signature
 # ---------------------------------------------------------------------------------------
-
-_SIMPLE_STATICS = (int, float, complex, str, bytes, bool, type(None))
-"""Static types whose `==` is cheap and plain, so a fast-path match may use it."""
-
-
-def _match_tree(node: TreeDef, obj: Any, leaves: list[np.ndarray]) -> bool:
-    """Whether `obj` has exactly structure `node` (same container types, keys, static
-    values) with plain ndarrays or device arrays at its leaves; appends those leaves in
-    flatten order."""
-    kind = node[0]
-    if kind == "leaf":
-        if type(obj) is not np.ndarray and not is_device_array(obj):
-            return False
-        leaves.append(obj)
-        return True
-    if kind == "weak":
-        if type(obj) is not node[1] or not _is_weak_scalar(obj):
-            return False
-        leaves.append(np.asarray(obj, node[2]))
-        return True
-    if kind == "static":
-        # Identity implies equality in the Signature's tuple comparison, too.
-        return type(obj) is node[1] and (
-            obj is node[2] or (node[1] in _SIMPLE_STATICS and obj == node[2])
-        )
-    if kind is dict:
-        if type(obj) is not dict or len(obj) != len(node[1]):
-            return False
-        for key, child in zip(node[1], node[2], strict=True):
-            if key not in obj or not _match_tree(child, obj[key], leaves):
-                return False
-        return True
-    if type(obj) is not kind or len(obj) != len(node[1]):
-        return False
-    return all(_match_tree(child, item, leaves) for child, item in zip(node[1], obj, strict=True))
-
-
-def _tree_builder(node: TreeDef) -> Callable[[Iterator[Any]], Any]:
-    """`unflatten_tree(node, ...)` as a closure over the structure, built once."""
-    kind = node[0]
-    if kind in ("leaf", "weak"):
-        return next
-    if kind == "static":
-        value = node[2]
-        return lambda _: value
-    if kind is dict:
-        keys = node[1]
-        dict_children = [_tree_builder(child) for child in node[2]]
-        return lambda it: {k: build(it) for k, build in zip(keys, dict_children, strict=True)}
-    children = [_tree_builder(child) for child in node[1]]
-    if hasattr(kind, "_fields"):
-        return lambda it: kind(*[build(it) for build in children])
-    return lambda it: kind([build(it) for build in children])
 
 
 @dataclass(frozen=True)
@@ -428,7 +321,7 @@ class _FastPath:
             array_types,
             compiled,
             constants,
-            _tree_builder(traced.output_tree),
+            tree_builder(traced.output_tree),
             device,
             call,
             plan,
@@ -439,7 +332,7 @@ class _FastPath:
         C-contiguous ndarray (what the full path would pass on unchanged), else None."""
         leaves: list[np.ndarray] = []
         for tree, arg in zip(self.argument_trees, args, strict=True):
-            if not _match_tree(tree, arg, leaves):
+            if not match_tree(tree, arg, leaves):
                 return None
         if len(leaves) != len(self.array_types):
             return None
