@@ -107,6 +107,28 @@ def string_literal_regex_in_linear_time() -> None:
     MLIRLexer._unescaped_characters_regex = STRING_LITERAL
 
 
+_original_structurally_equivalent = Operation.is_structurally_equivalent
+
+
+def _structurally_equivalent_with_types(
+    self: Operation, other: IRNode, context: dict[Any, Any] | None = None
+) -> bool:
+    if isinstance(other, Operation) and self.result_types != other.result_types:
+        return False
+    return _original_structurally_equivalent(self, other, context)
+
+
+@xdsl_fix
+def structural_equivalence_compares_result_types() -> None:
+    """`Operation.is_structurally_equivalent` compares names, operands, attributes,
+    properties and regions but not result types, so `arith.fptosi %x : f32 to i32` and
+    `... to i64` are "equivalent", and so are two regions differing only there: xDSL's
+    `cse` (which compares region-holding ops that way) merged two `scf.if`s computing x
+    through i32 and through i64, and `tess-cse-generics` two generic bodies (x -> f32 -> i64
+    and x -> f64 -> i64). Ops now also need equal result types."""
+    Operation.is_structurally_equivalent = _structurally_equivalent_with_types  # type: ignore[method-assign]
+
+
 # ---------------------------------------------------------------------------------------
 # Scoped hooks
 # ---------------------------------------------------------------------------------------
