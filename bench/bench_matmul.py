@@ -15,8 +15,11 @@ Every tessc result is checked against np.matmul first. The thread count is switc
 the process (`numba.set_num_threads`, `threadpoolctl` for OpenBLAS, `torch.set_num_threads`),
 so the one-thread and two-thread tables come from one run. Timing: the minimum over
 `--rounds` rounds of the best of `--repeat` calls, rounds interleaving all variants (a noisy
-machine hurts every variant alike). With one thread the process CPU time per call is
-measured too (`cpu ms`): on a machine shared with other jobs it is the steadier figure;
+machine hurts every variant alike) in an order rotated each round (threads that spin after
+a call slow whichever variant runs next: at 1024 f32 on two threads, a fixed order put
+tessc's `a @ b` and PyTorch right after OpenBLAS's calls, both at 0.6x). With one thread
+the process CPU time per call is measured too (`cpu ms`): on a machine shared with other
+jobs it is the steadier figure;
 "x np" / "x np cpu" are np.matmul's time over the variant's (higher is better: 1.0 = BLAS).
 The two-thread np.matmul time is the least reliable on a loaded machine: Numba's and
 PyTorch's OpenMP threads spin after their calls and take the cores from OpenBLAS's next
@@ -211,8 +214,12 @@ def main(argv: list[str] | None = None) -> None:
         for count in threads:
             with set_threads(count, torch):
                 times = dict.fromkeys(fns, (float("inf"), float("inf")))
-                for _ in range(args.rounds):
-                    for name, fn in fns.items():
+                order = list(fns.items())
+                for round_index in range(args.rounds):
+                    # Rotated each round: no variant always runs right after another's
+                    # spinning threads (OpenBLAS's, PyTorch's, Numba's).
+                    shift = round_index % len(order)
+                    for name, fn in order[shift:] + order[:shift]:
                         wall, cpu = best_time(fn, args.repeat)
                         times[name] = (min(times[name][0], wall), min(times[name][1], cpu))
             print(f"# {count} thread{'s' if count > 1 else ''}")
