@@ -266,26 +266,8 @@ class PackNarrowRhs(RewritePattern):
         assert isinstance(source_type, TensorType)
         *batch, depth, cols = source_type.get_shape()
         packed_type = TensorType(source_type.element_type, [*batch, cols, depth])
-        empty = tensor.EmptyOp([], packed_type)
-        rank = len(batch) + 2
-        identity = AffineMap.identity(rank)
-        read = AffineMap(
-            rank,
-            0,
-            (*(AffineExpr.dimension(d) for d in range(rank - 2)),)
-            + (AffineExpr.dimension(rank - 1), AffineExpr.dimension(rank - 2)),
-        )
-        body = Block(arg_types=[source_type.element_type] * 2)
-        body.add_op(YieldOp(body.args[0]))
-        pack = GenericOp(
-            [source],
-            [empty.tensor],
-            Region(body),
-            [AffineMapAttr(read), AffineMapAttr(identity)],
-            [IteratorTypeAttr.parallel()] * rank,
-            [packed_type],
-        )
-        contract.ORIGIN.set(pack, "tess.permute")
+        empty, pack = _permute_last_two(source, packed_type)
+        assert isinstance(pack, GenericOp)
         maps = generic_maps(op)
         maps[found.rhs] = _swap_last_two(maps[found.rhs])
         inputs: list[SSAValue] = list(op.inputs)
