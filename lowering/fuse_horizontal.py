@@ -150,6 +150,7 @@ from tessc.lowering.horizontal_groups import (
     Family,
     Group,
     Update,
+    append_body,
     body_fingerprint,
     element_of,
     elementwise_refusal,
@@ -207,11 +208,7 @@ def merge_siblings(first: GenericOp, second: GenericOp) -> GenericOp:
             mapping[body.args[index]] = block.args[slot]
         for index in range(len(op.outputs)):
             mapping[body.args[len(op.inputs) + index]] = block.args[len(inputs) + offset + index]
-        for body_op in body.ops:
-            if isinstance(body_op, YieldOp):
-                yielded += [mapping.get(v, v) for v in body_op.operands]
-            else:
-                block.add_op(body_op.clone(mapping))
+        yielded += append_body(body, block, mapping)
     block.add_op(YieldOp(*yielded))
     merged = GenericOp(
         [v for v, _ in inputs],

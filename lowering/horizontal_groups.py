@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import FloatAttr, ShapedType
 from xdsl.dialects.linalg.attrs import IteratorType
-from xdsl.dialects.linalg.ops import GenericOp
+from xdsl.dialects.linalg.ops import GenericOp, YieldOp
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.ir.affine import AffineMap
 
@@ -111,6 +111,18 @@ def body_fingerprint(block: Block) -> Hashable:
 
 def inputs_with_maps(op: GenericOp) -> list[tuple[SSAValue, AffineMap]]:
     return list(zip(op.inputs, generic_maps(op)[: len(op.inputs)], strict=True))
+
+
+def append_body(body: Block, block: Block, mapping: dict[SSAValue, SSAValue]) -> list[SSAValue]:
+    """`body`'s ops, all but its `linalg.yield`, cloned at the end of `block` with its arguments
+    read through `mapping`; returns what it yields, mapped the same way."""
+    yielded: list[SSAValue] = []
+    for body_op in body.ops:
+        if isinstance(body_op, YieldOp):
+            yielded += [mapping.get(v, v) for v in body_op.operands]
+        else:
+            block.add_op(body_op.clone(mapping))
+    return yielded
 
 
 # ---------------------------------------------------------------------------------------
@@ -469,6 +481,7 @@ def find_families(block: Block, ret: func.ReturnOp) -> tuple[list[Family], dict[
 
 __all__ = [
     "COMBINERS",
+    "append_body",
     "Family",
     "Group",
     "Member",

@@ -42,6 +42,7 @@ from tessc.dialects.kernel import GroupOp, wrap_in_group, yielded_value
 from tessc.lowering.horizontal_groups import (
     Member,
     Step,
+    append_body,
     combiner,
     element_of,
     elementwise_refusal,
@@ -239,11 +240,7 @@ class SegmentedBuilder:
                 arg: block.args[slot] for arg, slot in zip(body.args, slots, strict=False)
             }
             mapping[body.args[-1]] = block.args[len(inputs) + k]
-            for body_op in body.ops:
-                if isinstance(body_op, YieldOp):
-                    yielded += [mapping.get(v, v) for v in body_op.operands]
-                else:
-                    block.add_op(body_op.clone(mapping))
+            yielded += append_body(body, block, mapping)
         block.add_op(YieldOp(*yielded))
         cse(block)
         fills = []
