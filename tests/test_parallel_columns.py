@@ -9,10 +9,10 @@ import pytest
 from xdsl.dialects import func, scf
 
 import tessc as ts
-from tessc.compiler import compile_module, lower_module
-from tessc.reference import interpret, parse_module
+from tessc.compiler import lower_module
+from tessc.reference import parse_module
 
-from helpers import assert_results_match, random_inputs
+from helpers import assert_compiles_like_reference
 
 SUM = """
 func.func @f(%x: {x}) -> {out} {{
@@ -65,10 +65,7 @@ def test_column_reductions_match_the_reference(
 ) -> None:
     text = program(shape, dims, op, keep, t)
     assert parallel_kernels(text), "the column nest was not split"
-    module = parse_module(text)
-    args = random_inputs(next(iter(module.ops)), 3)
-    expected = interpret(module, "f", args)
-    assert_results_match(compile_module(module, "f", parallel_threshold=0)(*args), expected)
+    assert_compiles_like_reference(text, 3, parallel_threshold=0)
 
 
 @pytest.mark.parametrize(

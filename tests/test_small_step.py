@@ -16,7 +16,7 @@ import tessc as ts
 from tessc.compiler import compile_module, lower_module
 from tessc.reference import interpret, parse_module
 
-from helpers import assert_results_match, random_inputs
+from helpers import assert_compiles_like_reference, assert_results_match, random_inputs
 
 MATMUL = """
 func.func @f(%a: {a}, %b: {b}, %c: {c}) -> {out} {{
@@ -81,10 +81,7 @@ def test_narrow_matmuls_match_the_reference(
 ) -> None:
     text = matmul(batch, n, k, m, t)
     assert packed_copies(text) == int(packed)
-    module = parse_module(text)
-    args = random_inputs(next(iter(module.ops)), 3)
-    expected = interpret(module, "f", args)
-    assert_results_match(compile_module(module, "f")(*args), expected)
+    assert_compiles_like_reference(text, 3)
 
 
 def test_transposed_lhs_is_not_packed() -> None:
@@ -96,10 +93,7 @@ func.func @f(%x: tensor<64x24xf32>, %d: tensor<64x10xf32>) -> tensor<24x10xf32> 
   func.return %m : tensor<24x10xf32>
 }
 """
-    module = parse_module(text)
-    args = random_inputs(next(iter(module.ops)), 4)
-    expected = interpret(module, "f", args)
-    assert_results_match(compile_module(module, "f")(*args), expected)
+    assert_compiles_like_reference(text, 4)
 
 
 TRANSPOSED = """
@@ -140,10 +134,7 @@ def test_transposed_narrow_products_match_the_reference(
     )
     # Two transposing copies left: `w`'s (once) and the narrow product's, transposed back.
     assert packed_copies(text) == 2
-    module = parse_module(text)
-    args = random_inputs(next(iter(module.ops)), 7)
-    expected = interpret(module, "f", args)
-    assert_results_match(compile_module(module, "f")(*args), expected)
+    assert_compiles_like_reference(text, 7)
 
 
 REDUCTIONS = """
@@ -160,10 +151,7 @@ func.func @f(%x: tensor<7x13xf64>, %y: tensor<7x13xf64>)
 
 def test_row_reductions_accumulate_in_registers() -> None:
     assert register_loops(REDUCTIONS) >= 3
-    module = parse_module(REDUCTIONS)
-    args = random_inputs(next(iter(module.ops)), 5)
-    expected = interpret(module, "f", args)
-    assert_results_match(compile_module(module, "f")(*args), expected)
+    assert_compiles_like_reference(REDUCTIONS, 5)
 
 
 def test_column_sums_are_left_in_memory() -> None:
@@ -175,9 +163,7 @@ func.func @f(%x: tensor<9x40xf32>) -> tensor<40xf32> {
 }
 """
     assert register_loops(text) == 0
-    module = parse_module(text)
-    args = random_inputs(next(iter(module.ops)), 6)
-    assert_results_match(compile_module(module, "f")(*args), interpret(module, "f", args))
+    assert_compiles_like_reference(text, 6)
 
 
 # -- the call path: one argument plan per signature, donated arrays back in place ---------
@@ -355,6 +341,4 @@ func.func @f(%a: tensor<6x1xf32>, %x: tensor<6x7xf32>, %b: tensor<7x3xf32>) -> t
     ],
 )
 def test_narrow_products_of_other_operands_match_the_reference(text: str) -> None:
-    module = parse_module(text)
-    args = random_inputs(next(iter(module.ops)), 11)
-    assert_results_match(compile_module(module, "f")(*args), interpret(module, "f", args))
+    assert_compiles_like_reference(text, 11)

@@ -15,11 +15,11 @@ from xdsl.dialects import func, scf
 
 import tessc as ts
 from tessc import pipelines
-from tessc.compiler import compile_module, lower_module
+from tessc.compiler import lower_module
 from tessc.dialects import contract
-from tessc.reference import interpret, parse_module
+from tessc.reference import parse_module
 
-from helpers import assert_results_match, random_inputs
+from helpers import assert_compiles_like_reference
 
 DOT = """
 func.func @f(%a: {a}, %b: {b}) -> {out} {{
@@ -94,10 +94,7 @@ def test_dot_nests_match_the_reference(
 ) -> None:
     text = dot(batch, n, k, m, t)
     assert tiled_nests(text) == [(4, 4)], "the dot nest was not tiled"
-    module = parse_module(text)
-    args = random_inputs(next(iter(module.ops)), 5)
-    expected = interpret(module, "f", args)
-    assert_results_match(compile_module(module, "f", parallel_threshold=0)(*args), expected)
+    assert_compiles_like_reference(text, 5, parallel_threshold=0)
 
 
 @pytest.mark.usefixtures("ungated")
@@ -110,20 +107,14 @@ func.func @f(%a: tensor<2x6x1x9xf32>, %b: tensor<1x7x9xf32>) -> tensor<2x6x7xf32
 }
 """
     assert tiled_nests(text) == [(4, 4)]
-    module = parse_module(text)
-    args = random_inputs(next(iter(module.ops)), 8)
-    expected = interpret(module, "f", args)
-    assert_results_match(compile_module(module, "f", parallel_threshold=0)(*args), expected)
+    assert_compiles_like_reference(text, 8, parallel_threshold=0)
 
 
 @pytest.mark.usefixtures("ungated")
 def test_linear_layer_epilogue_is_tiled_with_the_dot() -> None:
     text = LINEAR.format(n=10, k=13, m=9)
     assert tiled_nests(text) == [(4, 4)]
-    module = parse_module(text)
-    args = random_inputs(next(iter(module.ops)), 6)
-    expected = interpret(module, "f", args)
-    assert_results_match(compile_module(module, "f", parallel_threshold=0)(*args), expected)
+    assert_compiles_like_reference(text, 6, parallel_threshold=0)
 
 
 @pytest.mark.parametrize(
@@ -132,10 +123,7 @@ def test_linear_layer_epilogue_is_tiled_with_the_dot() -> None:
 def test_nests_smaller_than_a_tile_are_left_alone(n: int, k: int, m: int) -> None:
     text = dot((), n, k, m, "f32")
     assert tiled_nests(text) == []
-    module = parse_module(text)
-    args = random_inputs(next(iter(module.ops)), 7)
-    expected = interpret(module, "f", args)
-    assert_results_match(compile_module(module, "f")(*args), expected)
+    assert_compiles_like_reference(text, 7)
 
 
 def test_row_sums_are_not_dot_nests() -> None:
@@ -178,7 +166,4 @@ def test_the_size_gate_tiles_only_where_it_pays(shape: tuple[int, int, int], til
     n, k, m = shape
     text = dot((), n, k, m, "f32")
     assert tiled_nests(text) == ([(4, 4)] if tiled else [])
-    module = parse_module(text)
-    args = random_inputs(next(iter(module.ops)), 3)
-    expected = interpret(module, "f", args)
-    assert_results_match(compile_module(module, "f", parallel_threshold=0)(*args), expected)
+    assert_compiles_like_reference(text, 3, parallel_threshold=0)

@@ -9,7 +9,8 @@ compiler and through `tessc.reference.interpret`, compare. This package supplies
   batched matmul shapes;
 - `helpers.compare`: `random_inputs` (deterministic arrays of a func's declared argument
   shapes and dtypes), `assert_allclose_by_dtype` / `assert_results_match` (tolerances
-  chosen by dtype) and `central_difference` (the numerical gradient);
+  chosen by dtype), `assert_compiles_like_reference` (a program's `@f` compiled against the
+  reference interpreter) and `central_difference` (the numerical gradient);
 - `helpers.programs`: `build_single_op_module` (a func with one tess op) and
   `random_program` (a hypothesis strategy for small random tess programs), and
   `compiled_examples` (settings for tests that compile kernels).
@@ -22,6 +23,7 @@ directory of the root `conftest.py`, on `sys.path`).
 from helpers.compare import (
     TOLERANCES,
     assert_allclose_by_dtype,
+    assert_compiles_like_reference,
     assert_results_match,
     central_difference,
     random_inputs,
@@ -50,6 +52,7 @@ __all__ = [
     "MAX_RESULTS",
     "STEP_KINDS",
     "TOLERANCES",
+    "assert_compiles_like_reference",
     "assert_allclose_by_dtype",
     "assert_results_match",
     "broadcastable_pair",

@@ -1,8 +1,9 @@
 """
 Inputs for a func and comparison of its results: `random_inputs` (deterministic arrays of
 the declared argument shapes and dtypes), `assert_allclose_by_dtype` /
-`assert_results_match` (tolerances chosen by dtype), and `central_difference`, the
-numerical gradient that gradients are checked against.
+`assert_results_match` (tolerances chosen by dtype), `assert_compiles_like_reference` (a
+program's `@f`, compiled, against the reference interpreter on random inputs), and
+`central_difference`, the numerical gradient that gradients are checked against.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numpy as np
 from xdsl.dialects import func
 
 from tessc.dialects.tess import format_shape
-from tessc.reference import shape_and_dtype
+from tessc.reference import interpret, parse_module, shape_and_dtype
 
 
 def random_inputs(
@@ -99,6 +100,17 @@ def assert_results_match(
         raise AssertionError(f"{len(actual)} results, expected {len(expected)}")
     for index, (a, e) in enumerate(zip(actual, expected, strict=True)):
         assert_allclose_by_dtype(a, e, err_msg=f"(result {index})", **tolerances)  # type: ignore[arg-type]
+
+
+def assert_compiles_like_reference(text: str, seed: int, **codegen_options: object) -> None:
+    """`@f` of the `tess` program `text`, compiled (`tessc.compiler.compile_module` with
+    `codegen_options`), gives the reference interpreter's results on `random_inputs(seed)`."""
+    from tessc.compiler import compile_module
+
+    module = parse_module(text)
+    args = random_inputs(next(iter(module.ops)), seed)
+    expected = interpret(module, "f", args)
+    assert_results_match(compile_module(module, "f", **codegen_options)(*args), expected)
 
 
 def central_difference(
