@@ -23,10 +23,17 @@ threads never wait for each other within a call. A program is correct for any va
 
 `ap` holds an MR-tall micro-panel of the left-hand side (`rows` values per k step),
 `bp` an NR-wide micro-panel of the right-hand side (`cols` values per k step), both
-contiguous; `out` is read once and written once, its last dim unit-stride and the tile's
-rows a row stride apart. The code generator emits it as one loop whose `rows x cols /
-lanes` vector accumulators stay in registers across all `kc` steps (`lanes`: elements per
-vector register of the target; `cols` is a multiple). Numba does not vectorise an
+contiguous. With `strides = array<i64: sr, sk, skb>` the panels are read where they lie
+instead, any identity-layout memrefs with the offsets counted in elements:
+
+    sum over k < kc of  ap[a + r * sr + k * sk] * bp[b + k * skb + c]
+
+(packed panels are the case `sr = 1, sk = rows, skb = cols`): a small product whose
+operands sit in cache skips the copies (`tess-pack-matmul`). `out` is read once and
+written once, its last dim unit-stride and the tile's rows a row stride apart. The code
+generator emits it as one loop whose `rows x cols / lanes` vector accumulators stay in
+registers across all `kc` steps (`lanes`: elements per vector register of the target;
+`cols` is a multiple). Numba does not vectorise an
 output-stationary tile written as scalar code, and MLIR's `vector` dialect has no Numba
 translation, hence this op.
 """
@@ -36,6 +43,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
+    DenseArrayBase,
     Float32Type,
     Float64Type,
     IndexType,
@@ -51,6 +59,7 @@ from xdsl.irdl import (
     attr_def,
     irdl_op_definition,
     operand_def,
+    opt_attr_def,
     result_def,
     traits_def,
     var_operand_def,
@@ -78,6 +87,7 @@ class MmaOp(IRDLOperation):
     rows = attr_def(IntegerAttr)
     cols = attr_def(IntegerAttr)
     lanes = attr_def(IntegerAttr)
+    strides = opt_attr_def(DenseArrayBase)  # (sr, sk, skb); packed panels when absent
 
     assembly_format = (
         "$lhs `[` $lhs_offset `]` `,` $rhs `[` $rhs_offset `]` `,` $depth `,` "
@@ -96,11 +106,15 @@ class MmaOp(IRDLOperation):
         acc_indices: Sequence[SSAValue],
         accumulate: SSAValue,
         tile: tuple[int, int, int],
+        strides: tuple[int, int, int] | None = None,
     ):
         rows, cols, lanes = (IntegerAttr(v, i64) for v in tile)
+        attributes: dict[str, Attribute] = {"rows": rows, "cols": cols, "lanes": lanes}
+        if strides is not None:
+            attributes["strides"] = DenseArrayBase.from_list(i64, strides)
         super().__init__(
             operands=[lhs, lhs_offset, rhs, rhs_offset, depth, acc, acc_indices, accumulate],
-            attributes={"rows": rows, "cols": cols, "lanes": lanes},
+            attributes=attributes,
         )
 
     @property
@@ -108,11 +122,24 @@ class MmaOp(IRDLOperation):
         """(rows, cols, lanes)."""
         return self.rows.value.data, self.cols.value.data, self.lanes.value.data
 
+    @property
+    def layout(self) -> tuple[int, int, int]:
+        """(sr, sk, skb): the element strides of a row and a k step of the left-hand
+        operand and of a k step of the right-hand one (module docstring)."""
+        if self.strides is None:
+            rows, cols, _ = self.tile
+            return 1, rows, cols
+        return tuple(self.strides.get_values())  # type: ignore[return-value]
+
     def verify_(self) -> None:
         types: list[Attribute] = [self.lhs.type, self.rhs.type, self.acc.type]
         lhs, rhs, acc = (t for t in types if isinstance(t, MemRefType))
-        if len(lhs.get_shape()) != 1 or len(rhs.get_shape()) != 1:
+        if self.strides is None and (len(lhs.get_shape()) != 1 or len(rhs.get_shape()) != 1):
             raise VerifyException("'micro.mma' panels must be 1-d memrefs")
+        if not all(isinstance(t.layout, NoneAttr) for t in (lhs, rhs)):
+            raise VerifyException("'micro.mma' operands must have the identity layout")
+        if self.strides is not None and (len(self.layout) != 3 or min(self.layout) < 1):
+            raise VerifyException("'micro.mma' strides are three positive element counts")
         element = acc.element_type
         if not isinstance(element, Float32Type | Float64Type):
             raise VerifyException(f"'micro.mma' accumulates f32 or f64, not {element}")

@@ -135,7 +135,10 @@ class TessHoistScratchPass(ModulePass):
             if not callers.get(name) or not callers[name] <= set(hosts):
                 continue
             allocs = scratch_allocs(kernel)
-            if not allocs or static_work(kernel.body.block) >= self.max_work:
+            if (
+                not any(a.memref.uses for a in allocs)
+                or static_work(kernel.body.block) >= self.max_work
+            ):
                 continue
             layout: list[tuple[MemRefType, int]] = []
             size = 0

@@ -31,10 +31,12 @@ MMA_IMPORTS: tuple[str, ...] = (
 )
 
 MMA_TEMPLATE = '''
-def micro_mma(rows, cols, lanes):
-    """acc[index][r, c] = (acc[index][r, c] if accumulate else 0) + sum(ap[a + k * rows + r]
-    * bp[b + k * cols + c] for k < kc), for r < rows, c < cols, with rows * cols / lanes
-    vector accumulators in registers."""
+def micro_mma(rows, cols, lanes, sr=1, sk=None, skb=None):
+    """acc[index][r, c] = (acc[index][r, c] if accumulate else 0) + sum(ap[a + r * sr + k *
+    sk] * bp[b + k * skb + c] for k < kc), for r < rows, c < cols, with rows * cols / lanes
+    vector accumulators in registers; packed panels by default (sk = rows, skb = cols)."""
+    sk = rows if sk is None else sk
+    skb = cols if skb is None else skb
 
     @intrinsic
     def mma(typingctx, ap, a, bp, b, kc, acc, index, accumulate):
@@ -94,7 +96,7 @@ def micro_mma(rows, cols, lanes):
             accs = [builder.phi(vector) for _ in initial]
             for phi, value in zip(accs, initial):
                 phi.add_incoming(value, entry)
-            b_row = builder.add(b0, builder.mul(k, ir.Constant(i64, cols)))
+            b_row = builder.add(b0, builder.mul(k, ir.Constant(i64, skb)))
             b_vectors = [
                 at(rhs.data, builder.add(b_row, ir.Constant(i64, v * lanes)), vector)
                 for v in range(cols // lanes)
@@ -103,11 +105,11 @@ def micro_mma(rows, cols, lanes):
             fmuladd = builder.module.globals.get(name) or ir.Function(
                 builder.module, ir.FunctionType(vector, [vector] * 3), name=name
             )
-            a_row = builder.add(a0, builder.mul(k, ir.Constant(i64, rows)))
+            a_row = builder.add(a0, builder.mul(k, ir.Constant(i64, sk)))
             splat = ir.Constant(ir.VectorType(i32, lanes), [0] * lanes)
             updated = []
             for r in range(rows):
-                scalar = at(lhs.data, builder.add(a_row, ir.Constant(i64, r)), element)
+                scalar = at(lhs.data, builder.add(a_row, ir.Constant(i64, r * sr)), element)
                 undefined = ir.Constant(vector, ir.Undefined)
                 single = builder.insert_element(undefined, scalar, ir.Constant(i32, 0))
                 broadcast = builder.shuffle_vector(single, undefined, splat)
@@ -156,14 +158,30 @@ def num_threads(typingctx):
 '''.strip()
 
 
-def mma_name(tile: tuple[int, int, int]) -> str:
-    """The generated module's name of the intrinsic for a (rows, cols, lanes) tile."""
-    return "micro_mma_{}x{}x{}".format(*tile)
+MmaKey = tuple[int, int, int, int, int, int]
+"""(rows, cols, lanes, sr, sk, skb): one intrinsic each (`MmaOp.tile` + `MmaOp.layout`)."""
 
 
-def mma_binding(tile: tuple[int, int, int]) -> str:
-    """The module-level line that makes the intrinsic for `tile`."""
-    return f"{mma_name(tile)} = micro_mma({', '.join(map(str, tile))})"
+def mma_name(key: MmaKey) -> str:
+    """The generated module's name of the intrinsic for a tile and its operand layout."""
+    rows, cols, lanes, sr, sk, skb = key
+    name = f"micro_mma_{rows}x{cols}x{lanes}"
+    return name if (sr, sk, skb) == (1, rows, cols) else f"{name}_s{sr}_{sk}_{skb}"
 
 
-__all__ = ["MMA_IMPORTS", "MMA_TEMPLATE", "NUM_THREADS_TEMPLATE", "mma_binding", "mma_name"]
+def mma_binding(key: MmaKey) -> str:
+    """The module-level line that makes the intrinsic for `key`."""
+    rows, cols, lanes, sr, sk, skb = key
+    packed = (sr, sk, skb) == (1, rows, cols)
+    arguments = key[:3] if packed else key
+    return f"{mma_name(key)} = micro_mma({', '.join(map(str, arguments))})"
+
+
+__all__ = [
+    "MMA_IMPORTS",
+    "MMA_TEMPLATE",
+    "NUM_THREADS_TEMPLATE",
+    "MmaKey",
+    "mma_binding",
+    "mma_name",
+]

@@ -49,7 +49,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from tessc.dialects import contract
 from tessc.dialects.micro import MmaOp, NumThreadsOp
 from tessc.lowering.loop_analysis import constant_int
-from tessc.lowering.numba_micro import mma_name
+from tessc.lowering.numba_micro import MmaKey, mma_name
 
 
 class UnsupportedOpError(DiagnosticException):
@@ -356,7 +356,7 @@ class OpEmitter:
         self.indent = 1
         self.uses_math = False
         self.uses_bitcast = False
-        self.mma_tiles: set[tuple[int, int, int]] = set()  # `micro.mma` shapes emitted
+        self.mma_tiles: set[MmaKey] = set()  # `micro.mma` tiles and layouts emitted
         self.uses_num_threads = False  # `micro.num_threads` read Numba's thread count
         self.uses_huge_pages = False  # a kernel's large scratch was advised huge pages
         # 0-d memrefs in parallel kernels, seen through 1-element views: Numba's parfor
@@ -460,11 +460,12 @@ class OpEmitter:
 
     def emit_mma(self, op: MmaOp) -> None:
         """A call of the micro-kernel intrinsic for the op's tile (`numba_micro`)."""
-        self.mma_tiles.add(op.tile)
+        key = (*op.tile, *op.layout)
+        self.mma_tiles.add(key)
         index = ", ".join(self.expr(v) for v in op.acc_indices)
         args = [self.expr(v) for v in (op.lhs, op.lhs_offset, op.rhs, op.rhs_offset, op.depth)]
         acc = f"{self.expr(op.acc)}, ({index},), {self.expr(op.accumulate)}"
-        self.line(f"{mma_name(op.tile)}({', '.join(args)}, {acc})")
+        self.line(f"{mma_name(key)}({', '.join(args)}, {acc})")
 
     def emit_expression(self, op: Operation, template: str) -> None:
         if len(op.results) != 1:

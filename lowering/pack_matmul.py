@@ -92,13 +92,17 @@ from tessc.dialects.micro import MmaOp, NumThreadsOp
 from tessc.lowering.loop_analysis import PACKED_MIN_WORK, IndexConstants, depends_on
 from tessc.lowering.pack_matmul_plan import (
     DEFAULT_BLOCKS,
+    DEFAULT_IN_PLACE_BYTES,
     DEFAULT_MIN_ROW_BLOCKS,
     DEFAULT_MIN_ROWS,
     DEFAULT_MIN_WORK,
+    InPlace,
     PackedMatmul,
     clamp_blocks,
     host_vector_bits,
+    in_place_operand,
     match_packed,
+    max_tile_rows,
     register_tile,
 )
 from tessc.lowering.tile import (
@@ -135,6 +139,8 @@ class Packer:
     blocks: tuple[int, int, int]  # MC, KC, NC (clamped to the shape)
     constant: IndexConstants
     threads: int  # the most threads (parallel iterations), each with its own panels
+    a_in_place: InPlace | None = None  # the left-hand side read where it lies, not packed
+    b_in_place: InPlace | None = None
     mapping: dict[SSAValue, IndexValue] = field(default_factory=dict[SSAValue, IndexValue])
     invariants: dict[SSAValue, SSAValue] = field(default_factory=dict[SSAValue, SSAValue])
 
@@ -155,22 +161,28 @@ class Packer:
 
     def build(self) -> list[Operation]:
         (mr, nr, _), (mc, kc, nc) = self.tile, self.blocks
-        n, _, _ = self.shape
+        n, _, cols = self.shape
         element = self.match.x.type
         row_blocks, threads = -(-n // mc), self.threads
         top = Block()
         e = Emitter(top, self.constant)
         for op in self.match.invariant_ops:
             top.add_op(op.clone(self.invariants))
-        allocs = [
-            memref.AllocOp.get(element, 64, [threads * mc * kc]),
-            memref.AllocOp.get(element, 64, [threads * kc * nc]),
-            memref.AllocOp.get(element, 64, [threads * mr, nr]),
-        ]
-        for alloc, hint in zip(allocs, ("ap", "bp", "ct"), strict=True):
-            top.add_op(alloc)
+        sizes = {"ap": [threads * mc * kc], "bp": [threads * kc * nc], "ct": [threads * mr, nr]}
+        sources = {"ap": self.a_in_place, "bp": self.b_in_place, "ct": None}
+        edges = n % mr or cols % nr
+        buffers: dict[str, SSAValue] = {}
+        for hint, shape in sizes.items():
+            if (source := sources[hint]) is not None:
+                buffers[hint] = source.memref
+                continue
+            if hint == "ct" and not edges:
+                continue  # every tile is whole: `mma` never takes the edge path
+            top.add_op(alloc := memref.AllocOp.get(element, 64, shape))
             alloc.memref.name_hint = hint
-        self.ap, self.bp, self.ct = (a.memref for a in allocs)
+            buffers[hint] = alloc.memref
+        self.ap, self.bp = buffers["ap"], buffers["bp"]
+        self.ct = buffers.get("ct")
         groups: IndexValue = 1
         if threads > 1:
             top.add_op(running := NumThreadsOp())
@@ -246,7 +258,8 @@ class Packer:
                     else:
                         ek.block.add_op(xor := arith.XOrIOp(later, self.flag(ek, True)))
                         accumulate = xor.result
-                self.pack_b(ek, j0, nj, k0, nk)
+                if self.b_in_place is None:
+                    self.pack_b(ek, j0, nj, k0, nk)
                 self.row_blocks(ek, j0, nj, k0, nk, first, last, accumulate)
 
             emit_loop(ej, static(depth_blocks), "pc", k_block)
@@ -391,16 +404,24 @@ class Packer:
 
                 emit_loop(ea, nk, "kk", step)
 
-            emit_loop(eb, tiles_i, "ir", pack_a)
+            if self.a_in_place is None:
+                emit_loop(eb, tiles_i, "ir", pack_a)
 
             def panel(ej: Emitter, jr: IndexValue) -> None:
                 jt = ej.add(j0, ej.mul(jr, nr), "jt")
-                panel_start = ej.mul(ej.apply(arith.MuliOp, jr, nk.value), nr)
-                b_off = ej.add(self.b_slot, panel_start, "boff")
+                if self.b_in_place is None:
+                    panel_start = ej.mul(ej.apply(arith.MuliOp, jr, nk.value), nr)
+                    b_off = ej.add(self.b_slot, panel_start, "boff")
+                else:
+                    b_off = self.offset(ej, self.b_in_place, k0, jt, "boff")
 
                 def micro(ei: Emitter, ir: IndexValue) -> None:
                     it = ei.add(i0, ei.mul(ir, mr), "it")
-                    a_off = ei.add(slot, ei.mul(ei.apply(arith.MuliOp, ir, nk.value), mr), "aoff")
+                    if self.a_in_place is None:
+                        a_off = ei.mul(ei.apply(arith.MuliOp, ir, nk.value), mr)
+                        a_off = ei.add(slot, a_off, "aoff")
+                    else:
+                        a_off = self.offset(ei, self.a_in_place, it, k0, "aoff")
                     self.mma(ei, it, jt, a_off, b_off, nk, accumulate)
 
                 emit_loop(ej, tiles_i, "ir", micro)
@@ -412,6 +433,33 @@ class Packer:
         count = e.apply(arith.SubiOp, self.hi, self.lo)
         share = make_extent(e.apply(arith.MinSIOp, count, -(-n // mc), "blocks"), set())
         emit_loop(e, share, "t", block)
+
+    def offset(
+        self, e: Emitter, source: InPlace, outer: IndexValue, inner: IndexValue, hint: str
+    ) -> IndexValue:
+        """The element offset in `source`'s memref of its entry at (`outer`, `inner`)."""
+        m, values = self.match, self.values(e)
+        outer_index, inner_index = (m.i, m.k) if source is self.a_in_place else (m.k, m.j)
+        total: IndexValue = 0
+        for index, stride in zip(source.indices, source.strides, strict=True):
+            if index is outer_index:
+                position: IndexValue = outer
+            elif index is inner_index:
+                position = inner
+            else:
+                position = values.get(index, index)
+            total = e.add(total, e.mul(position, stride))
+        return e.add(total, 0, hint) if isinstance(total, int) else total
+
+    def strides(self) -> tuple[int, int, int] | None:
+        """`micro.mma`'s operand strides: None for packed panels on both sides."""
+        if self.a_in_place is None and self.b_in_place is None:
+            return None
+        mr, nr, _ = self.tile
+        a, b = self.a_in_place, self.b_in_place
+        return ((1, mr) if a is None else (a.outer_stride, a.inner_stride)) + (
+            nr if b is None else b.outer_stride,
+        )
 
     def mma(
         self,
@@ -438,7 +486,7 @@ class Packer:
                 e.block.add_op(cmp := arith.CmpiOp(e.value(start), e.value(extent - size), "sle"))
                 full.append(cmp.result)
         index = [*prefix, e.value(it), e.value(jt)]
-        direct = MmaOp(*args, m.store.memref, index, flag, self.tile)
+        direct = MmaOp(*args, m.store.memref, index, flag, self.tile, self.strides())
         if not full:
             e.block.add_op(direct)
             return
@@ -446,13 +494,21 @@ class Packer:
         if len(full) == 2:
             e.block.add_op(both := arith.AndIOp(full[0], full[1]))
             condition = both.result
+        assert self.ct is not None  # allocated where the tiles have edges
         inside, edge = Block(), Block()
         inside.add_op(direct)
         inside.add_op(scf.YieldOp())
         ee = Emitter(edge, e.constant)
         c0 = ee.mul(self.group, mr, "c0")
         edge.add_op(
-            MmaOp(*args, self.ct, [ee.value(c0), ee.value(0)], self.flag(ee, False), self.tile)
+            MmaOp(
+                *args,
+                self.ct,
+                [ee.value(c0), ee.value(0)],
+                self.flag(ee, False),
+                self.tile,
+                self.strides(),
+            )
         )
         rows = make_extent(
             ee.apply(arith.MinSIOp, mr, ee.apply(arith.SubiOp, n, it)), set(range(1, mr + 1))
@@ -521,33 +577,54 @@ class PackMatmul(RewritePattern):
     """Replace a large contraction's row kernel by its packed form."""
 
     tile: dict[int, tuple[int, int, int]]  # element bits -> (MR, NR, lanes)
+    vector_bits: int
     blocks: tuple[int, int, int]
     min_work: int
     min_rows: int
     min_row_blocks: int
     threads: int
+    in_place_bytes: int
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: scf.ParallelOp, rewriter: PatternRewriter) -> None:
         if contract.REGISTER_TILE.has(op) or (match := match_packed(op)) is None:
             return
-        shape = match.shape
-        tile = self.tile[match.element_bits]
-        if (
-            math.prod(shape) < self.min_work
-            or shape[0] < self.min_rows  # a vector-matrix product: B once, unpacked
-            or (
-                # A narrow product (M under half a tile) wastes most of each micro-kernel
-                # call; `tess-pack-narrow` runs it as dot products, up to the old threshold.
-                2 * shape[2] < tile[1] and math.prod(shape) < PACKED_MIN_WORK
-            )
+        shape = n, _, cols = match.shape
+        tile = mr, nr, lanes = self.tile[match.element_bits]
+        a, b = self.in_place(match)
+        if b is not None and cols % nr:
+            b = None  # a partial panel would read past B's rows
+        if n < self.min_rows:
+            if b is None or n > max_tile_rows(self.vector_bits, tile):
+                return  # a vector-matrix product: B once, unpacked (`tess-tile`)
+            # One tile as tall as the product (`dz.T @ h` of the MLP step: 10 rows), B
+            # read in place: nothing is copied for its few rows.
+            mr, tile = n, (n, nr, lanes)
+        if a is not None and n % mr:
+            a = None  # a partial tile would read past A's rows
+        if math.prod(shape) < self.min_work or (
+            # A narrow product (M under half a tile) wastes most of each micro-kernel
+            # call; `tess-pack-narrow` runs it as dot products, up to the old threshold.
+            2 * cols < nr and math.prod(shape) < PACKED_MIN_WORK
         ):
             return
         batches = math.prod(extent for extent, _ in match.batch)
         blocks = clamp_blocks(shape, tile, self.blocks, self.min_row_blocks, self.threads, batches)
         constant = IndexConstants.before(op)
-        ops = Packer(match, tile, blocks, constant, self.threads).build()
+        ops = Packer(match, tile, blocks, constant, self.threads, a, b).build()
         rewriter.replace(op, [*constant.ops, *ops], [])
+
+    def in_place(self, match: PackedMatmul) -> tuple[InPlace | None, InPlace | None]:
+        """The operands small enough to read where they lie, and laid out for it: A any
+        way, B with its columns unit-stride (the micro-kernel's vector loads)."""
+        loops = (match.i, match.j, match.k)
+        a = in_place_operand(match.x_ops, match.x, match.i, match.k, loops)
+        b = in_place_operand(match.y_ops, match.y, match.k, match.j, loops)
+        if a is not None and a.bytes > self.in_place_bytes:
+            a = None
+        if b is not None and (b.bytes > self.in_place_bytes or b.inner_stride != 1):
+            b = None
+        return a, b
 
 
 def _positive(values: Sequence[int], count: int, option: str) -> tuple[int, ...]:
@@ -574,6 +651,7 @@ class TessPackMatmulPass(ModulePass):
     min_rows: int = DEFAULT_MIN_ROWS
     min_row_blocks: int = DEFAULT_MIN_ROW_BLOCKS
     threads: int = 0
+    in_place_bytes: int = DEFAULT_IN_PLACE_BYTES
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         blocks = _positive(self.blocks, 3, "blocks")
@@ -594,11 +672,13 @@ class TessPackMatmulPass(ModulePass):
         threads = self.threads or os.cpu_count() or 1
         pattern = PackMatmul(
             tiles,
+            bits,
             blocks,
             self.min_work,
             self.min_rows,
             max(1, self.min_row_blocks),
             max(1, threads),
+            self.in_place_bytes,
         )
         PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(op)
 

@@ -89,6 +89,26 @@ def register_tile(vector_bits: int, element_bits: int) -> tuple[int, int, int]:
     return 4, 2 * lanes, lanes
 
 
+DEFAULT_IN_PLACE_BYTES = 128 * 1024
+"""Operands up to this size are read where they lie (no packed copy) when their layout
+allows it (`in_place_operand`). The digits MLP step's operands (5-64 KiB) sit in L1/L2
+between kernels, and packing them was ~8 us of its ~60 (the copies taken out one by one,
+same process); at 512 f32 (1 MiB) the packed panels' contiguous reads and TLB reach win."""
+
+
+def accumulator_registers(vector_bits: int) -> int:
+    """Vector registers the target has (32 zmm with AVX-512, 16 ymm or xmm otherwise)."""
+    return 32 if vector_bits >= 512 else 16
+
+
+def max_tile_rows(vector_bits: int, tile: tuple[int, int, int]) -> int:
+    """The tallest register tile of `tile`'s width whose accumulators, B vectors and
+    broadcast A value fit in the registers: a product of that few rows is one tile tall."""
+    _, nr, lanes = tile
+    vectors = nr // lanes
+    return max(1, (accumulator_registers(vector_bits) - vectors - 1) // vectors)
+
+
 # -- matching ---------------------------------------------------------------------------
 
 
@@ -232,6 +252,49 @@ def match_packed(op: scf.ParallelOp) -> PackedMatmul | None:
     )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class InPlace:
+    """An operand the micro-kernel can read where it lies: one load of an identity-layout
+    memref of static shape, `outer` and `inner` (i and k of the left-hand side, k and j of
+    the right-hand one) each one of its indices, its other indices moving with neither."""
+
+    memref: SSAValue
+    indices: tuple[SSAValue, ...]
+    strides: tuple[int, ...]  # the memref's element strides
+    outer_stride: int
+    inner_stride: int
+    bytes: int
+
+
+def in_place_operand(
+    ops: Sequence[Operation],
+    value: SSAValue,
+    outer: SSAValue,
+    inner: SSAValue,
+    loops: Sequence[SSAValue],
+) -> InPlace | None:
+    """`value` as an `InPlace` operand, if `ops` (what computes it) is one such load."""
+    if len(ops) != 1 or not isinstance(load := ops[0], memref.LoadOp) or load.res is not value:
+        return None
+    typ = load.memref.type
+    if not isinstance(typ, MemRefType) or not isinstance(typ.layout, NoneAttr):
+        return None
+    shape = typ.get_shape()
+    if any(extent < 0 for extent in shape):
+        return None
+    strides = tuple(math.prod(shape[d + 1 :]) for d in range(len(shape)))
+    indices = tuple(load.indices)
+    at_outer = [d for d, v in enumerate(indices) if v is outer]
+    at_inner = [d for d, v in enumerate(indices) if v is inner]
+    others = [v for v in indices if v is not outer and v is not inner]
+    if len(at_outer) != 1 or len(at_inner) != 1:
+        return None
+    if any(depends_on(v, loop) for v in others for loop in loops):
+        return None
+    size = math.prod(shape) * typ.element_type.bitwidth // 8  # type: ignore[attr-defined]
+    return InPlace(load.memref, indices, strides, strides[at_outer[0]], strides[at_inner[0]], size)
+
+
 def without_zero_fill(
     ops: Sequence[Operation], store: memref.StoreOp, i: SSAValue, j: SSAValue | None, cols: int
 ) -> tuple[tuple[Operation, ...], bool]:
@@ -347,13 +410,17 @@ def clamp_blocks(
 
 __all__ = [
     "DEFAULT_BLOCKS",
+    "DEFAULT_IN_PLACE_BYTES",
     "DEFAULT_MIN_ROWS",
     "DEFAULT_MIN_ROW_BLOCKS",
     "DEFAULT_MIN_WORK",
+    "InPlace",
     "PackedMatmul",
     "clamp_blocks",
     "host_vector_bits",
+    "in_place_operand",
     "largest_share",
     "match_packed",
+    "max_tile_rows",
     "register_tile",
 ]

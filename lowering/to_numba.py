@@ -85,6 +85,7 @@ from tessc.lowering.numba_micro import (
     MMA_IMPORTS,
     MMA_TEMPLATE,
     NUM_THREADS_TEMPLATE,
+    MmaKey,
     mma_binding,
 )
 from tessc.lowering.numba_ops import (
@@ -223,7 +224,7 @@ def _emit_module(
     bodies: list[str] = []
     signatures: list[str] = []
     uses_math = uses_prange = uses_bitcast = uses_num_threads = uses_huge_pages = False
-    mma_tiles: set[tuple[int, int, int]] = set()
+    mma_tiles: set[MmaKey] = set()
     for fn in functions:
         name = fn.sym_name.data
         pyname = function_names[name]

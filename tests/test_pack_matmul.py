@@ -131,6 +131,79 @@ def test_packed_program_matches_reference(case: str) -> None:
     assert_results_match(actual, interpret(module, "main", inputs), rtol=1e-5, atol=1e-5)
 
 
+IN_PLACE = "tess-pack-matmul{min-work=1 vector-bits=512}"
+"""The default tile (8 x 32 f32, 8 x 16 f64) and in-place limit, any work."""
+
+IN_PLACE_CASES: dict[str, tuple[str, str, str]] = {
+    # name: (program, pass options, the intrinsic the kernel must call)
+    "both-in-place": (matmul((32, 16), (16, 64)), SMALL, "micro_mma_4x16x16_s16_1_64("),
+    "batched-both": (matmul((2, 8, 12), (2, 12, 32)), SMALL, "micro_mma_4x16x16_s12_1_32("),
+    "broadcast-batched": (
+        matmul((2, 1, 8, 6), (3, 6, 16)),
+        SMALL,
+        "micro_mma_4x16x16_s6_1_16(",
+    ),
+    "transposed-lhs": (transposed(16, 9, 32, "f32", "lhs"), IN_PLACE, "_s1_16_32("),
+    "dense-relu": (dense_relu(16, 24, 64), IN_PLACE, "micro_mma_8x32x16_s24_1_64("),
+    # Fewer rows than `min-rows`: one tile as tall as the product, B in place.
+    "ten-rows": (matmul((10, 40), (40, 64)), IN_PLACE, "micro_mma_10x32x16_s40_1_64("),
+    "seven-rows-f64": (matmul((7, 9), (9, 32), "f64"), IN_PLACE, "micro_mma_7x16x8_s9_1_32("),
+    "vector-matrix": (matmul((1, 30), (30, 64)), IN_PLACE, "micro_mma_1x32x16_s30_1_64("),
+    # A in place, B packed (40 columns leave a partial panel); and A packed (37 rows leave
+    # a partial tile), B in place.
+    "a-only": (transposed(16, 11, 40, "f32", "rhs"), IN_PLACE, "micro_mma_8x32x16_s11_1_32("),
+    "b-only": (matmul((37, 8), (8, 64)), IN_PLACE, "micro_mma_8x32x16_s1_8_64("),
+}
+
+
+@pytest.mark.parametrize("case", IN_PLACE_CASES)
+def test_in_place_operands_match_reference(case: str) -> None:
+    """Operands of at most `in-place-bytes` are read where they lie, through `micro.mma`'s
+    strides: no panel is packed and nothing allocated, and the results match the reference;
+    with `in-place-bytes=0` the same products are packed and match too."""
+    text, pack, intrinsic = IN_PLACE_CASES[case]
+    module = parse(text)
+    inputs = random_inputs(next(iter(module.ops)), seed=5)  # type: ignore[arg-type]
+    expected = interpret(module, "main", inputs)
+    source = emit_numba(lowered(text, pack), parallel_threshold=1 << 60)
+    assert intrinsic in source
+    if case not in ("a-only", "b-only"):
+        assert "np.empty" not in source
+    assert_results_match(
+        Executable(load_source(source), "main")(*inputs), expected, rtol=1e-5, atol=1e-5
+    )
+    if pack is SMALL:
+        packed = emit_numba(
+            lowered(text, pack.replace("}", " in-place-bytes=0}")), parallel_threshold=1 << 60
+        )
+        assert "_s" not in packed.partition("def main")[2].split("micro_mma_")[1][:12]
+        assert_results_match(
+            Executable(load_source(packed), "main")(*inputs), expected, rtol=1e-5, atol=1e-5
+        )
+
+
+def test_in_place_limits() -> None:
+    """Above `in-place-bytes` an operand is packed; a product of fewer than `min-rows` rows
+    taller than a register tile can be stays with `tess-tile` (one whose B cannot be read in
+    place too: the FileCheck test's `@dot`)."""
+    big = str(
+        lowered(
+            matmul((64, 64), (64, 64)),
+            "tess-pack-matmul{min-work=1 in-place-bytes=16383 vector-bits=512}",
+        )
+    )
+    assert "strides" not in big and "micro.mma %ap" in big
+    half = str(
+        lowered(
+            matmul((64, 64), (64, 32)),
+            "tess-pack-matmul{min-work=1 in-place-bytes=8192 vector-bits=512}",
+        )
+    )
+    assert "strides = array<i64: 1, 8, 32>" in half  # A (16 KiB) packed, B (8 KiB) in place
+    assert "micro.mma" not in str(lowered(matmul((15, 40), (40, 64)), IN_PLACE))
+    assert "rows = 14" in str(lowered(matmul((14, 40), (40, 64)), IN_PLACE))
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -180,7 +253,8 @@ def test_small_contractions_are_left_to_tess_tile() -> None:
     assert "micro.mma" not in small and "tess.register_tile" in small
     large = str(lowered(matmul((128, 64), (64, 16)), "tess-pack-matmul{vector-bits=256}"))
     assert "micro.mma" in large
-    # Fewer than `min-rows` (16) rows: packing would copy all of B for a few rows.
+    # Fewer than `min-rows` (16) rows: packing would copy all of B (1 MiB: too large to be
+    # read in place) for a few rows.
     few_rows = str(lowered(matmul((8, 512), (512, 512)), "tess-pack-matmul"))
     assert "micro.mma" not in few_rows and "tess.register_tile" in few_rows
     assert "micro.mma" in str(lowered(matmul((16, 512), (512, 512)), "tess-pack-matmul"))

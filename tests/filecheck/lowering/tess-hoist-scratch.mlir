@@ -1,4 +1,4 @@
-// RUN: tessc-opt %s -p 'tess-to-linalg,tess-fuse,tess-bufferize,tess-memory-plan,tess-outline-kernels,tess-linalg-to-loops,tess-pack-matmul{min-work=1 vector-bits=512 blocks=32,64,64},tess-hoist-scratch' | filecheck %s
+// RUN: tessc-opt %s -p 'tess-to-linalg,tess-fuse,tess-bufferize,tess-memory-plan,tess-outline-kernels,tess-linalg-to-loops,tess-pack-matmul{min-work=1 vector-bits=512 blocks=32,64,64 in-place-bytes=0},tess-hoist-scratch' | filecheck %s
 
 // Two packed products in one host: each kernel's panels (`ap`, `bp`) become trailing
 // arguments, passed as views of the host's workspace past its planned arena (16384 bytes:

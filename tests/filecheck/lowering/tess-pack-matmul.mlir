@@ -7,10 +7,12 @@
 // (the zero fill is dropped) and adding after, and runs the bias + relu epilogue on the
 // block's rows after the last k block. Scratch is allocated once, before the loops, one
 // slot per thread. Small or non-matmul nests are left alone.
-// RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 min-rows=1 blocks=16,8,64 register-tile=4,16 vector-bits=512 threads=2}' | filecheck %s
-// RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 min-rows=1 blocks=16,8,64 register-tile=4,16 vector-bits=512 threads=2}' | tessc-opt | filecheck %s
+// RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 min-rows=1 blocks=16,8,64 register-tile=4,16 vector-bits=512 threads=2 in-place-bytes=0}' | filecheck %s
+// RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 min-rows=1 blocks=16,8,64 register-tile=4,16 vector-bits=512 threads=2 in-place-bytes=0}' | tessc-opt | filecheck %s
 // RUN: tessc-opt %s -p 'tess-pack-matmul{vector-bits=256}' | filecheck %s --check-prefix=SMALL
-// RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 min-rows=1 vector-bits=256 threads=2},canonicalize,cse' -t numba | filecheck %s --check-prefix=NUMBA
+// RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 vector-bits=512}' | filecheck %s --check-prefix=INPLACE
+// RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 vector-bits=512},canonicalize,cse' -t numba | filecheck %s --check-prefix=INPLACE-NUMBA
+// RUN: tessc-opt %s -p 'tess-pack-matmul{min-work=1 min-rows=1 vector-bits=256 threads=2 in-place-bytes=0},canonicalize,cse' -t numba | filecheck %s --check-prefix=NUMBA
 
 func.func private @dense(%out: memref<37x41xf32>, %a: memref<37x29xf32>, %b: memref<29x41xf32>, %c: memref<41xf32>) attributes {tess.kernel} {
   %c0 = arith.constant 0 : index
@@ -125,7 +127,7 @@ func.func private @dense(%out: memref<37x41xf32>, %a: memref<37x29xf32>, %b: mem
 // thread count is 1 (a parallel one reads Numba's: test_pack_matmul.py).
 // NUMBA:       from numba import njit, types
 // NUMBA:       from llvmlite import ir
-// NUMBA:       def micro_mma(rows, cols, lanes):
+// NUMBA:       def micro_mma(rows, cols, lanes, sr=1, sk=None, skb=None):
 // NUMBA:       micro_mma_6x16x8 = micro_mma(6, 16, 8)
 // NUMBA:       def dense(
 // NUMBA:         ap = np.empty((
@@ -185,3 +187,65 @@ func.func private @dot(%out: memref<9x20xf32>, %a: memref<9x7xf32>, %w: memref<2
 // CHECK:               arith.maximumf %{{.*}}, %zero : f32
 // SMALL-LABEL: func.func private @dot(
 // SMALL-NOT:     micro.mma
+
+// The dense kernel's 37 rows and 41 columns leave partial tiles, which would read past A's
+// rows and B's row ends in place: both stay packed (the edge tile `ct` is there).
+// INPLACE-LABEL: func.func private @dense(
+// INPLACE:         %ap = memref.alloc()
+// INPLACE-NEXT:    %bp = memref.alloc()
+// INPLACE-NEXT:    %ct = memref.alloc()
+// INPLACE:         micro.mma %ap[%{{.*}}], %bp[%{{.*}}], {{.*}} {rows = 8 : i64, cols = 32 : i64, lanes = 16 : i64} :
+// `a @ w.T` of 9 rows: B's columns are w's rows (not unit-stride), so B cannot be read in
+// place, and packing all of B for 9 rows does not pay: left to `tess-tile`.
+// INPLACE-LABEL: func.func private @dot(
+// INPLACE-NOT:     micro.mma
+
+
+// Operands read where they lie (`in-place-bytes`, 128 KiB by default): `a.T @ b` of 10
+// rows, the MLP step's `dz.T @ h` in small. A product of fewer than `min-rows` rows is one
+// tile as tall as it (10 x 32: 20 zmm accumulators) when B can be read in place; A(i, k) =
+// a[k, i] is read through strides (a row: 1 element, a k step: 10), B(k, j) = b[k, j] one
+// row (64 elements) per k step. Nothing is copied, nothing allocated, no edge tile.
+func.func private @transposed_lhs(%out: memref<10x64xf32>, %a: memref<12x10xf32>, %b: memref<12x64xf32>) attributes {tess.kernel} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c10 = arith.constant 10 : index
+  %c12 = arith.constant 12 : index
+  %c64 = arith.constant 64 : index
+  "scf.parallel"(%c0, %c10, %c1) <{operandSegmentSizes = array<i32: 1, 1, 1, 0>}> ({
+  ^bb0(%i: index):
+    scf.for %j = %c0 to %c64 step %c1 {
+      %zero = arith.constant 0.000000e+00 : f32
+      memref.store %zero, %out[%i, %j] : memref<10x64xf32>
+    }
+    scf.for %k = %c0 to %c12 step %c1 {
+      scf.for %jj = %c0 to %c64 step %c1 {
+        %x = memref.load %a[%k, %i] : memref<12x10xf32>
+        %y = memref.load %b[%k, %jj] : memref<12x64xf32>
+        %acc = memref.load %out[%i, %jj] : memref<10x64xf32>
+        %p = arith.mulf %x, %y : f32
+        %s = arith.addf %acc, %p : f32
+        memref.store %s, %out[%i, %jj] : memref<10x64xf32>
+      }
+    }
+    scf.reduce
+  }) : (index, index, index) -> ()
+  func.return
+}
+// INPLACE-LABEL: func.func private @transposed_lhs(
+// INPLACE-NOT:     memref.alloc
+// INPLACE-NOT:     memref.store
+// INPLACE:         micro.mma %a[%{{.*}}], %b[%{{.*}}], %{{.*}}, %out[%{{.*}}, %{{.*}}], %{{.*}} {rows = 10 : i64, cols = 32 : i64, lanes = 16 : i64, strides = array<i64: 1, 10, 64>} : memref<12x10xf32>, memref<12x64xf32>, memref<10x64xf32>
+// INPLACE-NOT:     micro.mma
+// INPLACE-NOT:     memref.store
+// INPLACE:         func.return
+// The same over 4-row tiles of 16 columns and A too large (`in-place-bytes=0`): packed.
+// SMALL-LABEL: func.func private @transposed_lhs(
+// SMALL-NOT:     micro.mma
+
+
+// One intrinsic per tile and layout: its strides are compile-time constants.
+// INPLACE-NUMBA:   micro_mma_10x32x16_s1_10_64 = micro_mma(10, 32, 16, 1, 10, 64)
+// INPLACE-NUMBA:   def transposed_lhs(
+// INPLACE-NUMBA-NOT: np.empty
+// INPLACE-NUMBA:     micro_mma_10x32x16_s1_10_64(a, {{[a-z0-9_]+}}, b, {{[a-z0-9_]+}}, 12, out, ({{.*}}), False)
