@@ -80,6 +80,23 @@ def test_static_argnums_and_argnames() -> None:
         ts.jit(lambda x: x, static_argnames="y")
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_static_floats_equal_but_different_are_different_signatures(target: str) -> None:
+    """`-0.0 == 0.0`, yet `1 / (x * s)` tells them apart: a static float's signature holds
+    its bits, in the general path and in the planned fast path (a tuple holds the second
+    one)."""
+    x = np.ones(3, np.float32)
+    f = ts.jit(lambda x, s: 1.0 / (x * s), target=target, static_argnums=1)
+    for _ in range(2):  # the second round takes the planned path
+        assert np.all(f(x, 0.0) == np.inf) and np.all(f(x, -0.0) == -np.inf)
+    assert f.trace_count == 2
+    g = ts.jit(lambda x, s: x * s[0], target=target, static_argnums=1)
+    for _ in range(2):
+        assert not np.signbit(g(x, (0.0,))).any() and np.signbit(g(x, (-0.0,))).all()
+    h = ts.jit(lambda x, s: x + s, target=target, static_argnums=1)
+    assert np.isnan(h(x, float("nan"))).all() and np.all(h(x, 0.0) == 1)
+
+
 def test_a_number_used_as_a_python_value_falls_back_to_static() -> None:
     f = ts.jit(lambda x, n, t: x[:n] * t, target="reference")
     x = np.arange(6, dtype=np.float32)

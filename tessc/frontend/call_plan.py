@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from tessc.frontend.pytree import SIMPLE_STATICS
+from tessc.frontend.pytree import SIMPLE_STATICS, static_key
 
 MISS = object()
 """What a plan returns when the call does not have its signature."""
@@ -82,9 +82,13 @@ class _Writer:
             if node[1] not in SIMPLE_STATICS:
                 return False
             value = self.constant("K", node[2])
+            same = f"{expr} == {value}"
+            if len(node) == 4:  # a float or complex: its bits (`pytree.static_key`)
+                same += f" and key({expr}) == {self.constant('B', node[3])}"
+                self.globals["key"] = static_key
             self.lines.append(
                 f"if type({expr}) is not {self.constant('Y', node[1])} or "
-                f"not ({expr} is {value} or {expr} == {value}): return MISS"
+                f"not ({expr} is {value} or ({same})): return MISS"
             )
             return True
         if kind is dict:

@@ -5,7 +5,8 @@ accepts).
 
 A `TreeDef` is the structure without the leaves: `("leaf",)`, `("weak", type)` for a Python
 int or float traced as a weakly typed 0-d array, `("static", type, value)` for a hashable
-value that is part of the signature, and the container nodes. `flatten_tree` and
+value that is part of the signature (`("static", type, value, key)` for a float or complex:
+its bits, so `-0.0` and `0.0` are different signatures), and the container nodes. `flatten_tree` and
 `unflatten_tree` convert both ways; `match_tree` checks a call's arguments against a known
 structure in one walk and `tree_builder` turns a structure into a closure that rebuilds it,
 both for `jit`'s steady-state call.
@@ -57,7 +58,17 @@ def flatten_tree(
         raise TypeError(
             f"argument `{path}` of type {type(obj).__name__} is neither an array nor hashable"
         ) from None
+    if type(obj) in (float, complex):
+        return ("static", type(obj), obj, static_key(obj)), []
     return ("static", type(obj), obj), []
+
+
+def static_key(value: float | complex) -> str | tuple[str, str]:
+    """What tells apart equal floats a program can tell apart: `-0.0 == 0.0`, but `1 / x`
+    differs. Their exact bits (`float.hex`)."""
+    if isinstance(value, complex):
+        return value.real.hex(), value.imag.hex()
+    return value.hex()
 
 
 def unflatten_tree(tree: TreeDef, leaves: list[Any]) -> Any:
@@ -102,7 +113,12 @@ def match_tree(node: TreeDef, obj: Any, leaves: list[np.ndarray]) -> bool:
     if kind == "static":
         # Identity implies equality in the Signature's tuple comparison, too.
         return type(obj) is node[1] and (
-            obj is node[2] or (node[1] in SIMPLE_STATICS and obj == node[2])
+            obj is node[2]
+            or (
+                node[1] in SIMPLE_STATICS
+                and obj == node[2]
+                and (len(node) == 3 or static_key(obj) == node[3])
+            )
         )
     if kind is dict:
         if type(obj) is not dict or len(obj) != len(node[1]):
