@@ -133,7 +133,7 @@ _GPU_FUSE = (
 )
 _BUFFERS = "tess-bufferize,tess-memory-plan"
 _LOOPS = (
-    "tess-outline-kernels,tess-linalg-to-loops,tess-pack-matmul,tess-tile,tess-tile-dot,"
+    "tess-outline-kernels,tess-linalg-to-loops,tess-pack-matmul,tess-row-dots,tess-tile,tess-tile-dot,"
     "tess-parallel-columns,tess-register-accumulate,"
     "tess-expand-math,tess-hoist-constants,tess-hoist-scratch,canonicalize,cse"
 )

@@ -1,0 +1,234 @@
+// tess-row-dots: the dot nest of a packed kernel's row loop becomes micro.mma tiles over
+// 8 rows: b packed once before the packed nest (16 columns, the 10 clamped), per tile the
+// segments before the dot on its rows, one micro.mma reading a's rows where they lie into
+// the thread's rows of `dt`, then per row the tile's columns added to c and the segments
+// after; the rows left over (20 = 2 x 8 + 4) keep their dots. Left alone: a row loop that
+// writes across rows, a b the nest writes, a dot reading another row of a, a loop outside
+// a packed nest, and (by the gate) 4 columns of f32.
+// RUN: tessc-opt %s -p 'tess-row-dots{vector-bits=512}' | filecheck %s
+// RUN: tessc-opt %s -p 'tess-row-dots{vector-bits=512},canonicalize,cse' -t numba | filecheck %s --check-prefix=NUMBA
+
+func.func private @dots(%a: memref<40x32xf32>, %bt: memref<10x32xf32>, %c: memref<40x10xf32>, %m: memref<40x1xf32>) attributes {tess.kernel} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c10 = arith.constant 10 : index
+  %c20 = arith.constant 20 : index
+  %c32 = arith.constant 32 : index
+  "scf.parallel"(%c0, %c2, %c1) <{operandSegmentSizes = array<i32: 1, 1, 1, 0>}> ({
+  ^bb0(%g: index):
+    %i0 = arith.muli %g, %c20 : index
+    scf.for %ii = %c0 to %c20 step %c1 {
+      %i = arith.addi %i0, %ii : index
+      scf.for %j = %c0 to %c10 step %c1 {
+        %zero = arith.constant 0.000000e+00 : f32
+        memref.store %zero, %c[%i, %j] : memref<40x10xf32>
+      }
+      scf.for %j = %c0 to %c10 step %c1 {
+        scf.for %k = %c0 to %c32 step %c1 {
+          %x = memref.load %a[%i, %k] : memref<40x32xf32>
+          %y = memref.load %bt[%j, %k] : memref<10x32xf32>
+          %old = memref.load %c[%i, %j] : memref<40x10xf32>
+          %p = arith.mulf %x, %y : f32
+          %s = arith.addf %old, %p : f32
+          memref.store %s, %c[%i, %j] : memref<40x10xf32>
+        }
+      }
+      scf.for %j = %c0 to %c10 step %c1 {
+        %v = memref.load %c[%i, %j] : memref<40x10xf32>
+        %w = memref.load %m[%i, %c0] : memref<40x1xf32>
+        %top = arith.maximumf %v, %w : f32
+        memref.store %top, %m[%i, %c0] : memref<40x1xf32>
+      }
+    }
+    scf.reduce
+  }) {tess.register_tile = array<i64: 8, 32>} : (index, index, index) -> ()
+  func.return
+}
+
+// CHECK-LABEL: func.func private @dots(
+// CHECK:         %bq = memref.alloc() {alignment = 64 : i64} : memref<512xf32>
+// CHECK-NEXT:    %dt = memref.alloc() {alignment = 64 : i64} : memref<16x16xf32>
+// CHECK:         scf.for %[[COL:.*]] = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK-NEXT:      scf.for %kk = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK-NEXT:        %j = arith.minsi %[[COL]], %{{.*}} : index
+// CHECK-NEXT:        %{{.*}} = memref.load %bt[%j, %kk] : memref<10x32xf32>
+// CHECK:             memref.store %{{.*}}, %bq[%{{.*}}] : memref<512xf32>
+// CHECK:         "scf.parallel"
+// CHECK:           %dslot = arith.muli %g, %{{.*}} : index
+// CHECK-NEXT:      scf.for %rt = %{{.*}} to %[[TWO:.*]] step %{{.*}} {
+// CHECK-NEXT:        %t0 = arith.muli %rt, %[[EIGHT:.*]] : index
+// CHECK-NEXT:        scf.for %r = %{{.*}} to %[[EIGHT]] step %{{.*}} {
+// CHECK-NEXT:          %ii = arith.addi %t0, %r : index
+// CHECK-NEXT:          %i = arith.addi %i0, %ii : index
+// CHECK:               memref.store %{{.*}}, %c[%i, %{{.*}}] : memref<40x10xf32>
+// CHECK:             %[[ROW:.*]] = arith.addi %i0, %t0 : index
+// CHECK-NEXT:        %[[OFF:.*]] = arith.muli %[[ROW]], %{{.*}} : index
+// CHECK-NEXT:        %[[NO:.*]] = arith.constant false
+// CHECK-NEXT:        micro.mma %a[%[[OFF]]], %bq[%{{.*}}], %{{.*}}, %dt[%dslot, %{{.*}}], %[[NO]] {rows = 8 : i64, cols = 16 : i64, lanes = 16 : i64, strides = array<i64: 32, 1, 16>} : memref<40x32xf32>, memref<512xf32>, memref<16x16xf32>
+// CHECK-NEXT:        scf.for %r_1 = %{{.*}} to %[[EIGHT]] step %{{.*}} {
+// CHECK:               scf.for %jj = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK-NEXT:            %[[OLD:.*]] = memref.load %c[%[[I:.*]], %jj] : memref<40x10xf32>
+// CHECK-NEXT:            %[[AT:.*]] = arith.addi %dslot, %r_1 : index
+// CHECK-NEXT:            %[[PART:.*]] = memref.load %dt[%[[AT]], %jj] : memref<16x16xf32>
+// CHECK-NEXT:            %[[SUM:.*]] = arith.addf %[[OLD]], %[[PART]] : f32
+// CHECK-NEXT:            memref.store %[[SUM]], %c[%[[I]], %jj] : memref<40x10xf32>
+// CHECK:               arith.maximumf
+// CHECK:           } {tess.register_tile = array<i64: 8, 16>}
+// CHECK-NEXT:      scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK:             memref.load %a[%{{.*}}, %k] : memref<40x32xf32>
+// CHECK:           } {tess.register_tile = array<i64: 1, 1>}
+
+// NUMBA:      micro_mma_8x16x16_s32_1_16 = micro_mma(8, 16, 16, 32, 1, 16)
+// NUMBA:      def dots(
+// NUMBA:        micro_mma_8x16x16_s32_1_16(a, {{.*}}, bq, 0, 32, dt, (dslot, 0,), False)
+
+func.func private @across_rows(%a: memref<40x32xf32>, %bt: memref<10x32xf32>, %c: memref<40x10xf32>, %s: memref<10xf32>) attributes {tess.kernel} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c10 = arith.constant 10 : index
+  %c32 = arith.constant 32 : index
+  %c40 = arith.constant 40 : index
+  "scf.parallel"(%c0, %c1, %c1) <{operandSegmentSizes = array<i32: 1, 1, 1, 0>}> ({
+  ^bb0(%g: index):
+    scf.for %i = %c0 to %c40 step %c1 {
+      scf.for %j = %c0 to %c10 step %c1 {
+        scf.for %k = %c0 to %c32 step %c1 {
+          %x = memref.load %a[%i, %k] : memref<40x32xf32>
+          %y = memref.load %bt[%j, %k] : memref<10x32xf32>
+          %old = memref.load %c[%i, %j] : memref<40x10xf32>
+          %p = arith.mulf %x, %y : f32
+          %q = arith.addf %old, %p : f32
+          memref.store %q, %c[%i, %j] : memref<40x10xf32>
+        }
+      }
+      scf.for %j = %c0 to %c10 step %c1 {
+        %v = memref.load %c[%i, %j] : memref<40x10xf32>
+        %t = memref.load %s[%j] : memref<10xf32>
+        %u = arith.addf %t, %v : f32
+        memref.store %u, %s[%j] : memref<10xf32>
+      }
+    }
+    scf.reduce
+  }) {tess.register_tile = array<i64: 8, 32>} : (index, index, index) -> ()
+  func.return
+}
+
+// CHECK-LABEL: func.func private @across_rows(
+// CHECK-NOT:     micro.mma
+// CHECK:         func.return
+
+func.func private @rhs_written(%a: memref<40x32xf32>, %bt: memref<10x32xf32>, %c: memref<40x10xf32>) attributes {tess.kernel} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c10 = arith.constant 10 : index
+  %c32 = arith.constant 32 : index
+  %c40 = arith.constant 40 : index
+  "scf.parallel"(%c0, %c1, %c1) <{operandSegmentSizes = array<i32: 1, 1, 1, 0>}> ({
+  ^bb0(%g: index):
+    %one = arith.constant 1.000000e+00 : f32
+    memref.store %one, %bt[%c0, %c0] : memref<10x32xf32>
+    scf.for %i = %c0 to %c40 step %c1 {
+      scf.for %j = %c0 to %c10 step %c1 {
+        scf.for %k = %c0 to %c32 step %c1 {
+          %x = memref.load %a[%i, %k] : memref<40x32xf32>
+          %y = memref.load %bt[%j, %k] : memref<10x32xf32>
+          %old = memref.load %c[%i, %j] : memref<40x10xf32>
+          %p = arith.mulf %x, %y : f32
+          %q = arith.addf %old, %p : f32
+          memref.store %q, %c[%i, %j] : memref<40x10xf32>
+        }
+      }
+    }
+    scf.reduce
+  }) {tess.register_tile = array<i64: 8, 32>} : (index, index, index) -> ()
+  func.return
+}
+
+// CHECK-LABEL: func.func private @rhs_written(
+// CHECK-NOT:     micro.mma
+// CHECK:         func.return
+
+func.func private @other_row(%a: memref<41x32xf32>, %bt: memref<10x32xf32>, %c: memref<40x10xf32>) attributes {tess.kernel} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c10 = arith.constant 10 : index
+  %c32 = arith.constant 32 : index
+  %c40 = arith.constant 40 : index
+  "scf.parallel"(%c0, %c1, %c1) <{operandSegmentSizes = array<i32: 1, 1, 1, 0>}> ({
+  ^bb0(%g: index):
+    scf.for %i = %c0 to %c40 step %c1 {
+      %next = arith.addi %i, %c1 : index
+      scf.for %j = %c0 to %c10 step %c1 {
+        scf.for %k = %c0 to %c32 step %c1 {
+          %x = memref.load %a[%next, %k] : memref<41x32xf32>
+          %y = memref.load %bt[%j, %k] : memref<10x32xf32>
+          %old = memref.load %c[%i, %j] : memref<40x10xf32>
+          %p = arith.mulf %x, %y : f32
+          %q = arith.addf %old, %p : f32
+          memref.store %q, %c[%i, %j] : memref<40x10xf32>
+        }
+      }
+    }
+    scf.reduce
+  }) {tess.register_tile = array<i64: 8, 32>} : (index, index, index) -> ()
+  func.return
+}
+
+// CHECK-LABEL: func.func private @other_row(
+// CHECK-NOT:     micro.mma
+// CHECK:         func.return
+
+func.func private @not_packed(%a: memref<40x32xf32>, %bt: memref<10x32xf32>, %c: memref<40x10xf32>) attributes {tess.kernel} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c10 = arith.constant 10 : index
+  %c32 = arith.constant 32 : index
+  %c40 = arith.constant 40 : index
+  scf.for %i = %c0 to %c40 step %c1 {
+    scf.for %j = %c0 to %c10 step %c1 {
+      scf.for %k = %c0 to %c32 step %c1 {
+        %x = memref.load %a[%i, %k] : memref<40x32xf32>
+        %y = memref.load %bt[%j, %k] : memref<10x32xf32>
+        %old = memref.load %c[%i, %j] : memref<40x10xf32>
+        %p = arith.mulf %x, %y : f32
+        %q = arith.addf %old, %p : f32
+        memref.store %q, %c[%i, %j] : memref<40x10xf32>
+      }
+    }
+  }
+  func.return
+}
+
+// CHECK-LABEL: func.func private @not_packed(
+// CHECK-NOT:     micro.mma
+// CHECK:         func.return
+
+func.func private @four_cols(%a: memref<40x32xf32>, %bt: memref<4x32xf32>, %c: memref<40x4xf32>) attributes {tess.kernel} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %c32 = arith.constant 32 : index
+  %c40 = arith.constant 40 : index
+  "scf.parallel"(%c0, %c1, %c1) <{operandSegmentSizes = array<i32: 1, 1, 1, 0>}> ({
+  ^bb0(%g: index):
+    scf.for %i = %c0 to %c40 step %c1 {
+      scf.for %j = %c0 to %c4 step %c1 {
+        scf.for %k = %c0 to %c32 step %c1 {
+          %x = memref.load %a[%i, %k] : memref<40x32xf32>
+          %y = memref.load %bt[%j, %k] : memref<4x32xf32>
+          %old = memref.load %c[%i, %j] : memref<40x4xf32>
+          %p = arith.mulf %x, %y : f32
+          %q = arith.addf %old, %p : f32
+          memref.store %q, %c[%i, %j] : memref<40x4xf32>
+        }
+      }
+    }
+    scf.reduce
+  }) {tess.register_tile = array<i64: 8, 32>} : (index, index, index) -> ()
+  func.return
+}
+
+// CHECK-LABEL: func.func private @four_cols(
+// CHECK-NOT:     micro.mma
+// CHECK:         func.return
