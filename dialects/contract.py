@@ -333,7 +333,9 @@ REGISTER_TILE = IntArray("tess.register_tile")
 """On a tiled row kernel's `scf.parallel`: its register tile (rows, columns). Written by
 `tess-tile`; for readers and tests. On a dot-product nest's `scf.parallel`: its (rows,
 columns) of jammed outputs, `1, 1` on the leftover nests; written by `tess-tile-dot`, which
-skips loops that carry it (tiling once)."""
+skips loops that carry it (tiling once). On `tess-pack-matmul`'s packed nest: its `micro.mma`
+tile, read by `tess-row-dots` (it tiles row loops in packed nests), which writes it on the
+`scf.for` loops it builds (its tile; `1, 1` on the rows left over) and skips those."""
 
 # The memory plan's figures, written on every planned host by `tess-memory-plan`, in this
 # order; `tess.peak_bytes` also marks a host as planned (a re-run skips it). Read by tests

@@ -62,6 +62,10 @@ PASS_TO_PASS = frozenset(
         ("pack_matmul_plan", "tile_dot"),  # and a dot nest as tess-tile-dot's
         # One pass split over two files: what it packs and with which blocks, and the build.
         ("pack_matmul", "pack_matmul_plan"),
+        # A packed kernel's row dots: built with tess-tile's index emitter, their left-hand
+        # side read in place and their tile sized as tess-pack-matmul's.
+        ("row_dots", "tile"),
+        ("row_dots", "pack_matmul_plan"),
     }
 )
 """The pass modules that import another pass module, each with its reason."""
