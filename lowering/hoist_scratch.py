@@ -1,6 +1,6 @@
 """
-`tess-hoist-scratch`: a serial kernel's fixed-size scratch buffers become views of its
-host's workspace (level 5, loops).
+`tess-hoist-scratch`: a kernel's fixed-size scratch buffers become views of its host's
+workspace (level 5, loops).
 
 `tess-pack-matmul` gives each packed product its panels (`ap`, `bp`) and an edge tile
 (`ct`) as `memref.alloc`s at the top of the kernel: Numba allocates them (and the runtime
@@ -17,15 +17,28 @@ argument, `tess.workspace_bytes` long). This pass moves the scratch there:
 An alloc qualifies when it is in the kernel's entry block (not in a loop: one buffer per
 call), has a static shape and no dealloc. Unused allocs (an edge tile no tile needs) are
 erased. The kernels a host calls run one after another and a kernel's scratch is dead
-once it returns, so all of them share one region after the planned arena: W' = W rounded
-up to 64 + the largest kernel's scratch, each buffer 64-byte aligned (as the allocs
-asked). Only serial kernels move (static work below `max-work`, codegen's threshold for a
-serial kernel), called only from hosts that no other function calls (a called host's
-workspace is a slice its caller planned): a threaded kernel's scratch stays where its
-threads' code expects it. A host with nothing planned gets a workspace argument for the
-scratch alone.
-"""
+once it returns, so all of them share one region after the planned arena, which no
+planned buffer overlaps: W' = W rounded up + the largest kernel's scratch, each buffer
+64-byte aligned (as the allocs asked).
 
+Parallel kernels move too. Their entry-block scratch is already one buffer shared by all
+of a call's threads (a packed kernel's thread group g uses its own slot), so one buffer
+reused by every call changes nothing but the allocation; the runtime gives each calling
+Python thread its own workspace. A per-call allocation there costs more than its time:
+glibc serves the multi-MiB panels from its heap once its mmap threshold has risen (after
+any large free), on pages already mapped 4 KiB at a time, so the huge-page advice
+(`numba_ops.HUGE_PAGE`) no longer takes and the packed B panel crowds L2 sets (1024 f32
+on two threads: 0.97x of BLAS alone, 0.57x after the one-thread calls). So the layout
+keeps codegen's rule for large scratch: a buffer of `HUGE_PAGE` bytes or more sits at a
+multiple of `HUGE_PAGE` in the workspace (large ones first, then the rest; the region
+then starts on such a multiple too), and the runtime starts every workspace of that size
+on a `HUGE_PAGE` boundary, fresh from mmap, advised huge pages
+(`tessc.runtime.executor.workspace_buffer`).
+
+Only kernels called only from hosts that no other function calls move (a called host's
+workspace is a slice its caller planned). A host with nothing planned gets a workspace
+argument for the scratch alone.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -47,13 +60,17 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from tessc.dialects import contract
 from tessc.dialects.functions import add_workspace_argument, called_functions
-from tessc.lowering.loop_analysis import PARALLEL_WORK, static_work
+from tessc.lowering.numba_ops import HUGE_PAGE
 
 ALIGNMENT = 64
 
+Layout = tuple[list[tuple[MemRefType, int]], int]
+"""A kernel's scratch: each used buffer's type and byte offset in the region (in argument
+order), and the region's size."""
 
-def _align(size: int) -> int:
-    return -(-size // ALIGNMENT) * ALIGNMENT
+
+def _align(size: int, alignment: int = ALIGNMENT) -> int:
+    return -(-size // alignment) * alignment
 
 
 def _nbytes(typ: MemRefType) -> int:
@@ -77,6 +94,18 @@ def scratch_allocs(kernel: func.FuncOp) -> list[memref.AllocOp]:
             continue
         found.append(op)
     return found
+
+
+def scratch_layout(types: list[MemRefType]) -> Layout:
+    """Offsets for buffers of `types`: those of `HUGE_PAGE` bytes or more first, each at a
+    multiple of `HUGE_PAGE`, then the others, 64-byte aligned."""
+    offsets = [0] * len(types)
+    size = 0
+    for k in sorted(range(len(types)), key=lambda k: _nbytes(types[k]) < HUGE_PAGE):
+        large = _nbytes(types[k]) >= HUGE_PAGE
+        offsets[k] = _align(size, HUGE_PAGE if large else ALIGNMENT)
+        size = offsets[k] + _align(_nbytes(types[k]))
+    return list(zip(types, offsets, strict=True)), size
 
 
 def _append_arguments(kernel: func.FuncOp, allocs: list[memref.AllocOp]) -> None:
@@ -108,11 +137,9 @@ def _workspace(host: func.FuncOp) -> int | None:
 
 @dataclass(frozen=True)
 class TessHoistScratchPass(ModulePass):
-    """Serial kernels' fixed scratch into their hosts' workspaces; see the module docstring."""
+    """Kernels' fixed scratch into their hosts' workspaces; see the module docstring."""
 
     name = "tess-hoist-scratch"
-
-    max_work: int = PARALLEL_WORK
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         functions = {f.sym_name.data: f for f in op.ops if isinstance(f, func.FuncOp)}
@@ -127,35 +154,22 @@ class TessHoistScratchPass(ModulePass):
             for call in f.walk():
                 if isinstance(call, func.CallOp):
                     callers.setdefault(call.callee.root_reference.data, set()).add(name)
-        # Each kernel's buffers: (type, offset within the shared region), and its size.
-        layouts: dict[str, tuple[list[tuple[MemRefType, int]], int]] = {}
+        layouts: dict[str, Layout] = {}
         for name, kernel in functions.items():
             if not contract.KERNEL.has(kernel) or not kernel.body.blocks:
                 continue
             if not callers.get(name) or not callers[name] <= set(hosts):
                 continue
             allocs = scratch_allocs(kernel)
-            if (
-                not any(a.memref.uses for a in allocs)
-                or static_work(kernel.body.block) >= self.max_work
-            ):
+            if not any(a.memref.uses for a in allocs):
                 continue
-            layout: list[tuple[MemRefType, int]] = []
-            size = 0
-            for alloc in allocs:
-                if alloc.memref.uses:
-                    typ = alloc.memref.type
-                    assert isinstance(typ, MemRefType)
-                    layout.append((typ, size))
-                    size += _align(_nbytes(typ))
+            used = [a.memref.type for a in allocs if a.memref.uses]
             _append_arguments(kernel, allocs)
-            layouts[name] = (layout, size)
+            layouts[name] = scratch_layout(used)  # type: ignore[arg-type]
         for host in hosts.values():
             self.rewrite_host(host, layouts)
 
-    def rewrite_host(
-        self, host: func.FuncOp, layouts: dict[str, tuple[list[tuple[MemRefType, int]], int]]
-    ) -> None:
+    def rewrite_host(self, host: func.FuncOp, layouts: dict[str, Layout]) -> None:
         calls = [
             c
             for c in host.walk()
@@ -163,13 +177,16 @@ class TessHoistScratchPass(ModulePass):
         ]
         if not calls:
             return
-        region = max(layouts[c.callee.root_reference.data][1] for c in calls)
+        used = [layouts[c.callee.root_reference.data] for c in calls]
+        region = max(size for _, size in used)
+        large = any(_nbytes(typ) >= HUGE_PAGE for buffers, _ in used for typ, _ in buffers)
         index = _workspace(host)
         if index is None:  # nothing planned: the workspace is the scratch alone
             base = 0
             workspace = add_workspace_argument(host, region)
         else:
-            base = _align(contract.WORKSPACE_BYTES.get(host) or 0)
+            planned = contract.WORKSPACE_BYTES.get(host) or 0
+            base = _align(planned, HUGE_PAGE if large else ALIGNMENT)
             old = host.body.block.args[index]
             workspace = Rewriter.replace_value_with_new_type(old, MemRefType(i8, [base + region]))
             host.properties["function_type"] = FunctionType.from_lists(
@@ -190,4 +207,4 @@ class TessHoistScratchPass(ModulePass):
             Rewriter.replace_op(call, new_call)
 
 
-__all__ = ["TessHoistScratchPass", "scratch_allocs"]
+__all__ = ["TessHoistScratchPass", "scratch_allocs", "scratch_layout"]

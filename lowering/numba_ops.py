@@ -187,7 +187,9 @@ HUGE_PAGE = 1 << 21
 transparent huge pages (`madvise(MADV_HUGEPAGE)`, as NumPy does for its own arrays of 4
 MiB and more; this machine's THP setting is `madvise`). On 4 KiB pages a packed panel of
 B lands on L2 sets by its physical pages' addresses, some sets holding more of it than
-they have ways: `tess-pack-matmul` at 2048 f32 ran 3% faster (one thread, same run)."""
+they have ways: `tess-pack-matmul` at 2048 f32 ran 3% faster (one thread, same run).
+`tess-hoist-scratch` puts such scratch at multiples of it in a host's workspace, which
+the runtime starts on a boundary of its `executor.HUGE_PAGE`, the same number."""
 
 HUGE_PAGES_INTRINSIC = '''
 @intrinsic

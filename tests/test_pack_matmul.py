@@ -216,24 +216,30 @@ def test_in_place_limits() -> None:
 def test_parallel_packed_kernel_matches_reference(text: str) -> None:
     """One parallel loop, an iteration per thread (`micro.num_threads`, read as Numba's
     parfors read it: the kernel stays cacheable), each packing its own B panels and running
-    its share of the row blocks of all batches; right on one thread and on two."""
+    its share of the row blocks of all batches; right on one thread and on two. Its
+    scratch is the workspace's (`tess-hoist-scratch`: no allocation in the generated code),
+    reused by every call: calls on new inputs, alternating thread counts, stay right."""
     import numba
     from numba.core.errors import NumbaWarning
 
     module = parse(text)
-    inputs = random_inputs(next(iter(module.ops)), seed=11)  # type: ignore[arg-type]
     pack = SMALL.replace("}", " threads=2}")
     source = emit_numba(lowered(text, pack), parallel_threshold=1)
     assert source.count("in prange(") == 1 and "threads = num_threads()" in source
-    expected = interpret(module, "main", inputs)
+    assert "np.empty" not in source and "workspace[" in source
     with warnings.catch_warnings():
         warnings.simplefilter("error", NumbaWarning)  # "cannot cache ... dynamic globals"
         program = Executable(load_source(source), "main")
         previous = numba.get_num_threads()
         try:
-            for threads in sorted({1, min(2, numba.config.NUMBA_NUM_THREADS)}):
-                numba.set_num_threads(threads)
-                assert_results_match(program(*inputs), expected, rtol=1e-5, atol=1e-5)
+            for seed in (11, 12):
+                inputs = random_inputs(next(iter(module.ops)), seed=seed)  # type: ignore[arg-type]
+                expected = interpret(module, "main", inputs)
+                for threads in sorted(
+                    {1, min(2, numba.config.NUMBA_NUM_THREADS)}, reverse=seed % 2 == 0
+                ):
+                    numba.set_num_threads(threads)
+                    assert_results_match(program(*inputs), expected, rtol=1e-5, atol=1e-5)
         finally:
             numba.set_num_threads(previous)
 
@@ -364,17 +370,64 @@ def test_packed_results_are_close_to_numpy_at_a_benchmark_like_shape() -> None:
 
 
 def test_large_scratch_starts_on_a_huge_page() -> None:
-    """A kernel's scratch of 2 MiB or more (here B's 512 x 1024 f32 panel) is cut from a 2
-    MiB boundary of a larger buffer and advised huge pages; the product is unchanged."""
+    """A kernel's scratch of 2 MiB or more (here B's 512 x 1024 f32 panel) starts on a 2 MiB
+    boundary in huge pages: as a view at offset 0 of the host's workspace, which the
+    runtime allocates 2 MiB aligned (`tess-hoist-scratch`), or, left in the kernel, cut from
+    a larger buffer and advised huge pages by the generated code. Same product both ways."""
     text = matmul((24, 512), (512, 1024))
-    module = lowered(text, "tess-pack-matmul{blocks=8,512,1024 threads=1}")
-    source = emit_numba(module, parallel_threshold=1 << 60)
-    assert "huge_pages(bp)" in source and "huge_pages(ap)" not in source
-    assert re.search(r"bp = raw\d*\[\(2097152 - raw\d*\.ctypes\.data % 2097152\)", source)
+    pack = "tess-pack-matmul{blocks=8,512,1024 threads=1}"
+    unhoisted = pipeline(pack).replace("tess-hoist-scratch,", "")
     rng = np.random.default_rng(1)
     a, b = rng.standard_normal((24, 512), np.float32), rng.standard_normal((512, 1024), np.float32)
-    (result,) = Executable(load_source(source), "main")(a, b)
-    np.testing.assert_allclose(result, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    for spec in (pipeline(pack), unhoisted):
+        module = parse(text)
+        run_passes(module, spec)
+        source = emit_numba(module, parallel_threshold=1 << 60)
+        program = Executable(load_source(source), "main")
+        if spec == unhoisted:
+            assert "huge_pages(bp)" in source and "huge_pages(ap)" not in source
+            assert re.search(r"bp = raw\d*\[\(2097152 - raw\d*\.ctypes\.data % 2097152\)", source)
+        else:
+            assert "np.empty" not in source and "huge_pages" not in source
+            assert re.search(r"= workspace\[0:2097152\]\.view\(np\.float32\)", source)
+            assert program.workspace().ctypes.data % (1 << 21) == 0
+        (result,) = program(a, b)
+        np.testing.assert_allclose(result, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_parallel_scratch_beside_planned_buffers_across_calls() -> None:
+    """Two parallel packed products (default threshold) around planned intermediates (the
+    first product's, its transposed tanh): their scratch shares one region of the workspace
+    past the arena, the first's 2 MiB B panel on a 2 MiB boundary; calls on new inputs, on
+    one thread and two, match the reference."""
+    import numba
+
+    x, w, u = t((64, 512), "f32"), t((512, 520), "f32"), t((64, 512), "f32")
+    h, ht, y = t((64, 520), "f32"), t((520, 64), "f32"), t((520, 512), "f32")
+    text = f"""
+func.func @main(%x: {x}, %w: {w}, %u: {u}) -> {y} {{
+  %h = tess.matmul %x, %w : {x}, {w} -> {h}
+  %e = tess.tanh %h : {h}
+  %t = tess.permute %e dims = [1, 0] : {h} -> {ht}
+  %y = tess.matmul %t, %u : {ht}, {u} -> {y}
+  func.return %y : {y}
+}}
+"""
+    module = parse(text)
+    source = emit_numba(lowered(text, "tess-pack-matmul{blocks=16,512,512 threads=2}"))
+    assert source.count("in prange(") == 2 and "np.empty" not in source
+    assert re.search(r"= workspace\[2097152:4194304\]\.view\(np\.float32\)", source)
+    program = Executable(load_source(source), "main")
+    previous = numba.get_num_threads()
+    try:
+        for seed, threads in ((3, 2), (4, 1), (5, min(2, numba.config.NUMBA_NUM_THREADS))):
+            numba.set_num_threads(threads)
+            inputs = random_inputs(next(iter(module.ops)), seed=seed)  # type: ignore[arg-type]
+            expected = interpret(module, "main", inputs)
+            assert_results_match(program(*inputs), expected, rtol=1e-4, atol=1e-4)
+    finally:
+        numba.set_num_threads(previous)
+    assert program.workspace().ctypes.data % (1 << 21) == 0
 
 
 MMA = """
