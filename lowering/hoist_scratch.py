@@ -24,7 +24,9 @@ planned buffer overlaps: W' = W rounded up + the largest kernel's scratch, each 
 Parallel kernels move too. Their entry-block scratch is already one buffer shared by all
 of a call's threads (a packed kernel's thread group g uses its own slot), so one buffer
 reused by every call changes nothing but the allocation; the runtime gives each calling
-Python thread its own workspace. A per-call allocation there costs more than its time:
+Python thread its own workspace. (A kernel left with one `scf.parallel` may then be
+emitted threaded, `numba_threads`: its shares share the buffer as a parfor's iterations
+do, which the kernel was written for.) A per-call allocation there costs more than its time:
 glibc serves the multi-MiB panels from its heap once its mmap threshold has risen (after
 any large free), on pages already mapped 4 KiB at a time, so the huge-page advice
 (`numba_ops.HUGE_PAGE`) no longer takes and the packed B panel crowds L2 sets (1024 f32
@@ -39,6 +41,7 @@ Only kernels called only from hosts that no other function calls move (a called 
 workspace is a slice its caller planned). A host with nothing planned gets a workspace
 argument for the scratch alone.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
