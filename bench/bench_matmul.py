@@ -15,9 +15,12 @@ Every tessc result is checked against np.matmul first. The thread count is switc
 the process (`numba.set_num_threads`, `threadpoolctl` for OpenBLAS, `torch.set_num_threads`),
 so the one-thread and two-thread tables come from one run. Timing: the minimum over
 `--rounds` rounds of the best of `--repeat` calls, rounds interleaving all variants (a noisy
-machine hurts every variant alike) in an order rotated each round (threads that spin after
-a call slow whichever variant runs next: at 1024 f32 on two threads, a fixed order put
-tessc's `a @ b` and PyTorch right after OpenBLAS's calls, both at 0.6x). With one thread
+machine hurts every variant alike) in an order rotated each round, each variant timed
+after a pause (`--settle`, 0.2 s): threads that spin after a call slow whichever variant
+runs next, and a rotation keeps every variant after the same one. OpenBLAS's workers spin
+for ~0.1 s after a call (its thread timeout, 2^28 cycles): at 1024 f32 on two threads,
+tessc's `a @ b`, always right after `np a @ b.T`, ran at 0.57x of np.matmul without the
+pause, 0.97x after it or with OPENBLAS_THREAD_TIMEOUT=4 (same run, both). With one thread
 the process CPU time per call is measured too (`cpu ms`): on a machine shared with other
 jobs it is the steadier figure;
 "x np" / "x np cpu" are np.matmul's time over the variant's (higher is better: 1.0 = BLAS).
@@ -29,7 +32,7 @@ it got both cores). Passive waits slow tessc's short two-thread calls instead (5
 run.
 
 Run: python bench/bench_matmul.py [--sizes 512,1024,2048] [--f64-sizes 512] [--threads 1,2]
-     [--repeat 5] [--rounds 5] [--transposed] [--no-before]
+     [--repeat 5] [--rounds 5] [--settle 0.2] [--transposed] [--no-before]
 
 Earlier measurements (tess-tile only: the `cpu+tile` and seed variants of this script then;
 their "x np" is time / np.matmul's, lower is better, the inverse of the ratio printed now):
@@ -193,6 +196,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--settle", type=float, default=0.2, help="seconds of pause before each variant"
+    )
     parser.add_argument("--transposed", action="store_true", help="also a @ b.T")
     parser.add_argument("--no-before", action="store_true", help="skip the tile-only build")
     args = parser.parse_args(argv)
@@ -216,10 +222,11 @@ def main(argv: list[str] | None = None) -> None:
                 times = dict.fromkeys(fns, (float("inf"), float("inf")))
                 order = list(fns.items())
                 for round_index in range(args.rounds):
-                    # Rotated each round: no variant always runs right after another's
-                    # spinning threads (OpenBLAS's, PyTorch's, Numba's).
+                    # Rotated each round: no variant always runs first or last in a round
+                    # (the pause, not the rotation, keeps off the last one's spinning threads).
                     shift = round_index % len(order)
                     for name, fn in order[shift:] + order[:shift]:
+                        time.sleep(args.settle)  # the last variant's threads stop spinning
                         wall, cpu = best_time(fn, args.repeat)
                         times[name] = (min(times[name][0], wall), min(times[name][1], cpu))
             print(f"# {count} thread{'s' if count > 1 else ''}")

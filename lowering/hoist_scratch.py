@@ -26,15 +26,14 @@ of a call's threads (a packed kernel's thread group g uses its own slot), so one
 reused by every call changes nothing but the allocation; the runtime gives each calling
 Python thread its own workspace. (A kernel left with one `scf.parallel` may then be
 emitted threaded, `numba_threads`: its shares share the buffer as a parfor's iterations
-do, which the kernel was written for.) A per-call allocation there costs more than its time:
-glibc serves the multi-MiB panels from its heap once its mmap threshold has risen (after
-any large free), on pages already mapped 4 KiB at a time, so the huge-page advice
-(`numba_ops.HUGE_PAGE`) no longer takes and the packed B panel crowds L2 sets (1024 f32
-on two threads: 0.97x of BLAS alone, 0.57x after the one-thread calls). So the layout
-keeps codegen's rule for large scratch: a buffer of `HUGE_PAGE` bytes or more sits at a
-multiple of `HUGE_PAGE` in the workspace (large ones first, then the rest; the region
-then starts on such a multiple too), and the runtime starts every workspace of that size
-on a `HUGE_PAGE` boundary, fresh from mmap, advised huge pages
+do, which the kernel was written for.) A per-call allocation there costs page faults or
+heap churn (three buffers, 2.3 MiB at 1024 f32) and loses the huge pages codegen gives
+large scratch (`numba_ops.HUGE_PAGE`) whenever glibc serves the panels from its heap, on
+pages already mapped 4 KiB at a time, as it does once its mmap threshold has risen after
+a large free. So the layout keeps codegen's rule: a buffer of `HUGE_PAGE` bytes or more
+sits at a multiple of `HUGE_PAGE` in the workspace (large ones first, then the rest; the
+region then starts on such a multiple too), and the runtime starts every workspace of that
+size on a `HUGE_PAGE` boundary, fresh from mmap, advised huge pages
 (`tessc.runtime.executor.workspace_buffer`).
 
 Only kernels called only from hosts that no other function calls move (a called host's

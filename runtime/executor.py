@@ -71,7 +71,7 @@ def workspace_buffer(size: int) -> np.ndarray:
     huge pages (`madvise(MADV_HUGEPAGE)`; an advice, where the system refuses nothing
     changes). Fresh matters: `np.empty` may reuse heap memory already mapped in 4 KiB
     pages, which the advice does not turn into huge ones, and packed matmul panels on
-    4 KiB pages crowd L2 sets (1024 f32, two threads: 0.57x of BLAS against 0.97x)."""
+    4 KiB pages crowd L2 sets (codegen's `numba_ops.HUGE_PAGE`)."""
     if size < HUGE_PAGE:
         raw = np.empty(size + 64, dtype=np.uint8)
         start = -raw.ctypes.data % 64
