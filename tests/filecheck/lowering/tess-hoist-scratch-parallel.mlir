@@ -1,7 +1,8 @@
-// RUN: tessc-opt %s -p 'tess-to-linalg,tess-fuse,tess-bufferize,tess-memory-plan,tess-outline-kernels,tess-linalg-to-loops,tess-pack-matmul{vector-bits=512 threads=2 blocks=32,512,512},tess-hoist-scratch' | filecheck %s
-// RUN: tessc-opt %s -p 'tess-to-linalg,tess-fuse,tess-bufferize,tess-memory-plan,tess-outline-kernels,tess-linalg-to-loops,tess-pack-matmul{vector-bits=512 threads=2 blocks=32,512,512},tess-hoist-scratch,canonicalize,cse' -t numba | filecheck %s --check-prefix=NUMBA
+// RUN: tessc-opt %s -p 'tess-to-linalg,tess-fuse,tess-bufferize,tess-memory-plan,tess-outline-kernels,tess-linalg-to-loops,tess-pack-matmul{vector-bits=512 threads=2 blocks=32,512,512 in-place-bytes=0},tess-hoist-scratch' | filecheck %s
+// RUN: tessc-opt %s -p 'tess-to-linalg,tess-fuse,tess-bufferize,tess-memory-plan,tess-outline-kernels,tess-linalg-to-loops,tess-pack-matmul{vector-bits=512 threads=2 blocks=32,512,512 in-place-bytes=0},tess-hoist-scratch,canonicalize,cse' -t numba | filecheck %s --check-prefix=NUMBA
 
-// Two parallel packed products (a loop over the thread groups, 2^24 multiply-adds each)
+// Two parallel packed products (a loop over the thread groups, 2^24 multiply-adds each;
+// in-place-bytes=0: both operands packed, none read in place)
 // around a planned intermediate (the relu's, 133120 bytes at offset 0). Their scratch
 // becomes views of the workspace past the arena, which no planned buffer overlaps: B's
 // 2 MiB panel (two threads' 512 x 512 f32 slots) first, on a 2 MiB multiple (the region
