@@ -28,6 +28,7 @@ TESS_PASSES: dict[str, str] = {
     "tess-tile-dot": "tessc.lowering.tile_dot:TessTileDotPass",
     "tess-pack-matmul": "tessc.lowering.pack_matmul:TessPackMatmulPass",
     "tess-row-dots": "tessc.lowering.row_dots:TessRowDotsPass",
+    "tess-interchange-rows": "tessc.lowering.interchange_rows:TessInterchangeRowsPass",
     "tess-parallel-columns": "tessc.lowering.parallel_columns:TessParallelColumnsPass",
     "tess-register-accumulate": "tessc.lowering.register_accumulate:TessRegisterAccumulatePass",
     "tess-expand-math": "tessc.lowering.expand_math:TessExpandMathPass",
