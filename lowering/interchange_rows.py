@@ -86,15 +86,15 @@ def _pure(op: Operation) -> bool:
 
 
 def row_values(loop: scf.ForOp) -> set[SSAValue]:
-    """The values that name the row: the induction variable, and `x + iv` or `iv + x` for
-    an `x` defined outside the loop (a block's first row plus the row within it)."""
-    iv = loop.body.block.args[0]
-    rows = {iv}
+    """The values that name the row: the induction variable, and `x + r` or `r + x` for a
+    row value `r` and an `x` defined outside the loop (a block's first row plus a tile's
+    first row plus the row within it)."""
+    rows = {loop.body.block.args[0]}
     for op in loop.body.block.ops:
-        if isinstance(op, arith.AddiOp) and iv in op.operands:
-            other = op.rhs if op.lhs is iv else op.lhs
-            if other is not iv and not _inside(other, loop):
-                rows.add(op.result)
+        if isinstance(op, arith.AddiOp):
+            for row, other in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
+                if row in rows and not _inside(other, loop):
+                    rows.add(op.result)
     return rows
 
 

@@ -12,8 +12,8 @@ pass-pipeline string in `xdsl-opt -p` syntax. For `cpu`:
                                                       tess-fuse-horizontal
     buffers  memrefs, destination-passing (level 4)   tess-bufferize, tess-memory-plan
     loops    host funcs + scf kernels (level 5)       tess-outline-kernels, tess-linalg-to-loops,
-                                                      tess-pack-matmul, tess-row-dots,
-                                                      tess-interchange-rows,
+                                                      tess-pack-matmul,
+                                                      tess-interchange-rows, tess-row-dots,
                                                       tess-tile, tess-tile-dot,
                                                       tess-parallel-columns,
                                                       tess-register-accumulate,
@@ -135,8 +135,8 @@ _GPU_FUSE = (
 )
 _BUFFERS = "tess-bufferize,tess-memory-plan"
 _LOOPS = (
-    "tess-outline-kernels,tess-linalg-to-loops,tess-pack-matmul,tess-row-dots,"
-    "tess-interchange-rows,tess-tile,tess-tile-dot,"
+    "tess-outline-kernels,tess-linalg-to-loops,tess-pack-matmul,tess-interchange-rows,"
+    "tess-row-dots,tess-tile,tess-tile-dot,"
     "tess-parallel-columns,tess-register-accumulate,"
     "tess-expand-math,tess-hoist-constants,tess-hoist-scratch,canonicalize,cse"
 )
