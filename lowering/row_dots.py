@@ -17,15 +17,16 @@ Each dot vectorises along k and ends in a horizontal reduction: 10 x 128 of them
 block took 7.4 us of the ~60 us step. This pass runs them as `micro.mma` tiles over R
 rows of the loop instead, R x W accumulators (W the M columns rounded up to vectors) fed
 by broadcast elements of `a` read where they lie (its rows a stride apart) and vector
-loads of `b` packed once per call:
+loads of `b` packed once per call, row-major (the tile's k steps read W columns a row of
+M apart; the last one's W - M past the end are zeros):
 
-    bq = alloc[P * K * W]; dt = alloc[T * R, P * W]      (before the kernel's packed nest)
-    for jp < P: for k < K: for c < W:                    (pack b: P panels W wide, k-major,
-      bq[(jp * K + k) * W + c] = b(k, min(jp * W + c, M - 1))        columns clamped)
+    bq = alloc[K * M + P * W - M]; dt = alloc[T * R, P * W]   (before the packed nest)
+    for j < M: for k < K: bq[k * M + j] = b(k, j)        (k inner where b is w.T)
+    bq[K * M + c] = 0 for c < P * W - M
     ... in the packed nest, thread g:
     for rt < n / R { t0 = rt * R                         (tess.register_tile = [R, W])
       for r < R: before, at row ii = t0 + r
-      for jp < P: micro.mma a[row t0], bq[jp * K * W], K, dt[g * R, jp * W]
+      for jp < P: micro.mma a[row t0], bq[jp * W], K, dt[g * R, jp * W]
       for r < R: ii = t0 + r                             (dt's R x M results added to c,
         for j < M: c[.., i, j] += dt[g * R + r, j]        then the segments after)
         after, at row ii }
@@ -73,8 +74,8 @@ AVX-512 machine), dots -> tiles, us: f32 M = 2: 15.4 -> 18.5, 4: 17.1 -> 18.7, 6
 32, 64, 256 hidden: 21.5 -> 7.8, 11.2 -> 11.0, 44.9 -> 36.3; f64 M = 3: 33.4 -> 32.7, 4:
 34.6 -> 32.9, 6: 34.9 -> 29.3, 10: 44.9 -> 35.8, 15: 52.8 -> 36.3. So nests of fewer
 columns than half a vector (8 f32, 4 f64 on AVX-512) stay (`min-cols`, 0: that). The
-digits MLP step's forward kernel: 24.6 -> 22.1 us, the step 51.1 -> 47.9 us (same
-process, interleaved).
+digits MLP step's forward kernel: 25.3 -> 22.4 us, the step 49.3 -> 45.8 us (fastest of
+15 interleaved rounds in one process, load average ~5 on the 2 cores).
 """
 
 from __future__ import annotations
@@ -86,6 +87,7 @@ from xdsl.dialects import arith, func, memref, scf
 from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
+    FloatAttr,
     IndexType,
     IntegerAttr,
     MemRefType,
@@ -360,51 +362,54 @@ class RowDotTiler:
     constant: IndexConstants
 
     def prologue(self) -> list[Operation]:
-        """The scratch and `b`'s packed panels, for before the kernel's packed nest."""
+        """The scratch and `b` packed, for before the kernel's packed nest."""
         m, t = self.match, self.tile
         element = m.acc.value.type
         block = Block()
         e = Emitter(block, self.constant)
-        size = t.panels * m.depth * t.width
-        block.add_op(panel := memref.AllocOp.get(element, 64, [size]))
-        block.add_op(
-            scratch := memref.AllocOp.get(element, 64, [self.threads * t.rows, size // m.depth])
-        )
+        # b row-major, [K, M], then the columns the last panel's last k step reads past
+        # M: zeros (they only reach the tile's discarded columns).
+        pad = t.panels * t.width - m.cols
+        block.add_op(panel := memref.AllocOp.get(element, 64, [m.depth * m.cols + pad]))
+        shape = [self.threads * t.rows, t.panels * t.width]
+        block.add_op(scratch := memref.AllocOp.get(element, 64, shape))
         panel.memref.name_hint, scratch.memref.name_hint = "bq", "dt"
         self.bq, self.dt = panel.memref, scratch.memref
-        # k innermost where it walks b's unit-stride dim (b = w.T read at (j, k)).
-        k_inner = m.rhs.indices[-1] is m.k and m.rhs.indices[-1] is not m.j
 
-        def element_at(ec: Emitter, jp: IndexValue, kk: IndexValue, c: IndexValue) -> None:
-            column = ec.add(ec.mul(jp, t.width), c)
-            if m.cols % t.width:
-                column = ec.apply(arith.MinSIOp, column, m.cols - 1, "j")
-            load = m.rhs.clone({m.j: ec.value(column), m.k: ec.value(kk)})
+        def element_at(ec: Emitter, j: IndexValue, kk: IndexValue) -> None:
+            load = m.rhs.clone({m.j: ec.value(j), m.k: ec.value(kk)})
             ec.block.add_op(load)
-            at = ec.add(ec.mul(ec.add(ec.mul(jp, m.depth), kk), t.width), c)
+            at = ec.add(ec.mul(kk, m.cols), j)
             ec.block.add_op(memref.StoreOp.get(load.res, self.bq, [ec.value(at)]))
 
-        def panel_loops(ep: Emitter, jp: IndexValue) -> None:
-            if k_inner:
-                emit_loop(
-                    ep,
-                    static(t.width),
-                    "c",
-                    lambda ec, c: emit_loop(
-                        ec, static(m.depth), "kk", lambda ek, kk: element_at(ek, jp, kk, c)
-                    ),
-                )
-            else:
-                emit_loop(
-                    ep,
-                    static(m.depth),
-                    "kk",
-                    lambda ek, kk: emit_loop(
-                        ek, static(t.width), "c", lambda ec, c: element_at(ec, jp, kk, c)
-                    ),
-                )
+        # k innermost where it walks b's unit-stride dim (b = w.T read at (j, k)).
+        if m.rhs.indices[-1] is m.k:
+            emit_loop(
+                e,
+                static(m.cols),
+                "j",
+                lambda ej, j: emit_loop(
+                    ej, static(m.depth), "kk", lambda ek, kk: element_at(ek, j, kk)
+                ),
+            )
+        else:
+            emit_loop(
+                e,
+                static(m.depth),
+                "kk",
+                lambda ek, kk: emit_loop(
+                    ek, static(m.cols), "j", lambda ej, j: element_at(ej, j, kk)
+                ),
+            )
+        if pad:
+            zero = arith.ConstantOp(FloatAttr(0.0, element))  # type: ignore[arg-type]
+            block.add_op(zero)
 
-        emit_loop(e, static(t.panels), "jp", panel_loops)
+            def clear(ec: Emitter, c: IndexValue) -> None:
+                at = ec.value(ec.add(c, m.depth * m.cols))
+                ec.block.add_op(memref.StoreOp.get(zero.result, self.bq, [at]))
+
+            emit_loop(e, static(pad), "c", clear)
         return _detached(block)
 
     def rows(self) -> list[Operation]:
@@ -454,14 +459,14 @@ class RowDotTiler:
             position: IndexValue = start if index is m.row else 0 if index is m.k else index
             offset = e.add(offset, e.mul(position, stride))
         e.block.add_op(false := arith.ConstantOp(IntegerAttr(0, i1)))
-        strides = (m.lhs.outer_stride, m.lhs.inner_stride, t.width)
+        strides = (m.lhs.outer_stride, m.lhs.inner_stride, m.cols)
         for jp in range(t.panels):
             e.block.add_op(
                 MmaOp(
                     m.lhs.memref,
                     e.value(offset),
                     self.bq,
-                    e.value(jp * m.depth * t.width),
+                    e.value(jp * t.width),
                     e.value(m.depth),
                     self.dt,
                     [e.value(slot), e.value(jp * t.width)],

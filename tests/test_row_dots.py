@@ -6,8 +6,9 @@ The programs are `relu(x @ w1 + b1) @ w2` (the digits MLP's forward shape): `x @
 (`tess-pack-matmul` with small-shape options), `@ w2` narrow (`tess-pack-narrow` with a
 wider limit, so 1 to 40 columns become dot products), fused into the packed kernel's row
 loop, where this pass tiles them (`min-cols=1`). Rows the tile does not divide (the rows
-left over keep their dots), columns that fill part of a vector (`b` clamped into the
-panel) or several panels (128-bit vectors), f32 and f64, one thread and two.
+left over keep their dots), columns that fill part of a vector (the tile reads the next
+row of packed `b`, and zeros after the last) or several panels (128-bit vectors), f32 and
+f64, one thread and two.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 // The digits MLP train step (the module of mlp-step-kernels.mlir), to tess-row-dots. Its
 // forward kernel runs x @ w1 packed, then per block of 32 rows: relu and the logits'
 // zero fill on 8 rows, `h @ w2` for them as one 8 x 16 micro.mma reading h's rows in
-// place and the 10 columns of w2.T packed (once, before the packed nest) 16 wide, the
+// place and w2.T packed back to [k, j] (once, before the packed nest), the
 // tile added to the logits, then log-softmax's row segments on the 8 rows. No dot nest
 // is left in it (32 rows a block: no rows left over).
 
@@ -68,7 +68,7 @@ builtin.module {
 
 // CHECK-LABEL: func.func private @step_kernel_1(
 // CHECK-SAME:      %[[H:[0-9]+]]: memref<128x128xf32>, %{{[0-9]+}}: memref<128x10xf32>, %[[W2T:[0-9]+]]: memref<10x128xf32>
-// CHECK:         %bq = memref.alloc() {alignment = 64 : i64} : memref<2048xf32>
+// CHECK:         %bq = memref.alloc() {alignment = 64 : i64} : memref<1286xf32>
 // CHECK-NEXT:    %dt = memref.alloc() {alignment = 64 : i64} : memref<16x16xf32>
 // CHECK:         memref.load %[[W2T]][%j, %kk] : memref<10x128xf32>
 // CHECK:         "scf.parallel"
@@ -76,7 +76,7 @@ builtin.module {
 // CHECK:           scf.for %rt =
 // CHECK:             arith.maximumf
 // CHECK:             memref.store %{{[0-9]+}}, %[[H]][%i, %i1] : memref<128x128xf32>
-// CHECK:             micro.mma %[[H]][%{{[0-9]+}}], %bq[%{{[0-9]+}}], %{{[0-9]+}}, %dt[%dslot, %{{[0-9]+}}], %{{[0-9]+}} {rows = 8 : i64, cols = 16 : i64, lanes = 16 : i64, strides = array<i64: 128, 1, 16>}
+// CHECK:             micro.mma %[[H]][%{{[0-9]+}}], %bq[%{{[0-9]+}}], %{{[0-9]+}}, %dt[%dslot, %{{[0-9]+}}], %{{[0-9]+}} {rows = 8 : i64, cols = 16 : i64, lanes = 16 : i64, strides = array<i64: 128, 1, 10>}
 // CHECK:             memref.load %dt[
 // CHECK:             math.exp
 // CHECK:             math.log

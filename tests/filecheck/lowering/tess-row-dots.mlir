@@ -1,5 +1,6 @@
 // tess-row-dots: the dot nest of a packed kernel's row loop becomes micro.mma tiles over
-// 8 rows: b packed once before the packed nest (16 columns, the 10 clamped), per tile the
+// 8 rows: b packed once before the packed nest ([k, j], 6 zeros after it: the 16-wide
+// tile's last k step reads them), per tile the
 // segments before the dot on its rows, one micro.mma reading a's rows where they lie into
 // the thread's rows of `dt`, then per row the tile's columns added to c and the segments
 // after; the rows left over (20 = 2 x 8 + 4) keep their dots. Left alone: a row loop that
@@ -47,13 +48,18 @@ func.func private @dots(%a: memref<40x32xf32>, %bt: memref<10x32xf32>, %c: memre
 }
 
 // CHECK-LABEL: func.func private @dots(
-// CHECK:         %bq = memref.alloc() {alignment = 64 : i64} : memref<512xf32>
+// CHECK:         %bq = memref.alloc() {alignment = 64 : i64} : memref<326xf32>
 // CHECK-NEXT:    %dt = memref.alloc() {alignment = 64 : i64} : memref<16x16xf32>
-// CHECK:         scf.for %[[COL:.*]] = %{{.*}} to %{{.*}} step %{{.*}} {
-// CHECK-NEXT:      scf.for %kk = %{{.*}} to %{{.*}} step %{{.*}} {
-// CHECK-NEXT:        %j = arith.minsi %[[COL]], %{{.*}} : index
-// CHECK-NEXT:        %{{.*}} = memref.load %bt[%j, %kk] : memref<10x32xf32>
-// CHECK:             memref.store %{{.*}}, %bq[%{{.*}}] : memref<512xf32>
+// CHECK-NEXT:    scf.for %j = %c0 to %c10 step %c1 {
+// CHECK-NEXT:      scf.for %kk = %c0 to %c32 step %c1 {
+// CHECK-NEXT:        %[[B:.*]] = memref.load %bt[%j, %kk] : memref<10x32xf32>
+// CHECK-NEXT:        %[[ROW:.*]] = arith.muli %kk, %c10 : index
+// CHECK-NEXT:        %[[AT:.*]] = arith.addi %[[ROW]], %j : index
+// CHECK-NEXT:        memref.store %[[B]], %bq[%[[AT]]] : memref<326xf32>
+// CHECK:         %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:    scf.for %[[C:.*]] = %c0 to %[[SIX:.*]] step %c1 {
+// CHECK-NEXT:      %[[PAD:.*]] = arith.addi %[[C]], %{{.*}} : index
+// CHECK-NEXT:      memref.store %[[ZERO]], %bq[%[[PAD]]] : memref<326xf32>
 // CHECK:         "scf.parallel"
 // CHECK:           %dslot = arith.muli %g, %{{.*}} : index
 // CHECK-NEXT:      scf.for %rt = %{{.*}} to %[[TWO:.*]] step %{{.*}} {
@@ -65,7 +71,7 @@ func.func private @dots(%a: memref<40x32xf32>, %bt: memref<10x32xf32>, %c: memre
 // CHECK:             %[[ROW:.*]] = arith.addi %i0, %t0 : index
 // CHECK-NEXT:        %[[OFF:.*]] = arith.muli %[[ROW]], %{{.*}} : index
 // CHECK-NEXT:        %[[NO:.*]] = arith.constant false
-// CHECK-NEXT:        micro.mma %a[%[[OFF]]], %bq[%{{.*}}], %{{.*}}, %dt[%dslot, %{{.*}}], %[[NO]] {rows = 8 : i64, cols = 16 : i64, lanes = 16 : i64, strides = array<i64: 32, 1, 16>} : memref<40x32xf32>, memref<512xf32>, memref<16x16xf32>
+// CHECK-NEXT:        micro.mma %a[%[[OFF]]], %bq[%{{.*}}], %{{.*}}, %dt[%dslot, %{{.*}}], %[[NO]] {rows = 8 : i64, cols = 16 : i64, lanes = 16 : i64, strides = array<i64: 32, 1, 10>} : memref<40x32xf32>, memref<326xf32>, memref<16x16xf32>
 // CHECK-NEXT:        scf.for %r_1 = %{{.*}} to %[[EIGHT]] step %{{.*}} {
 // CHECK:               scf.for %jj = %{{.*}} to %{{.*}} step %{{.*}} {
 // CHECK-NEXT:            %[[OLD:.*]] = memref.load %c[%[[I:.*]], %jj] : memref<40x10xf32>
@@ -79,9 +85,9 @@ func.func private @dots(%a: memref<40x32xf32>, %bt: memref<10x32xf32>, %c: memre
 // CHECK:             memref.load %a[%{{.*}}, %k] : memref<40x32xf32>
 // CHECK:           } {tess.register_tile = array<i64: 1, 1>}
 
-// NUMBA:      micro_mma_8x16x16_s32_1_16 = micro_mma(8, 16, 16, 32, 1, 16)
+// NUMBA:      micro_mma_8x16x16_s32_1_10 = micro_mma(8, 16, 16, 32, 1, 10)
 // NUMBA:      def dots(
-// NUMBA:        micro_mma_8x16x16_s32_1_16(a, {{.*}}, bq, 0, 32, dt, (dslot, 0,), False)
+// NUMBA:        micro_mma_8x16x16_s32_1_10(a, {{.*}}, bq, 0, 32, dt, (dslot, 0,), False)
 
 func.func private @across_rows(%a: memref<40x32xf32>, %bt: memref<10x32xf32>, %c: memref<40x10xf32>, %s: memref<10xf32>) attributes {tess.kernel} {
   %c0 = arith.constant 0 : index
