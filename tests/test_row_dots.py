@@ -7,8 +7,8 @@ The programs are `relu(x @ w1 + b1) @ w2` (the digits MLP's forward shape): `x @
 wider limit, so 1 to 40 columns become dot products), fused into the packed kernel's row
 loop, where this pass tiles them (`min-cols=1`). Rows the tile does not divide (the rows
 left over keep their dots), columns that fill part of a vector (the tile reads the next
-row of packed `b`, and zeros after the last) or several panels (128-bit vectors), f32 and
-f64, one thread and two.
+row of packed `b`, and zeros after the last) or several panels (128-bit vectors), a batch
+dim, f32 and f64, one thread and two.
 """
 
 from __future__ import annotations
@@ -34,9 +34,11 @@ def t(shape: tuple[int, ...], dtype: str) -> str:
     return f"tensor<{'x'.join(map(str, shape))}x{dtype}>"
 
 
-def dense_then_narrow(n: int, k1: int, k: int, m: int, dtype: str = "f32") -> str:
-    x, w1, b1, w2 = t((n, k1), dtype), t((k1, k), dtype), t((k,), dtype), t((k, m), dtype)
-    h, out = t((n, k), dtype), t((n, m), dtype)
+def dense_then_narrow(
+    n: int, k1: int, k: int, m: int, dtype: str = "f32", batch: tuple[int, ...] = ()
+) -> str:
+    x, w1, b1, w2 = t((*batch, n, k1), dtype), t((k1, k), dtype), t((k,), dtype), t((k, m), dtype)
+    h, out = t((*batch, n, k), dtype), t((*batch, n, m), dtype)
     return f"""
 func.func @main(%x: {x}, %w1: {w1}, %b1: {b1}, %w2: {w2}) -> {out} {{
   %0 = tess.matmul %x, %w1 : {x}, {w1} -> {h}
@@ -66,6 +68,7 @@ CASES: dict[str, tuple[str, int]] = {
     "10-cols-f64": (dense_then_narrow(35, 10, 52, 10, "f64"), 512),
     "40-cols-f64-three-panels": (dense_then_narrow(19, 7, 56, 40, "f64"), 256),
     "3-cols-f64-avx2": (dense_then_narrow(26, 5, 48, 3, "f64"), 256),
+    "batched-3x13": (dense_then_narrow(13, 8, 48, 10, batch=(3,)), 512),
 }
 
 
