@@ -35,7 +35,10 @@ left. It is one process per process, kept for later programs, and `start_worker`
 early (the compiler does, while the passes of a large program run): it imports Numba and
 compiles a small kernel first (Numba's first compilation in a process costs ~0.3 s more).
 Compiling or loading a kernel here fires Numba's `numba:compile` event, so `TESSC_TIMING`
-reports list each kernel; the worker's kernels show as loads, its time is its own.
+reports list each kernel; the worker's kernels show as loads here, and the worker's own
+time for each (wall and CPU, which it sends back with its answer) comes as one
+`tessc:worker-compile` event per kernel (`WORKER_COMPILE_EVENT`: an end event whose data
+holds `name`, `seconds` and `cpu`) once this process has its kernels.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -202,11 +206,16 @@ def stop_worker() -> None:
         worker.stop()
 
 
+WORKER_COMPILE_EVENT = "tessc:worker-compile"
+"""The Numba event kind that reports a kernel the worker compiled (module docstring)."""
+
+
 def _compile_with_worker(pending: list[ExternalKernel], guard: Guard, path: Path) -> None:
     """Compile `pending` here and in the worker, each taking the largest kernel left."""
     worker = _Worker.get()
     if worker is None or not worker.lock.acquire(blocking=False):
         return  # none, or busy with another thread's program: all compiled here
+    times: list[tuple[str, float, float]] = []  # the worker's (kernel, wall s, CPU s)
     try:
         queue = sorted(pending, key=ExternalKernel.cost, reverse=True)
         lock = threading.Lock()
@@ -215,7 +224,7 @@ def _compile_with_worker(pending: list[ExternalKernel], guard: Guard, path: Path
             with lock:
                 return queue.pop(0) if queue else None
 
-        feeder = threading.Thread(target=worker.feed, args=(path, take), daemon=True)
+        feeder = threading.Thread(target=worker.feed, args=(path, take, times), daemon=True)
         feeder.start()
         while (kernel := take()) is not None:
             kernel.compile(guard)
@@ -224,6 +233,9 @@ def _compile_with_worker(pending: list[ExternalKernel], guard: Guard, path: Path
             worker.process.kill()
     finally:
         worker.lock.release()
+    for name, seconds, cpu in list(times):  # a hung feeder may still append: a copy
+        data = {"name": name, "seconds": seconds, "cpu": cpu}
+        event.broadcast(event.Event(WORKER_COMPILE_EVENT, event.EventStatus.END, data))
 
 
 class _Worker:
@@ -286,27 +298,34 @@ class _Worker:
             self.process.wait()
         self.process.stdout.close()  # type: ignore[union-attr]
 
-    def feed(self, path: Path, take: Callable[[], ExternalKernel | None]) -> None:
+    def feed(
+        self,
+        path: Path,
+        take: Callable[[], ExternalKernel | None],
+        times: list[tuple[str, float, float]],
+    ) -> None:
         """Hand the worker one kernel of module file `path` at a time until the queue is
-        empty or the worker fails; this process compiles (or loads) them all afterwards
-        either way."""
+        empty or the worker fails, appending to `times` what each took it; this process
+        compiles (or loads) them all afterwards either way."""
         stdin, stdout = self.process.stdin, self.process.stdout
         assert stdin is not None and stdout is not None
         try:
             while (kernel := take()) is not None:
                 stdin.write(f"{path}\t{kernel.__name__}\n")
                 stdin.flush()
-                if stdout.readline().strip() != f"ok {kernel.__name__}":
+                answer, name, *spent = stdout.readline().split() or [""]
+                if answer != "ok" or name != kernel.__name__ or len(spent) != 2:
                     STATS.failed += 1
                     return
+                times.append((name, float(spent[0]), float(spent[1])))
                 STATS.compiled += 1
-        except (OSError, ValueError):  # a dead worker, a closed pipe
+        except (OSError, ValueError):  # a dead worker, a closed pipe, a garbled answer
             return
 
 
 def _serve(requests: Iterable[str], out: IO[str]) -> None:
     """The worker's loop: compile each requested kernel (`<module file>\t<name>`) into the
-    disk cache and answer `ok <name>` (`failed <name>` if it cannot)."""
+    disk cache and answer `ok <name> <wall s> <CPU s>` (`failed <name>` if it cannot)."""
     from tessc.runtime.cache import execute_file, guard_for
 
     modules: dict[str, ModuleType | None] = {}
@@ -315,6 +334,7 @@ def _serve(requests: Iterable[str], out: IO[str]) -> None:
         if path not in modules:
             modules[path] = execute_file(Path(path))
         kernel = getattr(modules[path], name, None)
+        start, cpu = time.perf_counter(), time.process_time()
         try:
             if not isinstance(kernel, ExternalKernel):
                 raise LookupError(name)
@@ -322,7 +342,8 @@ def _serve(requests: Iterable[str], out: IO[str]) -> None:
         except Exception:  # reported as failed: this process compiles it and says why
             out.write(f"failed {name}\n")
         else:
-            out.write(f"ok {name}\n")
+            spent = time.perf_counter() - start, time.process_time() - cpu
+            out.write(f"ok {name} {spent[0]:.6f} {spent[1]:.6f}\n")
         out.flush()
 
 

@@ -22,8 +22,11 @@ with phase(name): ...`); a phase entered again under the same parent adds to its
 MLIR merges repeated passes. The report also
 lists every function Numba compiles while it is active ("numba compile <function>",
 nested as Numba compiles callees inside their callers: Numba's `numba:compile` event), so
-the time Numba spends in each generated function is visible; loading a function from
-Numba's disk cache fires no event and counts in the phase around it (the first call).
+the time Numba spends in each generated function is visible, and each kernel the compile
+worker process compiled, with the worker's time ("... (compile worker)": time spent in
+parallel with this process's, so the children of a phase may add up to more than it);
+loading a function from Numba's disk cache fires no event and counts in the phase around
+it (the first call).
 
 When no report is active, `phase` costs one global read: it stays in the compiler's code.
 """
@@ -176,8 +179,12 @@ def report_if_enabled(title: str) -> AbstractContextManager[Any]:
 
 @contextmanager
 def _numba_compile_events(report: TimingReport) -> Iterator[None]:
-    """Every Numba compilation as a phase `numba compile <function>`."""
+    """Every Numba compilation as a phase `numba compile <function>`, and every kernel the
+    compile worker compiled (`tessc.runtime.external`) as `numba compile <kernel> (compile
+    worker)` with the worker's wall and CPU time, under the phase that waited for it."""
     from numba.core import event
+
+    from tessc.runtime.external import WORKER_COMPILE_EVENT
 
     class Listener(event.Listener):
         def on_start(self, ev: event.Event) -> None:
@@ -187,7 +194,18 @@ def _numba_compile_events(report: TimingReport) -> Iterator[None]:
         def on_end(self, ev: event.Event) -> None:
             report.stop()
 
-    with event.install_listener("numba:compile", Listener()):
+    class WorkerListener(event.Listener):
+        def on_start(self, ev: event.Event) -> None:
+            pass
+
+        def on_end(self, ev: event.Event) -> None:
+            name, seconds, cpu = (ev.data[key] for key in ("name", "seconds", "cpu"))
+            report.add(f"numba compile {name} (compile worker)", seconds, cpu)
+
+    with (
+        event.install_listener("numba:compile", Listener()),
+        event.install_listener(WORKER_COMPILE_EVENT, WorkerListener()),
+    ):
         yield
 
 

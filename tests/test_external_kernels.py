@@ -7,6 +7,7 @@ everything, compiles nothing), without a worker, with a failing one, and in memo
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tessc import timing
 from tessc.lowering import numba_external
 from tessc.lowering.to_numba import emit_numba
 from tessc.pipelines import run_passes
@@ -126,13 +128,19 @@ def test_cold_kernels_compile_here_and_in_the_worker_then_load_warm_and_verified
     tmp_path: Path, by_name: str
 ) -> None:
     by_worker = external.STATS.compiled
-    module = load_source(by_name, tmp_path)
+    report = io.StringIO()
+    with timing.reporting("load", report, numba_events=True):
+        module = load_source(by_name, tmp_path)
     check_small(module)
     stats = numba_compile_stats(module)
     assert stats.compiled + stats.cache_hits == 6  # the kernels and the host
     if external.workers_allowed():
         assert external.STATS.compiled > by_worker  # then loaded here from the disk cache
         assert stats.cache_hits == external.STATS.compiled - by_worker
+        # The timing report lists the worker's kernels with the worker's time.
+        lines = [line for line in report.getvalue().splitlines() if "(compile worker)" in line]
+        assert len(lines) == external.STATS.compiled - by_worker
+        assert all(float(line.split()[1]) > 0 for line in lines)  # wall seconds
     # A warm start compiles nothing and starts no worker.
     assert warm_child(tmp_path, by_name) == {"compiled": 0, "hits": 6, "workers": 0}
     # A flipped bit in one kernel's machine code: discarded and compiled again, never run.
