@@ -56,7 +56,7 @@ otherwise. Rows of A and columns of B past the matrix are packed from its last r
 transposed or strided operand costs nothing extra: packing reads through whatever loads
 and ops computed `x` and `y`.
 
-Operands read in place. An operand of at most `in-place-bytes` (128 KiB) that is one load
+Operands read in place. An operand of at most `in-place-bytes` (64 KiB) that is one load
 of an identity-layout memref, indexed by `i` and `k` (A, any strides) or by `k` and `j`
 (B, with `j` on its unit-stride last dim) is not packed: `micro.mma` reads it where it
 lies through its `strides` (`pack_matmul_plan.in_place_operand`), and nothing is copied

@@ -89,11 +89,13 @@ def register_tile(vector_bits: int, element_bits: int) -> tuple[int, int, int]:
     return 4, 2 * lanes, lanes
 
 
-DEFAULT_IN_PLACE_BYTES = 128 * 1024
+DEFAULT_IN_PLACE_BYTES = 64 * 1024
 """Operands up to this size are read where they lie (no packed copy) when their layout
 allows it (`in_place_operand`). The digits MLP step's operands (5-64 KiB) sit in L1/L2
 between kernels, and packing them was ~8 us of its ~60 (the copies taken out one by one,
-same process); at 512 f32 (1 MiB) the packed panels' contiguous reads and TLB reach win."""
+same process). One product alone, one thread, packed -> in place (us, same process):
+64^3 6.0 -> 4.8, 128x64x128 14.2 -> 12.7, 128^3 (64 KiB each) 25.3 -> 25.6, 256x128x128
+(A 128 KiB) 45.6 -> 48.2: from about 64 KiB the packed panels' contiguous reads win."""
 
 
 def accumulator_registers(vector_bits: int) -> int:
