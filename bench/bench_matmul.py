@@ -20,7 +20,7 @@ after a pause (`--settle`, 0.2 s): threads that spin after a call slow whichever
 runs next, and a rotation keeps every variant after the same one. OpenBLAS's workers spin
 for ~0.1 s after a call (its thread timeout, 2^28 cycles): at 1024 f32 on two threads,
 tessc's `a @ b`, always right after `np a @ b.T`, ran at 0.57x of np.matmul without the
-pause, 0.97x after it or with OPENBLAS_THREAD_TIMEOUT=4 (same run, both). With one thread
+pause, 0.97x with it (or with OPENBLAS_THREAD_TIMEOUT=4 and no pause). With one thread
 the process CPU time per call is measured too (`cpu ms`): on a machine shared with other
 jobs it is the steadier figure;
 "x np" / "x np cpu" are np.matmul's time over the variant's (higher is better: 1.0 = BLAS).
