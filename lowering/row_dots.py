@@ -63,8 +63,9 @@ matched in the phase after the first.
 
 The tile: W = the columns rounded up to whole vectors, at most `MAX_VECTORS` per panel;
 R = up to `MAX_ROWS` rows whose accumulators, the panel's vectors and a broadcast fit in
-the target's vector registers (`vector-bits`, 0 = the host's): 8 x 16 for 10 columns of
-f32 on AVX-512, 6 x 16 on AVX2.
+the target's vector registers (`vector-bits`, 0 = the host's), and, down to half that,
+dividing the row loop's rows (no rows left over): 16 x 16 for 10 columns of f32 on
+AVX-512 in 32-row blocks, 8 x 16 for f64, 4 x 16 for f32 on AVX2.
 
 Where it pays: a tile spends W lanes a row on M columns, where the dots' cost grows with
 M. Measured (`relu(x @ w1 + b1) @ w2`, x 128 x 64, 128 hidden, M columns; the function
@@ -74,8 +75,9 @@ AVX-512 machine), dots -> tiles, us: f32 M = 2: 15.4 -> 18.5, 4: 17.1 -> 18.7, 6
 32, 64, 256 hidden: 21.5 -> 7.8, 11.2 -> 11.0, 44.9 -> 36.3; f64 M = 3: 33.4 -> 32.7, 4:
 34.6 -> 32.9, 6: 34.9 -> 29.3, 10: 44.9 -> 35.8, 15: 52.8 -> 36.3. So nests of fewer
 columns than half a vector (8 f32, 4 f64 on AVX-512) stay (`min-cols`, 0: that). The
-digits MLP step's forward kernel: 25.3 -> 22.4 us, the step 49.3 -> 45.8 us (fastest of
-15 interleaved rounds in one process, load average ~5 on the 2 cores).
+digits MLP step's forward kernel: 19.2 -> 16.9 us, the step 41.1 -> 38.6 us (fastest of
+15 interleaved rounds in one process, after `tess-interchange-rows`; load average ~4 on
+the 2 cores).
 """
 
 from __future__ import annotations
@@ -117,9 +119,10 @@ from tessc.lowering.pack_matmul_plan import (
 )
 from tessc.lowering.tile import Emitter, IndexValue, emit_loop, make_extent, static
 
-MAX_ROWS = 8
-"""Rows of a tile at most: 8 broadcasts and one vector load feed 8 multiply-adds per k
-step, as many independent accumulators as two FMA units with 4 cycles of latency need."""
+MAX_ROWS = 16
+"""Rows of a tile at most. Each k step loads a broadcast per row and one vector per panel
+column, so the loads bound it; 16 x 16 beat 8 x 16 in the MLP step's forward kernel
+(16.5 against 17.0 us, same process)."""
 MAX_VECTORS = 4
 """Vectors of a panel's columns at most (wider products take several panels)."""
 DEFAULT_MIN_COLS = 0
@@ -342,12 +345,19 @@ class Tile:
         return self.rows, self.width, self.lanes
 
 
-def choose_tile(cols: int, vector_bits: int, element_bits: int) -> Tile:
-    """R x W for `cols` columns on the target (module docstring)."""
+def choose_tile(
+    cols: int, vector_bits: int, element_bits: int, row_count: int | None = None
+) -> Tile:
+    """R x W for `cols` columns on the target, R at most `row_count` (the row loop's most
+    trips) and dividing it where one down to half the register bound does (module
+    docstring)."""
     lanes = max(1, vector_bits // element_bits)
     vectors = min(-(-cols // lanes), MAX_VECTORS)
     registers = accumulator_registers(vector_bits)
     rows = max(1, min(MAX_ROWS, (registers - vectors - 1) // vectors))
+    if row_count:
+        rows = min(rows, row_count)
+        rows = next((r for r in range(rows, rows // 2, -1) if row_count % r == 0), rows)
     width = vectors * lanes
     return Tile(rows, width, lanes, -(-cols // width))
 
@@ -543,7 +553,9 @@ class TileRowDots(RewritePattern):
         bits = match.acc.value.type.bitwidth  # type: ignore[attr-defined]
         if match.cols < (self.min_cols or self.vector_bits // bits // 2):
             return  # most of each vector would multiply padding
-        tile = choose_tile(match.cols, self.vector_bits, bits)
+        loop = match.loop
+        rows = trip_bound(loop.lb, loop.ub, loop.step)
+        tile = choose_tile(match.cols, self.vector_bits, bits, rows)
         threads = trip_bound(
             match.packed.lowerBound[0], match.packed.upperBound[0], match.packed.step[0]
         )

@@ -13,6 +13,8 @@ dim, f32 and f64, one thread and two.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from xdsl.dialects.builtin import ModuleOp
@@ -82,7 +84,8 @@ def test_row_dots_match_reference(case: str) -> None:
     ir = str(tiled)
     cols = inputs[3].shape[1]
     tile = choose_tile(cols, bits, 64 if "f64" in case else 32)
-    assert f"rows = {tile.rows} : i64, cols = {tile.width} : i64" in ir
+    rows = re.findall(rf"rows = (\d+) : i64, cols = {tile.width} : i64, lanes = {tile.lanes} ", ir)
+    assert rows and all(int(r) <= tile.rows for r in rows)
     assert ir.count("%dt[") >= tile.panels + 1  # the panels' tiles and the copy
     source = emit_numba(tiled, parallel_threshold=1 << 60)
     assert_results_match(
@@ -98,6 +101,10 @@ def test_row_dots_gate_and_tile() -> None:
     assert "%dt" in str(lowered(text, "tess-row-dots{vector-bits=256}"))
     assert choose_tile(10, 512, 32) == choose_tile(16, 512, 32)
     assert (choose_tile(10, 256, 32).rows, choose_tile(10, 256, 32).width) == (6, 16)
+    assert choose_tile(10, 256, 32, 32).rows == 4  # dividing a 32-row block
+    assert choose_tile(10, 512, 32, 32).rows == 16
+    assert choose_tile(10, 512, 32, 37).rows == 16  # no divisor down to 9: rows left over
+    assert choose_tile(10, 512, 32, 6).rows == 6  # a block of 6 rows: one tile
     assert (choose_tile(100, 512, 32).width, choose_tile(100, 512, 32).panels) == (64, 2)
 
 

@@ -1,11 +1,12 @@
-// RUN: tessc-opt %s -p 'dce,tess-to-linalg,tess-fuse,tess-pack-narrow,tess-cse-generics,tess-fuse-epilogue,tess-fuse-horizontal{donated-only=true},tess-bufferize,tess-memory-plan,tess-outline-kernels,tess-linalg-to-loops,tess-pack-matmul{vector-bits=512 threads=2},tess-row-dots{vector-bits=512}' | filecheck %s
+// RUN: tessc-opt %s -p 'dce,tess-to-linalg,tess-fuse,tess-pack-narrow,tess-cse-generics,tess-fuse-epilogue,tess-fuse-horizontal{donated-only=true},tess-bufferize,tess-memory-plan,tess-outline-kernels,tess-linalg-to-loops,tess-pack-matmul{vector-bits=512 threads=2},tess-interchange-rows,tess-row-dots{vector-bits=512}' | filecheck %s
 
-// The digits MLP train step (the module of mlp-step-kernels.mlir), to tess-row-dots. Its
-// forward kernel runs x @ w1 packed, then per block of 32 rows: relu and the logits'
-// zero fill on 8 rows, `h @ w2` for them as one 8 x 16 micro.mma reading h's rows in
-// place and w2.T packed back to [k, j] (once, before the packed nest), the
-// tile added to the logits, then log-softmax's row segments on the 8 rows. No dot nest
-// is left in it (32 rows a block: no rows left over).
+// The digits MLP train step (the module of mlp-step-kernels.mlir), through the cpu
+// pipeline's loop passes to tess-row-dots. Its forward kernel runs x @ w1 packed, then per
+// block of 32 rows, 16 rows at a time: relu and the logits' zero fill, `h @ w2` for them
+// as one 16 x 16 micro.mma reading h's rows in place and w2.T packed back to [k, j] (once,
+// before the packed nest), the tile added to the logits; then log-softmax's nests over the
+// block's rows (tess-interchange-rows). No dot nest is left (32-row blocks: no rows left
+// over).
 
 builtin.module {
   func.func @step(%p_b1: tensor<128xf32> {tess.donated}, %p_b2: tensor<10xf32> {tess.donated}, %p_w1: tensor<64x128xf32> {tess.donated}, %p_w2: tensor<128x10xf32> {tess.donated}, %x: tensor<128x64xf32>, %y: tensor<128x10xf32>) -> (tensor<128xf32>, tensor<10xf32>, tensor<64x128xf32>, tensor<128x10xf32>, tensor<f32>) {
@@ -69,17 +70,18 @@ builtin.module {
 // CHECK-LABEL: func.func private @step_kernel_1(
 // CHECK-SAME:      %[[H:[0-9]+]]: memref<128x128xf32>, %{{[0-9]+}}: memref<128x10xf32>, %[[W2T:[0-9]+]]: memref<10x128xf32>
 // CHECK:         %bq = memref.alloc() {alignment = 64 : i64} : memref<1286xf32>
-// CHECK-NEXT:    %dt = memref.alloc() {alignment = 64 : i64} : memref<16x16xf32>
+// CHECK-NEXT:    %dt = memref.alloc() {alignment = 64 : i64} : memref<32x16xf32>
 // CHECK:         memref.load %[[W2T]][%j, %kk] : memref<10x128xf32>
 // CHECK:         "scf.parallel"
 // CHECK:           micro.mma %x
 // CHECK:           scf.for %rt =
 // CHECK:             arith.maximumf
 // CHECK:             memref.store %{{[0-9]+}}, %[[H]][%i, %i1] : memref<128x128xf32>
-// CHECK:             micro.mma %[[H]][%{{[0-9]+}}], %bq[%{{[0-9]+}}], %{{[0-9]+}}, %dt[%dslot, %{{[0-9]+}}], %{{[0-9]+}} {rows = 8 : i64, cols = 16 : i64, lanes = 16 : i64, strides = array<i64: 128, 1, 10>}
+// CHECK:             micro.mma %[[H]][%{{[0-9]+}}], %bq[%{{[0-9]+}}], %{{[0-9]+}}, %dt[%dslot, %{{[0-9]+}}], %{{[0-9]+}} {rows = 16 : i64, cols = 16 : i64, lanes = 16 : i64, strides = array<i64: 128, 1, 10>}
 // CHECK:             memref.load %dt[
-// CHECK:             math.exp
-// CHECK:             math.log
-// CHECK:           } {tess.register_tile = array<i64: 8, 16>}
+// CHECK:           } {tess.register_tile = array<i64: 16, 16>}
+// CHECK-NOT:       %[[W2T]]
+// CHECK:           math.exp
+// CHECK:           math.log
 // CHECK-NOT:       %[[W2T]]
 // CHECK:         func.return
