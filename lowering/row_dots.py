@@ -49,8 +49,10 @@ Legality, checked in the IR:
 - `b` is read at `j`, `k` and indices defined outside the kernel's top-level op that holds
   the nest, from a memref defined outside it and written nowhere inside it (no store, no
   `micro.mma` into it): packing it before that op reads what every dot read.
-- values the segments before the nest compute and later ops use come from pure ops
-  (cloned into each phase); the nest uses `i` and values defined outside the loop.
+- values the segments before the nest compute and later ops use are recomputable (pure
+  ops, no regions, on the loop variable, values from outside the loop or other such
+  values: cloned into each phase; a loaded value crossing stops the rewrite); the nest
+  uses `i` and values defined outside the loop.
 Memrefs of a kernel do not alias (`tess-tile`'s argument: each result has its own
 buffer). Each output gets its k terms as one sum added to `c` (the fast-math reassociation
 the code generator allows anyway).
@@ -82,7 +84,8 @@ the 2 cores).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref, scf
@@ -296,12 +299,10 @@ def _match_nest(
         return None
     body = list(loop.body.block.ops)
     before = body[: body.index(nest)]
-    for op in before:  # what later phases use of the first must be recomputable
-        if not op.regions and is_side_effect_free(op):
-            continue
-        if any(
-            use.operation.parent_block() is not None
-            and loop.body.block.find_ancestor_op_in_block(use.operation) not in before
+    recomputable = _recomputable(loop, before)
+    for op in before:  # what later phases use of the first, they recompute
+        if op not in recomputable and any(
+            loop.body.block.find_ancestor_op_in_block(use.operation) not in before
             for result in op.results
             for use in result.uses
         ):
@@ -310,7 +311,7 @@ def _match_nest(
         for operand in inner_op.operands:
             if _inside(operand, loop) and not _inside(operand, nest) and operand is not row:
                 return None
-    if not _defined_by_pure(row, loop):
+    if isinstance(row.owner, Operation) and row.owner not in recomputable:
         return None
     cols = unit_loop_bound(
         *((nest.lb, nest.ub, nest.step) if j is outer_iv else (inner.lb, inner.ub, inner.step))
@@ -322,12 +323,20 @@ def _match_nest(
     return RowDot(loop, packed, top, row, nest, j, k, cols, depth, lhs, rhs_load, store)
 
 
-def _defined_by_pure(value: SSAValue, loop: scf.ForOp) -> bool:
-    """Whether the ops of `loop` that compute `value` are pure (`_moves_by_one` chains)."""
-    owner = value.owner
-    if not isinstance(owner, Operation) or not _inside(value, loop):
-        return True
-    return is_side_effect_free(owner) and all(_defined_by_pure(v, loop) for v in owner.operands)
+def _recomputable(loop: scf.ForOp, ops: Sequence[Operation]) -> set[Operation]:
+    """The ops of `ops` (the row loop's, in order) that a later phase can clone: pure,
+    without regions, their operands defined outside the loop, the loop's variable or
+    results of such ops."""
+    iv = loop.body.block.args[0]
+    found: set[Operation] = set()
+    for op in ops:
+        if (
+            not op.regions
+            and is_side_effect_free(op)
+            and all(v is iv or not _inside(v, loop) or v.owner in found for v in op.operands)
+        ):
+            found.add(op)
+    return found
 
 
 # -- building ---------------------------------------------------------------------------
@@ -370,6 +379,10 @@ class RowDotTiler:
     tile: Tile
     threads: int  # the packed nest's iterations at most (one `dt` slot each)
     constant: IndexConstants
+    recomputable: set[Operation] = field(init=False)  # what the after phase clones
+
+    def __post_init__(self) -> None:
+        self.recomputable = _recomputable(self.match.loop, self.match.before)
 
     def prologue(self) -> list[Operation]:
         """The scratch and `b` packed, for before the kernel's packed nest."""
@@ -489,7 +502,7 @@ class RowDotTiler:
         def after(er: Emitter, r: IndexValue) -> None:
             values = {iv: er.value(er.add(t0, r, "ii"))}
             for op in m.before:
-                if not op.regions and is_side_effect_free(op):
+                if op in self.recomputable:
                     er.block.add_op(op.clone(values))
             row = self.row_value(er, values)
 

@@ -4,8 +4,8 @@
 // reading a's rows where they lie into the thread's rows of `dt`, then per row the tile's
 // columns added to c and the segments after; the rows left over (35 = 2 x 16 + 3) keep
 // their dots. Left alone: a row loop that writes across rows, a b the nest writes, a dot
-// reading another row of a, a loop outside a packed nest, and (by the gate) 4 columns of
-// f32.
+// reading another row of a, a loop outside a packed nest, (by the gate) 4 columns of
+// f32, and a loaded value the segments after the dot use.
 // RUN: tessc-opt %s -p 'tess-row-dots{vector-bits=512}' | filecheck %s
 // RUN: tessc-opt %s -p 'tess-row-dots{vector-bits=512},canonicalize,cse' -t numba | filecheck %s --check-prefix=NUMBA
 
@@ -236,5 +236,43 @@ func.func private @four_cols(%a: memref<40x32xf32>, %bt: memref<4x32xf32>, %c: m
 }
 
 // CHECK-LABEL: func.func private @four_cols(
+// CHECK-NOT:     micro.mma
+// CHECK:         func.return
+
+func.func private @loaded_value_crosses(%a: memref<40x32xf32>, %bt: memref<10x32xf32>, %c: memref<40x10xf32>, %s: memref<40xf32>) attributes {tess.kernel} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c10 = arith.constant 10 : index
+  %c32 = arith.constant 32 : index
+  %c40 = arith.constant 40 : index
+  "scf.parallel"(%c0, %c1, %c1) <{operandSegmentSizes = array<i32: 1, 1, 1, 0>}> ({
+  ^bb0(%g: index):
+    scf.for %i = %c0 to %c40 step %c1 {
+      %scale = memref.load %s[%i] : memref<40xf32>
+      %twice = arith.addf %scale, %scale : f32
+      scf.for %j = %c0 to %c10 step %c1 {
+        scf.for %k = %c0 to %c32 step %c1 {
+          %x = memref.load %a[%i, %k] : memref<40x32xf32>
+          %y = memref.load %bt[%j, %k] : memref<10x32xf32>
+          %old = memref.load %c[%i, %j] : memref<40x10xf32>
+          %p = arith.mulf %x, %y : f32
+          %q = arith.addf %old, %p : f32
+          memref.store %q, %c[%i, %j] : memref<40x10xf32>
+        }
+      }
+      scf.for %j = %c0 to %c10 step %c1 {
+        %v = memref.load %c[%i, %j] : memref<40x10xf32>
+        %w = arith.mulf %v, %twice : f32
+        memref.store %w, %c[%i, %j] : memref<40x10xf32>
+      }
+    }
+    scf.reduce
+  }) {tess.register_tile = array<i64: 8, 32>} : (index, index, index) -> ()
+  func.return
+}
+
+// A value loaded before the dot and used after it (through a pure op) would cross the
+// phases: left alone.
+// CHECK-LABEL: func.func private @loaded_value_crosses(
 // CHECK-NOT:     micro.mma
 // CHECK:         func.return
