@@ -10,7 +10,9 @@ gate chose right).
   `(a[:, None, :] * b[None]).sum(-1)`, N x K x M f32.
 - `tess-expand-math` (`min-iterations`, `min-inner-trip`): `exp(x)` over flat and
   (rows, inner) f32/f64 arrays, and W1's `relu(x*w + b) * sigmoid(x)`.
-- the MLP 64-128-10 step (`bench/mlp_step.py`, batch 128): all three gates at once.
+- `tess-row-dots` (`min-cols`): `relu(x @ w1 + b1) @ w2`, x N x 64, K hidden, M columns
+  (the narrow product's dots in the packed kernel's row loop), f32 and f64.
+- the MLP 64-128-10 step (`bench/mlp_step.py`, batch 128): all four gates at once.
 
 Kernels are compiled serial (`parallel_threshold` off: the gates are about the loop code,
 not threads); the step as the `cpu` pipeline compiles it. Each figure is the fastest
@@ -22,7 +24,7 @@ a kernel's gated code is the same as off's or always's, so its compile is a cach
 (The step's kernels compile partly in a compile worker process, which this CPU time
 misses.)
 
-    python bench/bench_loop_gates.py [--only dot,exp,mlp] [--rounds 5]
+    python bench/bench_loop_gates.py [--only tile,dot,exp,rowdots,mlp] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ UNGATED = {
     "tess-tile": "tess-tile{min-macs=0 short-depth=0}",
     "tess-tile-dot": "tess-tile-dot{min-macs=0 min-macs-long=0}",
     "tess-expand-math": "tess-expand-math{min-iterations=0 min-inner-trip=0}",
+    "tess-row-dots": "tess-row-dots{min-cols=1}",
 }
 
 
@@ -95,6 +98,18 @@ def matmul(n: int, k: int, m: int) -> str:
     return f"""func.func @f(%a: {a}, %b: {b}) -> {o} {{
   %c = tess.matmul %a, %b : {a}, {b} -> {o}
   func.return %c : {o}
+}}"""
+
+
+def dense_narrow(n: int, k: int, m: int, dtype: str = "f32") -> str:
+    x, w1, b1 = tensor((n, 64), dtype), tensor((64, k), dtype), tensor((k,), dtype)
+    w2, h, o = tensor((k, m), dtype), tensor((n, k), dtype), tensor((n, m), dtype)
+    return f"""func.func @f(%x: {x}, %w1: {w1}, %b1: {b1}, %w2: {w2}) -> {o} {{
+  %0 = tess.matmul %x, %w1 : {x}, {w1} -> {h}
+  %1 = tess.add %0, %b1 : {h}, {b1} -> {h}
+  %2 = tess.relu %1 : {h}
+  %3 = tess.matmul %2, %w2 : {h}, {w2} -> {o}
+  func.return %3 : {o}
 }}"""
 
 
@@ -192,13 +207,13 @@ def mlp_row(rounds: int) -> None:
         name: (lambda target=target: ts.jit(step, target=target))
         for name, target in variants(tuple(UNGATED)).items()
     }
-    print("all three gates")
+    print("all four gates")
     print(f"{'MLP 64-128-10 step':<28}", compare(builds, args, rounds), flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
-    parser.add_argument("--only", default="tile,dot,exp,mlp")
+    parser.add_argument("--only", default="tile,dot,exp,rowdots,mlp")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     print(describe_machine())
@@ -254,6 +269,23 @@ def main() -> None:
             kernel_row(label, exp(shape, dtype), pipelines, args.rounds)
         for n in (1 << 10, 1 << 14):
             kernel_row(f"  W1 relu*sigmoid {n}", w1(n), pipelines, args.rounds)
+    if "rowdots" in only:
+        print("tess-row-dots, relu(x @ w1 + b1) @ w2: N x 64 x K hidden x M columns")
+        print(HEADER)
+        pipelines = variants(("tess-row-dots",))
+        for n, k, m, dtype in [
+            (128, 128, 4, "f32"),
+            (128, 128, 8, "f32"),
+            (128, 128, 10, "f32"),
+            (128, 128, 15, "f32"),
+            (128, 32, 10, "f32"),
+            (128, 256, 10, "f32"),
+            (128, 128, 3, "f64"),
+            (128, 128, 4, "f64"),
+            (128, 128, 10, "f64"),
+        ]:
+            label = f"  {n}x64x{k}x{m} {dtype}"
+            kernel_row(label, dense_narrow(n, k, m, dtype), pipelines, args.rounds)
     if "mlp" in only:
         mlp_row(args.rounds)
 
