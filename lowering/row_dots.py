@@ -80,6 +80,8 @@ columns than half a vector (8 f32, 4 f64 on AVX-512) stay (`min-cols`, 0: that).
 digits MLP step's forward kernel: 19.2 -> 16.9 us, the step 41.1 -> 38.6 us (fastest of
 15 interleaved rounds in one process, after `tess-interchange-rows`; load average ~4 on
 the 2 cores).
+In a parallel packed kernel (a Numba parfor, where the dots' reductions stay scalar:
+`relu(x @ w1 + b1) @ w2` with 1024 rows) the kernel took 560 -> 137 us of CPU a call.
 """
 
 from __future__ import annotations
