@@ -26,6 +26,10 @@ Every op goes through one of a few primitives — `insert`, `unary`, `binary`, `
 Composite operations that `tess` has no op for (`le`, `ge`, `ne`, `reduce_min`,
 `unsqueeze`, `transpose`, `sum_to_shape`, ...) live here too, so every client lowers them
 the same way.
+
+The dtype and shape rules (`TessError`, `element_type`, `promote_types`, `shape_of`, ...)
+are in `builder_types.py`, which the frontends use on their own; the methods that build
+`tess_index` ops are the mixin `IndexBuilder` (`builder_index.py`).
 """
 
 from __future__ import annotations
@@ -37,9 +41,6 @@ import numpy as np
 from xdsl.builder import Builder
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
-    Float32Type,
-    Float64Type,
-    IntegerType,
     ModuleOp,
     TensorType,
     f32,
@@ -51,7 +52,25 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
-from tessc.dialects import tess, tess_index
+from tessc.dialects import tess
+from tessc.dialects.builder_index import IndexBuilder
+from tessc.dialects.builder_types import (
+    DimsLike,
+    DTypeLike,
+    ElementType,
+    Operand,
+    Shape,
+    TessError,
+    describe,
+    element_type,
+    infer_shape,
+    is_float_value,
+    normalize_dims,
+    numel,
+    promote_types,
+    shape_of,
+    tensor_type,
+)
 from tessc.dialects.tess import (
     broadcast_shapes,
     element_type_of,
@@ -60,155 +79,8 @@ from tessc.dialects.tess import (
     matmul_shape,
 )
 
-Shape: TypeAlias = tuple[int, ...]
-FloatType: TypeAlias = Float32Type | Float64Type
-ElementType: TypeAlias = Float32Type | Float64Type | IntegerType
-Operand: TypeAlias = SSAValue | float | int
-DimsLike: TypeAlias = int | Sequence[int] | None
-DTypeLike: TypeAlias = str | type | np.dtype | Float32Type | Float64Type | IntegerType
 
-
-class TessError(ValueError):
-    """An operation that cannot be built: its shapes or dtypes do not fit (`tessc.TessError`,
-    which the frontends report at the user's line)."""
-
-
-# ---------------------------------------------------------------------------------------
-# types
-# ---------------------------------------------------------------------------------------
-
-_DTYPE_NAMES: dict[str, ElementType] = {
-    "f32": f32, "float32": f32, "f64": f64, "float64": f64,
-    "i32": i32, "int32": i32, "i64": i64, "int64": i64, "i1": i1, "bool": i1,
-}  # fmt: skip
-_SHORT_NAMES: dict[ElementType, str] = {f32: "f32", f64: "f64", i32: "i32", i64: "i64", i1: "i1"}
-_NUMPY_DTYPES: dict[ElementType, np.dtype] = {
-    f32: np.dtype(np.float32), f64: np.dtype(np.float64), i32: np.dtype(np.int32),
-    i64: np.dtype(np.int64), i1: np.dtype(np.bool_),
-}  # fmt: skip
-
-
-def element_type(dtype: DTypeLike) -> ElementType:
-    """`f32`/`f64`/`i32`/`i64`/`i1` from "f32", "float64", "int32", "bool", `np.float32`,
-    `np.int64`, a NumPy dtype or an xDSL type."""
-    if isinstance(dtype, Float32Type | Float64Type | IntegerType) and dtype in _SHORT_NAMES:
-        return dtype
-    if isinstance(dtype, str) and dtype in _DTYPE_NAMES:
-        return _DTYPE_NAMES[dtype]
-    try:
-        name = np.dtype(dtype).name  # type: ignore[arg-type]
-    except TypeError:
-        name = str(dtype)
-    if name in _DTYPE_NAMES:
-        return _DTYPE_NAMES[name]
-    raise TessError(
-        f"unsupported dtype {name}: tessc computes in float32, float64, int32, int64 and bool"
-    )
-
-
-def numpy_dtype(dtype: DTypeLike) -> np.dtype:
-    return _NUMPY_DTYPES[element_type(dtype)]
-
-
-def dtype_name(dtype: DTypeLike) -> str:
-    """The short name used in diagnostics and `.tess` types: "f32", "f64", "i32", "i64", "i1"."""
-    return _SHORT_NAMES[element_type(dtype)]
-
-
-def is_float_value(value: SSAValue) -> bool:
-    return is_float(element_type_of(value))
-
-
-def promote_types(
-    types: Iterable[ElementType], weak: Iterable[object] = (), default_float: ElementType = f32
-) -> ElementType:
-    """The dtype an op on tensors of `types` and Python numbers `weak` computes in.
-
-    As NumPy and JAX promote: f32 with f64 is f64, integers and bools take the float type
-    of the floats present, and without floats the widest integer wins, then bool. A Python
-    number is weakly typed, as in JAX: it takes the tensors' dtype, except that a float
-    number makes integer tensors `default_float` and an int number makes bool tensors i64.
-    """
-    kinds = list(dict.fromkeys(types))
-    floats = [t for t in kinds if is_float(t)]
-    if floats:
-        return f64 if f64 in floats else f32
-    result = i64 if i64 in kinds else i32 if i32 in kinds else i1
-    numbers = list(weak)
-    if any(isinstance(v, float | np.floating) for v in numbers):
-        return default_float
-    if result == i1 and any(
-        isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_) for v in numbers
-    ):
-        return i64
-    return result
-
-
-def tensor_type(shape: Sequence[int], dtype: DTypeLike = "f32") -> TensorType:
-    return TensorType(element_type(dtype), [int(d) for d in shape])
-
-
-def shape_of(value: SSAValue) -> Shape:
-    typ = value.type
-    assert isinstance(typ, TensorType), f"expected a tensor value, got {typ}"
-    return tuple(typ.get_shape())
-
-
-def describe(value: SSAValue) -> str:
-    """`f32(3,4)`: a tensor's dtype and shape, as diagnostics name it."""
-    element = element_type_of(value)
-    name = dtype_name(element) if isinstance(element, Float32Type | Float64Type) else str(element)
-    return f"{name}{format_shape(shape_of(value))}"
-
-
-def numel(shape: Sequence[int]) -> int:
-    return int(np.prod(shape, dtype=np.int64))
-
-
-def normalize_dims(dims: DimsLike, rank: int) -> tuple[int, ...]:
-    """Reduction dims as a sorted tuple of non-negative ints; `None` means every dim."""
-    if dims is None:
-        return tuple(range(rank))
-    dim_list = [dims] if isinstance(dims, int) else list(dims)
-    normalized: list[int] = []
-    for d in dim_list:
-        if not isinstance(d, int | np.integer) or isinstance(d, bool):
-            raise TessError(f"dims must be ints, got {d!r}")
-        if not -rank <= d < rank:
-            raise TessError(f"dim {d} is out of range for a tensor of rank {rank}")
-        normalized.append(int(d) % rank if rank else int(d))
-    if len(set(normalized)) != len(normalized):
-        raise TessError(f"dims {dim_list} name a dim twice")
-    return tuple(sorted(normalized))
-
-
-def infer_shape(shape: Sequence[int], total: int, source: Shape) -> Shape:
-    """A reshape target with at most one -1 filled in from the element count."""
-    sizes = [int(d) for d in shape]
-    unknown = [i for i, d in enumerate(sizes) if d == -1]
-    if len(unknown) > 1 or any(d < -1 for d in sizes):
-        raise TessError(f"invalid reshape target {format_shape(sizes)}")
-    if unknown:
-        known = numel([d for d in sizes if d != -1])
-        if known == 0 or total % known:
-            raise TessError(
-                f"cannot reshape {format_shape(source)} ({total} elements) to {format_shape(sizes)}"
-            )
-        sizes[unknown[0]] = total // known
-    if numel(sizes) != total:
-        raise TessError(
-            f"cannot reshape {format_shape(source)} ({total} elements) to "
-            f"{format_shape(sizes)} ({numel(sizes)} elements)"
-        )
-    return tuple(sizes)
-
-
-# ---------------------------------------------------------------------------------------
-# the builder
-# ---------------------------------------------------------------------------------------
-
-
-class TessBuilder:
+class TessBuilder(IndexBuilder):
     """Emits `tess` ops at an insertion point; every method returns the new SSAValue."""
 
     def __init__(self, at: InsertPoint | Builder):
@@ -617,120 +489,12 @@ class TessBuilder:
         merged = numel(shape[first : last + 1])
         return self.reshape(x, (*shape[:first], merged, *shape[last + 1 :]))
 
-    # -- indexing (tessc.dialects.tess_index) ---------------------------------------------
-
     def _dim(self, dim: int, rank: int) -> int:
         if not isinstance(dim, int | np.integer) or isinstance(dim, bool):
             raise TessError(f"dim must be an int, got {dim!r}")
         if not -rank <= dim < rank:
             raise TessError(f"dim {dim} is out of range for a tensor of rank {rank}")
         return int(dim) % rank
-
-    def _indices(self, indices: Operand) -> SSAValue:
-        if not isinstance(indices, SSAValue):
-            if not isinstance(indices, int | np.integer) or isinstance(indices, bool):
-                raise TessError(f"indices must be an integer tensor or an int, got {indices!r}")
-            return self.fill(float(indices), (), i64)
-        if element_type_of(indices) == i1:
-            raise TessError(
-                f"boolean mask indexing ({describe(indices)}) gives a data-dependent shape, "
-                "which tessc cannot trace; use tessc.where"
-            )
-        if is_float_value(indices):
-            raise TessError(f"indices must be integers, got {describe(indices)}")
-        return indices
-
-    def take(self, x: SSAValue, indices: Operand, dim: int = 0) -> SSAValue:
-        """`x` gathered along `dim` at integer `indices` (NumPy's `take(x, idx, axis=dim)`:
-        the index dims replace `dim`; negative indices count back, others are clamped)."""
-        axis = self._dim(dim, len(shape_of(x)))
-        if shape_of(x)[axis] == 0:
-            raise TessError(f"cannot take from dim {axis} of size 0 in {describe(x)}")
-        return self.insert(tess_index.TakeOp(x, self._indices(indices), axis))
-
-    def one_hot(self, labels: SSAValue, classes: int, dtype: DTypeLike = "f32") -> SSAValue:
-        """`(..., classes)`: 1 where the last index is the label, else 0 (a label outside
-        [0, classes) gives a zero row)."""
-        if not isinstance(classes, int | np.integer) or classes < 1:
-            raise TessError(f"one_hot needs a positive number of classes, got {classes!r}")
-        return self.insert(
-            tess_index.OneHotOp(self._indices(labels), int(classes), element_type(dtype))
-        )
-
-    def _arg_reduce(
-        self, op: type[tess_index.ArgReduceOp], x: SSAValue, dim: int | None, keepdim: bool
-    ) -> SSAValue:
-        if element_type_of(x) == i1:
-            x = self.cast(x, i32)
-        if dim is None:
-            flat = self.reshape(x, (numel(shape_of(x)),))
-            result = self.insert(op(flat, 0, False))
-            return self.reshape(result, (1,) * len(shape_of(x))) if keepdim else result
-        axis = self._dim(dim, len(shape_of(x)))
-        if shape_of(x)[axis] == 0:
-            raise TessError(f"{op.name[5:]} of an empty dim: {describe(x)}")
-        return self.insert(op(x, axis, bool(keepdim)))
-
-    def argmax(self, x: SSAValue, dim: int | None = None, keepdim: bool = False) -> SSAValue:
-        """The index (int64) of the first maximum along `dim` (of the flattened `x` if None)."""
-        return self._arg_reduce(tess_index.ArgMaxOp, x, dim, keepdim)
-
-    def argmin(self, x: SSAValue, dim: int | None = None, keepdim: bool = False) -> SSAValue:
-        return self._arg_reduce(tess_index.ArgMinOp, x, dim, keepdim)
-
-    def slice(
-        self,
-        x: SSAValue,
-        offsets: Sequence[int],
-        strides: Sequence[int],
-        sizes: Sequence[int],
-    ) -> SSAValue:
-        """`y[i...] = x[offsets + i * strides]` of shape `sizes` (`tess.slice`)."""
-        full = shape_of(x)
-        if not len(full) == len(sizes) == len(offsets) == len(strides):
-            raise TessError(f"slice needs one offset, stride and size per dim of {describe(x)}")
-        for d, (n, size, offset, stride) in enumerate(
-            zip(full, sizes, offsets, strides, strict=True)
-        ):
-            last = offset + (size - 1) * stride
-            if stride == 0 or (size and not (0 <= offset < n and 0 <= last < n)):
-                raise TessError(f"slice of dim {d} leaves {format_shape(full)}")
-        if tuple(sizes) == full and all(o == 0 for o in offsets) and all(s == 1 for s in strides):
-            return x
-        return self.insert(tess_index.SliceOp(x, offsets, strides, sizes))
-
-    def concatenate(self, xs: Sequence[SSAValue], dim: int = 0) -> SSAValue:
-        """The tensors one after another along `dim` (dtypes promoted)."""
-        if not xs:
-            raise TessError("concatenate needs at least one tensor")
-        values = self._operands(*xs)
-        rank = len(shape_of(values[0]))
-        if any(len(shape_of(v)) != rank for v in values):
-            shapes = ", ".join(format_shape(shape_of(v)) for v in values)
-            raise TessError(f"cannot concatenate tensors of different ranks: {shapes}")
-        if rank == 0:
-            raise TessError("cannot concatenate rank-0 tensors (stack them)")
-        axis = self._dim(dim, rank)
-        try:
-            tess_index.concat_shape([shape_of(v) for v in values], axis)
-        except ValueError as e:
-            raise TessError(f"cannot concatenate: {e}") from None
-        if len(values) == 1:
-            return values[0]
-        return self.insert(tess_index.ConcatOp(values, axis))
-
-    def stack(self, xs: Sequence[SSAValue], dim: int = 0) -> SSAValue:
-        """The tensors (of one shape) along a new dim `dim`."""
-        if not xs:
-            raise TessError("stack needs at least one tensor")
-        shapes = {shape_of(v) for v in xs if isinstance(v, SSAValue)}
-        if len(shapes) != 1:
-            names = ", ".join(format_shape(s) for s in shapes)
-            raise TessError(f"stack needs tensors of one shape, got {names}")
-        rank = len(next(iter(shapes)))
-        if not -rank - 1 <= dim <= rank:
-            raise TessError(f"dim {dim} is out of range for stacking rank-{rank} tensors")
-        return self.concatenate([self.unsqueeze(v, dim) for v in self._operands(*xs)], dim)
 
     def stop_gradient(self, x: SSAValue) -> SSAValue:
         """`x`, treated as a constant by `tess-autodiff` (JAX's `stop_gradient`)."""
@@ -742,10 +506,6 @@ class TessBuilder:
         op = func.ReturnOp(*values)
         self.builder.insert(op)
         return op
-
-
-def _is_number(value: Operand) -> bool:
-    return not isinstance(value, SSAValue)
 
 
 def _number(value: float | int) -> float:
@@ -796,17 +556,9 @@ def build_module(functions: Iterable[func.FuncOp] | func.FuncOp) -> ModuleOp:
 
 
 __all__ = [
+    "Body",
     "TessBuilder",
-    "TessError",
     "build_function",
     "build_module",
-    "describe",
-    "dtype_name",
-    "element_type",
-    "element_type_of",
     "finish_function",
-    "normalize_dims",
-    "numpy_dtype",
-    "shape_of",
-    "tensor_type",
 ]

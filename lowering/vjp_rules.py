@@ -42,7 +42,8 @@ from collections.abc import Callable, Sequence
 from xdsl.dialects import arith
 from xdsl.ir import Operation, SSAValue
 
-from tessc.dialects.builder import DimsLike, Operand, TessBuilder, normalize_dims, numel
+from tessc.dialects.builder import TessBuilder
+from tessc.dialects.builder_types import DimsLike, Operand, normalize_dims, numel
 from tessc.dialects.tess import (
     AbsOp,
     AddOp,

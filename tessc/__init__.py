@@ -55,7 +55,7 @@ _EXPORTS: dict[str, str] = {
     "zeros": _FORMS,
     "ones": _FORMS,
     "TessBuilder": _BUILDER,
-    "TessError": _BUILDER,
+    "TessError": "tessc.dialects.builder_types",
     "build_function": _BUILDER,
     "build_module": _BUILDER,
     "parse_tess": _TESS_LANG,

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from tessc.dialects.builder import TessError
+from tessc.dialects.builder_types import TessError
 from tessc.frontend.function_forms import lift, one_hot, stop_gradient
 from tessc.frontend.tracer import Tensor
 from tessc.frontend.user_location import located

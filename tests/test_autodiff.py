@@ -24,13 +24,8 @@ from xdsl.utils.exceptions import PassFailedException
 
 from tessc.context import make_context
 from tessc.dialects import tess
-from tessc.dialects.builder import (
-    TessBuilder,
-    build_function,
-    build_module,
-    finish_function,
-    tensor_type,
-)
+from tessc.dialects.builder import TessBuilder, build_function, build_module, finish_function
+from tessc.dialects.builder_types import tensor_type
 from tessc.lowering.autodiff import TessAutodiffPass
 from tessc.lowering.vjp_rules import VJP_RULES, GradEmitter
 from tessc.passes import load_pass

@@ -9,11 +9,9 @@ from xdsl.dialects.builtin import Float64Type, TensorType, f32, f64, i64
 from xdsl.ir import SSAValue
 
 from tessc.dialects import tess
-from tessc.dialects.builder import (
-    TessBuilder,
+from tessc.dialects.builder import TessBuilder, build_function, build_module
+from tessc.dialects.builder_types import (
     TessError,
-    build_function,
-    build_module,
     element_type,
     normalize_dims,
     numpy_dtype,

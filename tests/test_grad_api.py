@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tessc as ts
-from tessc.dialects.builder import TessError
+from tessc.dialects.builder_types import TessError
 from tessc.frontend.grad import GradFunction, grad, value_and_grad
 
 from helpers import central_difference

@@ -73,7 +73,11 @@ PASS_TO_PASS = frozenset(
 )
 """The pass modules that import another pass module, each with its reason."""
 
-DIALECT_THIRD_PARTY = {"tessc.dialects.builder": {"numpy"}}
+DIALECT_THIRD_PARTY = {
+    "tessc.dialects.builder": {"numpy"},
+    "tessc.dialects.builder_types": {"numpy"},
+    "tessc.dialects.builder_index": {"numpy"},
+}
 """Besides xDSL: the builder converts NumPy dtypes and numbers for the front."""
 
 TEST_ONLY = frozenset({"hypothesis", "pytest", "_pytest", "lit", "filecheck"})

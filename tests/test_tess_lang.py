@@ -13,7 +13,8 @@ from xdsl.parser import Parser
 import tessc as ts
 from tessc.compiler import compile_module
 from tessc.context import make_context
-from tessc.dialects.builder import build_function, build_module, tensor_type
+from tessc.dialects.builder import build_function, build_module
+from tessc.dialects.builder_types import tensor_type
 from tessc.frontend.tess_lang import TessSourceError, parse_tess
 from tessc.reference import interpret
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from xdsl.ir import SSAValue
 
-from tessc.dialects.builder import DTypeLike, TessError
+from tessc.dialects.builder_types import DTypeLike, TessError
 from tessc.frontend.tracer import (
     Tensor,
     Trace,

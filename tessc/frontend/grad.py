@@ -37,7 +37,7 @@ from xdsl.dialects import func
 from xdsl.ir import Operation, SSAValue
 
 from tessc.context import make_context
-from tessc.dialects.builder import TessError, shape_of
+from tessc.dialects.builder_types import TessError, shape_of
 from tessc.frontend.jit import JitFunction, TracedFunction, trace
 
 # jit's own argument flattening, so leaf order is the same by design

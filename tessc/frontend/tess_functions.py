@@ -28,7 +28,8 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import SSAValue
 
-from tessc.dialects.builder import TessBuilder, TessError, numel, shape_of
+from tessc.dialects.builder import TessBuilder
+from tessc.dialects.builder_types import TessError, numel, shape_of
 
 
 def _source_trace(builder: TessBuilder) -> Any:

@@ -46,15 +46,8 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import Float32Type, Float64Type, ModuleOp, TensorType
 from xdsl.ir import Block, SSAValue
 
-from tessc.dialects.builder import (
-    TessBuilder,
-    TessError,
-    dtype_name,
-    element_type,
-    finish_function,
-    shape_of,
-    tensor_type,
-)
+from tessc.dialects.builder import TessBuilder, finish_function
+from tessc.dialects.builder_types import TessError, dtype_name, element_type, shape_of, tensor_type
 from tessc.frontend.tess_functions import Gradient, nn_builtins, splice_gradient, subscript
 from tessc.frontend.tess_syntax import TessSourceError, parse_tree
 

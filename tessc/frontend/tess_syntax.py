@@ -23,7 +23,7 @@ from lark.indenter import Indenter
 from xdsl.utils.exceptions import ParseError
 from xdsl.utils.lexer import Input, Span
 
-from tessc.dialects.builder import TessError
+from tessc.dialects.builder_types import TessError
 
 GRAMMAR_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tess.lark")
 

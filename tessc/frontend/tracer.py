@@ -28,18 +28,18 @@ from typing import Any
 import numpy as np
 from xdsl.ir import Block, SSAValue
 
-from tessc.dialects.builder import (
+from tessc.dialects.builder import TessBuilder
+from tessc.dialects.builder_types import (
     DimsLike,
     DTypeLike,
-    TessBuilder,
     TessError,
     dtype_name,
-    element_type_of,
     numpy_dtype,
     promote_types,
     shape_of,
     tensor_type,
 )
+from tessc.dialects.tess import element_type_of
 from tessc.frontend.user_location import located
 
 # ---------------------------------------------------------------------------------------

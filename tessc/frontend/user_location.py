@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from tessc.dialects.builder import TessError
+from tessc.dialects.builder_types import TessError
 
 _INTERNAL_DIRS = tuple(
     os.path.dirname(os.path.abspath(path)) + os.sep
