@@ -71,7 +71,7 @@ from tessc.dialects.builder_types import (
     shape_of,
     tensor_type,
 )
-from tessc.dialects.tess import (
+from tessc.dialects.tess_base import (
     broadcast_shapes,
     element_type_of,
     format_shape,

@@ -33,10 +33,7 @@ from tessc.dialects.builder_types import (
     numel,
     shape_of,
 )
-from tessc.dialects.tess import (
-    element_type_of,
-    format_shape,
-)
+from tessc.dialects.tess_base import element_type_of, format_shape
 
 if TYPE_CHECKING:
     from tessc.dialects.builder import TessBuilder

@@ -28,11 +28,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import SSAValue
 
-from tessc.dialects.tess import (
-    element_type_of,
-    format_shape,
-    is_float,
-)
+from tessc.dialects.tess_base import element_type_of, format_shape, is_float
 
 Shape: TypeAlias = tuple[int, ...]
 FloatType: TypeAlias = Float32Type | Float64Type

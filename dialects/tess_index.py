@@ -47,7 +47,7 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from tessc.dialects.tess import (
+from tessc.dialects.tess_base import (
     Elements,
     PatternKind,
     Shape,
