@@ -40,15 +40,7 @@ from typing import Self, TypeAlias
 import numpy as np
 from xdsl.builder import Builder
 from xdsl.dialects import func
-from xdsl.dialects.builtin import (
-    ModuleOp,
-    TensorType,
-    f32,
-    f64,
-    i1,
-    i32,
-    i64,
-)
+from xdsl.dialects.builtin import ModuleOp, TensorType, f32, f64, i1, i32, i64
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 

@@ -15,11 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-from xdsl.dialects.builtin import (
-    i1,
-    i32,
-    i64,
-)
+from xdsl.dialects.builtin import i1, i32, i64
 from xdsl.ir import SSAValue
 
 from tessc.dialects import tess_index

@@ -14,18 +14,9 @@ from collections.abc import Sequence
 from enum import Enum
 from typing import ClassVar
 
-from xdsl.dialects.builtin import (
-    Float32Type,
-    Float64Type,
-    IntegerType,
-    NoneAttr,
-    TensorType,
-)
+from xdsl.dialects.builtin import Float32Type, Float64Type, IntegerType, NoneAttr, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.irdl import (
-    IRDLOperation,
-    traits_def,
-)
+from xdsl.irdl import IRDLOperation, traits_def
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 

@@ -12,18 +12,9 @@ from __future__ import annotations
 import abc
 from typing import ClassVar
 
-from xdsl.dialects.builtin import (
-    TensorType,
-    i1,
-)
+from xdsl.dialects.builtin import TensorType, i1
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.irdl import (
-    VarConstraint,
-    base,
-    irdl_op_definition,
-    operand_def,
-    result_def,
-)
+from xdsl.irdl import VarConstraint, base, irdl_op_definition, operand_def, result_def
 from xdsl.utils.exceptions import VerifyException
 
 from tessc.dialects.tess_base import (

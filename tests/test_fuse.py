@@ -32,16 +32,12 @@ from xdsl.ir import Operation, SSAValue
 from tessc.context import make_context
 from tessc.dialects import tess as tess_dialect
 from tessc.dialects.tess import PatternKind
-from tessc.lowering.fuse import FusionPolicy, TessFusePass, plan_fusion
+from tessc.lowering.fuse import TessFusePass
+from tessc.lowering.fuse_plan import FusionPolicy, plan_fusion
 from tessc.lowering.generic_analysis import pattern_kind
 from tessc.reference import interpret, numpy_dtype, parse_module, shape_and_dtype
 
-from helpers import (
-    assert_results_match,
-    build_single_op_module,
-    random_inputs,
-    random_program,
-)
+from helpers import assert_results_match, build_single_op_module, random_inputs, random_program
 
 # ---------------------------------------------------------------------------------------
 # a NumPy evaluator of linalg on tensors

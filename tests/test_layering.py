@@ -51,6 +51,11 @@ PASS_TO_PASS = frozenset(
         ("to_linalg", "index_to_linalg"),
         ("index_to_linalg", "to_linalg"),
         ("memory_plan", "group_accumulators"),
+        # One pass split over three files: the decision, the fused op's construction, and
+        # the pattern and pass.
+        ("fuse", "fuse_plan"),
+        ("fuse", "fuse_build"),
+        ("fuse_build", "fuse_plan"),
         # Codegen's choice of parallel form (threaded kernels or parfors).
         ("to_numba", "numba_threads"),
         # and of the kernels a host calls by name (compiled on their own).
