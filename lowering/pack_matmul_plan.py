@@ -34,7 +34,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.traits import is_side_effect_free
 
 from tessc.lowering.loop_analysis import depends_on, same_index, unit_loop_bound
-from tessc.lowering.tile import RowSegment, match_row_kernel
+from tessc.lowering.tile import Contraction, RowSegment, match_row_kernel
 from tessc.lowering.tile_dot import match_dot
 
 DEFAULT_BLOCKS: tuple[int, int, int] = (128, 256, 4096)
@@ -202,12 +202,13 @@ def split_product(
 
 
 def match_packed(op: scf.ParallelOp) -> PackedMatmul | None:
-    """A row kernel with one i-k-j contraction (`tess-tile`'s form), or a dot nest (k
+    """A row kernel's largest i-k-j contraction (`tess-tile`'s form), or a dot nest (k
     innermost: `tess-tile-dot`'s form, which `a @ w.T` takes)."""
     if (kernel := match_row_kernel(op)) is not None:
-        if len(kernel.contractions) != 1:
-            return None
-        (nest,) = kernel.contractions
+        # The largest contraction is packed; any other runs per row with the segments
+        # around it (`relu(x @ w1) @ w2`'s second product, which `tess-row-dots` may then
+        # run as tiles): a row kernel's rows are independent, whatever they hold.
+        nest = max(kernel.contractions, key=lambda c: c.depth * c.cols)
         if nest.outer_loops or len(nest.stored) != 1:
             return None
         body = list(nest.j_loop.body.block.ops)[:-1]
@@ -217,7 +218,7 @@ def match_packed(op: scf.ParallelOp) -> PackedMatmul | None:
             return None
         at = kernel.members.index(nest)
         segments = [
-            [o for m in members if isinstance(m, RowSegment) for o in m.ops]
+            [o for m in members for o in _member_ops(m)]
             for members in (kernel.members[:at], kernel.members[at + 1 :])
         ]
         batch = tuple(zip(kernel.batch_extents, op.body.block.args, strict=False))
@@ -295,6 +296,13 @@ def in_place_operand(
         return None
     size = math.prod(shape) * typ.element_type.bitwidth // 8  # type: ignore[attr-defined]
     return InPlace(load.memref, indices, strides, strides[at_outer[0]], strides[at_inner[0]], size)
+
+
+def _member_ops(member: Contraction | RowSegment) -> tuple[Operation, ...]:
+    """A row kernel member's top-level ops (a contraction's: its outermost loop)."""
+    if isinstance(member, RowSegment):
+        return member.ops
+    return ((member.outer_loops or (member.k_loop,))[0],)
 
 
 def without_zero_fill(
