@@ -81,19 +81,22 @@ products are `tess-pack-matmul`'s. `min-macs=0 short-depth=0` tiles every contra
 xDSL's `scf-parallel-loop-tiling` splits an `scf.parallel` into two with `affine.min`
 bounds; it neither blocks `scf.for` loops, nor sinks point loops below block loops, nor
 unrolls and jams (and a nested `scf.parallel` is a nested `prange`): hence our own pass.
+
+The pass is split: matching a row kernel is in `tile_match.py`; the folding index
+arithmetic and loop builders it shares with other loop passes in `index_emitter.py`; here
+the tiled kernel's construction, the pattern and the pass.
 """
 
 from __future__ import annotations
 
 import math
-import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects import arith, func, memref, scf
+from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import IndexType, ModuleOp
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Block, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -101,17 +104,26 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
-from xdsl.traits import Commutative, IsTerminator, is_side_effect_free
+from xdsl.traits import is_side_effect_free
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
-from tessc.lowering.loop_analysis import (
-    IndexConstants,
-    constant_int,
-    depends_on,
-    same_index,
-    trip_count,
-    unit_loop_bound,
+from tessc.lowering.index_emitter import (
+    Emitter,
+    Extent,
+    IndexValue,
+    block_extent,
+    emit_loop,
+    in_groups,
+    make_extent,
+    static,
+)
+from tessc.lowering.loop_analysis import IndexConstants, constant_int, trip_count
+from tessc.lowering.tile_match import (
+    Contraction,
+    RowKernel,
+    RowSegment,
+    match_row_kernel,
 )
 
 DEFAULT_TILE_SIZES: tuple[int, int, int] = (64, 128, 256)
@@ -127,265 +139,6 @@ DEFAULT_SHORT_DEPTH = 20
 DEFAULT_WIDE_COLS = 48
 """A contraction of fewer than `DEFAULT_SHORT_DEPTH` k steps over at least this many
 columns stays plain."""
-
-# -- matching ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Contraction:
-    """An i-k-j nest in a row kernel: `outer_loops`, then `k_loop` around `j_loop`."""
-
-    outer_loops: tuple[scf.ForOp, ...]
-    k_loop: scf.ForOp
-    j_loop: scf.ForOp
-    depth: int  # K
-    cols: int  # M
-    stored: frozenset[SSAValue]
-
-
-@dataclass(frozen=True)
-class RowSegment:
-    """Consecutive row-kernel ops that are no contraction: they run one row at a time."""
-
-    ops: tuple[Operation, ...]
-
-
-@dataclass(frozen=True)
-class RowKernel:
-    """An `scf.parallel` over (batch..., i) whose body runs, per row `i`, its members in
-    order, after `invariant_ops` (pure, independent of the row)."""
-
-    parallel: scf.ParallelOp
-    batch_extents: tuple[int, ...]
-    rows: int  # N
-    invariant_ops: tuple[Operation, ...]
-    members: tuple[Contraction | RowSegment, ...]
-
-    @property
-    def i(self) -> SSAValue:
-        return self.parallel.body.block.args[-1]
-
-    @property
-    def contractions(self) -> tuple[Contraction, ...]:
-        return tuple(m for m in self.members if isinstance(m, Contraction))
-
-
-def match_contraction(loop: scf.ForOp, i: SSAValue) -> Contraction | None:
-    """The perfect nest rooted at `loop` if it is an i-k-j contraction over rows `i`."""
-    loops = [loop]
-    while len(ops := list(loops[-1].body.block.ops)) == 2 and isinstance(ops[0], scf.ForOp):
-        loops.append(ops[0])
-    if len(loops) < 2 or any(
-        lp.iter_args or unit_loop_bound(lp.lb, lp.ub, lp.step) is None for lp in loops
-    ):
-        return None
-    *outer, k_loop, j_loop = loops
-    *body, terminator = j_loop.body.block.ops
-    if not isinstance(terminator, scf.YieldOp) or terminator.operands:
-        return None
-    if any(
-        o.regions or not (isinstance(o, memref.LoadOp | memref.StoreOp) or is_side_effect_free(o))
-        for o in body
-    ):
-        return None
-    k, j = k_loop.body.block.args[0], j_loop.body.block.args[0]
-    stored: dict[SSAValue, memref.StoreOp] = {}
-    for store in (o for o in body if isinstance(o, memref.StoreOp)):
-        indices = list(store.indices)
-        if (
-            store.memref in stored
-            or not indices
-            or indices[-1] is not j
-            or not any(index is i for index in indices)
-            or any(depends_on(index, k) for index in indices)
-        ):
-            return None
-        stored[store.memref] = store
-    for load in (o for o in body if isinstance(o, memref.LoadOp) and o.memref in stored):
-        if not all(map(same_index, load.indices, stored[load.memref].indices)):
-            return None
-    if not stored:
-        return None
-    extents = (unit_loop_bound(lp.lb, lp.ub, lp.step) or 0 for lp in (k_loop, j_loop))
-    return Contraction(tuple(outer), k_loop, j_loop, *extents, frozenset(stored))
-
-
-def rows_are_disjoint(op: scf.ParallelOp, i: SSAValue) -> bool:
-    """Whether memory is only touched by loads and stores, and every access to a memref
-    the body writes has `i` itself at one common index position."""
-    accesses: dict[SSAValue, list[set[int]]] = {}
-    written: set[SSAValue] = set()
-    for inner in op.body.walk():
-        if isinstance(inner, memref.LoadOp | memref.StoreOp):
-            positions = {p for p, index in enumerate(inner.indices) if index is i}
-            accesses.setdefault(inner.memref, []).append(positions)
-            if isinstance(inner, memref.StoreOp):
-                written.add(inner.memref)
-        elif not (inner.regions or is_side_effect_free(inner) or inner.has_trait(IsTerminator)):
-            return False
-    return all(set.intersection(*accesses[memory]) for memory in written)
-
-
-def match_row_kernel(op: scf.ParallelOp) -> RowKernel | None:
-    """The row kernel rooted at `op`, if it holds a contraction to tile."""
-    if op.initVals or contract.TILE_SIZES.has(op):
-        return None
-    if not isinstance(op.parent_op(), func.FuncOp):
-        return None  # only outermost loops
-    extents = [unit_loop_bound(*b) for b in zip(op.lowerBound, op.upperBound, op.step, strict=True)]
-    if not extents or any(e is None or e < 1 for e in extents):
-        return None
-    i, block = op.body.block.args[-1], op.body.block
-    invariant: list[Operation] = []
-    members: list[Contraction | RowSegment] = []
-    segment: list[Operation] = []
-    inside: set[SSAValue] = set(block.args)
-    for inner in list(block.ops)[:-1]:
-        if is_side_effect_free(inner) and not inner.regions and inside.isdisjoint(inner.operands):
-            invariant.append(inner)
-            continue
-        inside.update(inner.results)
-        contraction = match_contraction(inner, i) if isinstance(inner, scf.ForOp) else None
-        if contraction is None:
-            segment.append(inner)
-            continue
-        if segment:
-            members.append(RowSegment(tuple(segment)))
-        members.append(contraction)
-        segment = []
-    if segment:
-        members.append(RowSegment(tuple(segment)))
-    if not any(isinstance(m, Contraction) for m in members) or not rows_are_disjoint(op, i):
-        return None
-    for member in members:  # a segment's values must not be needed outside it
-        if isinstance(member, RowSegment) and any(
-            block.find_ancestor_op_in_block(use.operation) not in member.ops
-            for inner in member.ops
-            for result in inner.results
-            for use in result.uses
-        ):
-            return None
-    batch = tuple(e or 0 for e in extents[:-1])
-    return RowKernel(op, batch, extents[-1] or 0, tuple(invariant), tuple(members))
-
-
-# -- index arithmetic, folded where static ---------------------------------------------
-
-IndexValue = int | SSAValue
-"""An index: a Python int when static (made an `arith.constant` when an op uses it)."""
-
-_FOLDS: dict[type[Operation], Callable[[int, int], int]] = {
-    arith.AddiOp: operator.add,
-    arith.SubiOp: operator.sub,
-    arith.MuliOp: operator.mul,
-    arith.MinSIOp: min,
-    arith.DivUIOp: operator.floordiv,
-    arith.RemUIOp: operator.mod,
-}
-_RIGHT_IDENTITY = {arith.AddiOp: 0, arith.SubiOp: 0, arith.MuliOp: 1, arith.DivUIOp: 1}
-
-
-@dataclass(frozen=True)
-class Extent:
-    """A trip count and every value it can take (just one: `value` is that int)."""
-
-    value: IndexValue
-    sizes: frozenset[int]
-
-
-def make_extent(value: IndexValue, sizes: set[int] | frozenset[int]) -> Extent:
-    return Extent(next(iter(sizes)) if len(sizes) == 1 else value, frozenset(sizes))
-
-
-def static(count: int) -> Extent:
-    return Extent(count, frozenset({count}))
-
-
-@dataclass
-class Emitter:
-    """Appends index arithmetic to `block`, folding static operands."""
-
-    block: Block
-    constant: IndexConstants
-
-    def value(self, v: IndexValue) -> SSAValue:
-        return self.constant(v) if isinstance(v, int) else v
-
-    def apply(
-        self, kind: type[Operation], a: IndexValue, b: IndexValue, hint: str | None = None
-    ) -> IndexValue:
-        """`kind(a, b)`, folded when both are static or one is an identity."""
-        if isinstance(a, int) and isinstance(b, int):
-            return _FOLDS[kind](a, b)
-        if isinstance(b, int) and b == _RIGHT_IDENTITY.get(kind):
-            return a
-        if kind is arith.AddiOp and isinstance(a, int) and a == 0:
-            return b
-        if kind is arith.MuliOp and isinstance(b, int) and b == 0:
-            return 0
-        if isinstance(a, int) and kind.has_trait(Commutative):
-            a, b = b, a  # the constant on the right, as canonicalize would put it
-        self.block.add_op(op := kind(self.value(a), self.value(b)))
-        op.results[0].name_hint = hint
-        return op.results[0]
-
-    def add(self, a: IndexValue, b: IndexValue, hint: str | None = None) -> IndexValue:
-        return self.apply(arith.AddiOp, a, b, hint)
-
-    def mul(self, a: IndexValue, b: int, hint: str | None = None) -> IndexValue:
-        return self.apply(arith.MuliOp, a, b, hint)
-
-
-def emit_loop(
-    e: Emitter, count: Extent, hint: str, body: Callable[[Emitter, IndexValue], None]
-) -> scf.ForOp | None:
-    """`scf.for` 0 to `count` step 1 around what `body` emits; no loop for a count of 0
-    (nothing) or 1 (the body at index 0)."""
-    if count.sizes == {0}:
-        return None
-    if count.sizes == {1}:
-        body(e, 0)
-        return None
-    block = Block(arg_types=[IndexType()])
-    block.args[0].name_hint = hint
-    body(Emitter(block, e.constant), block.args[0])
-    block.add_op(scf.YieldOp())
-    e.block.add_op(loop := scf.ForOp(e.value(0), e.value(count.value), e.value(1), [], block))
-    return loop
-
-
-def in_groups(
-    e: Emitter,
-    extent: Extent,
-    start: IndexValue,
-    size: int,
-    hints: tuple[str, str, str],
-    body: Callable[[Emitter, list[IndexValue]], None],
-) -> None:
-    """`body` on `size` consecutive indices from `start` per full group in `extent`, then
-    on one index per leftover. `hints`: a group's first index, group loop, leftover loop."""
-    first_hint, group_hint, left_hint = hints
-
-    def group(eg: Emitter, g: IndexValue) -> None:
-        first = eg.add(start, eg.mul(g, size), first_hint)
-        body(eg, [eg.add(first, offset) for offset in range(size)])
-
-    count = e.apply(arith.DivUIOp, extent.value, size, f"n{group_hint}")
-    groups = make_extent(count, {s // size for s in extent.sizes})
-    emit_loop(e, groups, group_hint, group)
-    if (leftover := {s % size for s in extent.sizes}) != {0}:
-        done = e.mul(groups.value, size)
-        left = make_extent(e.apply(arith.SubiOp, extent.value, done, f"n{left_hint}"), leftover)
-        rest = e.add(start, done)
-        emit_loop(e, left, left_hint, lambda el, t: body(el, [el.add(rest, t)]))
-
-
-def block_extent(e: Emitter, extent: int, tile: int, start: IndexValue, hint: str) -> Extent:
-    """`min(tile, extent - start)`: the size of the block at `start`."""
-    if extent % tile == 0:
-        return static(tile)
-    rest = e.apply(arith.SubiOp, extent, start)
-    return make_extent(e.apply(arith.MinSIOp, tile, rest, hint), {tile, extent % tile})
 
 
 def effective_tile(extent: int, tile: int, multiple: int, max_size: int = 0) -> int:
@@ -655,12 +408,19 @@ class TessTilePass(ModulePass):
         PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(op)
 
 
+# The matcher and the index emitter are imported from here by tess-pack-matmul
+# (`pack_matmul_plan.py`, `pack_matmul_build.py`) and tess-row-dots: re-exported for them.
 __all__ = [
     "DEFAULT_REGISTER_TILE",
     "DEFAULT_TILE_SIZES",
-    "Contraction",
-    "RowKernel",
+    "Emitter",
+    "Extent",
+    "IndexValue",
+    "RowSegment",
     "TessTilePass",
-    "match_contraction",
+    "block_extent",
+    "emit_loop",
+    "make_extent",
     "match_row_kernel",
+    "static",
 ]

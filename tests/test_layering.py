@@ -30,6 +30,7 @@ PACKAGE_DIRS = {
 SHARED_LOWERING = frozenset(
     {
         "loop_analysis",
+        "index_emitter",
         "generic_analysis",
         "linalg_builders",
         "horizontal_groups",
@@ -56,6 +57,8 @@ PASS_TO_PASS = frozenset(
         ("fuse", "fuse_plan"),
         ("fuse", "fuse_build"),
         ("fuse_build", "fuse_plan"),
+        # One pass split over two files: matching a row kernel, then tiling it.
+        ("tile", "tile_match"),
         # Codegen's choice of parallel form (threaded kernels or parfors).
         ("to_numba", "numba_threads"),
         # and of the kernels a host calls by name (compiled on their own).
