@@ -413,6 +413,7 @@ class TessTilePass(ModulePass):
 __all__ = [
     "DEFAULT_REGISTER_TILE",
     "DEFAULT_TILE_SIZES",
+    "Contraction",
     "Emitter",
     "Extent",
     "IndexValue",

@@ -20,7 +20,8 @@ from tessc.compiler import compile_module, lower_module
 from tessc.context import make_context
 from tessc.dialects import contract
 from tessc.dialects.kernel import GroupOp
-from tessc.lowering.fuse_horizontal import TessFuseHorizontalPass, elementwise_refusal
+from tessc.lowering.fuse_horizontal import TessFuseHorizontalPass
+from tessc.lowering.horizontal_groups import elementwise_refusal
 from tessc.pipelines import get_pipeline, run_passes
 from tessc.reference import interpret, parse_module
 from tessc.runtime.executor import arena_of

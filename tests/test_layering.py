@@ -59,6 +59,10 @@ PASS_TO_PASS = frozenset(
         ("fuse_build", "fuse_plan"),
         # One pass split over two files: matching a row kernel, then tiling it.
         ("tile", "tile_match"),
+        # One pass split over three files: the sibling merge, the arena rewrite of a
+        # function, and the scalar prologue and pass.
+        ("fuse_horizontal", "fuse_horizontal_siblings"),
+        ("fuse_horizontal", "fuse_horizontal_arenas"),
         # Codegen's choice of parallel form (threaded kernels or parfors).
         ("to_numba", "numba_threads"),
         # and of the kernels a host calls by name (compiled on their own).
