@@ -52,6 +52,8 @@ PASS_TO_PASS = frozenset(
         ("to_linalg", "index_to_linalg"),
         ("index_to_linalg", "to_linalg"),
         ("memory_plan", "group_accumulators"),
+        ("memory_plan", "memory_plan_planner"),
+        ("memory_plan_planner", "group_accumulators"),
         # One pass split over three files: the decision, the fused op's construction, and
         # the pattern and pass.
         ("fuse", "fuse_plan"),
