@@ -43,7 +43,7 @@ _EXPORTS: dict[str, str] = {
     "JitFunction": _JIT,
     "Tensor": _TRACER,
     "TraceError": "tessc.frontend.user_location",
-    "trace": _JIT,
+    "trace": "tessc.frontend.trace_function",
     "where": _FORMS,
     "concatenate": _FORMS,
     "stack": _FORMS,

@@ -114,7 +114,7 @@ def test_a_number_used_as_a_python_value_falls_back_to_static() -> None:
 def test_the_traced_number_error_names_static_argnums() -> None:
     import inspect
 
-    from tessc.frontend.jit import flatten_arguments, trace_signature
+    from tessc.frontend.trace_function import flatten_arguments, trace_signature
     from tessc.frontend.user_location import TraceError
 
     def body(x, n):

@@ -2,7 +2,7 @@
 `grad` and `value_and_grad`: gradients of traced Python functions, by the `tess-autodiff` pass.
 
 There is no second autodiff here. `grad(f, argnums)` traces `f` into a `tess` function
-(`tessc.frontend.jit.trace`), runs `tess-autodiff` on it, and splices the resulting
+(`tessc.frontend.trace_function.trace`), runs `tess-autodiff` on it, and splices the resulting
 `@f_grad` — primal and backward, all `tess` ops — into the program being traced:
 
 - called inside a trace (within `jit`, or within another `grad`), on `Tensor`s: the
@@ -38,10 +38,11 @@ from xdsl.ir import Operation, SSAValue
 
 from tessc.context import make_context
 from tessc.dialects.builder_types import TessError, shape_of
-from tessc.frontend.jit import JitFunction, TracedFunction, trace
+from tessc.frontend.jit import JitFunction
 
 # jit's own argument flattening, so leaf order is the same by design
 from tessc.frontend.pytree import flatten_tree, unflatten_tree
+from tessc.frontend.trace_function import TracedFunction, trace
 from tessc.frontend.tracer import Tensor, Trace
 from tessc.lowering.autodiff import TessAutodiffPass
 
