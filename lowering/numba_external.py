@@ -35,7 +35,7 @@ from xdsl.dialects.builtin import MemRefType, NoneAttr
 
 from tessc.dialects import contract
 from tessc.dialects.functions import called_functions
-from tessc.lowering.numba_ops import NoDtypeError, dtype_name, memref_shape, tuple_literal
+from tessc.lowering.numba_source import NoDtypeError, dtype_name, memref_shape, tuple_literal
 
 EXTERNAL_MIN_KERNELS = 2
 """A host calling fewer qualifying kernels holds them: no concurrency to gain."""

@@ -22,12 +22,11 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue, Use
 from xdsl.traits import IsTerminator
 
 from tessc.dialects import contract
-from tessc.lowering.loop_analysis import static_work_of
-from tessc.lowering.numba_ops import (
+from tessc.lowering.loop_analysis import constant_int, static_work_of
+from tessc.lowering.numba_ops import OpEmitter
+from tessc.lowering.numba_source import (
     RESERVED_NAMES,
-    OpEmitter,
     UnsupportedOpError,
-    constant_int,
     dtype_name,
     memref_shape,
     python_identifier,

@@ -23,193 +23,40 @@ here by `OpEmitter`, the base class of its function emitter: one op, one Python 
 - Values get readable names: the IR's name hint when it has one, else a stem from the
   defining op (`ld0` for loads, `add0` ...), made unique per function, never shadowing a name
   of the generated module, a builtin or a keyword (`RESERVED_NAMES`).
+
+The source of types, constants, globals, intrinsics and value names is in
+`numba_source.py`, which the emitters also use apart from any op.
 """
 
 from __future__ import annotations
 
-import keyword
 import math
 import re
 from collections.abc import Iterable, Sequence
 
 from xdsl.dialects import arith, func, memref
-from xdsl.dialects.builtin import (
-    AnyFloat,
-    DenseIntOrFPElementsAttr,
-    FloatAttr,
-    IndexType,
-    IntegerAttr,
-    IntegerType,
-    MemRefType,
-    Signedness,
-)
-from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.utils.exceptions import DiagnosticException
+from xdsl.dialects.builtin import AnyFloat, IntegerType, MemRefType
+from xdsl.ir import Operation, SSAValue
 
 from tessc.dialects import contract
 from tessc.dialects.micro import MmaOp, NumThreadsOp
 from tessc.lowering.loop_analysis import constant_int
 from tessc.lowering.numba_micro import MmaKey, mma_name
-
-
-class UnsupportedOpError(DiagnosticException):
-    """The IR holds an op (or an op form) that has no Numba translation.
-
-    Raised through `op.emit_error`, like a verifier error, so drivers report it at the op.
-    """
-
-    def __init__(self, op: Operation, reason: str = "no Numba translation"):
-        self.op = op
-        self.op_name = op.name
-        super().__init__(f"cannot emit Numba code for '{op.name}': {reason}")
-
-
-# ---------------------------------------------------------------------------------------
-# types and constants
-# ---------------------------------------------------------------------------------------
-
-_FLOAT_DTYPES = {16: "float16", 32: "float32", 64: "float64"}
-_MANTISSA_BITS = {16: 10, 32: 23, 64: 52}
-_ITEMSIZES = {
-    "float16": 2, "float32": 4, "float64": 8, "bool_": 1,
-    "int8": 1, "int16": 2, "int32": 4, "int64": 8,
-    "uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8,
-}  # fmt: skip
-
-
-class NoDtypeError(ValueError):
-    """A type the Numba emitters have no NumPy dtype for (a vector, a complex, i128)."""
-
-
-_DTYPE_NAMES: dict[Attribute, str] = {}
-
-
-def dtype_name(typ: Attribute) -> str:
-    """The NumPy dtype name of a scalar type (`index` is int64, `i1` is bool)."""
-    name = _DTYPE_NAMES.get(typ)
-    if name is None:
-        name = _DTYPE_NAMES[typ] = _dtype_name(typ)  # asked for every op emitted
-    return name
-
-
-def _dtype_name(typ: Attribute) -> str:
-    if isinstance(typ, AnyFloat):
-        return _FLOAT_DTYPES[typ.bitwidth]
-    if isinstance(typ, IndexType):
-        return "int64"
-    if isinstance(typ, IntegerType):
-        width = typ.width.data
-        if width == 1:
-            return "bool_"
-        if width in (8, 16, 32, 64):
-            unsigned = typ.signedness.data == Signedness.UNSIGNED
-            return f"{'u' if unsigned else ''}int{width}"
-    raise NoDtypeError(f"no NumPy dtype for type {typ}")
-
-
-def _scalar_ctor(typ: Attribute) -> str:
-    return f"np.{dtype_name(typ)}"
-
-
-def _float_literal(value: float, typ: Attribute) -> str:
-    if math.isnan(value):
-        text = "np.nan"
-    elif math.isinf(value):
-        text = "np.inf" if value > 0 else "-np.inf"
-    else:
-        text = repr(float(value))
-    if isinstance(typ, AnyFloat) and typ.bitwidth == 64:
-        return f"({text})" if text.startswith("-") else text
-    return f"{_scalar_ctor(typ)}({text})"
-
-
-def constant_expr(op: arith.ConstantOp) -> str:
-    """The inline Python expression of a scalar `arith.constant`."""
-    value = op.value
-    if isinstance(value, FloatAttr):
-        return _float_literal(float(value.value.data), value.type)
-    if isinstance(value, IntegerAttr):
-        number = int(value.value.data)
-        if isinstance(value.type, IntegerType) and value.type.width.data == 1:
-            return "True" if number else "False"
-        return f"({number})" if number < 0 else str(number)
-    raise UnsupportedOpError(op, f"non-scalar constant {value}")
-
-
-def memref_shape(typ: Attribute) -> tuple[int, ...]:
-    """The shape of a memref type, -1 for a dynamic dimension."""
-    assert isinstance(typ, MemRefType)
-    return tuple(typ.get_shape())
-
-
-def global_name(symbol: str) -> str:
-    """The module-level name of the array `memref.global @symbol` becomes (Numba freezes a
-    global array read by a compiled function as a constant)."""
-    return f"G_{python_identifier(symbol)}"
-
-
-def global_definition(op: memref.GlobalOp) -> str:
-    """`memref.global @symbol = dense<...>` as a module-level NumPy array."""
-    value = op.initial_value
-    if not isinstance(value, DenseIntOrFPElementsAttr):
-        raise UnsupportedOpError(op, "a memref.global without an initial value")
-    element = value.get_element_type()
-    values = ", ".join(str(v) for v in value.get_values())
-    shape = tuple_literal(memref_shape(op.type))
-    dtype = dtype_name(element)
-    return f"{global_name(op.sym_name.data)} = np.array([{values}], np.{dtype}).reshape({shape})"
-
-
-def tuple_literal(items: Sequence[object]) -> str:
-    """A Python tuple literal of `items` (`(8,)` for one item)."""
-    if len(items) == 1:
-        return f"({items[0]},)"
-    return "(" + ", ".join(str(x) for x in items) + ")"
-
-
-# Numba has no scalar bitcast (`x.view(np.int32)` is for arrays): an LLVM one, emitted into
-# modules that use `arith.bitcast` (e.g. from `tess-expand-math`'s exponent arithmetic).
-BITCAST_INTRINSIC = '''
-@intrinsic
-def bitcast(typingctx, value, target):
-    """The bits of scalar `value` as the scalar type `target` (an LLVM bitcast)."""
-    result = target.instance_type if isinstance(target, types.NumberClass) else target
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(result))
-
-    return result(value, target), codegen
-'''.strip()
-
-
-HUGE_PAGE = 1 << 21
-"""Kernel scratch of at least this many bytes starts on a 2 MiB boundary, advised into
-transparent huge pages (`madvise(MADV_HUGEPAGE)`, as NumPy does for its own arrays of 4
-MiB and more; this machine's THP setting is `madvise`). On 4 KiB pages a packed panel of
-B lands on L2 sets by its physical pages' addresses, some sets holding more of it than
-they have ways: `tess-pack-matmul` at 2048 f32 ran 3% faster (one thread, same run).
-`tess-hoist-scratch` puts such scratch at multiples of it in a host's workspace, which
-the runtime starts on a boundary of its `executor.HUGE_PAGE`, the same number."""
-
-HUGE_PAGES_INTRINSIC = '''
-@intrinsic
-def huge_pages(typingctx, array):
-    """madvise(data, bytes, MADV_HUGEPAGE) for a contiguous array: its 2 MiB pages may
-    then be huge pages (an advice: where the kernel refuses, nothing changes)."""
-
-    def codegen(context, builder, signature, args):
-        data = context.make_array(signature.args[0])(context, builder, args[0])
-        i8p, i64, i32 = ir.IntType(8).as_pointer(), ir.IntType(64), ir.IntType(32)
-        advise = ir.FunctionType(i32, [i8p, i64, i32])
-        madvise = cgutils.get_or_insert_function(builder.module, advise, "madvise")
-        size = context.get_abi_sizeof(context.get_value_type(signature.args[0].dtype))
-        length = builder.mul(data.nitems, ir.Constant(i64, size))
-        builder.call(madvise, [builder.bitcast(data.data, i8p), length, ir.Constant(i32, 14)])
-        return context.get_dummy_value()
-
-    return types.none(array), codegen
-'''.strip()
-
+from tessc.lowering.numba_source import (
+    HUGE_PAGE,
+    ITEMSIZES,
+    MANTISSA_BITS,
+    Namer,
+    NoDtypeError,
+    UnsupportedOpError,
+    constant_expr,
+    dtype_name,
+    float_literal,
+    global_name,
+    memref_shape,
+    scalar_ctor,
+    tuple_literal,
+)
 
 # ---------------------------------------------------------------------------------------
 # per-op expression tables
@@ -287,58 +134,6 @@ def _stem(op: Operation) -> str:
 
 
 # ---------------------------------------------------------------------------------------
-# value names
-# ---------------------------------------------------------------------------------------
-
-# Names the generated module defines or imports at the top level (see `to_numba`), Python's
-# builtins and its keywords: locals and function names must not shadow them.
-_MODULE_NAMES = {
-    "np", "math", "njit", "prange", "types", "intrinsic", "bitcast", "FASTMATH", "TESSC_SIGNATURES",
-    "ir", "cgutils", "micro_mma",
-}  # fmt: skip
-_BUILTIN_NAMES = set(
-    "abs all any bool dict divmod enumerate filter float format hash id int isinstance iter len "
-    "list map max min next object pow print range reversed round set slice sorted str sum super "
-    "tuple type zip".split()
-)
-RESERVED_NAMES: frozenset[str] = frozenset(_MODULE_NAMES | _BUILTIN_NAMES | set(keyword.kwlist))
-
-
-def python_identifier(name: str) -> str:
-    """`name` made a valid Python identifier (`my.func-1` -> `my_func_1`)."""
-    ident = re.sub(r"\W", "_", name)
-    if not ident or ident[0].isdigit():
-        ident = "v" + ident
-    return ident
-
-
-class _Namer:
-    """Unique, readable local names within one function."""
-
-    def __init__(self, taken: Iterable[str]):
-        self.taken = set(taken) | RESERVED_NAMES
-        self.counters: dict[str, int] = {}
-
-    def hinted(self, hint: str) -> str:
-        name = python_identifier(hint)
-        if name not in self.taken:
-            self.taken.add(name)
-            return name
-        return self.numbered(name + "_")
-
-    def numbered(self, stem: str) -> str:
-        k = self.counters.get(stem, 0)
-        while f"{stem}{k}" in self.taken:
-            k += 1
-        self.counters[stem] = k + 1
-        self.taken.add(f"{stem}{k}")
-        return f"{stem}{k}"
-
-    def for_value(self, value: SSAValue, stem: str) -> str:
-        return self.hinted(value.name_hint) if value.name_hint else self.numbered(stem)
-
-
-# ---------------------------------------------------------------------------------------
 # ops
 # ---------------------------------------------------------------------------------------
 
@@ -352,7 +147,7 @@ class OpEmitter:
 
     def __init__(self, taken_names: Iterable[str], parallel: bool):
         self.parallel = parallel
-        self.names = _Namer(taken_names)
+        self.names = Namer(taken_names)
         self.exprs: dict[SSAValue, str] = {}
         self.lines: list[str] = []
         self.indent = 1
@@ -484,13 +279,13 @@ class OpEmitter:
         source = op.operands[0].type if op.operands else result_type
         one = ""
         if "{one}" in template:
-            one = _float_literal(1.0, result_type) if isinstance(result_type, AnyFloat) else "1"
+            one = float_literal(1.0, result_type) if isinstance(result_type, AnyFloat) else "1"
         text = template.format(
             *operands,
-            T=_scalar_ctor(result_type),
-            S=_scalar_ctor(source) if "{S}" in template else "",
+            T=scalar_ctor(result_type),
+            S=scalar_ctor(source) if "{S}" in template else "",
             one=one,
-            big=_float_literal(2.0 ** _MANTISSA_BITS[result_type.bitwidth], result_type)
+            big=float_literal(2.0 ** MANTISSA_BITS[result_type.bitwidth], result_type)
             if "{big}" in template and isinstance(result_type, AnyFloat)
             else "",
         )
@@ -566,7 +361,7 @@ class OpEmitter:
         if op.sizes or any(d < 0 for d in shape):
             raise UnsupportedOpError(op, "dynamic sizes")
         dtype = dtype_name(typ.element_type)
-        nbytes = math.prod(shape) * _ITEMSIZES[dtype]
+        nbytes = math.prod(shape) * ITEMSIZES[dtype]
         offset, start = constant_int(op.byte_shift), self.expr(op.byte_shift)
         end = str(offset + nbytes) if offset is not None else f"{start} + {nbytes}"
         window = f"{self.expr(op.source)}[{start}:{end}]"
@@ -602,17 +397,5 @@ class OpEmitter:
             self.assign(op, f"{self.expr(op.source)}.shape[{self.expr(op.index)}]")
 
 
-__all__ = [
-    "BITCAST_INTRINSIC",
-    "RESERVED_NAMES",
-    "OpEmitter",
-    "UnsupportedOpError",
-    "constant_expr",
-    "constant_int",
-    "dtype_name",
-    "global_definition",
-    "global_name",
-    "memref_shape",
-    "python_identifier",
-    "tuple_literal",
-]
+# `HUGE_PAGE` is re-exported for `tess-hoist-scratch`, which imports it from here.
+__all__ = ["HUGE_PAGE", "OpEmitter"]

@@ -47,27 +47,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import func, gpu, memref
-from xdsl.dialects.builtin import (
-    IntegerAttr,
-    MemRefType,
-    ModuleOp,
-    NoneAttr,
-    StringAttr,
-)
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, NoneAttr, StringAttr
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
 from tessc.dialects import contract
-from tessc.lowering.numba_function import (
-    FunctionEmitter,
-    python_function_names,
-    signature_entry,
-)
+from tessc.lowering.loop_analysis import constant_int
+from tessc.lowering.numba_function import FunctionEmitter, python_function_names, signature_entry
 from tessc.lowering.numba_ops import _EXPRESSIONS as _EXPRESSIONS
-from tessc.lowering.numba_ops import (
+from tessc.lowering.numba_source import (
     BITCAST_INTRINSIC,
     RESERVED_NAMES,
     UnsupportedOpError,
-    constant_int,
     dtype_name,
     memref_shape,
     python_identifier,

@@ -78,11 +78,7 @@ from tessc.dialects import contract
 from tessc.dialects.functions import called_functions
 from tessc.lowering import numba_external
 from tessc.lowering.loop_analysis import PARALLEL_WORK, static_work
-from tessc.lowering.numba_function import (
-    FunctionEmitter,
-    python_function_names,
-    signature_entry,
-)
+from tessc.lowering.numba_function import FunctionEmitter, python_function_names, signature_entry
 from tessc.lowering.numba_micro import (
     MMA_IMPORTS,
     MMA_TEMPLATE,
@@ -90,7 +86,7 @@ from tessc.lowering.numba_micro import (
     MmaKey,
     mma_binding,
 )
-from tessc.lowering.numba_ops import (
+from tessc.lowering.numba_source import (
     BITCAST_INTRINSIC,
     HUGE_PAGES_INTRINSIC,
     UnsupportedOpError,

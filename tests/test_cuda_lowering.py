@@ -165,7 +165,7 @@ def lower_kernels(module: Any) -> None:
     from xdsl.dialects import gpu
     from xdsl.dialects.builtin import MemRefType
 
-    from tessc.lowering.numba_ops import dtype_name
+    from tessc.lowering.numba_source import dtype_name
     from tessc.lowering.to_cuda import emit_cuda, kernel_python_names
     from tessc.runtime import load_source
 

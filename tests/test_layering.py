@@ -38,6 +38,7 @@ SHARED_LOWERING = frozenset(
         "gpu_common",
         "gpu_tree",
         "numba_ops",
+        "numba_source",
         "numba_function",
         "numba_micro",
         "vjp_rules",

@@ -1,0 +1,244 @@
+"""
+The Python source of what codegen's ops refer to: dtypes, constants, memref shapes,
+globals, the LLVM intrinsics a module may need, and the names of values.
+
+A constant is not a statement but a literal inlined where it is used (`np.float32(...)`
+for an f32 constant: a bare Python float is f64 in Numba and would promote f32 code), a
+`memref.global` a module-level NumPy array, and every value a readable local name made
+unique per function that shadows no name of the generated module, no builtin and no
+keyword (`RESERVED_NAMES`). Shared by the CPU and CUDA emitters and the kernels compiled
+on their own (`numba_external`); the per-op statements are `numba_ops.py`'s. Shared code,
+not a pass.
+"""
+
+from __future__ import annotations
+
+import keyword
+import math
+import re
+from collections.abc import Iterable, Sequence
+
+from xdsl.dialects import arith, memref
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    Signedness,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.utils.exceptions import DiagnosticException
+
+
+class UnsupportedOpError(DiagnosticException):
+    """The IR holds an op (or an op form) that has no Numba translation.
+
+    Raised through `op.emit_error`, like a verifier error, so drivers report it at the op.
+    """
+
+    def __init__(self, op: Operation, reason: str = "no Numba translation"):
+        self.op = op
+        self.op_name = op.name
+        super().__init__(f"cannot emit Numba code for '{op.name}': {reason}")
+
+
+# ---------------------------------------------------------------------------------------
+# types and constants
+# ---------------------------------------------------------------------------------------
+
+_FLOAT_DTYPES = {16: "float16", 32: "float32", 64: "float64"}
+MANTISSA_BITS = {16: 10, 32: 23, 64: 52}
+ITEMSIZES = {
+    "float16": 2, "float32": 4, "float64": 8, "bool_": 1,
+    "int8": 1, "int16": 2, "int32": 4, "int64": 8,
+    "uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8,
+}  # fmt: skip
+
+
+class NoDtypeError(ValueError):
+    """A type the Numba emitters have no NumPy dtype for (a vector, a complex, i128)."""
+
+
+_DTYPE_NAMES: dict[Attribute, str] = {}
+
+
+def dtype_name(typ: Attribute) -> str:
+    """The NumPy dtype name of a scalar type (`index` is int64, `i1` is bool)."""
+    name = _DTYPE_NAMES.get(typ)
+    if name is None:
+        name = _DTYPE_NAMES[typ] = _dtype_name(typ)  # asked for every op emitted
+    return name
+
+
+def _dtype_name(typ: Attribute) -> str:
+    if isinstance(typ, AnyFloat):
+        return _FLOAT_DTYPES[typ.bitwidth]
+    if isinstance(typ, IndexType):
+        return "int64"
+    if isinstance(typ, IntegerType):
+        width = typ.width.data
+        if width == 1:
+            return "bool_"
+        if width in (8, 16, 32, 64):
+            unsigned = typ.signedness.data == Signedness.UNSIGNED
+            return f"{'u' if unsigned else ''}int{width}"
+    raise NoDtypeError(f"no NumPy dtype for type {typ}")
+
+
+def scalar_ctor(typ: Attribute) -> str:
+    return f"np.{dtype_name(typ)}"
+
+
+def float_literal(value: float, typ: Attribute) -> str:
+    if math.isnan(value):
+        text = "np.nan"
+    elif math.isinf(value):
+        text = "np.inf" if value > 0 else "-np.inf"
+    else:
+        text = repr(float(value))
+    if isinstance(typ, AnyFloat) and typ.bitwidth == 64:
+        return f"({text})" if text.startswith("-") else text
+    return f"{scalar_ctor(typ)}({text})"
+
+
+def constant_expr(op: arith.ConstantOp) -> str:
+    """The inline Python expression of a scalar `arith.constant`."""
+    value = op.value
+    if isinstance(value, FloatAttr):
+        return float_literal(float(value.value.data), value.type)
+    if isinstance(value, IntegerAttr):
+        number = int(value.value.data)
+        if isinstance(value.type, IntegerType) and value.type.width.data == 1:
+            return "True" if number else "False"
+        return f"({number})" if number < 0 else str(number)
+    raise UnsupportedOpError(op, f"non-scalar constant {value}")
+
+
+def memref_shape(typ: Attribute) -> tuple[int, ...]:
+    """The shape of a memref type, -1 for a dynamic dimension."""
+    assert isinstance(typ, MemRefType)
+    return tuple(typ.get_shape())
+
+
+def global_name(symbol: str) -> str:
+    """The module-level name of the array `memref.global @symbol` becomes (Numba freezes a
+    global array read by a compiled function as a constant)."""
+    return f"G_{python_identifier(symbol)}"
+
+
+def global_definition(op: memref.GlobalOp) -> str:
+    """`memref.global @symbol = dense<...>` as a module-level NumPy array."""
+    value = op.initial_value
+    if not isinstance(value, DenseIntOrFPElementsAttr):
+        raise UnsupportedOpError(op, "a memref.global without an initial value")
+    element = value.get_element_type()
+    values = ", ".join(str(v) for v in value.get_values())
+    shape = tuple_literal(memref_shape(op.type))
+    dtype = dtype_name(element)
+    return f"{global_name(op.sym_name.data)} = np.array([{values}], np.{dtype}).reshape({shape})"
+
+
+def tuple_literal(items: Sequence[object]) -> str:
+    """A Python tuple literal of `items` (`(8,)` for one item)."""
+    if len(items) == 1:
+        return f"({items[0]},)"
+    return "(" + ", ".join(str(x) for x in items) + ")"
+
+
+# Numba has no scalar bitcast (`x.view(np.int32)` is for arrays): an LLVM one, emitted into
+# modules that use `arith.bitcast` (e.g. from `tess-expand-math`'s exponent arithmetic).
+BITCAST_INTRINSIC = '''
+@intrinsic
+def bitcast(typingctx, value, target):
+    """The bits of scalar `value` as the scalar type `target` (an LLVM bitcast)."""
+    result = target.instance_type if isinstance(target, types.NumberClass) else target
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(result))
+
+    return result(value, target), codegen
+'''.strip()
+
+
+HUGE_PAGE = 1 << 21
+"""Kernel scratch of at least this many bytes starts on a 2 MiB boundary, advised into
+transparent huge pages (`madvise(MADV_HUGEPAGE)`, as NumPy does for its own arrays of 4
+MiB and more; this machine's THP setting is `madvise`). On 4 KiB pages a packed panel of
+B lands on L2 sets by its physical pages' addresses, some sets holding more of it than
+they have ways: `tess-pack-matmul` at 2048 f32 ran 3% faster (one thread, same run).
+`tess-hoist-scratch` puts such scratch at multiples of it in a host's workspace, which
+the runtime starts on a boundary of its `executor.HUGE_PAGE`, the same number."""
+
+HUGE_PAGES_INTRINSIC = '''
+@intrinsic
+def huge_pages(typingctx, array):
+    """madvise(data, bytes, MADV_HUGEPAGE) for a contiguous array: its 2 MiB pages may
+    then be huge pages (an advice: where the kernel refuses, nothing changes)."""
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0])
+        i8p, i64, i32 = ir.IntType(8).as_pointer(), ir.IntType(64), ir.IntType(32)
+        advise = ir.FunctionType(i32, [i8p, i64, i32])
+        madvise = cgutils.get_or_insert_function(builder.module, advise, "madvise")
+        size = context.get_abi_sizeof(context.get_value_type(signature.args[0].dtype))
+        length = builder.mul(data.nitems, ir.Constant(i64, size))
+        builder.call(madvise, [builder.bitcast(data.data, i8p), length, ir.Constant(i32, 14)])
+        return context.get_dummy_value()
+
+    return types.none(array), codegen
+'''.strip()
+
+
+# ---------------------------------------------------------------------------------------
+# value names
+# ---------------------------------------------------------------------------------------
+
+# Names the generated module defines or imports at the top level (see `to_numba`), Python's
+# builtins and its keywords: locals and function names must not shadow them.
+_MODULE_NAMES = {
+    "np", "math", "njit", "prange", "types", "intrinsic", "bitcast", "FASTMATH", "TESSC_SIGNATURES",
+    "ir", "cgutils", "micro_mma",
+}  # fmt: skip
+_BUILTIN_NAMES = set(
+    "abs all any bool dict divmod enumerate filter float format hash id int isinstance iter len "
+    "list map max min next object pow print range reversed round set slice sorted str sum super "
+    "tuple type zip".split()
+)
+RESERVED_NAMES: frozenset[str] = frozenset(_MODULE_NAMES | _BUILTIN_NAMES | set(keyword.kwlist))
+
+
+def python_identifier(name: str) -> str:
+    """`name` made a valid Python identifier (`my.func-1` -> `my_func_1`)."""
+    ident = re.sub(r"\W", "_", name)
+    if not ident or ident[0].isdigit():
+        ident = "v" + ident
+    return ident
+
+
+class Namer:
+    """Unique, readable local names within one function."""
+
+    def __init__(self, taken: Iterable[str]):
+        self.taken = set(taken) | RESERVED_NAMES
+        self.counters: dict[str, int] = {}
+
+    def hinted(self, hint: str) -> str:
+        name = python_identifier(hint)
+        if name not in self.taken:
+            self.taken.add(name)
+            return name
+        return self.numbered(name + "_")
+
+    def numbered(self, stem: str) -> str:
+        k = self.counters.get(stem, 0)
+        while f"{stem}{k}" in self.taken:
+            k += 1
+        self.counters[stem] = k + 1
+        self.taken.add(f"{stem}{k}")
+        return f"{stem}{k}"
+
+    def for_value(self, value: SSAValue, stem: str) -> str:
+        return self.hinted(value.name_hint) if value.name_hint else self.numbered(stem)
