@@ -8,12 +8,14 @@ from __future__ import annotations
 import os
 import random
 import signal
+from collections import Counter
 
 import pytest
 
-from tessc.fuzz.check import Failure, check, shrink
+from tessc.fuzz.check import Failure, check, register_forced_pipelines, shrink
 from tessc.fuzz.mutate import classify, mutate, run_campaign, seeds
 from tessc.fuzz.programs import generate
+from tessc.fuzz.rows import generate_rows
 from tessc.reference import parse_module
 
 
@@ -113,3 +115,58 @@ def test_ci_budget_of_random_programs(tmp_path, monkeypatch: pytest.MonkeyPatch)
 
 def test_ci_budget_of_mutated_inputs() -> None:
     assert run_campaign(count=60, seed=1, cpu_seconds=20) == 0
+
+
+def test_row_programs_verify_and_depend_on_the_seed_only() -> None:
+    for index in range(60):
+        smooth = index % 2 == 1
+        dtype = "f64" if smooth else "f32"
+        program = generate_rows(random.Random(index), dtype=dtype, smooth=smooth)
+        parse_module(program.text())
+        again = generate_rows(random.Random(index), dtype=dtype, smooth=smooth)
+        assert program.text() == again.text()
+        assert any(op.kind == "matmul" for op in program.ops)
+        if smooth:  # gradients: floats only, no trip through f32 (central differences)
+            assert not program.arg_types and not any(op.kind == "cast" for op in program.ops)
+
+
+def test_row_programs_reach_the_loop_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows generator's programs are packed (operands in place, one-tile-tall products),
+    interchanged and row-dotted at `cpu` and the forced pipelines."""
+    from tessc.compiler import lower_module
+    from tessc.lowering import interchange_rows, pack_matmul_build, row_dots
+
+    hits: Counter[tuple[str, str]] = Counter()
+    pipeline = ["cpu"]
+
+    def counting(cls: type, name: str, what) -> None:
+        real = getattr(cls, name)
+
+        def wrapper(self, *args):
+            for label in what(self):
+                hits[(pipeline[0], label)] += 1
+            return real(self, *args)
+
+        monkeypatch.setattr(cls, name, wrapper)
+
+    counting(
+        pack_matmul_build.Packer,
+        "build",
+        lambda p: (
+            ["pack"]
+            + ["A in place"] * (p.a_in_place is not None)
+            + ["B in place"] * (p.b_in_place is not None)
+            + ["tall tile"] * (p.tile[0] not in (4, 6, 8))
+        ),
+    )
+    counting(interchange_rows.Fission, "interchanged", lambda _: ["interchange"])
+    counting(row_dots.RowDotTiler, "rows", lambda _: ["row dots"])
+    names = ("cpu", *register_forced_pipelines())
+    for index in range(24):
+        module = parse_module(generate_rows(random.Random(index)).text())
+        for name in names:
+            pipeline[0] = name
+            lower_module(module, "loops", pipeline=name)
+    for label in ("pack", "A in place", "B in place", "interchange", "row dots"):
+        assert all(hits[(name, label)] for name in names), (label, hits)
+    assert sum(hits[(name, "tall tile")] for name in names), hits

@@ -11,8 +11,13 @@ from pathlib import Path
 
 
 def run_programs(args: argparse.Namespace) -> int:
-    from tessc.fuzz.check import COMPILED_PIPELINES, check, save, shrink
+    from tessc.fuzz.check import COMPILED_PIPELINES, check, register_forced_pipelines, save, shrink
     from tessc.fuzz.programs import generate
+    from tessc.fuzz.rows import generate_rows
+
+    pipelines = COMPILED_PIPELINES
+    if args.forced:
+        pipelines = (*pipelines, *register_forced_pipelines())
 
     failures: Counter[str] = Counter()
     start = time.monotonic()
@@ -22,10 +27,14 @@ def run_programs(args: argparse.Namespace) -> int:
             break
         seed = args.seed * 1_000_003 + index
         grad = args.grad_every > 0 and index % args.grad_every == args.grad_every - 1
-        program = generate(
-            random.Random(seed), ops=args.ops, dtype="f64" if grad else "f32", smooth=grad
-        )
-        failure = check(program, grad=grad, seed=seed, pipelines=COMPILED_PIPELINES)
+        dtype = "f64" if grad else "f32"
+        if args.generator == "rows":
+            rng = random.Random(seed)
+            dtype = "f64" if grad or rng.random() < 0.25 else "f32"
+            program = generate_rows(rng, dtype=dtype, smooth=grad)
+        else:
+            program = generate(random.Random(seed), ops=args.ops, dtype=dtype, smooth=grad)
+        failure = check(program, grad=grad, seed=seed, pipelines=pipelines)
         done += 1
         grads += grad
         if done % 50 == 0:  # a long run reports as it goes
@@ -72,6 +81,19 @@ def main(argv: list[str] | None = None) -> int:
     programs.add_argument("--save-dir", default="tests/regressions")
     programs.add_argument("--no-shrink", action="store_true")
     programs.add_argument("--time-limit", type=float, default=0, help="seconds (0: none)")
+    programs.add_argument(
+        "--generator",
+        choices=("mixed", "rows"),
+        default="mixed",
+        help="mixed: any op (tessc.fuzz.programs); rows: a matmul and a row epilogue "
+        "(tessc.fuzz.rows)",
+    )
+    programs.add_argument(
+        "--forced",
+        action="store_true",
+        help="also run the pipelines with the loop passes' size gates forced open "
+        "(tessc.fuzz.check.FORCED_LOOPS)",
+    )
     mutate = commands.add_parser("mutate", help="mutated tessc-opt inputs")
     mutate.add_argument("--count", type=int, default=200)
     mutate.add_argument("--seed", type=int, default=0)

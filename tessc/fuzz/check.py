@@ -31,6 +31,36 @@ from tessc.fuzz.programs import Program
 
 COMPILED_PIPELINES = ("cpu", "cpu-unfused", "cpu-basic")
 
+FORCED_LOOPS = {
+    "fuzz-pack": "tess-pack-matmul{min-work=1},tess-interchange-rows{min-rows=1},"
+    "tess-row-dots{min-cols=1}",
+    "fuzz-pack-rows": "tess-pack-matmul{min-work=1 min-rows=1 in-place-bytes=131072},"
+    "tess-interchange-rows{min-rows=1 max-trip=40},tess-row-dots{min-cols=1}",
+}
+"""`cpu` with the loop passes' size gates forced open, so small programs reach them:
+`fuzz-pack` packs every product (one tile as tall as a product under 16 rows when B is read
+in place), `fuzz-pack-rows` every product as MR-row tiles (A in place where its rows are a
+multiple of MR) with operands up to 128 KiB in place; both interchange any row loop and tile
+every row dot. `register_forced_pipelines` adds them to `tessc.pipelines.PIPELINES` (the
+fuzzer's process only: they are not pipelines a user picks)."""
+
+
+def register_forced_pipelines() -> tuple[str, ...]:
+    """Add `FORCED_LOOPS`' pipelines to `PIPELINES`; their names."""
+    from tessc.pipelines import PIPELINES, Pipeline
+
+    cpu = PIPELINES["cpu"]
+    default = "tess-pack-matmul,tess-interchange-rows,tess-row-dots"  # as in `cpu`'s loop passes
+    for name, forced in FORCED_LOOPS.items():
+        if name in PIPELINES:
+            continue
+        fuse, buffers, loops = cpu.passes
+        if default not in loops:
+            raise RuntimeError(f"cpu's loop passes no longer hold '{default}'")
+        passes = (fuse, buffers, loops.replace(default, forced))
+        PIPELINES[name] = Pipeline(name, passes, "numba", f"cpu, forced: {forced}")
+    return tuple(FORCED_LOOPS)
+
 
 @dataclass(frozen=True)
 class Failure:
@@ -141,7 +171,10 @@ def check_text(
         if difference is not None:
             return Failure("mismatch", pipeline, difference)
     if grad:
-        return check_gradients(module, entry, inputs, out_shapes, dtype, pipelines[:1], seed)
+        # The gradient at `cpu` and the forced pipelines (their backward products are what
+        # the forced gates are for), not again at every pipeline.
+        at = tuple(p for p in pipelines if p == "cpu" or p in FORCED_LOOPS) or pipelines[:1]
+        return check_gradients(module, entry, inputs, out_shapes, dtype, at, seed)
     return None
 
 
@@ -247,7 +280,8 @@ def shrink(
 ) -> Program:
     """A smaller program failing the same way (greedy op removal; `checker` is `check`)."""
     check_ = checker or check
-    pipelines = (failure.pipeline,) if failure.pipeline in COMPILED_PIPELINES else ("cpu",)
+    known = (*COMPILED_PIPELINES, *FORCED_LOOPS)
+    pipelines = (failure.pipeline,) if failure.pipeline in known else ("cpu",)
     changed = True
     while changed:
         changed = False
@@ -276,13 +310,15 @@ def save_text(text: str, failure: Failure, directory: Path, *, grad: bool, seed:
     header = [
         f"// Found by `python -m tessc.fuzz programs` (input seed {seed}):",
         f"// {failure.kind} at {failure.pipeline}: {failure.detail}",
-        f"// fuzz: entry=f seed={seed} grad={'yes' if grad else 'no'}",
+        f"// fuzz: entry=f seed={seed} grad={'yes' if grad else 'no'}"
+        + (f" pipelines={failure.pipeline}" if failure.pipeline in FORCED_LOOPS else ""),
     ]
     path.write_text("\n".join(header) + "\n" + text)
     return path
 
 
-HEADER = re.compile(r"^// fuzz: entry=(\S+) seed=(\d+) grad=(yes|no)$", re.MULTILINE)
+HEADER = re.compile(r"^// fuzz: entry=(\S+) seed=(\d+) grad=(yes|no)", re.MULTILINE)
+FORCED_HEADER = re.compile(r"^// fuzz: .* pipelines=(\S+)$", re.MULTILINE)
 
 
 def replay(path: Path) -> Failure | None:
@@ -292,14 +328,20 @@ def replay(path: Path) -> Failure | None:
     if header is None:
         raise ValueError(f"{path}: no '// fuzz: entry=... seed=... grad=...' header")
     entry, seed, grad = header.group(1), int(header.group(2)), header.group(3) == "yes"
-    return check_text(text, entry, grad=grad, seed=seed)
+    pipelines = COMPILED_PIPELINES
+    if (forced := FORCED_HEADER.search(text)) is not None:  # found at a forced pipeline
+        register_forced_pipelines()
+        pipelines = (*pipelines, *forced.group(1).split(","))
+    return check_text(text, entry, grad=grad, seed=seed, pipelines=pipelines)
 
 
 __all__ = [
     "COMPILED_PIPELINES",
+    "FORCED_LOOPS",
     "Failure",
     "check",
     "check_text",
+    "register_forced_pipelines",
     "replay",
     "save",
     "save_text",
