@@ -299,7 +299,15 @@ class Executable:
         aliased = {h: alias for h, alias in enumerate(self.output_aliases) if alias is not None}
         if aliased:
             fallback = f"return exact([{', '.join(params)}], ({', '.join(params)},), {{}})"
+            donated = set(aliased.values())
             for k, name in enumerate(params):  # every input's memory owner, distinct
+                if k in donated:  # its own owner, and writeable
+                    lines += [
+                        f"    if {name}.base is not None or not {name}.flags.writeable:",
+                        f"        {fallback}",
+                        f"    o{k} = id({name})",
+                    ]
+                    continue
                 lines += [
                     f"    b = {name}.base",
                     "    if b is None:",
@@ -311,10 +319,6 @@ class Executable:
                 ]
             owners = ", ".join(f"o{k}" for k in range(count))
             lines.append(f"    if len({{{owners}}}) != {count}: {fallback}")
-            for k in sorted(set(aliased.values())):  # each donated input its own owner
-                lines.append(
-                    f"    if i{k}.base is not None or not i{k}.flags.writeable: {fallback}"
-                )
         outputs = []
         for h, spec in enumerate(self.host_outputs):
             if h in aliased:
