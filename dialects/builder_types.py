@@ -43,10 +43,6 @@ class TessError(ValueError):
     which the frontends report at the user's line)."""
 
 
-# ---------------------------------------------------------------------------------------
-# types
-# ---------------------------------------------------------------------------------------
-
 _DTYPE_NAMES: dict[str, ElementType] = {
     "f32": f32, "float32": f32, "f64": f64, "float64": f64,
     "i32": i32, "int32": i32, "i64": i64, "int64": i64, "i1": i1, "bool": i1,

@@ -33,10 +33,6 @@ from tessc.lowering.generic_analysis import (
 )
 from tessc.lowering.loop_analysis import PACKED_MIN_WORK
 
-# ---------------------------------------------------------------------------------------
-# The fusion decision
-# ---------------------------------------------------------------------------------------
-
 
 @dataclass(frozen=True)
 class FusionPolicy:
@@ -259,8 +255,3 @@ def plan_fusion(
     if missing is not None:
         return f"the fused op would lose the extent of loop d{missing}"
     return FusionPlan(producer, tuple(uses), kept)
-
-
-# ---------------------------------------------------------------------------------------
-# Building the fused op
-# ---------------------------------------------------------------------------------------

@@ -22,8 +22,6 @@ from xdsl.traits import Commutative
 
 from tessc.lowering.loop_analysis import IndexConstants
 
-# -- index arithmetic, folded where static ---------------------------------------------
-
 IndexValue = int | SSAValue
 """An index: a Python int when static (made an `arith.constant` when an op uses it)."""
 

@@ -19,8 +19,6 @@ from xdsl.traits import IsTerminator, is_side_effect_free
 from tessc.dialects import contract
 from tessc.lowering.loop_analysis import depends_on, same_index, unit_loop_bound
 
-# -- matching ---------------------------------------------------------------------------
-
 
 @dataclass(frozen=True)
 class Contraction:
