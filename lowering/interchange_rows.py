@@ -67,7 +67,7 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.traits import is_side_effect_free
 
-from tessc.lowering.loop_analysis import trip_bound, trip_count
+from tessc.lowering.loop_analysis import rows_independent, trip_bound, trip_count
 
 DEFAULT_MAX_TRIP = 16
 """Inner loops shorter than a vector of f32 on AVX-512 (16 lanes) are turned inside out."""
@@ -96,29 +96,6 @@ def row_values(loop: scf.ForOp) -> set[SSAValue]:
                 if row in rows and not _inside(other, loop):
                     rows.add(op.result)
     return rows
-
-
-def independent_rows(loop: scf.ForOp) -> bool:
-    """Whether no row of `loop` reads or writes what another writes (module docstring)."""
-    rows = row_values(loop)
-    accesses: dict[SSAValue, list[Sequence[SSAValue]]] = {}
-    written: set[SSAValue] = set()
-    for op in loop.body.walk():
-        if isinstance(op, memref.StoreOp):
-            written.add(op.memref)
-            accesses.setdefault(op.memref, []).append(tuple(op.indices))
-        elif isinstance(op, memref.LoadOp):
-            accesses.setdefault(op.memref, []).append(tuple(op.indices))
-        elif not isinstance(op, scf.ForOp | scf.YieldOp) and not _pure(op):
-            return False
-    for target in written:
-        first, *others = accesses[target]
-        if not any(
-            value in rows and all(len(o) == len(first) and o[d] is value for o in others)
-            for d, value in enumerate(first)
-        ):
-            return False
-    return True
 
 
 def short_loop(op: Operation, max_trip: int) -> bool:
@@ -249,7 +226,7 @@ class InterchangeShortRows(RewritePattern):
         if rows is not None and rows < self.min_rows:
             return
         found = plan(loop, self.max_trip)
-        if found is None or not independent_rows(loop):
+        if found is None or not rows_independent(loop.body.walk(), row_values(loop)):
             return
         fission = Fission(loop, found.pure)
         new_ops: list[Operation] = []
@@ -275,4 +252,4 @@ class TessInterchangeRowsPass(ModulePass):
         PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(op)
 
 
-__all__ = ["TessInterchangeRowsPass", "independent_rows", "short_loop"]
+__all__ = ["TessInterchangeRowsPass", "row_values", "short_loop"]

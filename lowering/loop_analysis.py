@@ -41,17 +41,17 @@ those defined before the nest; the new ones it makes, the caller inserts).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from xdsl.dialects import arith, scf
+from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, ShapedType
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
 from xdsl.dialects.linalg.attrs import IteratorType
 from xdsl.dialects.linalg.ops import GenericOp, IndexOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineMap
-from xdsl.traits import is_side_effect_free
+from xdsl.traits import IsTerminator, is_side_effect_free
 
 from tessc.dialects import contract
 from tessc.dialects.micro import NumThreadsOp
@@ -459,6 +459,33 @@ def same_index(a: SSAValue, b: SSAValue) -> bool:
     )
 
 
+def rows_independent(ops: Iterable[Operation], rows: Collection[SSAValue]) -> bool:
+    """Whether no row reads or writes what another row writes, for the ops of a loop over
+    rows (`ops`: everything in its body, nested ops included) and the values that name a
+    row (`rows`): memory is touched only by loads and stores, and every access to a memref
+    the ops write has one and the same row value at one common index position. (Distinct
+    memrefs of a kernel do not overlap where one is written: `tess-outline-kernels` and
+    `tess-memory-plan` guarantee it.) `tess-tile`'s row kernels, `tess-row-dots` and
+    `tess-interchange-rows` split or reorder the rows of loops this holds for."""
+    accesses: dict[SSAValue, list[tuple[SSAValue, ...]]] = {}
+    written: set[SSAValue] = set()
+    for op in ops:
+        if isinstance(op, memref.LoadOp | memref.StoreOp):
+            accesses.setdefault(op.memref, []).append(tuple(op.indices))
+            if isinstance(op, memref.StoreOp):
+                written.add(op.memref)
+        elif not (op.regions or is_side_effect_free(op) or op.has_trait(IsTerminator)):
+            return False
+    for memory in written:
+        first, *others = accesses[memory]
+        if not any(
+            value in rows and all(len(o) == len(first) and o[d] is value for o in others)
+            for d, value in enumerate(first)
+        ):
+            return False
+    return True
+
+
 def depends_on(value: SSAValue, root: SSAValue) -> bool:
     """Whether `value` is computed from `root` (through ops without regions)."""
     owner = value.owner
@@ -525,5 +552,6 @@ __all__ = [
     "static_work",
     "static_work_of",
     "PARALLEL_WORK",
+    "rows_independent",
     "unit_loop_bound",
 ]

@@ -19,9 +19,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 
 from tessc.dialects import contract
 from tessc.dialects.micro import MmaOp, NumThreadsOp
-from tessc.lowering.loop_analysis import IndexConstants, depends_on
-from tessc.lowering.pack_matmul_plan import InPlace, PackedMatmul
-from tessc.lowering.tile import (
+from tessc.lowering.index_emitter import (
     Emitter,
     Extent,
     IndexValue,
@@ -30,6 +28,8 @@ from tessc.lowering.tile import (
     make_extent,
     static,
 )
+from tessc.lowering.loop_analysis import IndexConstants, depends_on
+from tessc.lowering.pack_matmul_plan import InPlace, PackedMatmul
 
 
 def reads_along(ops: Sequence[Operation], inner: SSAValue, outer: SSAValue) -> bool:

@@ -34,8 +34,8 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.traits import is_side_effect_free
 
 from tessc.lowering.loop_analysis import depends_on, same_index, unit_loop_bound
-from tessc.lowering.tile import Contraction, RowSegment, match_row_kernel
 from tessc.lowering.tile_dot import match_dot
+from tessc.lowering.tile_match import Contraction, RowSegment, match_row_kernel
 
 DEFAULT_BLOCKS: tuple[int, int, int] = (128, 256, 4096)
 """(MC, KC, NC): a KC x NR micro-panel of B (32 KiB f32) stays in L1 (48 KiB here), an MC x

@@ -115,14 +115,20 @@ from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
 from tessc.dialects.micro import MmaOp
-from tessc.lowering.loop_analysis import IndexConstants, constant_int, trip_bound, unit_loop_bound
+from tessc.lowering.index_emitter import Emitter, IndexValue, emit_loop, make_extent, static
+from tessc.lowering.loop_analysis import (
+    IndexConstants,
+    constant_int,
+    rows_independent,
+    trip_bound,
+    unit_loop_bound,
+)
 from tessc.lowering.pack_matmul_plan import (
     InPlace,
     accumulator_registers,
     host_vector_bits,
     in_place_operand,
 )
-from tessc.lowering.tile import Emitter, IndexValue, emit_loop, make_extent, static
 
 MAX_ROWS = 16
 """Rows of a tile at most. Each k step loads a broadcast per row and one vector per panel
@@ -182,22 +188,6 @@ def _moves_by_one(value: SSAValue, loop: scf.ForOp) -> bool:
     return (_moves_by_one(a, loop) and not _inside(b, loop)) or (
         _moves_by_one(b, loop) and not _inside(a, loop)
     )
-
-
-def _rows_independent(loop: scf.ForOp, row: SSAValue) -> bool:
-    """Whether memory is only touched by loads and stores in `loop`, and every access to a
-    memref it writes has `row` itself at one common index position."""
-    accesses: dict[SSAValue, list[set[int]]] = {}
-    written: set[SSAValue] = set()
-    for inner in loop.body.walk():
-        if isinstance(inner, memref.LoadOp | memref.StoreOp):
-            positions = {p for p, index in enumerate(inner.indices) if index is row}
-            accesses.setdefault(inner.memref, []).append(positions)
-            if isinstance(inner, memref.StoreOp):
-                written.add(inner.memref)
-        elif not (inner.regions or is_side_effect_free(inner) or inner.has_trait(IsTerminator)):
-            return False
-    return all(set.intersection(*accesses[memory]) for memory in written)
 
 
 def _writes(op: Operation, memory: SSAValue) -> bool:
@@ -297,7 +287,7 @@ def _match_nest(
         return None
     if not isinstance(c.type, MemRefType):
         return None
-    if not _rows_independent(loop, row):
+    if not rows_independent(loop.body.walk(), {row}):
         return None
     body = list(loop.body.block.ops)
     before = body[: body.index(nest)]

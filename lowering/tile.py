@@ -115,7 +115,6 @@ from tessc.lowering.index_emitter import (
     block_extent,
     emit_loop,
     in_groups,
-    make_extent,
     static,
 )
 from tessc.lowering.loop_analysis import IndexConstants, constant_int, trip_count
@@ -408,20 +407,4 @@ class TessTilePass(ModulePass):
         PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(op)
 
 
-# The matcher and the index emitter are imported from here by tess-pack-matmul
-# (`pack_matmul_plan.py`, `pack_matmul_build.py`) and tess-row-dots: re-exported for them.
-__all__ = [
-    "DEFAULT_REGISTER_TILE",
-    "DEFAULT_TILE_SIZES",
-    "Contraction",
-    "Emitter",
-    "Extent",
-    "IndexValue",
-    "RowSegment",
-    "TessTilePass",
-    "block_extent",
-    "emit_loop",
-    "make_extent",
-    "match_row_kernel",
-    "static",
-]
+__all__ = ["DEFAULT_REGISTER_TILE", "DEFAULT_TILE_SIZES", "TessTilePass"]

@@ -14,10 +14,15 @@ from dataclasses import dataclass
 
 from xdsl.dialects import func, memref, scf
 from xdsl.ir import Operation, SSAValue
-from xdsl.traits import IsTerminator, is_side_effect_free
+from xdsl.traits import is_side_effect_free
 
 from tessc.dialects import contract
-from tessc.lowering.loop_analysis import depends_on, same_index, unit_loop_bound
+from tessc.lowering.loop_analysis import (
+    depends_on,
+    rows_independent,
+    same_index,
+    unit_loop_bound,
+)
 
 
 @dataclass(frozen=True)
@@ -100,19 +105,8 @@ def match_contraction(loop: scf.ForOp, i: SSAValue) -> Contraction | None:
 
 
 def rows_are_disjoint(op: scf.ParallelOp, i: SSAValue) -> bool:
-    """Whether memory is only touched by loads and stores, and every access to a memref
-    the body writes has `i` itself at one common index position."""
-    accesses: dict[SSAValue, list[set[int]]] = {}
-    written: set[SSAValue] = set()
-    for inner in op.body.walk():
-        if isinstance(inner, memref.LoadOp | memref.StoreOp):
-            positions = {p for p, index in enumerate(inner.indices) if index is i}
-            accesses.setdefault(inner.memref, []).append(positions)
-            if isinstance(inner, memref.StoreOp):
-                written.add(inner.memref)
-        elif not (inner.regions or is_side_effect_free(inner) or inner.has_trait(IsTerminator)):
-            return False
-    return all(set.intersection(*accesses[memory]) for memory in written)
+    """Whether the rows `i` of `op` are independent (`loop_analysis.rows_independent`)."""
+    return rows_independent(op.body.walk(), {i})
 
 
 def match_row_kernel(op: scf.ParallelOp) -> RowKernel | None:

@@ -70,19 +70,17 @@ PASS_TO_PASS = frozenset(
         ("to_numba", "numba_threads"),
         # and of the kernels a host calls by name (compiled on their own).
         ("to_numba", "numba_external"),
-        # A packed contraction is matched as tess-tile's row kernel and built with its
-        # index emitter.
-        ("pack_matmul_build", "tile"),
-        ("pack_matmul_plan", "tile"),
-        ("pack_matmul_plan", "tile_dot"),  # and a dot nest as tess-tile-dot's
+        # A packed contraction is matched as tess-tile's row kernel, or a dot nest as
+        # tess-tile-dot's.
+        ("pack_matmul_plan", "tile_match"),
+        ("pack_matmul_plan", "tile_dot"),
         # One pass split over three files: what it packs and with which blocks, the
         # build, and the rewrite.
         ("pack_matmul", "pack_matmul_plan"),
         ("pack_matmul", "pack_matmul_build"),
         ("pack_matmul_build", "pack_matmul_plan"),
-        # A packed kernel's row dots: built with tess-tile's index emitter, their left-hand
-        # side read in place and their tile sized as tess-pack-matmul's.
-        ("row_dots", "tile"),
+        # A packed kernel's row dots: their left-hand side read in place and their tile
+        # sized as tess-pack-matmul's.
         ("row_dots", "pack_matmul_plan"),
     }
 )
