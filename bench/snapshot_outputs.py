@@ -13,11 +13,11 @@ stderr, status) goes to one file in OUT; compare two snapshots with `diff -r`.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import re
 import shlex
-import sys
 import tempfile
 from pathlib import Path
 
@@ -62,7 +62,9 @@ def capture(args: list[str]) -> str:
 
 
 def main() -> None:
-    out = Path(sys.argv[1])
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("out", type=Path, help="the directory to write the snapshot to")
+    out = parser.parse_args().out
     out.mkdir(parents=True, exist_ok=True)
     cpu = get_pipeline("cpu").passes_to("loops")
     generated = Path(tempfile.mkdtemp())
