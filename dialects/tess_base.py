@@ -10,7 +10,7 @@ because all of them build on it; `tess.py` is the dialect's namespace and re-exp
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import Enum
 from typing import ClassVar
 
@@ -152,9 +152,18 @@ def check_float_tensors(op: Operation, elements: Elements = Elements.FLOAT) -> A
     return check_same_elements(op, [*op.operands, *op.results], elements)
 
 
-def check_result_shape(op: Operation, expected: Shape) -> None:
+def inferred_shape(op: Operation, rule: Callable[..., Shape], *args: object) -> Shape:
+    """`rule(*args)` (a shape rule: `broadcast_shapes`, `matmul_shape`, ...), its
+    `ValueError` reported as the op's `VerifyException`."""
+    try:
+        return rule(*args)
+    except ValueError as e:
+        raise VerifyException(f"'{op.name}': {e}") from None
+
+
+def check_result_shape(op: Operation, expected: Sequence[int]) -> None:
     actual = tensor_shape(op.results[0])
-    if actual != expected:
+    if actual != tuple(expected):
         raise VerifyException(
             f"'{op.name}' result shape {format_shape(actual)} does not match the "
             f"inferred shape {format_shape(expected)}"

@@ -27,6 +27,7 @@ from tessc.dialects.tess_base import (
     check_same_elements,
     check_tensor_type,
     element_type_of,
+    inferred_shape,
     is_bool,
     result_tensor,
     tensor_shape,
@@ -128,11 +129,8 @@ class BinaryOp(TessOp, abc.ABC):
 
     def verify_(self) -> None:
         check_float_tensors(self, self.ELEMENTS)
-        try:
-            shape = broadcast_shapes(tensor_shape(self.lhs), tensor_shape(self.rhs))
-        except ValueError as e:
-            raise VerifyException(f"'{self.name}': {e}") from None
-        check_result_shape(self, shape)
+        lhs, rhs = tensor_shape(self.lhs), tensor_shape(self.rhs)
+        check_result_shape(self, inferred_shape(self, broadcast_shapes, lhs, rhs))
 
 
 @irdl_op_definition
@@ -202,11 +200,8 @@ class CompareOp(BinaryOp, abc.ABC):
                 f"'{self.name}' result element type {result_type} is neither i1 nor the "
                 f"operands' {operand_type}"
             )
-        try:
-            shape = broadcast_shapes(tensor_shape(self.lhs), tensor_shape(self.rhs))
-        except ValueError as e:
-            raise VerifyException(f"'{self.name}': {e}") from None
-        check_result_shape(self, shape)
+        lhs, rhs = tensor_shape(self.lhs), tensor_shape(self.rhs)
+        check_result_shape(self, inferred_shape(self, broadcast_shapes, lhs, rhs))
 
 
 @irdl_op_definition

@@ -52,10 +52,12 @@ from tessc.dialects.tess_base import (
     PatternKind,
     Shape,
     TessOp,
+    check_result_shape,
     check_same_elements,
     check_tensor_type,
     element_type_of,
     format_shape,
+    inferred_shape,
     is_integer,
     tensor_shape,
 )
@@ -63,15 +65,6 @@ from tessc.dialects.tess_base import (
 
 def _ints(values: Sequence[int]) -> DenseArrayBase:
     return DenseArrayBase.from_list(i64, [int(v) for v in values])
-
-
-def _check_shape(op: Operation, expected: Shape) -> None:
-    actual = tensor_shape(op.results[0])
-    if actual != tuple(expected):
-        raise VerifyException(
-            f"'{op.name}' result shape {format_shape(actual)} does not match the inferred "
-            f"shape {format_shape(expected)}"
-        )
 
 
 def _check_dim(op: Operation, dim: int, rank: int) -> None:
@@ -145,7 +138,7 @@ class TakeOp(_AlongDimOp):
     def verify_(self) -> None:
         source = tensor_shape(self.input)
         self.check_along_dim(source, "gather from")
-        _check_shape(self, gathered_shape(source, tensor_shape(self.indices), self.axis))
+        check_result_shape(self, gathered_shape(source, tensor_shape(self.indices), self.axis))
 
 
 @irdl_op_definition
@@ -215,7 +208,7 @@ class OneHotOp(TessOp):
         result = tensor_shape(self.result)
         if not result:
             raise VerifyException(f"'{self.name}' result must have a class dim")
-        _check_shape(self, (*tensor_shape(self.input), result[-1]))
+        check_result_shape(self, (*tensor_shape(self.input), result[-1]))
 
 
 class ArgReduceOp(TessOp):
@@ -269,7 +262,7 @@ class ArgReduceOp(TessOp):
             shape[self.axis] = 1
         else:
             del shape[self.axis]
-        _check_shape(self, tuple(shape))
+        check_result_shape(self, tuple(shape))
 
 
 @irdl_op_definition
@@ -419,11 +412,7 @@ class ConcatOp(TessOp):
         check_same_elements(self, [*self.inputs, self.result], self.ELEMENTS)
         shapes = [tensor_shape(v) for v in self.inputs]
         _check_dim(self, self.axis, len(shapes[0]))
-        try:
-            shape = concat_shape(shapes, self.axis)
-        except ValueError as e:
-            raise VerifyException(f"'{self.name}': {e}") from None
-        _check_shape(self, shape)
+        check_result_shape(self, inferred_shape(self, concat_shape, shapes, self.axis))
 
 
 INDEX_OPS: tuple[type[TessOp], ...] = (

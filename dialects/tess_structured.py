@@ -37,6 +37,7 @@ from tessc.dialects.tess_base import (
     check_tensor_type,
     element_type_of,
     format_shape,
+    inferred_shape,
     matmul_shape,
     reduced_shape,
     result_tensor,
@@ -85,10 +86,8 @@ class ReduceOp(TessOp, abc.ABC):
 
     def verify_(self) -> None:
         check_float_tensors(self, self.ELEMENTS)
-        try:
-            shape = reduced_shape(tensor_shape(self.input), self.reduced_dims, self.keeps_dims)
-        except ValueError as e:
-            raise VerifyException(f"'{self.name}': {e}") from None
+        source = tensor_shape(self.input)
+        shape = inferred_shape(self, reduced_shape, source, self.reduced_dims, self.keeps_dims)
         check_result_shape(self, shape)
 
 
@@ -279,11 +278,7 @@ class SelectOp(TessOp):
         check_tensor_type(self, self.cond.type, Elements.ANY)
         check_same_elements(self, [self.lhs, self.rhs, self.result], Elements.ANY)
         shapes = (tensor_shape(self.cond), tensor_shape(self.lhs), tensor_shape(self.rhs))
-        try:
-            shape = broadcast_shapes(*shapes)
-        except ValueError as e:
-            raise VerifyException(f"'{self.name}': {e}") from None
-        check_result_shape(self, shape)
+        check_result_shape(self, inferred_shape(self, broadcast_shapes, *shapes))
 
 
 @irdl_op_definition
@@ -308,11 +303,8 @@ class MatmulOp(TessOp):
 
     def verify_(self) -> None:
         check_float_tensors(self, self.ELEMENTS)
-        try:
-            shape = matmul_shape(tensor_shape(self.lhs), tensor_shape(self.rhs))
-        except ValueError as e:
-            raise VerifyException(f"'{self.name}': {e}") from None
-        check_result_shape(self, shape)
+        lhs, rhs = tensor_shape(self.lhs), tensor_shape(self.rhs)
+        check_result_shape(self, inferred_shape(self, matmul_shape, lhs, rhs))
 
 
 def _numel(shape: Sequence[int]) -> int:
