@@ -62,25 +62,12 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from tessc.dialects import contract
 from tessc.dialects.functions import add_workspace_argument, called_functions
+from tessc.lowering.arena_layout import ALIGNMENT, align_up, memref_bytes
 from tessc.lowering.numba_ops import HUGE_PAGE
-
-ALIGNMENT = 64
 
 Layout = tuple[list[tuple[MemRefType, int]], int]
 """A kernel's scratch: each used buffer's type and byte offset in the region (in argument
 order), and the region's size."""
-
-
-def _align(size: int, alignment: int = ALIGNMENT) -> int:
-    return -(-size // alignment) * alignment
-
-
-def _nbytes(typ: MemRefType) -> int:
-    width = typ.element_type.bitwidth  # type: ignore[union-attr]
-    count = 1
-    for extent in typ.get_shape():
-        count *= extent
-    return count * max(1, width // 8)
 
 
 def scratch_allocs(kernel: func.FuncOp) -> list[memref.AllocOp]:
@@ -102,11 +89,12 @@ def scratch_layout(types: list[MemRefType]) -> Layout:
     """Offsets for buffers of `types`: those of `HUGE_PAGE` bytes or more first, each at a
     multiple of `HUGE_PAGE`, then the others, 64-byte aligned."""
     offsets = [0] * len(types)
+    nbytes = [memref_bytes(typ) or 0 for typ in types]  # static shapes (`scratch_allocs`)
     size = 0
-    for k in sorted(range(len(types)), key=lambda k: _nbytes(types[k]) < HUGE_PAGE):
-        large = _nbytes(types[k]) >= HUGE_PAGE
-        offsets[k] = _align(size, HUGE_PAGE if large else ALIGNMENT)
-        size = offsets[k] + _align(_nbytes(types[k]))
+    for k in sorted(range(len(types)), key=lambda k: nbytes[k] < HUGE_PAGE):
+        large = nbytes[k] >= HUGE_PAGE
+        offsets[k] = align_up(size, HUGE_PAGE if large else ALIGNMENT)
+        size = offsets[k] + align_up(nbytes[k])
     return list(zip(types, offsets, strict=True)), size
 
 
@@ -181,14 +169,16 @@ class TessHoistScratchPass(ModulePass):
             return
         used = [layouts[c.callee.root_reference.data] for c in calls]
         region = max(size for _, size in used)
-        large = any(_nbytes(typ) >= HUGE_PAGE for buffers, _ in used for typ, _ in buffers)
+        large = any(
+            (memref_bytes(typ) or 0) >= HUGE_PAGE for buffers, _ in used for typ, _ in buffers
+        )
         index = _workspace(host)
         if index is None:  # nothing planned: the workspace is the scratch alone
             base = 0
             workspace = add_workspace_argument(host, region)
         else:
             planned = contract.WORKSPACE_BYTES.get(host) or 0
-            base = _align(planned, HUGE_PAGE if large else ALIGNMENT)
+            base = align_up(planned, HUGE_PAGE if large else ALIGNMENT)
             old = host.body.block.args[index]
             workspace = Rewriter.replace_value_with_new_type(old, MemRefType(i8, [base + region]))
             host.properties["function_type"] = FunctionType.from_lists(

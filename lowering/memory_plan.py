@@ -89,8 +89,8 @@ from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
 from tessc.dialects.functions import add_workspace_argument, called_functions
+from tessc.lowering.arena_layout import ALIGNMENT
 from tessc.lowering.memory_plan_planner import (
-    ALIGNMENT,
     HostPlan,
     HostPlanner,
     views_and_uses,

@@ -12,14 +12,13 @@ arena views or arguments is `memory_plan.py`'s, with the ordering of hosts and t
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import pairwise
 
 from xdsl.dialects import arith, func, memref
-from xdsl.dialects.builtin import AffineMapAttr, IndexType, MemRefType, ModuleOp
+from xdsl.dialects.builtin import AffineMapAttr, ModuleOp
 from xdsl.dialects.linalg.ops import GenericOp, IteratorType
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
@@ -29,30 +28,13 @@ from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
 from tessc.dialects.kernel import GroupOp
+from tessc.lowering.arena_layout import align_up, memref_bytes
 from tessc.lowering.group_accumulators import (
     VIEW_OPS,
     detach_accumulator,
     elementwise_reader,
     readers_before_writer,
 )
-
-ALIGNMENT = 64
-"""Byte alignment of every buffer in the arena."""
-
-
-def memref_bytes(typ: Attribute) -> int | None:
-    """The size of a memref of static shape (`i1` is a one-byte bool), else None."""
-    if not isinstance(typ, MemRefType) or any(d < 0 for d in typ.get_shape()):
-        return None
-    element = typ.element_type
-    width = 64 if isinstance(element, IndexType) else getattr(element, "bitwidth", None)
-    if not isinstance(width, int):
-        raise PassFailedException(f"tess-memory-plan: no byte size for {element}")
-    return math.prod(typ.get_shape()) * max(1, width // 8)
-
-
-def align_up(n: int) -> int:
-    return -(-n // ALIGNMENT) * ALIGNMENT
 
 
 def views_and_uses(value: SSAValue) -> Iterator[Operation]:

@@ -30,6 +30,7 @@ PACKAGE_DIRS = {
 SHARED_LOWERING = frozenset(
     {
         "loop_analysis",
+        "arena_layout",
         "index_emitter",
         "generic_analysis",
         "linalg_builders",

@@ -25,8 +25,8 @@ from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, f32
 from xdsl.ir import Block, Region, SSAValue
 
 from tessc.context import make_context
+from tessc.lowering.arena_layout import ALIGNMENT, memref_bytes
 from tessc.lowering.memory_plan import TessMemoryPlanPass
-from tessc.lowering.memory_plan_planner import ALIGNMENT, memref_bytes
 from tessc.lowering.to_numba import emit_numba
 from tessc.pipelines import get_pipeline, run_passes
 from tessc.reference import find_func, interpret, parse_module
