@@ -16,6 +16,8 @@ def run_programs(args: argparse.Namespace) -> int:
     from tessc.fuzz.rows import generate_rows
 
     pipelines = COMPILED_PIPELINES
+    if args.generator == "rows":  # cpu-basic runs none of the loop passes rows is for
+        pipelines = tuple(p for p in pipelines if p != "cpu-basic")
     if args.forced:
         pipelines = (*pipelines, *register_forced_pipelines())
 
