@@ -12,7 +12,8 @@ Each program is one product `z = a @ b` and an epilogue on its rows:
   argument cast, or a round trip through the other float type; `b` of `k` x `cols`: an
   argument (batched like `a`, broadcast over its batch, or not batched), the transpose of
   one (`w.T`), a cast or a computed value.
-- `big` programs make rows x k x cols at least 2^17 (`tess-pack-matmul`'s `min-work`) with
+- `big` programs make rows x k x cols at least 2^17 (`tess-pack-matmul`'s `min-work`; some
+  at least `PACKED_MIN_WORK`, where `tess-fuse` fuses transposed operands) with
   `cols` a multiple of 8/16/32 or not; the others are small (the `fuzz-pack*` pipelines of
   `tessc.fuzz.check` force packing at any size).
 - the epilogue, 1-5 steps on the current value: a bias (a row, a column or a scalar), an
@@ -28,6 +29,7 @@ from __future__ import annotations
 import random
 
 from tessc.fuzz.programs import Program, Shape, _Builder, broadcast
+from tessc.lowering.loop_analysis import PACKED_MIN_WORK
 
 MIN_WORK = 1 << 17
 """`tess-pack-matmul`'s default `min-work`."""
@@ -70,7 +72,12 @@ class _Rows:
                 (1, 2, 3, 5, 8, 10, 16, 17, 24, 32, 32, 33, 40, 64, 64)
             )
         cols = rng.choice((16, 24, 32, 32, 40, 64, 64, 96, 100, 128, 128, 130, 160, 256))
-        k = -(-MIN_WORK // (rows * cols))
+        # Some from `PACKED_MIN_WORK`, where `tess-fuse` fuses transposed operands into the
+        # product (`a @ w.T` becomes a dot nest, which the pass packs too).
+        work = PACKED_MIN_WORK if rng.random() < 0.3 else MIN_WORK
+        if work == PACKED_MIN_WORK:
+            cols = max(cols, 128)  # b within a few MiB
+        k = -(-work // (rows * cols))
         k += rng.choice((0, 0, 0, 1, 3, 7, k // 3))
         return k, cols
 
