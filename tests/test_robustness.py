@@ -254,6 +254,14 @@ MLIR_ERRORS = {
         "function_type",
         (3, 5),
     ),
+    "store-index-count": (  # xDSL's memref.store verifier raised a bare Exception
+        "func.func @f(%m: memref<8xf32>, %v: f32) {\n"
+        "  memref.store %v, %m[] : memref<8xf32>\n"
+        "  func.return\n"
+        "}\n",
+        "Expected an index for each dimension",
+        (2, 3),
+    ),
 }
 
 
