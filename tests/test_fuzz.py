@@ -170,3 +170,17 @@ def test_row_programs_reach_the_loop_passes(monkeypatch: pytest.MonkeyPatch) -> 
     for label in ("pack", "A in place", "B in place", "interchange", "row dots"):
         assert all(hits[(name, label)] for name in names), (label, hits)
     assert sum(hits[(name, "tall tile")] for name in names), hits
+
+
+def test_a_regression_found_at_a_forced_pipeline_replays_there(tmp_path, monkeypatch) -> None:
+    from tessc.fuzz.check import replay, save_text
+    from tessc.pipelines import PIPELINES
+
+    seen: list[tuple[str, ...]] = []
+    monkeypatch.setattr(
+        "tessc.fuzz.check.check_text", lambda *a, pipelines, **k: seen.append(pipelines)
+    )
+    text = generate_rows(random.Random(0)).text()
+    path = save_text(text, Failure("mismatch", "fuzz-pack", "x"), tmp_path, grad=False, seed=5)
+    assert "pipelines=fuzz-pack" in path.read_text()
+    assert replay(path) is None and seen[-1][-1] == "fuzz-pack" and "fuzz-pack" in PIPELINES
