@@ -55,7 +55,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith, memref, scf
+from xdsl.dialects import memref, scf
 from xdsl.dialects.builtin import IndexType, ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -67,7 +67,14 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.traits import is_side_effect_free
 
-from tessc.lowering.loop_analysis import rows_independent, trip_bound, trip_count
+from tessc.lowering.loop_analysis import (
+    defined_in,
+    moves_by_one,
+    recomputable_ops,
+    rows_independent,
+    trip_bound,
+    trip_count,
+)
 
 DEFAULT_MAX_TRIP = 16
 """Inner loops shorter than a vector of f32 on AVX-512 (16 lanes) are turned inside out."""
@@ -75,27 +82,15 @@ DEFAULT_MIN_ROWS = 8
 """Fewer rows than a vector of f32 on AVX2 would leave the vector loop mostly empty."""
 
 
-def _inside(value: SSAValue, loop: Operation) -> bool:
-    owner = value.owner
-    op = owner if isinstance(owner, Operation) else owner.parent_op()
-    return op is not None and loop.is_ancestor(op)
-
-
 def _pure(op: Operation) -> bool:
     return not op.regions and is_side_effect_free(op)
 
 
 def row_values(loop: scf.ForOp) -> set[SSAValue]:
-    """The values that name the row: the induction variable, and `x + r` or `r + x` for a
-    row value `r` and an `x` defined outside the loop (a block's first row plus a tile's
-    first row plus the row within it)."""
-    rows = {loop.body.block.args[0]}
-    for op in loop.body.block.ops:
-        if isinstance(op, arith.AddiOp):
-            for row, other in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
-                if row in rows and not _inside(other, loop):
-                    rows.add(op.result)
-    return rows
+    """The values that name the row: the induction variable and the values computed at
+    the loop's top level that move with it by one (`loop_analysis.moves_by_one`)."""
+    results = (r for op in loop.body.block.ops for r in op.results)
+    return {loop.body.block.args[0], *(r for r in results if moves_by_one(r, loop))}
 
 
 def short_loop(op: Operation, max_trip: int) -> bool:
@@ -122,14 +117,7 @@ class Plan:
 
 def plan(loop: scf.ForOp, max_trip: int) -> Plan | None:
     ops = list(loop.body.block.ops)[:-1]
-    # Pure ops computed from pure ops only (or from outside): recomputable in any loop.
-    pure: list[Operation] = []
-    for op in ops:
-        if _pure(op) and all(
-            not _inside(v, loop) or v is loop.body.block.args[0] or v.owner in pure
-            for v in op.operands
-        ):
-            pure.append(op)
+    pure = recomputable_ops(loop, ops)  # cloned into any loop that reads them
     runs: list[tuple[Operation, ...] | scf.ForOp] = []
     current: list[Operation] = []
     for op in ops:
@@ -197,7 +185,7 @@ class Fission:
         hoisted: list[Operation] = []
         mapping: dict[SSAValue, SSAValue] = {}
         for bound in (short.lb, short.ub, short.step):
-            if _inside(bound, self.loop) and bound not in mapping:
+            if defined_in(bound, self.loop) and bound not in mapping:
                 assert isinstance(bound.owner, Operation)  # a constant: the trip is static
                 hoisted.append(clone := bound.owner.clone())
                 mapping[bound] = clone.results[0]

@@ -459,6 +459,44 @@ def same_index(a: SSAValue, b: SSAValue) -> bool:
     )
 
 
+def defined_in(value: SSAValue, op: Operation) -> bool:
+    """Whether `value` is defined by `op` or inside its regions."""
+    owner = value.owner
+    holder = owner.parent_op() if isinstance(owner, Block) else owner
+    return holder is not None and op.is_ancestor(holder)
+
+
+def moves_by_one(value: SSAValue, loop: scf.ForOp) -> bool:
+    """Whether `value` is `loop`'s variable plus values defined outside the loop (a row
+    index: a block's first row plus a tile's first row plus the row within it), so that
+    consecutive iterations give consecutive values."""
+    if value is loop.body.block.args[0]:
+        return True
+    owner = value.owner
+    if not isinstance(owner, arith.AddiOp):
+        return False
+    a, b = owner.lhs, owner.rhs
+    return (moves_by_one(a, loop) and not defined_in(b, loop)) or (
+        moves_by_one(b, loop) and not defined_in(a, loop)
+    )
+
+
+def recomputable_ops(loop: scf.ForOp, ops: Sequence[Operation]) -> list[Operation]:
+    """The ops of `ops` (the loop body's, in order) that a loop split out of `loop` can
+    clone: pure, without regions, their operands defined outside the loop, the loop's
+    variable or results of such ops (index arithmetic, constants)."""
+    iv = loop.body.block.args[0]
+    found: list[Operation] = []
+    for op in ops:
+        if (
+            not op.regions
+            and is_side_effect_free(op)
+            and all(v is iv or not defined_in(v, loop) or v.owner in found for v in op.operands)
+        ):
+            found.append(op)
+    return found
+
+
 def rows_independent(ops: Iterable[Operation], rows: Collection[SSAValue]) -> bool:
     """Whether no row reads or writes what another row writes, for the ops of a loop over
     rows (`ops`: everything in its body, nested ops included) and the values that name a
@@ -552,6 +590,9 @@ __all__ = [
     "static_work",
     "static_work_of",
     "PARALLEL_WORK",
+    "defined_in",
+    "moves_by_one",
+    "recomputable_ops",
     "rows_independent",
     "unit_loop_bound",
 ]

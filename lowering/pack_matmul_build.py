@@ -327,7 +327,7 @@ class Packer:
                     panel_start = ej.mul(ej.apply(arith.MuliOp, jr, nk.value), nr)
                     b_off = ej.add(self.b_slot, panel_start, "boff")
                 else:
-                    b_off = self.offset(ej, self.b_in_place, k0, jt, "boff")
+                    b_off = self.offset(ej, self.b_in_place, k0, jt)
 
                 def micro(ei: Emitter, ir: IndexValue) -> None:
                     it = ei.add(i0, ei.mul(ir, mr), "it")
@@ -335,7 +335,7 @@ class Packer:
                         a_off = ei.mul(ei.apply(arith.MuliOp, ir, nk.value), mr)
                         a_off = ei.add(slot, a_off, "aoff")
                     else:
-                        a_off = self.offset(ei, self.a_in_place, it, k0, "aoff")
+                        a_off = self.offset(ei, self.a_in_place, it, k0)
                     self.mma(ei, it, jt, a_off, b_off, nk, accumulate)
 
                 emit_loop(ej, tiles_i, "ir", micro)
@@ -349,21 +349,12 @@ class Packer:
         emit_loop(e, share, "t", block)
 
     def offset(
-        self, e: Emitter, source: InPlace, outer: IndexValue, inner: IndexValue, hint: str
+        self, e: Emitter, source: InPlace, outer: IndexValue, inner: IndexValue
     ) -> IndexValue:
         """The element offset in `source`'s memref of its entry at (`outer`, `inner`)."""
-        m, values = self.match, self.values(e)
+        m = self.match
         outer_index, inner_index = (m.i, m.k) if source is self.a_in_place else (m.k, m.j)
-        total: IndexValue = 0
-        for index, stride in zip(source.indices, source.strides, strict=True):
-            if index is outer_index:
-                position: IndexValue = outer
-            elif index is inner_index:
-                position = inner
-            else:
-                position = values.get(index, index)
-            total = e.add(total, e.mul(position, stride))
-        return e.add(total, 0, hint) if isinstance(total, int) else total
+        return source.offset(e, {**self.values(e), outer_index: outer, inner_index: inner})
 
     def strides(self) -> tuple[int, int, int] | None:
         """`micro.mma`'s operand strides: None for packed panels on both sides."""

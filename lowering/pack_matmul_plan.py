@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, memref, scf
@@ -33,6 +33,8 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Operation, SSAValue
 from xdsl.traits import is_side_effect_free
 
+from tessc.lowering.arena_layout import memref_bytes
+from tessc.lowering.index_emitter import Emitter, IndexValue
 from tessc.lowering.loop_analysis import depends_on, same_index, unit_loop_bound
 from tessc.lowering.tile_dot import match_dot
 from tessc.lowering.tile_match import Contraction, RowSegment, match_row_kernel
@@ -268,6 +270,14 @@ class InPlace:
     inner_stride: int
     bytes: int
 
+    def offset(self, e: Emitter, at: Mapping[SSAValue, IndexValue]) -> IndexValue:
+        """The element offset, in the memref, of the entry the load's indices name with
+        each replaced by its value in `at` where it has one (the tile's first row and k)."""
+        total: IndexValue = 0
+        for index, stride in zip(self.indices, self.strides, strict=True):
+            total = e.add(total, e.mul(at.get(index, index), stride))
+        return total
+
 
 def in_place_operand(
     ops: Sequence[Operation],
@@ -282,10 +292,8 @@ def in_place_operand(
     typ = load.memref.type
     if not isinstance(typ, MemRefType) or not isinstance(typ.layout, NoneAttr):
         return None
-    shape = typ.get_shape()
-    if any(extent < 0 for extent in shape):
-        return None
-    strides = tuple(math.prod(shape[d + 1 :]) for d in range(len(shape)))
+    if (size := memref_bytes(typ)) is None or (strides := typ.get_strides()) is None:
+        return None  # a dynamic shape
     indices = tuple(load.indices)
     at_outer = [d for d, v in enumerate(indices) if v is outer]
     at_inner = [d for d, v in enumerate(indices) if v is inner]
@@ -294,7 +302,6 @@ def in_place_operand(
         return None
     if any(depends_on(v, loop) for v in others for loop in loops):
         return None
-    size = math.prod(shape) * typ.element_type.bitwidth // 8  # type: ignore[attr-defined]
     return InPlace(load.memref, indices, strides, strides[at_outer[0]], strides[at_inner[0]], size)
 
 

@@ -86,7 +86,6 @@ In a parallel packed kernel (a Numba parfor, where the dots' reductions stay sca
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
@@ -110,7 +109,7 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 from xdsl.rewriter import InsertPoint
-from xdsl.traits import IsTerminator, is_side_effect_free
+from xdsl.traits import IsTerminator
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
@@ -119,6 +118,9 @@ from tessc.lowering.index_emitter import Emitter, IndexValue, emit_loop, make_ex
 from tessc.lowering.loop_analysis import (
     IndexConstants,
     constant_int,
+    defined_in,
+    moves_by_one,
+    recomputable_ops,
     rows_independent,
     trip_bound,
     unit_loop_bound,
@@ -168,26 +170,6 @@ class RowDot:
     def after(self) -> list[Operation]:
         ops = list(self.loop.body.block.ops)
         return [op for op in ops[ops.index(self.nest) + 1 :] if not op.has_trait(IsTerminator)]
-
-
-def _inside(value: SSAValue, op: Operation) -> bool:
-    """Whether `value` is defined in `op`'s regions."""
-    owner = value.owner
-    holder = owner.parent_op() if isinstance(owner, Block) else owner
-    return holder is not None and (holder is op or op.is_ancestor(holder))
-
-
-def _moves_by_one(value: SSAValue, loop: scf.ForOp) -> bool:
-    """Whether `value` is the loop's variable plus values defined outside the loop."""
-    if value is loop.body.block.args[0]:
-        return True
-    owner = value.owner
-    if not isinstance(owner, arith.AddiOp):
-        return False
-    a, b = owner.lhs, owner.rhs
-    return (_moves_by_one(a, loop) and not _inside(b, loop)) or (
-        _moves_by_one(b, loop) and not _inside(a, loop)
-    )
 
 
 def _writes(op: Operation, memory: SSAValue) -> bool:
@@ -265,22 +247,22 @@ def _match_nest(
         return None
     j = indices[-1]
     k = inner_iv if j is outer_iv else outer_iv
-    rows = [v for v in indices if _inside(v, loop) and v is not j]
-    if len(rows) != 1 or not _moves_by_one(row := rows[0], loop) or k in indices:
+    rows = [v for v in indices if defined_in(v, loop) and v is not j]
+    if len(rows) != 1 or not moves_by_one(row := rows[0], loop) or k in indices:
         return None
-    if any(v is not j and v is not row and _inside(v, loop) for v in indices):
+    if any(v is not j and v is not row and defined_in(v, loop) for v in indices):
         return None
     lhs_load, rhs_load = (x, y) if row in x.indices else (y, x)
     ivs = (loop.body.block.args[0], j, k)
     lhs = in_place_operand([lhs_load], lhs_load.res, row, k, ivs)
     if lhs is None or any(
-        v is not row and v is not k and _inside(v, loop) for v in lhs_load.indices
+        v is not row and v is not k and defined_in(v, loop) for v in lhs_load.indices
     ):
         return None
-    if any(v is not j and v is not k and _inside(v, top) for v in rhs_load.indices):
+    if any(v is not j and v is not k and defined_in(v, top) for v in rhs_load.indices):
         return None
     c, b = store.memref, rhs_load.memref
-    if c in (lhs.memref, b) or _inside(b, top) or _writes(top, b):
+    if c in (lhs.memref, b) or defined_in(b, top) or _writes(top, b):
         return None
     types = {v.type for v in (lhs_load.res, rhs_load.res, store.value)}
     if len(types) != 1 or not isinstance(next(iter(types)), Float32Type | Float64Type):
@@ -291,7 +273,7 @@ def _match_nest(
         return None
     body = list(loop.body.block.ops)
     before = body[: body.index(nest)]
-    recomputable = _recomputable(loop, before)
+    recomputable = set(recomputable_ops(loop, before))
     for op in before:  # what later phases use of the first, they recompute
         if op not in recomputable and any(
             loop.body.block.find_ancestor_op_in_block(use.operation) not in before
@@ -301,7 +283,7 @@ def _match_nest(
             return None
     for inner_op in nest.walk():
         for operand in inner_op.operands:
-            if _inside(operand, loop) and not _inside(operand, nest) and operand is not row:
+            if defined_in(operand, loop) and not defined_in(operand, nest) and operand is not row:
                 return None
     if isinstance(row.owner, Operation) and row.owner not in recomputable:
         return None
@@ -313,22 +295,6 @@ def _match_nest(
     )
     assert cols and depth
     return RowDot(loop, packed, top, row, nest, j, k, cols, depth, lhs, rhs_load, store)
-
-
-def _recomputable(loop: scf.ForOp, ops: Sequence[Operation]) -> set[Operation]:
-    """The ops of `ops` (the row loop's, in order) that a later phase can clone: pure,
-    without regions, their operands defined outside the loop, the loop's variable or
-    results of such ops."""
-    iv = loop.body.block.args[0]
-    found: set[Operation] = set()
-    for op in ops:
-        if (
-            not op.regions
-            and is_side_effect_free(op)
-            and all(v is iv or not _inside(v, loop) or v.owner in found for v in op.operands)
-        ):
-            found.add(op)
-    return found
 
 
 # -- building ---------------------------------------------------------------------------
@@ -374,7 +340,7 @@ class RowDotTiler:
     recomputable: set[Operation] = field(init=False)  # what the after phase clones
 
     def __post_init__(self) -> None:
-        self.recomputable = _recomputable(self.match.loop, self.match.before)
+        self.recomputable = set(recomputable_ops(self.match.loop, self.match.before))
 
     def prologue(self) -> list[Operation]:
         """The scratch and `b` packed, for before the kernel's packed nest."""
@@ -469,10 +435,7 @@ class RowDotTiler:
 
         emit_loop(e, static(t.rows), "r", before)
         start = self.row_value(e, {iv: e.value(t0)})
-        offset: IndexValue = 0
-        for index, stride in zip(m.lhs.indices, m.lhs.strides, strict=True):
-            position: IndexValue = start if index is m.row else 0 if index is m.k else index
-            offset = e.add(offset, e.mul(position, stride))
+        offset = m.lhs.offset(e, {m.row: start, m.k: 0})
         e.block.add_op(false := arith.ConstantOp(IntegerAttr(0, i1)))
         strides = (m.lhs.outer_stride, m.lhs.inner_stride, m.cols)
         for jp in range(t.panels):
@@ -516,7 +479,7 @@ class RowDotTiler:
 
     def row_value(self, e: Emitter, values: dict[SSAValue, SSAValue]) -> SSAValue:
         """The row value `i` at the loop variable `values` gives, cloned into `e` where the
-        ops computing it were not (the pure chain of `_moves_by_one`)."""
+        ops computing it were not (the pure chain of `moves_by_one`)."""
         row = self.match.row
         if row in values:
             return values[row]
@@ -525,7 +488,7 @@ class RowDotTiler:
         pending = [owner] if isinstance(owner, Operation) else []
         while pending:
             op = pending.pop()
-            if not _inside(op.results[0], self.match.loop) or op in chain:
+            if not defined_in(op.results[0], self.match.loop) or op in chain:
                 continue
             chain.append(op)
             pending.extend(v.owner for v in op.operands if isinstance(v.owner, Operation))
