@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from tessc.runtime.executor import arena_of
+from tessc.runtime.executor import aligned_empty, arena_of
 
 ALIGNMENT = 64
 """Byte alignment of the buffer: a cache line, an AVX-512 vector."""
@@ -42,9 +42,7 @@ def arena(arrays: Sequence[ArrayLike], dtype: DTypeLike | None = None) -> list[n
         return []
     element = np.dtype(dtype) if dtype is not None else values[0].dtype
     total = sum(v.size for v in values)
-    raw = np.empty(total * element.itemsize + ALIGNMENT, dtype=np.uint8)
-    start = -raw.ctypes.data % ALIGNMENT
-    buffer = raw[start : start + total * element.itemsize].view(element)
+    buffer = aligned_empty(total * element.itemsize, ALIGNMENT).view(element)
     views: list[np.ndarray] = []
     offset = 0
     for value in values:

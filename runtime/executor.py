@@ -65,6 +65,18 @@ transparent huge pages; `tess-hoist-scratch` puts a kernel's scratch of that siz
 multiple of it in the workspace (codegen's `numba_ops.HUGE_PAGE`, the same number)."""
 
 
+def aligned(raw: np.ndarray, size: int, alignment: int) -> np.ndarray:
+    """The `size` bytes of the byte array `raw` that start at its first address on a
+    multiple of `alignment` (`raw` has `alignment` bytes to spare)."""
+    start = -raw.ctypes.data % alignment
+    return raw[start : start + size]
+
+
+def aligned_empty(size: int, alignment: int) -> np.ndarray:
+    """A new byte array of `size` bytes starting on a multiple of `alignment`."""
+    return aligned(np.empty(size + alignment, dtype=np.uint8), size, alignment)
+
+
 def workspace_buffer(size: int) -> np.ndarray:
     """A new byte array of `size` for a host's workspace: 64-byte aligned; from `HUGE_PAGE`
     bytes on, a fresh anonymous mapping starting on a `HUGE_PAGE` boundary and advised
@@ -73,22 +85,18 @@ def workspace_buffer(size: int) -> np.ndarray:
     pages, which the advice does not turn into huge ones, and packed matmul panels on
     4 KiB pages crowd L2 sets (codegen's `numba_ops.HUGE_PAGE`)."""
     if size < HUGE_PAGE:
-        raw = np.empty(size + 64, dtype=np.uint8)
-        start = -raw.ctypes.data % 64
-        return raw[start : start + size]
+        return aligned_empty(size, 64)
     if not hasattr(mmap, "MAP_ANONYMOUS"):  # not a POSIX mmap: no advice to give
-        raw = np.empty(size + HUGE_PAGE, dtype=np.uint8)
-        start = -raw.ctypes.data % HUGE_PAGE
-        return raw[start : start + size]
+        return aligned_empty(size, HUGE_PAGE)
     # Private: a shared anonymous mapping is shmem, which the advice does not cover.
     flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
     region = mmap.mmap(-1, size + HUGE_PAGE, flags=flags)  # the array keeps it mapped
     raw = np.frombuffer(region, dtype=np.uint8)
-    start = -raw.ctypes.data % HUGE_PAGE
+    workspace = aligned(raw, size, HUGE_PAGE)
     advice = getattr(mmap, "MADV_HUGEPAGE", None)
     if advice is not None:
-        region.madvise(advice, start, size)
-    return raw[start : start + size]
+        region.madvise(advice, workspace.ctypes.data - raw.ctypes.data, size)
+    return workspace
 
 
 def memory_owner(array: np.ndarray) -> np.ndarray | None:
@@ -377,6 +385,8 @@ __all__ = [
     "ArenaSlot",
     "ArraySpec",
     "Executable",
+    "aligned",
+    "aligned_empty",
     "arena_of",
     "memory_owner",
     "workspace_buffer",
