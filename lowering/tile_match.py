@@ -104,11 +104,6 @@ def match_contraction(loop: scf.ForOp, i: SSAValue) -> Contraction | None:
     return Contraction(tuple(outer), k_loop, j_loop, *extents, frozenset(stored))
 
 
-def rows_are_disjoint(op: scf.ParallelOp, i: SSAValue) -> bool:
-    """Whether the rows `i` of `op` are independent (`loop_analysis.rows_independent`)."""
-    return rows_independent(op.body.walk(), {i})
-
-
 def match_row_kernel(op: scf.ParallelOp) -> RowKernel | None:
     """The row kernel rooted at `op`, if it holds a contraction to tile."""
     if op.initVals or contract.TILE_SIZES.has(op):
@@ -138,7 +133,9 @@ def match_row_kernel(op: scf.ParallelOp) -> RowKernel | None:
         segment = []
     if segment:
         members.append(RowSegment(tuple(segment)))
-    if not any(isinstance(m, Contraction) for m in members) or not rows_are_disjoint(op, i):
+    if not any(isinstance(m, Contraction) for m in members):
+        return None
+    if not rows_independent(op.body.walk(), {i}):  # rows touch disjoint elements
         return None
     for member in members:  # a segment's values must not be needed outside it
         if isinstance(member, RowSegment) and any(
