@@ -103,7 +103,7 @@ def compile_step(module: Any, chunk_size: int | None) -> Callable[..., tuple[np.
     """The cpu pipeline's program, or with `tess-fuse-horizontal{chunk-size=...}`."""
     if chunk_size is None:
         return compile_module(module, "adagrad")
-    from tessc.lowering.to_numba import emit_numba
+    from tessc.lowering.codegen.to_numba import emit_numba
     from tessc.runtime import Executable, load_source
 
     default = "tess-fuse-horizontal{donated-only=true}"

@@ -5,7 +5,7 @@ Every "expanded" kernel is generated from the pass's output, not written by hand
 scalar `func.func` applying `math.<fn>` is expanded by `TessExpandMathPass`, and its arith
 ops are translated one to one into statements inside a `prange` loop (`scalar_kernel_source`
 below: typed constants, `np.int32(v).view(np.float32)` for `arith.bitcast`). When
-`tessc.lowering.to_numba.emit_numba` can translate the expanded loop IR (it needs
+`tessc.lowering.codegen.to_numba.emit_numba` can translate the expanded loop IR (it needs
 `arith.bitcast`), its kernel is timed too.
 
 For reference: a copy kernel (the memory-bandwidth limit: 64 MiB read + 64 MiB written),
@@ -32,7 +32,7 @@ from xdsl.ir import SSAValue
 from xdsl.parser import Parser
 
 from tessc.context import make_context
-from tessc.lowering.expand_math import TessExpandMathPass
+from tessc.lowering.loops.expand_math import TessExpandMathPass
 
 FASTMATH_VARIANTS: dict[str, set[str] | bool] = {
     "none": False,
@@ -136,7 +136,7 @@ def compile_source(source: str, name: str, fastmath: set[str] | bool) -> Callabl
 
 def emit_numba_kernel(name: str, n: int, fastmath: set[str] | bool) -> Callable[..., None]:
     """The kernel as the real pipeline would emit it: loop IR -> expand -> emit_numba."""
-    from tessc.lowering.to_numba import emit_numba
+    from tessc.lowering.codegen.to_numba import emit_numba
     from tessc.runtime.cache import load_source
 
     text = f"""

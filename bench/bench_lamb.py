@@ -47,7 +47,7 @@ import numpy as np
 from bench_unfused import timed_medians
 
 import tessc
-from tessc.lowering.to_numba import emit_numba
+from tessc.lowering.codegen.to_numba import emit_numba
 from tessc.pipelines import get_pipeline, run_passes
 from tessc.runtime import Executable, load_source
 

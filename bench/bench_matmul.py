@@ -87,7 +87,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 
 from tessc.context import make_context
-from tessc.lowering.to_numba import emit_numba
+from tessc.lowering.codegen.to_numba import emit_numba
 from tessc.pipelines import get_pipeline, run_passes
 from tessc.runtime import Executable, load_source
 

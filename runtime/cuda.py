@@ -2,7 +2,7 @@
 `CudaExecutable`: a compiled tessc program for the CUDA target, callable on NumPy arrays and
 on device arrays.
 
-A module that `tessc.lowering.to_cuda` generated says `TESSC_TARGET = "cuda"` and carries
+A module that `tessc.lowering.codegen.to_cuda` generated says `TESSC_TARGET = "cuda"` and carries
 the same `TESSC_SIGNATURES` as a CPU module (format: `tessc.runtime.signatures`). Its host
 functions are plain Python on device arrays: they take the inputs, one device array per
 output, the device workspace (when `"workspace_bytes"` is set) and last `buffers`, a dict

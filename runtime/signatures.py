@@ -2,7 +2,7 @@
 `TESSC_SIGNATURES`: what a generated module tells the runtime about its host functions.
 
 This is the runtime's side of the codegen -> runtime contract. Codegen
-(`tessc.lowering.to_numba`) writes, at the top of every module it generates, a dict of
+(`tessc.lowering.codegen.to_numba`) writes, at the top of every module it generates, a dict of
 plain Python literals — ints, strings, tuples, lists, dicts and `None`, nothing else — so
 that the runtime can check and call the compiled code without reading IR, and without
 importing anything from `tessc.dialects` or `tessc.lowering` (it stands alone). The
@@ -43,7 +43,7 @@ runtime reads it through one function, `read_signature`. The format:
   and its element offset in that arena, `None` when the argument is the array itself.
   `Executable` keeps the caller's convention (separate arrays in and out).
 
-A CUDA module (`tessc.lowering.to_cuda`) carries the same dict and `TESSC_TARGET = "cuda"`;
+A CUDA module (`tessc.lowering.codegen.to_cuda`) carries the same dict and `TESSC_TARGET = "cuda"`;
 its hosts are plain Python on device arrays and take one more, last argument: `buffers`,
 a dict the runtime keeps per program in which they keep their intermediate device
 buffers (`tessc.runtime.cuda`).

@@ -5,7 +5,7 @@ threads, the parallel form of a large kernel that costs no Numba parfor.
 Numba's `parallel=True` turns a `prange` into a parfor: a gufunc compiled apart from the
 function, a scheduler and a threading layer to start. For one elementwise kernel on 2^24
 floats (issue 12's W1) that is 0.46 s of a cold compile, against 0.18 s for the same loop
-serial. So codegen (`tessc.lowering.to_numba`) may emit a kernel whose one parallel loop
+serial. So codegen (`tessc.lowering.codegen.to_numba`) may emit a kernel whose one parallel loop
 runs `range(lo, hi)` instead, compiled `nogil=True` like any serial function, and a host in
 plain Python that launches it here: the caller's thread and `threads - 1` workers each run
 one contiguous share of the iterations, Numba releasing the GIL for the kernel's duration.

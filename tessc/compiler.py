@@ -77,12 +77,12 @@ def numba_source(module: ModuleOp, *, pipeline: str = "cpu", **codegen_options: 
     if target == "cuda":
         if codegen_options:
             raise ValueError(f"pipeline '{pipeline}' takes no codegen options")
-        from tessc.lowering.to_cuda import emit_cuda
+        from tessc.lowering.codegen.to_cuda import emit_cuda
 
         return emit_cuda(lower_module(module, "gpu", pipeline=pipeline))
     if target != "numba":
         raise ValueError(f"pipeline '{pipeline}' does not generate code")
-    from tessc.lowering.to_numba import emit_numba
+    from tessc.lowering.codegen.to_numba import emit_numba
 
     lowered = lower_module(module, "loops", pipeline=pipeline)
     with timing.phase("codegen"):

@@ -24,7 +24,7 @@ pass-pipeline string in `xdsl-opt -p` syntax. For `cpu`:
     numba    Python source for Numba (level 6)        codegen: emit_numba
 
 `cuda` shares the front (tess, fused, buffers) and then maps each kernel onto the GPU
-(lowering/GPU_LEVEL.md is the level's contract with the CUDA code generator):
+(lowering/gpu/README.md is the level's contract with the CUDA code generator):
 
     stage    the module holds                         passes that reach it
     gpu      host funcs launching `gpu.func`s of      tess-outline-kernels,

@@ -7,7 +7,7 @@ has reached the barrier (or all have returned), so a kernel that needs a barrier
 reads stale workgroup memory, and a barrier only some threads reach raises. Shared
 (`#gpu.address_space<workgroup>`) allocas are one array per block, filled with NaN so a
 read before any write shows. Scalar ops evaluate the CPU emitter's own templates
-(`tessc.lowering.numba_ops`), so the arithmetic is the generated code's. Slow (~µs per op
+(`tessc.lowering.codegen.numba_ops`), so the arithmetic is the generated code's. Slow (~µs per op
 per thread): small shapes only. The cuda-runtime's simulator tests run the real emitter;
 this checks the IR on its own.
 """
@@ -31,7 +31,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, Operation, SSAValue
 
 from tessc.dialects.gpu_memory import is_workgroup
-from tessc.lowering.numba_ops import _CMPF, _CMPI, _EXPRESSIONS, dtype_name
+from tessc.lowering.codegen.numba_ops import _CMPF, _CMPI, _EXPRESSIONS, dtype_name
 
 Env = dict[SSAValue, Any]
 Thread = Generator[None, None, Any]

@@ -375,7 +375,7 @@ def test_main_returns_status_for_argument_lists(
 def test_numba_target_calls_emit_numba(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fake = types.ModuleType("tessc.lowering.to_numba")
+    fake = types.ModuleType("tessc.lowering.codegen.to_numba")
     seen: list[ModuleOp] = []
 
     def emit_numba(module: ModuleOp) -> str:
@@ -383,7 +383,7 @@ def test_numba_target_calls_emit_numba(
         return "# generated\n"
 
     fake.emit_numba = emit_numba  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "tessc.lowering.to_numba", fake)
+    monkeypatch.setitem(sys.modules, "tessc.lowering.codegen.to_numba", fake)
     status, out, _ = run_in_process(capsys, str(write(tmp_path, "ok.mlir", VALID)), "-t", "numba")
     assert status == 0
     assert out == "# generated\n"
@@ -393,7 +393,7 @@ def test_numba_target_calls_emit_numba(
 def test_numba_target_unavailable_is_a_clean_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(sys.modules, "tessc.lowering.to_numba", None)  # import fails
+    monkeypatch.setitem(sys.modules, "tessc.lowering.codegen.to_numba", None)  # import fails
     status, _, err = run_in_process(capsys, str(write(tmp_path, "ok.mlir", VALID)), "-t", "numba")
     assert status == 1
     assert "error: the numba target is not available" in err

@@ -1,4 +1,4 @@
-"""Codegen (`tessc.lowering.to_numba.emit_numba`) on hand-written loop-level IR."""
+"""Codegen (`tessc.lowering.codegen.to_numba.emit_numba`) on hand-written loop-level IR."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 
 from tessc.context import make_context
-from tessc.lowering.numba_ops import _CMPF, _EXPRESSIONS, UnsupportedOpError
-from tessc.lowering.to_numba import emit_numba
+from tessc.lowering.codegen.numba_ops import _CMPF, _EXPRESSIONS, UnsupportedOpError
+from tessc.lowering.codegen.to_numba import emit_numba
 from tessc.runtime import Executable, load_source
 
 

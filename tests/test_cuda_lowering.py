@@ -60,7 +60,7 @@ def operand_dtypes(name: str) -> tuple[str, ...]:
 
 
 def cuda_templates() -> dict[str, str]:
-    from tessc.lowering.to_cuda import CUDA_TEMPLATES
+    from tessc.lowering.codegen.to_cuda import CUDA_TEMPLATES
 
     casts = {"index_cast", "index_castui", "sitofp", "uitofp", "fptosi", "fptoui", "extf"}
     casts |= {"truncf", "extsi", "extui", "trunci", "bitcast"}
@@ -165,8 +165,8 @@ def lower_kernels(module: Any) -> None:
     from xdsl.dialects import gpu
     from xdsl.dialects.builtin import MemRefType
 
-    from tessc.lowering.numba_source import dtype_name
-    from tessc.lowering.to_cuda import emit_cuda, kernel_python_names
+    from tessc.lowering.codegen.numba_source import dtype_name
+    from tessc.lowering.codegen.to_cuda import emit_cuda, kernel_python_names
     from tessc.runtime import load_source
 
     loaded = load_source(emit_cuda(module))

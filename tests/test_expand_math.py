@@ -25,8 +25,8 @@ from xdsl.utils.exceptions import PassFailedException
 
 from tessc.compiler import compile_module, numba_source
 from tessc.context import make_context
-from tessc.lowering.expand_math import F32_FORMAT, F64_FORMAT, TessExpandMathPass
-from tessc.lowering.to_linalg import TessToLinalgPass
+from tessc.lowering.linalg.to_linalg import TessToLinalgPass
+from tessc.lowering.loops.expand_math import F32_FORMAT, F64_FORMAT, TessExpandMathPass
 from tessc.reference import interpret, parse_module
 
 from helpers import assert_results_match, random_inputs
@@ -123,7 +123,7 @@ def parse(text: str) -> ModuleOp:
 
 UNGATED = {"min_iterations": 0, "min_inner_trip": 0}
 """The size gate off: the cases are scalar functions and generic bodies, outside loops
-(the gate is FileCheck'd in tests/filecheck/lowering/tess-expand-math.mlir)."""
+(the gate is FileCheck'd in tests/filecheck/loops/tess-expand-math.mlir)."""
 
 
 def expand(text: str, **options: tuple[str, ...]) -> ModuleOp:

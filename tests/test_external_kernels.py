@@ -1,4 +1,4 @@
-"""Kernels compiled on their own and called by name (`tessc.lowering.numba_external`,
+"""Kernels compiled on their own and called by name (`tessc.lowering.codegen.numba_external`,
 `tessc.runtime.external`): which kernels codegen picks (the MLP's gradient, in
 tests/filecheck/autodiff/mlp-grad-to-numba.mlir, which tests/test_autodiff.py runs against
 the reference interpreter), and that such a program computes the reference interpreter's
@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from tessc import timing
-from tessc.lowering import numba_external
-from tessc.lowering.to_numba import emit_numba
+from tessc.lowering.codegen import numba_external
+from tessc.lowering.codegen.to_numba import emit_numba
 from tessc.pipelines import run_passes
 from tessc.reference import interpret, parse_module
 from tessc.runtime import external

@@ -32,9 +32,9 @@ from xdsl.ir import Operation, SSAValue
 from tessc.context import make_context
 from tessc.dialects import tess as tess_dialect
 from tessc.dialects.tess import PatternKind
-from tessc.lowering.fuse import TessFusePass
-from tessc.lowering.fuse_plan import FusionPolicy, plan_fusion
-from tessc.lowering.generic_analysis import pattern_kind
+from tessc.lowering.fusion.fuse import TessFusePass
+from tessc.lowering.fusion.fuse_plan import FusionPolicy, plan_fusion
+from tessc.lowering.linalg.generic_analysis import pattern_kind
 from tessc.reference import interpret, numpy_dtype, parse_module, shape_and_dtype
 
 from helpers import assert_results_match, build_single_op_module, random_inputs, random_program
@@ -157,7 +157,7 @@ def apply(module: ModuleOp, *passes: Any) -> ModuleOp:
 
 
 def to_linalg(module: ModuleOp) -> ModuleOp:
-    from tessc.lowering.to_linalg import TessToLinalgPass
+    from tessc.lowering.linalg.to_linalg import TessToLinalgPass
 
     return apply(module, TessToLinalgPass())
 

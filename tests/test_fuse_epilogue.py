@@ -29,15 +29,10 @@ from tessc.context import make_context
 from tessc.dialects import contract
 from tessc.dialects.builder import TessBuilder, build_function, build_module
 from tessc.dialects.kernel import GroupOp
-from tessc.lowering.fuse_epilogue import TessFuseEpiloguePass
-from tessc.lowering.loop_analysis import (
-    Access,
-    LoopNestPlan,
-    NestSummary,
-    shared_outer_loops,
-)
-from tessc.lowering.outline_kernels import is_kernel
-from tessc.lowering.to_loops import TessLinalgToLoopsPass
+from tessc.lowering.buffers.outline_kernels import is_kernel
+from tessc.lowering.fusion.fuse_epilogue import TessFuseEpiloguePass
+from tessc.lowering.linalg.loop_nests import Access, LoopNestPlan, NestSummary, shared_outer_loops
+from tessc.lowering.loops.linalg_to_loops import TessLinalgToLoopsPass
 from tessc.pipelines import get_pipeline, run_passes
 from tessc.reference import interpret
 

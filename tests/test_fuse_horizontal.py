@@ -20,8 +20,8 @@ from tessc.compiler import compile_module, lower_module
 from tessc.context import make_context
 from tessc.dialects import contract
 from tessc.dialects.kernel import GroupOp
-from tessc.lowering.fuse_horizontal import TessFuseHorizontalPass
-from tessc.lowering.horizontal_groups import elementwise_refusal
+from tessc.lowering.fusion.fuse_horizontal import TessFuseHorizontalPass
+from tessc.lowering.fusion.fuse_horizontal_groups import elementwise_refusal
 from tessc.pipelines import get_pipeline, run_passes
 from tessc.reference import interpret, parse_module
 from tessc.runtime.executor import arena_of
@@ -297,7 +297,7 @@ def test_wrong_inputs_are_reported_in_the_callers_terms(adagrad_program) -> None
 
 
 def test_chunked_arena_loop() -> None:
-    from tessc.lowering.to_numba import emit_numba
+    from tessc.lowering.codegen.to_numba import emit_numba
     from tessc.runtime import Executable, load_source
 
     shapes = [(7,), (3, 5), (11,)]  # 33 elements: 4 chunks of 9, the last one short

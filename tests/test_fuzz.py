@@ -134,7 +134,7 @@ def test_row_programs_reach_the_loop_passes(monkeypatch: pytest.MonkeyPatch) -> 
     """The rows generator's programs are packed (operands in place, one-tile-tall products),
     interchanged and row-dotted at `cpu` and the forced pipelines."""
     from tessc.compiler import lower_module
-    from tessc.lowering import interchange_rows, pack_matmul_build, row_dots
+    from tessc.lowering.loops import interchange_rows, pack_matmul_build, row_dots
 
     hits: Counter[tuple[str, str]] = Counter()
     pipeline = ["cpu"]

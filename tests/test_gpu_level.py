@@ -1,4 +1,4 @@
-"""The gpu level (`cuda` pipeline, stage `gpu`): the contract of lowering/GPU_LEVEL.md holds
+"""The gpu level (`cuda` pipeline, stage `gpu`): the contract of lowering/gpu/README.md holds
 for programs of every kernel shape, and kernel counts are what the shapes promise."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from tessc.compiler import lower_module, print_module
 from tessc.context import make_context
 from tessc.dialects.gpu_memory import is_workgroup
 from tessc.frontend.tess_lang import parse_tess
-from tessc.lowering.numba_ops import dtype_name
+from tessc.lowering.codegen.numba_ops import dtype_name
 from tessc.pipelines import get_pipeline, run_passes
 from tessc.reference import interpret, shape_and_dtype
 
@@ -40,7 +40,7 @@ def under_thread_condition(op: Operation, kernel: gpu.FuncOp) -> bool:
 
 
 def check_gpu_level(module: ModuleOp) -> dict[str, gpu.FuncOp]:
-    """Every rule of lowering/GPU_LEVEL.md that a walk can check; the kernels by name."""
+    """Every rule of lowering/gpu/README.md that a walk can check; the kernels by name."""
     module.verify()
     assert "gpu.container_module" in module.attributes
     kernel_modules = [op for op in module.ops if isinstance(op, gpu.ModuleOp)]

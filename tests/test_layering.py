@@ -29,20 +29,23 @@ PACKAGE_DIRS = {
 
 SHARED_LOWERING = frozenset(
     {
-        "loop_analysis",
-        "arena_layout",
-        "index_emitter",
-        "generic_analysis",
-        "linalg_builders",
-        "horizontal_groups",
-        "horizontal_segments",
-        "gpu_common",
-        "gpu_tree",
-        "numba_ops",
-        "numba_source",
-        "numba_function",
-        "numba_micro",
-        "vjp_rules",
+        "loops.index_values",
+        "loops.trip_counts",
+        "loops.row_analysis",
+        "linalg.loop_nests",
+        "buffers.arena_layout",
+        "loops.index_emitter",
+        "linalg.generic_analysis",
+        "linalg.builders",
+        "fusion.fuse_horizontal_groups",
+        "fusion.fuse_horizontal_segments",
+        "gpu.gpu_common",
+        "gpu.gpu_tree",
+        "codegen.numba_ops",
+        "codegen.numba_source",
+        "codegen.numba_function",
+        "codegen.numba_micro",
+        "autodiff.vjp_rules",
     }
 )
 """Lowering modules that are not passes: any pass may import them (lowering/README.md,
@@ -51,38 +54,38 @@ SHARED_LOWERING = frozenset(
 PASS_TO_PASS = frozenset(
     {
         # One pass split over two files.
-        ("to_linalg", "index_to_linalg"),
-        ("index_to_linalg", "to_linalg"),
-        ("memory_plan", "group_accumulators"),
-        ("memory_plan", "memory_plan_planner"),
-        ("memory_plan_planner", "group_accumulators"),
+        ("linalg.to_linalg", "linalg.to_linalg_index"),
+        ("linalg.to_linalg_index", "linalg.to_linalg"),
+        ("buffers.memory_plan", "buffers.memory_plan_accumulators"),
+        ("buffers.memory_plan", "buffers.memory_plan_planner"),
+        ("buffers.memory_plan_planner", "buffers.memory_plan_accumulators"),
         # One pass split over three files: the decision, the fused op's construction, and
         # the pattern and pass.
-        ("fuse", "fuse_plan"),
-        ("fuse", "fuse_build"),
-        ("fuse_build", "fuse_plan"),
+        ("fusion.fuse", "fusion.fuse_plan"),
+        ("fusion.fuse", "fusion.fuse_build"),
+        ("fusion.fuse_build", "fusion.fuse_plan"),
         # One pass split over two files: matching a row kernel, then tiling it.
-        ("tile", "tile_match"),
+        ("loops.tile", "loops.tile_match"),
         # One pass split over three files: the sibling merge, the arena rewrite of a
         # function, and the scalar prologue and pass.
-        ("fuse_horizontal", "fuse_horizontal_siblings"),
-        ("fuse_horizontal", "fuse_horizontal_arenas"),
+        ("fusion.fuse_horizontal", "fusion.fuse_horizontal_siblings"),
+        ("fusion.fuse_horizontal", "fusion.fuse_horizontal_arenas"),
         # Codegen's choice of parallel form (threaded kernels or parfors).
-        ("to_numba", "numba_threads"),
+        ("codegen.to_numba", "codegen.numba_threads"),
         # and of the kernels a host calls by name (compiled on their own).
-        ("to_numba", "numba_external"),
+        ("codegen.to_numba", "codegen.numba_external"),
         # A packed contraction is matched as tess-tile's row kernel, or a dot nest as
         # tess-tile-dot's.
-        ("pack_matmul_plan", "tile_match"),
-        ("pack_matmul_plan", "tile_dot"),
+        ("loops.pack_matmul_plan", "loops.tile_match"),
+        ("loops.pack_matmul_plan", "loops.tile_dot"),
         # One pass split over three files: what it packs and with which blocks, the
         # build, and the rewrite.
-        ("pack_matmul", "pack_matmul_plan"),
-        ("pack_matmul", "pack_matmul_build"),
-        ("pack_matmul_build", "pack_matmul_plan"),
+        ("loops.pack_matmul", "loops.pack_matmul_plan"),
+        ("loops.pack_matmul", "loops.pack_matmul_build"),
+        ("loops.pack_matmul_build", "loops.pack_matmul_plan"),
         # A packed kernel's row dots: their left-hand side read in place and their tile
         # sized as tess-pack-matmul's.
-        ("row_dots", "pack_matmul_plan"),
+        ("loops.row_dots", "loops.pack_matmul_plan"),
     }
 )
 """The pass modules that import another pass module, each with its reason."""
@@ -146,8 +149,8 @@ def violations(name: str, imported: str) -> str | None:
         if layer == "lowering":
             if target_layer not in ("dialects", "lowering"):
                 return f"{name} (lowering) imports {imported}, above it or beside it"
-            if target_layer == "lowering" and len(target) > 2:
-                source, other = name.split(".")[2], target[2]
+            if target_layer == "lowering" and len(target) > 3:
+                source, other = ".".join(name.split(".")[2:4]), ".".join(target[2:4])
                 if other not in SHARED_LOWERING and (source, other) not in PASS_TO_PASS:
                     return f"pass module {name} imports pass module {imported}"
         return None
@@ -175,7 +178,7 @@ def test_every_package_directory_is_read() -> None:
     for expected in (
         "tessc.compiler",
         "tessc.dialects.tess",
-        "tessc.lowering.to_loops",
+        "tessc.lowering.loops.linalg_to_loops",
         "tessc.runtime.executor",
     ):
         assert expected in names
@@ -197,15 +200,23 @@ def test_every_subpackage_is_packaged() -> None:
     ("name", "source", "problem"),
     [
         ("tessc.runtime.executor", "from xdsl.ir import Operation", "runtime stands alone"),
-        ("tessc.runtime.cuda", "def f():\n    import tessc.lowering.to_numba", "runtime"),
+        ("tessc.runtime.cuda", "def f():\n    import tessc.lowering.codegen.to_numba", "runtime"),
         ("tessc.dialects.tess", "from tessc.lowering import fuse", "(dialects)"),
         ("tessc.dialects.tess", "import numpy as np", "the library numpy"),
-        ("tessc.lowering.fuse", "from tessc.runtime import Executable", "(lowering)"),
-        ("tessc.lowering.fuse", "from tessc.pipelines import get_pipeline", "(lowering)"),
-        ("tessc.lowering.fuse", "from tessc.lowering.to_loops import x", "pass module"),
-        ("tessc.lowering.fuse", "from .to_loops import x", "pass module"),
-        ("tessc.lowering.fuse", "from tessc.lowering import to_loops", "pass module"),
-        ("tessc.lowering.fuse", "from . import to_loops", "pass module"),
+        ("tessc.lowering.fusion.fuse", "from tessc.runtime import Executable", "(lowering)"),
+        ("tessc.lowering.fusion.fuse", "from tessc.pipelines import get_pipeline", "(lowering)"),
+        (
+            "tessc.lowering.fusion.fuse",
+            "from tessc.lowering.loops.linalg_to_loops import x",
+            "pass module",
+        ),
+        ("tessc.lowering.fusion.fuse", "from .to_loops import x", "pass module"),
+        (
+            "tessc.lowering.fusion.fuse",
+            "from tessc.lowering.loops import linalg_to_loops",
+            "pass module",
+        ),
+        ("tessc.lowering.fusion.fuse", "from . import to_loops", "pass module"),
         ("tessc.compiler", "import hypothesis.strategies", "test-only"),
     ],
 )
@@ -217,9 +228,9 @@ def test_a_wrong_import_is_caught(name: str, source: str, problem: str) -> None:
 @pytest.mark.parametrize(
     ("name", "source"),
     [
-        ("tessc.lowering.fuse", "from tessc.lowering.generic_analysis import x"),
-        ("tessc.lowering.to_numba", "from tessc.lowering.numba_threads import x"),
-        ("tessc.lowering.fuse", "from tessc.dialects import contract"),
+        ("tessc.lowering.fusion.fuse", "from tessc.lowering.linalg.generic_analysis import x"),
+        ("tessc.lowering.codegen.to_numba", "from tessc.lowering.codegen.numba_threads import x"),
+        ("tessc.lowering.fusion.fuse", "from tessc.dialects import contract"),
         ("tessc.compiler", "from tessc.runtime import Executable"),
         ("tessc.runtime.executor", "import numpy as np\nfrom tessc.runtime import cache"),
     ],

@@ -48,11 +48,11 @@ from xdsl.utils.exceptions import PassFailedException
 
 from tessc.context import make_context
 from tessc.dialects import contract, tess
-from tessc.lowering.bufferize import TessBufferizePass
-from tessc.lowering.loop_analysis import plan_loop_nest
-from tessc.lowering.outline_kernels import TessOutlineKernelsPass
-from tessc.lowering.to_linalg import TessToLinalgPass, reassociation
-from tessc.lowering.to_loops import TessLinalgToLoopsPass
+from tessc.lowering.buffers.bufferize import TessBufferizePass
+from tessc.lowering.buffers.outline_kernels import TessOutlineKernelsPass
+from tessc.lowering.linalg.loop_nests import plan_loop_nest
+from tessc.lowering.linalg.to_linalg import TessToLinalgPass, reassociation
+from tessc.lowering.loops.linalg_to_loops import TessLinalgToLoopsPass
 from tessc.passes import load_pass
 from tessc.reference import find_func, interpret, shape_and_dtype
 

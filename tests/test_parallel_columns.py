@@ -1,6 +1,6 @@
 """`tess-parallel-columns`: reductions over leading dims become parallel over column blocks,
 with the reference's results (and the kernel structure FileCheck'd in
-tests/filecheck/lowering/tess-parallel-columns.mlir)."""
+tests/filecheck/loops/tess-parallel-columns.mlir)."""
 
 from __future__ import annotations
 

@@ -345,7 +345,7 @@ def test_compile_module_reports_a_crashing_pass_as_an_ice(
 ) -> None:
     from tessc.compiler import compile_module
     from tessc.diagnostics import InternalCompilerError
-    from tessc.lowering.bufferize import TessBufferizePass
+    from tessc.lowering.buffers.bufferize import TessBufferizePass
     from tessc.reference import parse_module
 
     monkeypatch.setattr(TessBufferizePass, "apply", CrashingPass.apply)
@@ -359,7 +359,7 @@ def test_tessc_run_reports_a_crashing_pass_as_an_ice(
     test_passes, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys
 ) -> None:
     from tessc.cli.run import main as tessc_run
-    from tessc.lowering.bufferize import TessBufferizePass
+    from tessc.lowering.buffers.bufferize import TessBufferizePass
 
     monkeypatch.setattr(TessBufferizePass, "apply", CrashingPass.apply)
     path = tmp_path / "add.mlir"

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from xdsl.dialects.builtin import ModuleOp
 
-from tessc.lowering.row_dots import choose_tile
-from tessc.lowering.to_numba import emit_numba
+from tessc.lowering.codegen.to_numba import emit_numba
+from tessc.lowering.loops.row_dots import choose_tile
 from tessc.pipelines import get_pipeline, run_passes
 from tessc.reference import interpret, parse_module
 from tessc.runtime import Executable, load_source

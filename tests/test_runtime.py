@@ -285,7 +285,7 @@ def test_workspace_buffer_alignment(size: int) -> None:
     """A workspace is 64-byte aligned; from 2 MiB on it starts on a 2 MiB boundary (where
     `tess-hoist-scratch` puts a kernel's 2 MiB panels at 2 MiB multiples), writable, and
     lives as long as the array: codegen and the runtime agree on the huge page size."""
-    from tessc.lowering.numba_ops import HUGE_PAGE
+    from tessc.lowering.codegen.numba_ops import HUGE_PAGE
     from tessc.runtime.executor import HUGE_PAGE as RUNTIME_HUGE_PAGE
     from tessc.runtime.executor import workspace_buffer
 

@@ -3,7 +3,7 @@ packed transposed: the contraction runs as dot products) and `tess-register-accu
 (an innermost accumulation keeps its element in a register), against the reference on
 matmuls around the thresholds, batched and with epilogues; and the digits MLP step's kernel
 structure (structure, not time; FileCheck in tests/filecheck/fusion/tess-pack-narrow.mlir
-and tests/filecheck/lowering/tess-register-accumulate.mlir)."""
+and tests/filecheck/loops/tess-register-accumulate.mlir)."""
 
 from __future__ import annotations
 

@@ -25,8 +25,8 @@ from xdsl.utils.exceptions import PassFailedException
 from tessc.compiler import print_module
 from tessc.context import make_context
 from tessc.dialects import contract
-from tessc.lowering.tile import TessTilePass
-from tessc.lowering.to_numba import emit_numba
+from tessc.lowering.codegen.to_numba import emit_numba
+from tessc.lowering.loops.tile import TessTilePass
 from tessc.pipelines import get_pipeline, run_passes
 from tessc.reference import interpret
 from tessc.runtime import Executable, load_source
@@ -42,7 +42,7 @@ UNGROUPED = "tess-to-linalg,tess-fuse,tess-bufferize,tess-outline-kernels,tess-l
 
 def ungated(tile: str) -> str:
     """`tile` (a `tess-tile{...}` spec) with its size gate off: the programs here are small
-    (the gate is FileCheck'd in tests/filecheck/lowering/tess-tile.mlir)."""
+    (the gate is FileCheck'd in tests/filecheck/loops/tess-tile.mlir)."""
     options = tile.removeprefix("tess-tile").strip("{}")
     return f"tess-tile{{{options} min-macs=0 short-depth=0}}".replace("{ ", "{")
 

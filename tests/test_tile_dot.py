@@ -1,7 +1,7 @@
 """`tess-tile-dot`: dot-product nests (zip+reduce over the last dim, with a bias + relu
 epilogue) register-tiled with
 loop-carried accumulators, with the reference's results (kernel structure FileCheck'd in
-tests/filecheck/lowering/tess-tile-dot.mlir). The tiling tests take the pass's size gate
+tests/filecheck/loops/tess-tile-dot.mlir). The tiling tests take the pass's size gate
 off (`ungated`: the cases are small programs); the gate's own tests run the `cpu`
 pipeline as it is."""
 

@@ -168,5 +168,5 @@ def test_a_fresh_process_loads_without_importing_a_pass(tmp_path: Path) -> None:
         )
         return done.stdout.strip()
 
-    assert "tessc.lowering.fuse" in run()  # cold: the passes ran
+    assert "tessc.lowering.fusion.fuse" in run()  # cold: the passes ran
     assert run() == "[]"  # warm: no pass (nor codegen) was even imported

@@ -6,7 +6,8 @@ It is `xDSLOptMain` (every xDSL dialect, pass and target, `-p 'pass{opt=v}'`,
 
 - the `tess` dialect and every pass of `tessc.passes` (loaded lazily, by name);
 - a `numba` target (`-t numba`): the module as Python source, by
-  `tessc.lowering.to_numba.emit_numba` (loops level) or `tessc.lowering.to_cuda.emit_cuda`
+  `lowering.codegen.to_numba.emit_numba` (loops level) or
+  `lowering.codegen.to_cuda.emit_cuda`
   (gpu level);
 - a frontend for `.tess` files, `tessc.frontend.tess_lang.parse_tess`;
 - errors as compiler diagnostics instead of Python tracebacks.
@@ -86,7 +87,7 @@ from tessc.passes import pass_loaders
 @dataclass(frozen=True)
 class NumbaTarget(Target):
     """`-t numba`: the module as the Python source of Numba kernels: CPU kernels from the
-    loops level, CUDA kernels (`tessc.lowering.to_cuda`) from the gpu level (a module
+    loops level, CUDA kernels (`tessc.lowering.codegen.to_cuda`) from the gpu level (a module
     holding a `gpu.module`)."""
 
     name = "numba"
@@ -95,9 +96,9 @@ class NumbaTarget(Target):
         gpu_level = any(op.name == "gpu.module" for op in module.ops)
         try:
             if gpu_level:
-                from tessc.lowering.to_cuda import emit_cuda as emit
+                from tessc.lowering.codegen.to_cuda import emit_cuda as emit
             else:
-                from tessc.lowering.to_numba import emit_numba as emit
+                from tessc.lowering.codegen.to_numba import emit_numba as emit
         except ImportError as error:
             raise DiagnosticException(f"the numba target is not available: {error}") from None
         output.write(emit(module))

@@ -18,7 +18,7 @@ static. `f` must return a one-element Tensor, or `(loss, aux)` with `has_aux=Tru
 `aux` is any Tensor structure returned alongside without being differentiated.
 
 The conventions at non-differentiable points are those of the VJP rules
-(`tessc.lowering.vjp_rules`): PyTorch's.
+(`tessc.lowering.autodiff.vjp_rules`): PyTorch's.
 
 A function traced by `grad` cannot use Tensors of the enclosing trace other than through
 its arguments (no closing over an outer `Tensor`): pass them as arguments and pick the
@@ -44,7 +44,7 @@ from tessc.frontend.jit import JitFunction
 from tessc.frontend.pytree import flatten_tree, unflatten_tree
 from tessc.frontend.trace_function import TracedFunction, trace
 from tessc.frontend.tracer import Tensor, Trace
-from tessc.lowering.autodiff import TessAutodiffPass
+from tessc.lowering.autodiff.autodiff import TessAutodiffPass
 
 
 def _is_leaf(value: Any) -> bool:

@@ -192,7 +192,7 @@ def splice_gradient(
     inserted by `b`: one tensor, a tuple of them, or `(value, gradients)`."""
     from tessc.context import make_context
     from tessc.frontend.grad import live_ops
-    from tessc.lowering.autodiff import TessAutodiffPass
+    from tessc.lowering.autodiff.autodiff import TessAutodiffPass
 
     outputs = primal.function_type.outputs.data
     if len(outputs) != 1 or numel(shape_of(primal.body.block.last_op.operands[0])) != 1:  # type: ignore[union-attr]

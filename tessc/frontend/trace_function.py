@@ -57,7 +57,7 @@ def _symbol_name(fn: Callable) -> str:
     return name if name and not name[0].isdigit() else f"f{name}"
 
 
-"""The func-argument attribute of a donated input (`tessc.lowering.memory_plan`)."""
+"""The func-argument attribute of a donated input (`tessc.lowering.buffers.memory_plan`)."""
 
 
 @dataclass(frozen=True)

@@ -331,7 +331,7 @@ def _warm_up() -> None:
         except ImportError:
             pass  # a pass registered before its module landed: no seed uses it
     import tessc.frontend.tess_lang  # noqa: F401
-    import tessc.lowering.to_numba  # noqa: F401
+    import tessc.lowering.codegen.to_numba  # noqa: F401
 
     make_context()
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import random
 
 from tessc.fuzz.programs import Program, Shape, _Builder, broadcast
-from tessc.lowering.loop_analysis import PACKED_MIN_WORK
+from tessc.lowering.linalg.loop_nests import PACKED_MIN_WORK
 
 MIN_WORK = 1 << 17
 """`tess-pack-matmul`'s default `min-work`."""

@@ -13,7 +13,7 @@ from numba import cuda
 from xdsl.parser import Parser
 
 from tessc.context import make_context
-from tessc.lowering.to_cuda import emit_cuda
+from tessc.lowering.codegen.to_cuda import emit_cuda
 from tessc.runtime import executable, load_source
 from tessc.runtime.cuda import CudaExecutable, Resident, is_device_array
 

@@ -1,0 +1,121 @@
+"""
+Codegen's choice of the kernels a compiled host calls by name (`tessc.runtime.external`)
+instead of holding them in its body, and how such a kernel is spelled.
+
+A serial kernel is emitted into the body of the `@njit` host that calls it: one function for
+Numba instead of two, since a separately compiled `@njit` callee is linked into its caller
+and compiled again there. A host of many serial kernels is then one very large function
+(the MLP train step: ~40 loop nests, ~600 lines, 3.9 s of Numba's time on one core), and
+Numba's compile time grows faster than a function's size: the same 17 kernels compiled one
+by one took 3.3 s. So where a host calls at least `EXTERNAL_MIN_KERNELS` kernels that
+qualify, holding `EXTERNAL_MIN_OPS` ops in all (~1 s of compiling), each becomes a C
+callable of its own (`@external(...)`, a `numba.cfunc`) that the host calls by its symbol:
+nothing links it, and the runtime compiles the kernels concurrently (this process and a
+worker process). Below that, a host holds its kernels: a separately compiled function has
+a fixed cost (~40 ms, and a load on every warm start) that a small program does not win
+back.
+
+A kernel qualifies when it returns nothing, is serial (a parallel kernel is a parfor or
+threaded, not this) and every argument is a memref of static shape, identity layout and a
+dtype in `EXTERNAL_DTYPES`. The host passes each as `arg.ctypes`, a pointer (a view of the
+workspace only as its bytes, `workspace[a:b]`: the reinterpreting `.view(...)` costs ~50 ms
+of compiling each), and the kernel rebuilds its arrays, `x = carray(x_ptr, (128, 64),
+np.float32)`: static shapes need no extra arguments and give LLVM the bounds.
+
+Nothing is inlined across a kernel boundary any more; the step runs faster for it (the
+MLP step ~72 against ~85 us, one A/B run: LLVM optimises small functions better).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import MemRefType, NoneAttr
+
+from tessc.dialects import contract
+from tessc.dialects.functions import called_functions
+from tessc.lowering.codegen.numba_source import (
+    NoDtypeError,
+    dtype_name,
+    memref_shape,
+    tuple_literal,
+)
+
+EXTERNAL_MIN_KERNELS = 2
+"""A host calling fewer qualifying kernels holds them: no concurrency to gain."""
+EXTERNAL_MIN_OPS = 200
+"""Ops (nested ones included) of a host's qualifying kernels from which they are compiled
+on their own: ~1 s of Numba's time (the MLP step's 17 kernels hold 771 ops, 3.3 s)."""
+EXTERNAL_DTYPES = frozenset(
+    ["float32", "float64", "int8", "int16", "int32", "int64"]
+    + ["uint8", "uint16", "uint32", "uint64"]
+)
+IMPORTS = [
+    "from numba.types import void, voidptr",
+    "from tessc.runtime.external import external",
+]
+
+
+def qualifies(fn: func.FuncOp) -> bool:
+    """Whether kernel `fn` can be called by name: no results, memref arguments of static
+    shape, identity layout and a dtype in `EXTERNAL_DTYPES`."""
+    if fn.function_type.outputs.data:
+        return False
+    for typ in fn.function_type.inputs.data:
+        if not isinstance(typ, MemRefType) or not isinstance(typ.layout, NoneAttr):
+            return False
+        if any(d < 0 for d in memref_shape(typ)):
+            return False
+        try:
+            if dtype_name(typ.element_type) not in EXTERNAL_DTYPES:
+                return False
+        except NoDtypeError:
+            return False
+    return True
+
+
+def external_kernels(
+    functions: Sequence[func.FuncOp],
+    serial_kernels: dict[str, func.FuncOp],
+    *,
+    min_kernels: int | None = None,
+    min_ops: int | None = None,
+) -> set[str]:
+    """The names of the `serial_kernels` (those codegen would emit into their hosts) to
+    compile on their own: the qualifying ones of every host that calls at least
+    `min_kernels` of them holding `min_ops` ops or more in all (by default
+    `EXTERNAL_MIN_KERNELS` and `EXTERNAL_MIN_OPS`, read when called)."""
+    min_kernels = EXTERNAL_MIN_KERNELS if min_kernels is None else min_kernels
+    min_ops = EXTERNAL_MIN_OPS if min_ops is None else min_ops
+    size = {name: sum(1 for _ in fn.walk()) for name, fn in serial_kernels.items() if qualifies(fn)}
+    chosen: set[str] = set()
+    for fn in functions:
+        if contract.KERNEL.has(fn):
+            continue
+        callees = called_functions(fn) & size.keys()
+        if len(callees) >= min_kernels and sum(size[c] for c in callees) >= min_ops:
+            chosen |= callees
+    return chosen  # every host calls a chosen kernel by name, those calling few too
+
+
+def pointer_signature(fn: func.FuncOp) -> str:
+    """`void(voidptr, ...)`: the C signature of external kernel `fn`, one pointer per
+    argument (untyped: the host passes a workspace's bytes as they are)."""
+    return f"void({', '.join('voidptr' for _ in fn.function_type.inputs.data)})"
+
+
+def carray_line(name: str, pointer: str, typ: MemRefType) -> str:
+    """`x = carray(x_ptr, (128, 64), np.float32)`: the array argument `pointer` points to."""
+    shape = tuple_literal(memref_shape(typ))
+    return f"{name} = carray({pointer}, {shape}, np.{dtype_name(typ.element_type)})"
+
+
+__all__ = [
+    "EXTERNAL_MIN_KERNELS",
+    "EXTERNAL_MIN_OPS",
+    "IMPORTS",
+    "carray_line",
+    "external_kernels",
+    "pointer_signature",
+]

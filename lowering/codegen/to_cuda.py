@@ -1,0 +1,469 @@
+"""
+Codegen: gpu-level IR (level 5g) -> the Python source of one Numba CUDA module (level 6).
+
+The input is the gpu level of the `cuda` pipeline (see `lowering/gpu/README.md`): host
+`func.func`s that allocate device buffers and launch kernels with `gpu.launch_func`, and a
+`gpu.module` of `gpu.func`s whose bodies index their work with `gpu.thread_id`/`block_id`/
+`block_dim`/`grid_dim`, loop with `scf.for`/`scf.if`, synchronise with `gpu.barrier`, keep
+tiles in workgroup (shared) memrefs and combine partial results with `memref.atomic_rmw`.
+The output is a self-contained Python module:
+
+- every kernel `gpu.func` becomes `@cuda.jit(cache=True)`; a `gpu.func` without `kernel`
+  is a device function, `@cuda.jit(device=True)`. The thread/block ops become
+  `cuda.threadIdx.x`, `cuda.blockIdx.x`, `cuda.blockDim.x`, `cuda.gridDim.x` (a
+  `gpu.global_id` their combination), `gpu.barrier` becomes `cuda.syncthreads()`;
+- a `memref.alloca`/`memref.alloc` in a kernel whose memory space is the workgroup one
+  (`#gpu.address_space<workgroup>`, or the NVVM number 3) is `cuda.shared.array(shape,
+  dtype)`, one in the private space (or none: an `alloca`) is `cuda.local.array`;
+- `memref.atomic_rmw` is the `cuda.atomic` function of its kind (`addf` -> `add`,
+  `maximumf` -> `max`, ...; `ATOMIC_KINDS`), which returns the old value as the op does;
+- `scf.for`/`scf.if` (and `scf.parallel`, serially) are the CPU emitter's
+  (`numba_function.FunctionEmitter`, which this module's emitter extends);
+- every host `func.func` is a plain Python function on device arrays: `gpu.launch_func
+  @m::@k blocks in (gx, gy, gz) threads in (bx, by, bz) args(...)` becomes
+  `k[(gx, gy, gz), (bx, by, bz)](...)`. Its intermediate buffers (`memref.alloc` and
+  `gpu.alloc` on the host) come from `device_buffer(buffers, key, ...)`: `buffers` is a
+  dict the runtime owns per program and passes as the host's last argument, so each
+  intermediate is allocated on the device once per program, not once per call.
+  `memref.copy`/`gpu.memcpy` on the host are device-to-device `copy_to_device`; reshapes,
+  subviews and `memref.view` windows into the workspace arena are device-array views,
+  as on the CPU, the windows made once and kept in `buffers` too;
+- `TESSC_SIGNATURES` is the CPU emitter's (`numba_function.signature_entry`) and
+  `TESSC_TARGET = "cuda"` tells the runtime to use `tessc.runtime.cuda`.
+
+Between the structure, the arith, math and memref ops are translated by the CPU emitter's
+`OpEmitter` (`tessc.lowering.codegen.numba_ops`): one table of arith/math templates for both
+targets, of which `CUDA_TEMPLATES` respells the few NumPy ufuncs Numba's CUDA target has
+no kernel implementation of (`np.exp` -> `math.exp`, ...). `arith.bitcast`: an
+`@intrinsic` cannot run in Numba's CUDA simulator, so the module binds `bitcast` to a
+NumPy view there.
+
+The launch configuration is what the gpu level says: the emitter computes no grid or block
+size of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import func, gpu, memref
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, NoneAttr, StringAttr
+from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
+
+from tessc.dialects import contract
+from tessc.lowering.codegen.numba_function import (
+    FunctionEmitter,
+    python_function_names,
+    signature_entry,
+)
+from tessc.lowering.codegen.numba_ops import _EXPRESSIONS as _EXPRESSIONS
+from tessc.lowering.codegen.numba_source import (
+    BITCAST_INTRINSIC,
+    RESERVED_NAMES,
+    UnsupportedOpError,
+    dtype_name,
+    memref_shape,
+    python_identifier,
+)
+from tessc.lowering.loops.index_values import constant_int
+
+# Names the generated module defines (besides `to_numba`'s): no local may shadow them.
+CUDA_MODULE_NAMES = frozenset({"cuda", "config", "device_buffer", "TESSC_TARGET", "buffers"})
+
+WORKGROUP_SPACES = ("workgroup", "3")
+PRIVATE_SPACES = ("private", "5")
+
+# `memref.atomic_rmw`'s kind is MLIR's `arith::AtomicRMWKind` number (xDSL 0.74 keeps the
+# integer): the kinds with a CUDA atomic, by number. Float max/min: how `cuda.atomic.max`
+# treats a NaN operand is untested on hardware (the simulator uses Python's `max`).
+ATOMIC_KINDS: dict[int, tuple[str, str]] = {
+    0: ("addf", "add"), 1: ("addi", "add"), 2: ("assign", "exch"), 3: ("maximumf", "max"),
+    4: ("maxs", "max"), 5: ("maxu", "max"), 6: ("minimumf", "min"), 7: ("mins", "min"),
+    8: ("minu", "min"), 11: ("ori", "or_"), 12: ("andi", "and_"), 13: ("maxnumf", "max"),
+    14: ("minnumf", "min"),
+}  # fmt: skip
+
+# The templates of `numba_ops` that Numba's CUDA target cannot compile as the CPU spells
+# them (NumPy ufuncs without a CUDA kernel implementation: `np.exp`, `np.sqrt`, `np.floor`
+# ...), found by lowering every template for the CUDA target (tests/test_cuda_lowering.py):
+# `math` functions and builtins instead, which the simulator runs too. Python's floor,
+# ceil, trunc and round return integers, so non-finite values and those already integral
+# (|x| >= 2^mantissa) pass through unconverted.
+_INTEGRAL = "({0} if not abs({0}) < {big} else {T}(%s({0})))"
+CUDA_TEMPLATES: dict[str, str] = {
+    **_EXPRESSIONS,
+    "arith.remf": "math.fmod({0}, {1})", "math.absf": "abs({0})",
+    "math.cbrt": "math.copysign(math.pow(abs({0}), {one} / {T}(3)), {0})",
+    "math.copysign": "math.copysign({0}, {1})", "math.exp": "math.exp({0})",
+    "math.exp2": "math.exp2({0})", "math.expm1": "math.expm1({0})",
+    "math.log1p": "math.log1p({0})", "math.powf": "math.pow({0}, {1})",
+    "math.rsqrt": "{one} / math.sqrt({0})", "math.sqrt": "math.sqrt({0})",
+    "math.ceil": _INTEGRAL % "math.ceil", "math.floor": _INTEGRAL % "math.floor",
+    "math.trunc": _INTEGRAL % "math.trunc", "math.roundeven": _INTEGRAL % "round",
+}  # fmt: skip
+
+# The thread/block index ops: the CUDA special register, the stem of the local (`tx`).
+_DIMENSION_OPS = {
+    "gpu.thread_id": ("cuda.threadIdx", "t"),
+    "gpu.block_id": ("cuda.blockIdx", "b"),
+    "gpu.block_dim": ("cuda.blockDim", "bd"),
+    "gpu.grid_dim": ("cuda.gridDim", "gd"),
+}
+
+DEVICE_BUFFER_HELPER = '''
+def device_buffer(buffers, key, shape, dtype):
+    """The device array `key` of this program: allocated on first use, then reused."""
+    array = buffers.get(key)
+    if array is None or tuple(array.shape) != shape:
+        array = buffers[key] = cuda.device_array(shape, dtype=dtype)
+    return array
+'''.strip()
+
+# The simulator runs kernels as Python, where an LLVM intrinsic cannot run.
+SIMULATOR_BITCAST = """
+if config.ENABLE_CUDASIM:
+
+    def bitcast(value, target):  # noqa: F811 - the simulator's stand-in
+        return np.array(value).view(target)[()]
+""".strip()
+
+
+def memory_space(typ: Attribute) -> str:
+    """The memory space of a memref type as text: "" for the default (global) one."""
+    assert isinstance(typ, MemRefType)
+    space = typ.memory_space
+    if isinstance(space, NoneAttr):
+        return ""
+    if isinstance(space, IntegerAttr):
+        return str(int(space.value.data))
+    if isinstance(space, StringAttr):
+        return space.data
+    return str(space)
+
+
+def _in_space(typ: Attribute, spaces: Sequence[str]) -> bool:
+    text = memory_space(typ)
+    return bool(text) and any(s == text or f"<{s}>" in text for s in spaces)
+
+
+# ---------------------------------------------------------------------------------------
+# kernels and hosts
+# ---------------------------------------------------------------------------------------
+
+
+class _CudaEmitter(FunctionEmitter):
+    """The body of one host `func.func` or one `gpu.func`: the CPU emitter's loops,
+    branches and data ops, plus the gpu ops (kernels) or launches and device buffers
+    (hosts)."""
+
+    def __init__(
+        self,
+        fn: func.FuncOp | gpu.FuncOp,
+        function_names: dict[str, str],
+        kernel_names: dict[tuple[str, str], str],
+    ):
+        super().__init__(fn, function_names, parallel=False)  # type: ignore[arg-type]
+        self.kernel_names = kernel_names
+        self.on_device = isinstance(fn, gpu.FuncOp)
+        self.names.taken |= CUDA_MODULE_NAMES | set(kernel_names.values())
+        self.templates = CUDA_TEMPLATES
+        self.buffer_count = 0
+
+    def kernel_argument_names(self) -> list[str]:
+        names: list[str] = []
+        for k, arg in enumerate(self.fn.body.block.args):
+            name = self.names.hinted(arg.name_hint or f"arg{k}")
+            self.exprs[arg] = name
+            names.append(name)
+        return names
+
+    def emit_op(self, op: Operation) -> None:
+        if self.on_device:
+            if self.emit_device_op(op):
+                return
+        elif self.emit_host_op(op):
+            return
+        super().emit_op(op)
+
+    # -- device side --------------------------------------------------------------------
+
+    def emit_device_op(self, op: Operation) -> bool:
+        if op.name in _DIMENSION_OPS:
+            axis = op.properties["dimension"].data.value  # type: ignore[union-attr]
+            special, stem = _DIMENSION_OPS[op.name]
+            self.name_index(op.results[0], f"{stem}{axis}", f"{special}.{axis}")
+        elif isinstance(op, gpu.GlobalIdOp):
+            axis = op.dimension.data.value
+            self.name_index(
+                op.result,
+                f"g{axis}",
+                f"cuda.blockIdx.{axis} * cuda.blockDim.{axis} + cuda.threadIdx.{axis}",
+            )
+        elif isinstance(op, gpu.LaneIdOp):
+            self.assign(op, "cuda.laneid")
+        elif isinstance(op, gpu.BarrierOp):
+            self.line("cuda.syncthreads()")
+        elif isinstance(op, memref.AllocaOp | memref.AllocOp):
+            self.emit_device_alloc(op)
+        elif isinstance(op, memref.AtomicRMWOp):
+            self.emit_atomic(op)
+        elif isinstance(op, memref.DeallocOp):
+            pass
+        else:
+            return False
+        return True
+
+    def name_index(self, value: SSAValue, stem: str, text: str) -> None:
+        """`tx = cuda.threadIdx.x`: a thread/block index under its short CUDA name."""
+        name = self.names.hinted(value.name_hint or stem)
+        self.exprs[value] = name
+        self.line(f"{name} = {text}")
+
+    def emit_device_alloc(self, op: memref.AllocaOp | memref.AllocOp) -> None:
+        typ = op.memref.type
+        assert isinstance(typ, MemRefType)
+        shape = memref_shape(typ)
+        if op.dynamic_sizes or any(d < 0 for d in shape):
+            raise UnsupportedOpError(op, "a kernel's local or shared array needs a static shape")
+        if _in_space(typ, WORKGROUP_SPACES):
+            kind = "shared"
+        elif _in_space(typ, PRIVATE_SPACES) or isinstance(op, memref.AllocaOp):
+            kind = "local"
+        else:
+            raise UnsupportedOpError(op, "a kernel allocates workgroup or private memory only")
+        dims = ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "")
+        dtype = dtype_name(typ.element_type)
+        name = self.names.for_value(op.memref, kind)
+        self.exprs[op.memref] = name
+        self.line(f"{name} = cuda.{kind}.array(({dims}), dtype=np.{dtype})")
+
+    def emit_atomic(self, op: memref.AtomicRMWOp) -> None:
+        kind = int(op.kind.value.data)
+        if kind not in ATOMIC_KINDS:
+            raise UnsupportedOpError(op, f"no CUDA atomic for atomic_rmw kind {kind}")
+        indices = op.indices
+        target = self.expr(op.memref)
+        if not indices:
+            # Numba's CUDA atomics take no 0-d array: its 1-element view, element 0.
+            target, index = f"{target}.reshape(1)", "0"
+        elif len(indices) == 1:
+            index = self.expr(indices[0])
+        else:
+            index = "(" + ", ".join(self.expr(i) for i in indices) + ")"
+        value = self.expr(op.value)
+        self.assign(op, f"cuda.atomic.{ATOMIC_KINDS[kind][1]}({target}, {index}, {value})")
+
+    # -- host side ----------------------------------------------------------------------
+
+    def emit_host_op(self, op: Operation) -> bool:
+        if isinstance(op, gpu.LaunchFuncOp):
+            self.emit_launch(op)
+        elif isinstance(op, memref.AllocOp | gpu.AllocOp):
+            self.emit_host_alloc(op)
+        elif isinstance(op, memref.ViewOp) and self.emit_workspace_view(op):
+            pass
+        elif isinstance(op, memref.CopyOp):
+            self.line(f"{self.expr(op.destination)}.copy_to_device({self.expr(op.source)})")
+        elif isinstance(op, gpu.MemcpyOp):
+            self.line(f"{self.expr(op.destination)}.copy_to_device({self.expr(op.source)})")
+        elif isinstance(op, memref.DeallocOp | gpu.DeallocOp | gpu.WaitOp):
+            pass  # buffers live as long as the program; launches are synchronous
+        elif isinstance(op, memref.LoadOp | memref.StoreOp | memref.AllocaOp):
+            raise UnsupportedOpError(op, "the host cannot access device memory element-wise")
+        else:
+            return False
+        return True
+
+    def emit_host_alloc(self, op: memref.AllocOp | gpu.AllocOp) -> None:
+        result = op.results[0]
+        typ = result.type
+        assert isinstance(typ, MemRefType)
+        dynamic = op.dynamic_sizes if isinstance(op, memref.AllocOp) else op.dynamicSizes
+        shape = self.shape_literal(memref_shape(typ), dynamic)
+        name = self.define(result, "buf")
+        key = f"{self.fn.sym_name.data}.{self.buffer_count}"
+        self.buffer_count += 1
+        dtype = dtype_name(typ.element_type)
+        self.line(f'{name} = device_buffer(buffers, "{key}", {shape}, np.{dtype})')
+
+    def emit_workspace_view(self, op: memref.ViewOp) -> bool:
+        """A typed window into the workspace argument at a constant offset, made on the
+        first call and kept in `buffers` (the workspace lives as long as they do): slicing
+        a device array costs microseconds of Python on every call. False: not such a view."""
+        if not isinstance(op.source, BlockArgument) or constant_int(op.byte_shift) is None:
+            return False
+        start = len(self.lines)
+        self.emit_view(op)  # `view0 = workspace[a:b].view(...).reshape(...)`
+        name, _, text = self.lines.pop().strip().partition(" = ")
+        assert len(self.lines) == start
+        key = f"{self.fn.sym_name.data}.{name}"
+        self.line(f'{name} = buffers.get("{key}")')
+        self.line(f"if {name} is None:")
+        self.indent += 1
+        self.line(f'{name} = buffers["{key}"] = {text}')
+        self.indent -= 1
+        return True
+
+    def emit_launch(self, op: gpu.LaunchFuncOp) -> None:
+        target = (op.kernel.root_reference.data, op.kernel.nested_references.data[-1].data)
+        if len(op.kernel.nested_references.data) != 1 or target not in self.kernel_names:
+            raise UnsupportedOpError(op, f"launch of {op.kernel}, which the module does not define")
+        grid = ", ".join(self.expr(v) for v in (op.gridSizeX, op.gridSizeY, op.gridSizeZ))
+        block = ", ".join(self.expr(v) for v in (op.blockSizeX, op.blockSizeY, op.blockSizeZ))
+        config = f"({grid}), ({block})"
+        if op.dynamicSharedMemorySize is not None:
+            config += f", 0, {self.expr(op.dynamicSharedMemorySize)}"
+        arguments = ", ".join(self.expr(a) for a in op.kernelOperands)
+        self.line(f"{self.kernel_names[target]}[{config}]({arguments})")
+
+    def emit_call(self, op: func.CallOp) -> None:
+        if self.on_device:
+            super().emit_call(op)
+            return
+        # Host to host: the callee's buffers live in the same program-wide dict.
+        callee = op.callee.root_reference.data
+        if callee not in self.function_names:
+            raise UnsupportedOpError(op, f"call to @{callee}, which the module does not define")
+        arguments = ", ".join([*(self.expr(a) for a in op.arguments), "buffers"])
+        call = f"{self.function_names[callee]}({arguments})"
+        if op.results:
+            raise UnsupportedOpError(op, "a host function returns through out-params only")
+        self.line(call)
+
+
+# ---------------------------------------------------------------------------------------
+# the module
+# ---------------------------------------------------------------------------------------
+
+
+def emit_cuda(module: ModuleOp) -> str:
+    """The Python source of a Numba CUDA module for the gpu-level `module`.
+
+    Raises (through `op.emit_error`, like a verifier) `UnsupportedOpError` naming the first
+    op without a CUDA translation.
+    """
+    try:
+        return _emit_module(module)
+    except UnsupportedOpError as error:
+        error.op.emit_error(str(error), error)
+
+
+def is_gpu_level(module: ModuleOp) -> bool:
+    """Whether `module` holds a `gpu.module`: the gpu level, for `emit_cuda`."""
+    return any(isinstance(op, gpu.ModuleOp) for op in module.ops)
+
+
+def _kernel_names(
+    kernels: Sequence[tuple[str, gpu.FuncOp]], host_names: set[str]
+) -> dict[tuple[str, str], str]:
+    """The Python name of each (gpu.module, gpu.func): unique, shadowing nothing."""
+    taken = set(RESERVED_NAMES) | CUDA_MODULE_NAMES | host_names
+    names: dict[tuple[str, str], str] = {}
+    for module_name, kernel in kernels:
+        name = python_identifier(kernel.sym_name.data)
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        names[(module_name, kernel.sym_name.data)] = name
+    return names
+
+
+def kernel_python_names(module: ModuleOp) -> dict[str, str]:
+    """Each `gpu.func`'s name in `emit_cuda(module)`'s source, by its symbol name."""
+    hosts = [op for op in module.ops if isinstance(op, func.FuncOp)]
+    kernels = [
+        (op.sym_name.data, inner)
+        for op in module.ops
+        if isinstance(op, gpu.ModuleOp)
+        for inner in op.body.block.ops
+        if isinstance(inner, gpu.FuncOp)
+    ]
+    names = _kernel_names(kernels, set(python_function_names(hosts).values()))
+    return {fn: name for (_, fn), name in names.items()}
+
+
+def _emit_module(module: ModuleOp) -> str:
+    hosts: list[func.FuncOp] = []
+    kernels: list[tuple[str, gpu.FuncOp]] = []
+    for op in module.ops:
+        if isinstance(op, func.FuncOp):
+            if not op.body.blocks:
+                raise UnsupportedOpError(op, f"@{op.sym_name.data} is a declaration without body")
+            hosts.append(op)
+        elif isinstance(op, gpu.ModuleOp):
+            for inner in op.body.block.ops:
+                if not isinstance(inner, gpu.FuncOp):
+                    raise UnsupportedOpError(inner, "only gpu.func is supported in a gpu.module")
+                kernels.append((op.sym_name.data, inner))
+        else:
+            raise UnsupportedOpError(op, "only func.func and gpu.module at module level")
+        if isinstance(op, func.FuncOp) and len(op.body.blocks) > 1:
+            raise UnsupportedOpError(op, f"@{op.sym_name.data} has more than one block")
+
+    host_names = python_function_names(hosts)
+    kernel_names = _kernel_names(kernels, set(host_names.values()))
+    # A device function is called by its bare name from its module's kernels.
+    device_names = {fn: name for (_, fn), name in kernel_names.items()}
+
+    bodies: list[str] = []
+    signatures: list[str] = []
+    uses_math = uses_bitcast = False
+    for module_name, kernel in kernels:
+        if len(kernel.body.blocks) != 1:
+            raise UnsupportedOpError(kernel, f"@{kernel.sym_name.data} has more than one block")
+        emitter = _CudaEmitter(kernel, device_names, kernel_names)
+        arg_names = emitter.kernel_argument_names()
+        emitter.indent = 0
+        emitter.emit_body(kernel.body.block)
+        returned = kernel.body.block.last_op
+        if isinstance(returned, gpu.ReturnOp) and returned.operands:  # a device function's
+            emitter.indent = 1
+            emitter.line(f"return {', '.join(emitter.expr(v) for v in returned.operands)}")
+        uses_math |= emitter.uses_math
+        uses_bitcast |= emitter.uses_bitcast
+        decorator = (
+            "@cuda.jit(cache=True)" if kernel.kernel is not None else "@cuda.jit(device=True)"
+        )
+        pyname = kernel_names[(module_name, kernel.sym_name.data)]
+        bodies.append(
+            "\n".join([f"{decorator}\ndef {pyname}({', '.join(arg_names)}):", *emitter.lines])
+        )
+
+    for fn in hosts:
+        pyname = host_names[fn.sym_name.data]
+        emitter = _CudaEmitter(fn, host_names, kernel_names)
+        num_outputs = contract.NUM_OUTPUTS.get(fn) or 0
+        arg_names = emitter.argument_names(num_outputs)
+        emitter.indent = 0
+        emitter.emit_body(fn.body.block)
+        uses_math |= emitter.uses_math
+        uses_bitcast |= emitter.uses_bitcast
+        entry = signature_entry(fn, pyname, arg_names)
+        if entry is not None:
+            signatures.append(entry)
+        header = f"def {pyname}({', '.join([*arg_names, 'buffers'])}):"
+        bodies.append("\n".join([header, *emitter.lines]))
+
+    imports = ["import math", ""] if uses_math else []
+    imports += ["import numpy as np", "from numba import cuda"]
+    if uses_bitcast:
+        imports[-1:] = [
+            "from numba import config, cuda, types",
+            "from numba.extending import intrinsic",
+        ]
+    signature_text = "{\n" + "\n".join(signatures) + "\n}" if signatures else "{}"
+    prologue = [
+        "# Generated by tessc (tessc.lowering.codegen.to_cuda) from gpu-level IR. Do not edit.",
+        *imports,
+        "",
+        'TESSC_TARGET = "cuda"',
+        "",
+        f"TESSC_SIGNATURES = {signature_text}",
+    ]
+    helpers = [DEVICE_BUFFER_HELPER]
+    if uses_bitcast:
+        helpers += [BITCAST_INTRINSIC, SIMULATOR_BITCAST]
+    return "\n\n\n".join(["\n".join(prologue), *helpers, *bodies]) + "\n"
+
+
+__all__ = ["CUDA_TEMPLATES", "emit_cuda", "is_gpu_level", "kernel_python_names", "memory_space"]

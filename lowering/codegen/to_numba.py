@@ -1,0 +1,363 @@
+"""
+Codegen: loop-level IR (contract level 5) -> the Python source of one Numba module (level 6).
+
+The input is what `tess-outline-kernels` and `tess-linalg-to-loops` leave behind: host
+functions that allocate buffers and call kernels, and `tess.kernel` functions whose bodies
+are `scf.parallel`/`scf.for` nests over `memref.load`/`memref.store`, `arith` and `math`.
+The output is a Python module, self-contained but for `tessc.runtime.threads` where it
+launches threaded kernels:
+
+- every kernel becomes `@njit(parallel=True, fastmath=FASTMATH, ...)`; the outermost
+  `scf.parallel` becomes a `prange` loop and every other loop a `range` loop. Only
+  functions nothing else calls get `cache=True`: a host's disk-cache entry holds its
+  kernels (see `_emit_module` for the Numba bug that rules out caching callees);
+- every host function becomes `@njit(cache=True, ...)` so one compiled call runs the whole
+  sequence of kernel launches (Python per kernel launch is the cost to remove); serial
+  kernels are emitted into the host's body at their call (`# <kernel>` marks where),
+  so Numba compiles one function instead of one per kernel, and so is a parallel kernel
+  that is the only function its hosts call;
+- except where a host calls many serial kernels (`codegen.numba_external`): each is
+  then `@external(void(voidptr, ...))`, a C callable compiled on its own and called by
+  name with pointers (`kernel(x.ctypes, ...)`), which the runtime compiles concurrently
+  (`tessc.runtime.external`);
+- except where the hosts only call kernels and make buffers and a parallel kernel has one
+  parallel loop (`codegen.numba_threads`): then such kernels are threaded, not
+  parfors — `@njit(nogil=True, cache=True, ...)` over a share `range(lo, hi)` of that
+  loop — and each host is plain Python launching them (`parallel_for(kernel, extent,
+  ...)` of `tessc.runtime.threads`) and calling the other kernels, each cached itself;
+- a literal `TESSC_SIGNATURES` (its format is documented once, in
+  `tessc.runtime.signatures`; plain Python literals, `None` for "dynamic" and "not
+  packed") records each host function's inputs and outputs (its trailing
+  `tess.num_outputs` memref arguments), so the runtime never reads IR. From the pass
+  contract (`tessc.dialects.contract`) it copies `tess.workspace_bytes` (a planned host's
+  last argument, the byte arena of its intermediates) into `"workspace_bytes"`, each
+  out-param's `tess.aliases_input` into `"output_aliases"`, and `tess.arena_layout` (a
+  host packed by `tess-fuse-horizontal`) into `"arenas"`;
+- an `scf.parallel` with `tess.chunk_size = C` (a horizontally fused arena loop) becomes a
+  `prange` over chunks of C iterations, each a unit-stride loop with a `uint64` index.
+
+The translation is one walk over the IR: this module emits the module (its functions'
+decorators, the module's imports and `TESSC_SIGNATURES`), `tessc.lowering.codegen.numba_function`
+each function's structure (loops, branches, calls) and its signature entry, and
+`tessc.lowering.codegen.numba_ops` translates
+the arith, math and memref ops in between, one Python statement each (constants inlined,
+values named after their IR name hints, `memref.view` as a typed window into its arena).
+
+Performance decisions, from DESIGN.md's measurements:
+
+- `error_model="numpy"`: with Numba's default Python error model every float division
+  checks for zero (and raises), which blocks vectorisation and disagrees with NumPy.
+- `fastmath` defaults to `reassoc, contract, nsz, arcp` — enough to vectorise reductions
+  and fuse multiply-adds — but never `nnan`/`ninf`: `-inf` is the init value of max
+  reductions and NaN must propagate through `maximumf`.
+- Loops count from 0 whenever the IR's lower bound is 0, so the induction variable is
+  provably non-negative and Numba's negative-index wraparound check folds away.
+- `prange` over a short leading dimension starves the threads, so leading static dims of an
+  `scf.parallel` whose product is below `PARALLEL_COLLAPSE_MIN` are collapsed into one
+  `prange` over their product (the last dim is never collapsed: it is the unit-stride,
+  vectorised one). Dims of trip count 1 are bound to their lower bound, not looped.
+- Kernels whose static iteration count is below `parallel_threshold` run serially: a
+  parallel launch costs more than a tiny loop nest. A loop over the threads
+  (`micro.num_threads`) counts its body's work once.
+- A kernel's 1-d scratch of 2 MiB or more starts on a 2 MiB boundary and is advised huge
+  pages (`numba_ops.HUGE_PAGE`): packed panels on 4 KiB pages crowd some L2 sets. (Most
+  never reaches codegen as an alloc: `tess-hoist-scratch` makes it a view of the host's
+  workspace, which the runtime keeps on huge pages.)
+
+xDSL has no Python/Numba backend, hence this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from xdsl.dialects import func, memref, scf
+from xdsl.dialects.builtin import ModuleOp
+
+from tessc.dialects import contract
+from tessc.dialects.functions import called_functions
+from tessc.lowering.codegen import numba_external
+from tessc.lowering.codegen.numba_function import (
+    FunctionEmitter,
+    python_function_names,
+    signature_entry,
+)
+from tessc.lowering.codegen.numba_micro import (
+    MMA_IMPORTS,
+    MMA_TEMPLATE,
+    NUM_THREADS_TEMPLATE,
+    MmaKey,
+    mma_binding,
+)
+from tessc.lowering.codegen.numba_source import (
+    BITCAST_INTRINSIC,
+    HUGE_PAGES_INTRINSIC,
+    UnsupportedOpError,
+    dtype_name,
+    global_definition,
+    python_identifier,
+)
+from tessc.lowering.codegen.numba_threads import sole_parallel_kernels, threaded_candidates
+from tessc.lowering.loops.trip_counts import PARALLEL_WORK, static_work
+
+DEFAULT_FASTMATH: tuple[str, ...] = ("arcp", "contract", "nsz", "reassoc")
+DEFAULT_PARALLEL_THRESHOLD = PARALLEL_WORK
+"""Kernels with fewer static iterations run serially. A parfor costs Numba 0.4-2 s of cold
+compile per kernel (an MLP train step: 5.0 s CPU with its three 128x64x128-class kernels
+parallel, 3.8 s serial) and a thread launch per call, which on a loaded machine cost an
+MLP step 10x its serial time; below ~2^18 iterations (~0.1 ms of vectorised work) the
+second thread cannot win that back."""
+# ---------------------------------------------------------------------------------------
+# the module
+# ---------------------------------------------------------------------------------------
+
+
+def _has_parallel_loop(fn: func.FuncOp) -> bool:
+    return any(isinstance(op, scf.ParallelOp) for op in fn.walk())
+
+
+def emit_numba(
+    module: ModuleOp,
+    *,
+    fastmath: Iterable[str] = DEFAULT_FASTMATH,
+    parallel_threshold: int = DEFAULT_PARALLEL_THRESHOLD,
+    inline_serial_kernels: bool = True,
+    threaded_kernels: bool = True,
+    external_kernels: bool = True,
+) -> str:
+    """The Python source of a Numba module for the loop-level `module` (contract level 6).
+
+    `fastmath` lists LLVM fast-math flags for the kernels; `parallel_threshold` is the static
+    iteration count below which a kernel's `scf.parallel` runs as a serial loop;
+    `inline_serial_kernels` emits serial kernels into the hosts that call them (one compiled
+    function instead of one per kernel: about a third less compile time, measured with ten
+    small kernels; and without Numba's `inline="always"`, whose IR copying cost another
+    third of an MLP train step's); `threaded_kernels` lets parallel kernels be threaded
+    kernels launched by a Python host instead of parfors where the module allows it
+    (`codegen.numba_threads`); `external_kernels` compiles the larger serial kernels
+    of a host calling several on their own, called by name (`codegen.numba_external`).
+    Raises `UnsupportedOpError` naming the first op without a translation.
+    """
+    try:
+        flags = sorted(set(fastmath))
+        return _emit_module(
+            module,
+            flags,
+            parallel_threshold,
+            inline_serial_kernels,
+            threaded_kernels,
+            external_kernels,
+        )
+    except UnsupportedOpError as error:
+        error.op.emit_error(str(error), error)
+
+
+def _emit_module(
+    module: ModuleOp,
+    flags: list[str],
+    parallel_threshold: int,
+    inline_serial_kernels: bool,
+    threaded_kernels: bool,
+    external_kernels: bool,
+) -> str:
+    functions: list[func.FuncOp] = []
+    tables: list[str] = []
+    for op in module.ops:
+        if isinstance(op, memref.GlobalOp):  # a constant table (`tess-linalg-to-loops`)
+            tables.append(global_definition(op))
+            continue
+        if not isinstance(op, func.FuncOp):
+            raise UnsupportedOpError(op, "only func.func is supported at module level")
+        if not op.body.blocks:
+            raise UnsupportedOpError(op, f"@{op.sym_name.data} is a declaration without body")
+        if len(op.body.blocks) > 1:
+            raise UnsupportedOpError(op, f"@{op.sym_name.data} has more than one block")
+        functions.append(op)
+    function_names = python_function_names(functions)
+    called = called_functions(module)
+
+    parallel = {
+        fn.sym_name.data: contract.KERNEL.has(fn)
+        and _has_parallel_loop(fn)
+        and static_work(fn.body.block) >= parallel_threshold
+        for fn in functions
+    }
+    # Threaded kernels launched from Python hosts, where the module allows them
+    # (`codegen.numba_threads`): no parfor to compile.
+    candidates = threaded_candidates(functions, parallel) if threaded_kernels else None
+    emitted: dict[str, FunctionEmitter] = {}
+    launches: dict[str, int] = {}
+    for fn in functions:
+        if candidates is None or fn.sym_name.data not in candidates:
+            continue
+        emitter = _emit_function(
+            fn, function_names, True, {}, serial_below=parallel_threshold, threaded=True
+        )
+        count = emitter.extents[0] if len(emitter.extents) == 1 else ""
+        if count.isdigit():
+            emitted[fn.sym_name.data] = emitter
+            launches[fn.sym_name.data] = int(count)
+    python_hosts = candidates is not None and set(launches) == candidates
+    if not python_hosts:  # some kernel cannot be threaded: parfors for all of them
+        emitted.clear()
+        launches.clear()
+    inlined: dict[str, func.FuncOp] = {}
+    externals: set[str] = set()
+    if not python_hosts:
+        # Serial kernels that return nothing are emitted into the body of each host that
+        # calls them: one Numba function to compile, and no Numba `inline="always"`, whose
+        # IR copying took a third of the compile time of an MLP train step (cProfile).
+        inlined = {
+            fn.sym_name.data: fn
+            for fn in functions
+            if inline_serial_kernels
+            and fn.sym_name.data in called
+            and contract.KERNEL.has(fn)
+            and not parallel[fn.sym_name.data]
+            and not fn.function_type.outputs.data
+        }
+        if external_kernels:
+            externals = numba_external.external_kernels(functions, inlined)
+            inlined = {k: v for k, v in inlined.items() if k not in externals}
+        # A parallel kernel that is the only kernel its hosts call is emitted into them
+        # too: the host is then that one parallel function, and no cached host links a
+        # parallel callee (one function fewer to compile: W2 0.1 s).
+        inlined.update(sole_parallel_kernels(functions, parallel))
+    bodies: list[str] = []
+    signatures: list[str] = []
+    uses_math = uses_prange = uses_bitcast = uses_num_threads = uses_huge_pages = False
+    mma_tiles: set[MmaKey] = set()
+    for fn in functions:
+        name = fn.sym_name.data
+        pyname = function_names[name]
+        is_kernel = contract.KERNEL.has(fn)
+        if name in inlined:
+            continue
+        emitter = emitted.get(name)
+        if emitter is None:
+            in_parallel = parallel[name] or any(
+                parallel[callee] for callee in called_functions(fn) if callee in inlined
+            )
+            emitter = _emit_function(
+                fn,
+                function_names,
+                in_parallel,
+                inlined,
+                serial_below=parallel_threshold,
+                launches=launches if python_hosts else {},
+                externals=frozenset(externals),
+                external=name in externals,
+            )
+        uses_math |= emitter.uses_math
+        uses_bitcast |= emitter.uses_bitcast
+        uses_num_threads |= emitter.uses_num_threads
+        uses_huge_pages |= emitter.uses_huge_pages
+        mma_tiles |= emitter.mma_tiles
+        if not is_kernel:
+            entry = signature_entry(fn, pyname, emitter.arg_names)
+            if entry is not None:
+                signatures.append(entry)
+        if python_hosts and not is_kernel:
+            header = f"def {pyname}({', '.join(emitter.arg_names)}):"
+            bodies.append("\n".join([header, *emitter.lines]))
+            continue
+        if name in externals:
+            signature = numba_external.pointer_signature(fn)
+            decorator = f'@external({signature}, fastmath=FASTMATH, error_model="numpy")'
+            header = f"{decorator}\ndef {pyname}({', '.join(emitter.arg_names)}):"
+            bodies.append("\n".join([header, *emitter.lines]))
+            continue
+        parallel_loops = emitter.used_prange and emitter.threaded is None
+        uses_prange |= parallel_loops
+        # Only functions no other function calls are cached on disk. Numba writes a broken
+        # cache entry (a segfault when the next process loads it, reproduced with Numba
+        # 0.68) for a function compiled against a parallel callee that was itself loaded
+        # from the disk cache; so callees are never cached, and a cached host always
+        # holds callees compiled with it. Kernels a Python host calls are called by none.
+        options = ["cache=True"] if python_hosts or name not in called else []
+        if parallel_loops:
+            options.insert(0, "parallel=True")
+        if emitter.threaded is not None:
+            options.insert(0, "nogil=True")
+        options += ["fastmath=FASTMATH", 'error_model="numpy"']
+        decorator = f"@njit({', '.join(options)})"
+        header = f"{decorator}\ndef {pyname}({', '.join(emitter.arg_names)}):"
+        bodies.append("\n".join([header, *emitter.lines]))
+
+    numba_names = [
+        *(["carray"] if externals else []),
+        "njit",
+        *(["prange"] if uses_prange else []),
+        *(["types"] if uses_bitcast or mma_tiles or uses_num_threads or uses_huge_pages else []),
+        *(["get_num_threads"] if uses_num_threads else []),
+    ]
+    imports = ["import math", ""] if uses_math else []
+    imports += ["import numpy as np", f"from numba import {', '.join(numba_names)}"]
+    if mma_tiles or uses_num_threads or uses_huge_pages:
+        imports += MMA_IMPORTS
+    elif uses_bitcast:
+        imports.append("from numba.extending import intrinsic")
+    if python_hosts:
+        imports.append("from tessc.runtime.threads import parallel_for")
+    if externals:
+        imports += numba_external.IMPORTS
+    fastmath_text = "{" + ", ".join(f'"{f}"' for f in flags) + "}" if flags else "False"
+    signature_text = "{\n" + "\n".join(signatures) + "\n}" if signatures else "{}"
+    prologue = [
+        "# Generated by tessc (tessc.lowering.codegen.to_numba) from loop-level IR. Do not edit.",
+        *imports,
+        "",
+        f"FASTMATH = {fastmath_text}",
+        "",
+        f"TESSC_SIGNATURES = {signature_text}",
+        *(["", *tables] if tables else []),
+    ]
+    helpers = [BITCAST_INTRINSIC] if uses_bitcast else []
+    if mma_tiles:
+        helpers += [MMA_TEMPLATE, "\n".join(mma_binding(tile) for tile in sorted(mma_tiles))]
+    if uses_num_threads:
+        helpers.append(NUM_THREADS_TEMPLATE)
+    if uses_huge_pages:
+        helpers.append(HUGE_PAGES_INTRINSIC)
+    return "\n\n\n".join(["\n".join(prologue), *helpers, *bodies]) + "\n"
+
+
+def _emit_function(
+    fn: func.FuncOp,
+    function_names: dict[str, str],
+    parallel: bool,
+    inlined: dict[str, func.FuncOp],
+    *,
+    serial_below: float = 0.0,
+    threaded: bool = False,
+    launches: dict[str, int] | None = None,
+    externals: frozenset[str] = frozenset(),
+    external: bool = False,
+) -> FunctionEmitter:
+    """The emitter of `fn` after emitting its body (`lines`, `arg_names`); a `threaded`
+    kernel takes its share `lo, hi` first; an `external` kernel takes pointers and makes
+    its arrays from them first."""
+    emitter = FunctionEmitter(
+        fn, function_names, parallel, inlined, serial_below, launches=launches, externals=externals
+    )
+    share: list[str] = []
+    if threaded:
+        share = [emitter.names.hinted("lo"), emitter.names.hinted("hi")]
+        emitter.threaded = (share[0], share[1])
+    is_kernel = contract.KERNEL.has(fn)
+    num_outputs = contract.NUM_OUTPUTS.get(fn) or 0
+    emitter.arg_names = share + emitter.argument_names(0 if is_kernel else num_outputs)
+    if external:
+        emitter.indent = 1
+        pointers = [emitter.names.hinted(f"{name}_ptr") for name in emitter.arg_names]
+        for name, pointer, typ in zip(
+            emitter.arg_names, pointers, fn.function_type.inputs.data, strict=True
+        ):
+            emitter.line(numba_external.carray_line(name, pointer, typ))  # type: ignore[arg-type]
+        emitter.arg_names = pointers
+    emitter.indent = 0
+    emitter.emit_body(fn.body.block)
+    return emitter
+
+
+__all__ = ["UnsupportedOpError", "dtype_name", "emit_numba", "python_identifier"]

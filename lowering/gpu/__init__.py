@@ -1,0 +1,1 @@
+"""The gpu level of tessc's lowering: see README.md in this folder."""

@@ -1,0 +1,319 @@
+"""
+`tess-gpu-partition`: split outlined kernels into what ONE GPU launch can run.
+
+Level 5 (outlined kernels, linalg on memrefs) -> the same, each `tess.kernel` function
+marked with its GPU shape (`tess.gpu_shape = "map" | "reduce"`), and the module given its
+(still empty) `gpu.module @kernels`, so even a program without kernels is at the gpu level.
+On the CPU a kernel is a loop nest and its members run one after another inside it; on
+the GPU the threads of a launch only synchronise within a block, so members that need
+each other's finished results across blocks must be separate launches. Walking a
+kernel's linalg ops in order:
+
+- a reduction (any `reduction` iterator: sums, max, matmuls) starts a `reduce` launch.
+  A fill of its output just before it moves into that launch (the reduction passes fold
+  its constant into the accumulator's initial value);
+- an all-parallel op joins the current launch when every thread can run it for its own
+  elements: the same iteration space as the launch's elementwise ops (for a `reduce`
+  launch: the reduction's output shape, run by the thread that finishes each output),
+  and every access to a buffer that the launch writes through the same indexing map (for
+  a `reduce` launch: the identity, i.e. the output element being finished), and it
+  writes no buffer the reduction reads. Otherwise it starts a new `map` launch.
+
+A kernel that needs one launch keeps its name; one that needs several becomes
+`<kernel>_0`, `<kernel>_1`, ... (each with all of the kernel's arguments: the passes that
+map them to `gpu.func`s keep only those used) and each call of it becomes calls of those
+in order. The memory plan's no-overlap guarantee between a kernel's distinct buffers
+(`tess-outline-kernels`) is what makes "same buffer" a value comparison.
+
+Before that, neighbouring kernels join where the CPU pipeline kept them apart but one GPU
+launch does better (the CPU loops of a column sum cannot share a row loop with its fill):
+a kernel that only fills a buffer joins the reduction kernel right after it that reduces
+into that buffer (its fill becomes the accumulator's initial value), and a kernel of
+elementwise ops right after a reduction kernel joins it when the only buffer it writes is
+the reduction's output (`mean`'s divide). Only calls with nothing but constants and views
+between them join, and the joined kernel is then partitioned like any other, so a join
+never merges what one launch cannot run. A column mean is one launch instead of three.
+
+This is the GPU counterpart of `tess-linalg-to-loops`' nest fusion; xDSL's
+`gpu-kernel-outlining` style passes work on `gpu.launch` regions, not on linalg kernels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, memref
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
+from xdsl.ir import Block, Region, SSAValue
+from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.traits import SymbolTable
+
+from tessc.dialects import contract
+from tessc.lowering.gpu.gpu_common import (
+    is_reduction,
+    kernels_module,
+    linalg_ops,
+    loop_ranges,
+    maps_of,
+)
+from tessc.lowering.gpu.gpu_tree import is_row_kernel
+
+
+def is_fill_of(op: LinalgStructuredOperation, buffer: SSAValue) -> bool:
+    """Whether `op` only writes a constant into all of `buffer`."""
+    if is_reduction(op) or op.inputs or len(op.outputs) != 1 or op.outputs[0] != buffer:
+        return False
+    terminator = op.body.block.last_op
+    assert terminator is not None
+    value = terminator.operands[0]
+    return isinstance(value.owner, arith.ConstantOp) and is_identity(maps_of(op)[0])
+
+
+def is_identity(affine_map: AffineMap) -> bool:
+    return affine_map == AffineMap.identity(affine_map.num_dims)
+
+
+def accesses(op: LinalgStructuredOperation) -> list[tuple[SSAValue, AffineMap, bool]]:
+    """(buffer, map, writes) per memref operand."""
+    num_inputs = len(op.inputs)
+    return [
+        (operand, affine_map, k >= num_inputs)
+        for k, (operand, affine_map) in enumerate(zip(op.operands, maps_of(op), strict=True))
+        if hasattr(operand.type, "get_shape")
+    ]
+
+
+@dataclass
+class LaunchGroup:
+    shape: str  # "map" or "reduce"
+    ops: list[LinalgStructuredOperation] = field(default_factory=list[LinalgStructuredOperation])
+
+    @property
+    def reduction(self) -> LinalgStructuredOperation | None:
+        return next((op for op in self.ops if is_reduction(op)), None)
+
+    @property
+    def elementwise(self) -> list[LinalgStructuredOperation]:
+        """The ops every thread runs per element: all of a map launch, a reduce launch's
+        epilogue."""
+        if self.shape == "map":
+            return self.ops
+        reduction = self.reduction
+        return self.ops[self.ops.index(reduction) + 1 :] if reduction else []
+
+    def accepts(self, op: LinalgStructuredOperation) -> bool:
+        if is_reduction(op):
+            return False
+        members = [*self.elementwise, op]
+        reduction = self.reduction
+        if self.shape == "reduce":
+            assert reduction is not None
+            out_map = maps_of(reduction)[-1]
+            if not all(isinstance(e, AffineDimExpr | AffineConstantExpr) for e in out_map.results):
+                return False
+            domain = tuple(reduction.outputs[0].type.get_shape())  # type: ignore[attr-defined]
+            if len(reduction.outputs) != 1 or loop_ranges(op) != domain:
+                return False
+            reads = set(reduction.inputs)
+            if any(w and buffer in reads for buffer, _, w in accesses(op)):
+                return False
+            written = {reduction.outputs[0]}
+        else:
+            if loop_ranges(op) != loop_ranges(self.ops[0]):
+                return False
+            written = set()
+        for member in members:
+            written.update(buffer for buffer, _, w in accesses(member) if w)
+        seen: dict[SSAValue, AffineMap] = {}
+        for member in members:
+            for buffer, affine_map, _ in accesses(member):
+                if buffer not in written:
+                    continue
+                if self.shape == "reduce" and not is_identity(affine_map):
+                    return False
+                if seen.setdefault(buffer, affine_map) != affine_map:
+                    return False
+        return True
+
+
+def partition(ops: Sequence[LinalgStructuredOperation]) -> list[LaunchGroup]:
+    """The kernel's ops as launches (module docstring)."""
+    groups: list[LaunchGroup] = []
+    for op in ops:
+        current = groups[-1] if groups else None
+        if is_reduction(op):
+            group = LaunchGroup("reduce")
+            if (
+                current is not None
+                and current.shape == "map"
+                and len(op.outputs) == 1
+                and is_fill_of(current.ops[-1], op.outputs[0])
+            ):
+                group.ops.append(current.ops.pop())
+                if not current.ops:
+                    groups.pop()
+            group.ops.append(op)
+            groups.append(group)
+        elif current is not None and current.accepts(op):
+            current.ops.append(op)
+        else:
+            groups.append(LaunchGroup("map", [op]))
+    return groups
+
+
+def split_kernel(kernel: func.FuncOp, groups: list[LaunchGroup], module: ModuleOp) -> None:
+    """Make one kernel function per group (module docstring) and call them in order."""
+    name = kernel.sym_name.data
+    if len(groups) == 1:
+        contract.GPU_SHAPE.set(kernel, groups[0].shape)
+        return
+    if is_row_kernel(linalg_ops(kernel)):
+        contract.GPU_SHAPE.set(kernel, "rows")  # one launch after all: a block per row
+        return
+    constants = [op for op in kernel.body.block.ops if isinstance(op, arith.ConstantOp)]
+    parts: list[func.FuncOp] = []
+    for j, group in enumerate(groups):
+        block = Block(arg_types=kernel.body.block.arg_types)
+        values: dict[SSAValue, SSAValue] = {}
+        for old, new in zip(kernel.body.block.args, block.args, strict=True):
+            new.name_hint = old.name_hint
+            values[old] = new
+        for constant in constants:
+            block.add_op(constant.clone(values))
+        for op in group.ops:
+            block.add_op(op.clone(values))
+        block.add_op(func.ReturnOp())
+        part = func.FuncOp(f"{name}_{j}", kernel.function_type, Region(block), visibility="private")
+        contract.KERNEL.copy(kernel, part)
+        contract.GPU_SHAPE.set(part, group.shape)
+        parts.append(part)
+    for call in [op for op in module.walk() if isinstance(op, func.CallOp)]:
+        if call.callee.string_value() == name:
+            new_calls = [func.CallOp(p.sym_name.data, call.arguments, []) for p in parts]
+            Rewriter.replace_op(call, new_calls, [])
+    Rewriter.insert_op(parts, InsertPoint.after(kernel))
+    Rewriter.erase_op(kernel)
+
+
+_BETWEEN_CALLS = (arith.ConstantOp, memref.ViewOp, memref.CollapseShapeOp, memref.ExpandShapeOp)
+
+
+def kernel_called(call: func.CallOp, module: ModuleOp) -> func.FuncOp | None:
+    callee = SymbolTable.lookup_symbol(module, call.callee.string_value())
+    if isinstance(callee, func.FuncOp) and contract.KERNEL.has(callee):
+        return callee
+    return None
+
+
+def joinable(
+    first: func.FuncOp, first_call: func.CallOp, second: func.FuncOp, second_call: func.CallOp
+) -> bool:
+    """Whether two kernels called one after the other join (module docstring)."""
+    ops1, ops2 = linalg_ops(first), linalg_ops(second)
+    if not ops1 or not ops2:
+        return False
+
+    def host_value(kernel: func.FuncOp, call: func.CallOp, value: SSAValue) -> SSAValue | None:
+        args = list(kernel.body.block.args)
+        return call.arguments[args.index(value)] if value in args else None
+
+    if len(ops1) == 1 and not is_reduction(ops1[0]) and len(ops1[0].outputs) == 1:
+        fill = ops1[0]
+        reduction = ops2[0]
+        filled = host_value(first, first_call, fill.outputs[0])
+        return (
+            is_reduction(reduction)
+            and len(reduction.outputs) == 1
+            and is_fill_of(fill, fill.outputs[0])
+            and filled is not None
+            and filled == host_value(second, second_call, reduction.outputs[0])
+        )
+    reductions = [op for op in ops1 if is_reduction(op)]
+    if not reductions or len(reductions[-1].outputs) != 1 or any(map(is_reduction, ops2)):
+        return False
+    reduced = host_value(first, first_call, reductions[-1].outputs[0])
+    written = {host_value(second, second_call, v) for op in ops2 for v in op.outputs}
+    return reduced is not None and written == {reduced}
+
+
+def join(
+    first: func.FuncOp, first_call: func.CallOp, second: func.FuncOp, second_call: func.CallOp
+) -> func.CallOp:
+    """One kernel running `first`'s ops, then `second`'s, called where `second` was."""
+    operands: list[SSAValue] = []
+    for value in (*first_call.arguments, *second_call.arguments):
+        if value not in operands:
+            operands.append(value)
+    block = Block(arg_types=[v.type for v in operands])
+    for kernel, call in ((first, first_call), (second, second_call)):
+        values: dict[SSAValue, SSAValue] = {}
+        for old, value in zip(kernel.body.block.args, call.arguments, strict=True):
+            new = block.args[operands.index(value)]
+            new.name_hint = new.name_hint or old.name_hint
+            values[old] = new
+        for op in kernel.body.block.ops:
+            if not isinstance(op, func.ReturnOp):
+                block.add_op(op.clone(values))
+    block.add_op(func.ReturnOp())
+    joined = func.FuncOp(
+        first.sym_name.data, ([v.type for v in operands], []), Region(block), visibility="private"
+    )
+    contract.KERNEL.copy(first, joined)
+    call = func.CallOp(joined.sym_name.data, operands, [])
+    Rewriter.replace_op(second_call, call)
+    Rewriter.erase_op(first_call)
+    Rewriter.insert_op(joined, InsertPoint.after(first))
+    Rewriter.erase_op(first)
+    Rewriter.erase_op(second)
+    return call
+
+
+def join_kernels(host: func.FuncOp, module: ModuleOp) -> None:
+    """Join neighbouring kernel calls of `host` (module docstring)."""
+    previous: func.CallOp | None = None
+    for op in list(host.body.block.ops):
+        if isinstance(op, _BETWEEN_CALLS):
+            continue
+        if not isinstance(op, func.CallOp) or (second := kernel_called(op, module)) is None:
+            previous = None
+            continue
+        first = kernel_called(previous, module) if previous is not None else None
+        if previous is not None and first is not None and joinable(first, previous, second, op):
+            previous = join(first, previous, second, op)
+        else:
+            previous = op
+
+
+@dataclass(frozen=True)
+class TessGpuPartitionPass(ModulePass):
+    """Split each outlined kernel into GPU launches and mark each with its shape."""
+
+    name = "tess-gpu-partition"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        kernels_module(op)  # the gpu level always has one, if only empty (no kernels)
+        hosts = [
+            f
+            for f in op.body.block.ops
+            if isinstance(f, func.FuncOp) and not contract.KERNEL.has(f) and not f.is_declaration
+        ]
+        for host in hosts:
+            join_kernels(host, op)
+        kernels = [
+            f
+            for f in op.body.block.ops
+            if isinstance(f, func.FuncOp) and contract.KERNEL.has(f) and not f.is_declaration
+        ]
+        for kernel in kernels:
+            ops = linalg_ops(kernel)
+            if ops:
+                split_kernel(kernel, partition(ops), op)
+        op.verify()
+
+
+__all__ = ["LaunchGroup", "TessGpuPartitionPass", "partition"]

@@ -1,0 +1,607 @@
+"""
+`tess-to-linalg`: every `tess` op becomes `linalg.generic` on tensors (level 1 -> level 3).
+
+One rewrite pattern per op family. Each pattern builds the op's iteration space, one
+affine map per operand, and a scalar body of `arith`/`math` ops; the destination of every
+generic is a fresh `tensor.empty`, so the result is in destination-passing style and
+`tess-bufferize` can turn each `tensor.empty` into a `memref.alloc`.
+
+- map (unary): one parallel loop per result dim, identity maps; bodies are
+  `neg -> negf`, `exp/log/tanh/sqrt/abs/sin/cos -> math.*`, `relu -> maximumf(x, 0)`,
+  `sigmoid -> 1 / (1 + exp(-x))`, `reciprocal -> 1 / x`.
+- zip (binary) and `select`: one parallel loop per result dim; broadcasting lives in the
+  operand maps only (see `broadcast_map`): an operand's dims align with the trailing
+  result dims (leading dims are dropped), and a size-1 dim that broadcasts against a larger
+  result dim reads index `0`, e.g. `(d0, d1, d2) -> (d0, 0, d2)`. Comparisons are
+  `cmpf` (ordered) or `cmpi` (signed) yielding the `i1`, or `select(1, 0)` of it for a
+  mask result; `select` tests `cond != 0` (`cmpf une`, so NaN selects lhs as in NumPy's
+  `where(cond != 0, ...)`; an `i1` condition is used as is).
+- integer and bool element types: every body picks its `arith` op by the scalar type
+  (`addf`/`addi`, `maximumf`/`maxsi`, `mul`/`max`/`min` of `i1` are `andi`/`ori`/`andi`);
+  `cast` is `extf`/`truncf`/`fptosi`/`sitofp`/`extsi`/`trunci`, `!= 0` to `i1`, and
+  `select(1, 0)` from `i1`.
+- reduce: an init generic that yields the neutral element (0 for sum/mean, 1 for prod,
+  -inf or the integer minimum for max) into the result shape, then a generic over the input's dims
+  whose reduced dims are `reduction` iterators and that combines into the output
+  (`addf`/`maximumf`, `addi`/`maxsi`). The
+  output map drops the reduced dims, or maps them to the constant `0` with `keepdim`.
+  `mean` divides the sum by the element count in a third, elementwise generic.
+- reshape: a view, no copy: `tensor.collapse_shape` or `tensor.expand_shape` when one
+  reassociation of contiguous dims fits, otherwise a collapse to 1-D then an expand. To or
+  from rank 0 it is a one-element copy generic instead: MLIR's empty reassociation for
+  that case does not pass xDSL's reshape verifier.
+  Of a slice (a strided view, or the copy reversing one), a reshape that only drops or
+  adds dims of size 1 (`x[0]`, `x[..., -1]`, `x[:, None]`) is a copy generic reading the
+  slice with the constant 0 in its dropped dims, which `tess-fuse` fuses into consumers
+  (no kernel of its own); any other reshape of a slice copies it to contiguous memory
+  first.
+- stop_gradient: the identity (no op).
+- permute and broadcast_to: copy generics whose input map does the permutation/broadcast.
+- fill (and a splat `arith.constant dense<v> : tensor<...>`): a generic with no inputs
+  that yields the constant.
+- matmul: init generic (0), then a generic over `(batch..., i, j, k)` with `k` a
+  reduction: `out[b, i, j] += lhs[b, i, k] * rhs[b, k, j]`, the batch dims broadcast by
+  the same rule as zip.
+
+The indexing ops of `tessc.dialects.tess_index` lower through the patterns of
+`tessc.lowering.linalg.to_linalg_index` (gathers read with `tensor.extract` in the body), part of
+this pass.
+
+Each generic computing a tess op (not the init of a reduction) carries `tess.op = "<name>"`
+(`tess-fuse` uses it to name what it fused). Rank-0 tensors need nothing special: the
+generic has zero loops and maps `() -> ()`.
+Everything is upstream `linalg`/`tensor`/`arith`/`math`; the pass itself is ours because
+xDSL has no dialect with `tess`'s implicit broadcasting to lower from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from xdsl.builder import Builder
+from xdsl.context import Context
+from xdsl.dialects import arith, math, tensor
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    ArrayAttr,
+    DenseIntOrFPElementsAttr,
+    IntegerAttr,
+    ModuleOp,
+    TensorType,
+    i64,
+)
+from xdsl.dialects.linalg.attrs import IteratorTypeAttr
+from xdsl.dialects.linalg.ops import GenericOp
+from xdsl.ir import Operation, SSAValue
+from xdsl.ir.affine import AffineExpr, AffineMap
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+from tessc.dialects import contract, tess
+from tessc.dialects.tess import Shape, element_type_of, tensor_shape
+from tessc.lowering.linalg.builders import (
+    absolute,
+    broadcast_map,
+    build_elementwise,
+    build_fill,
+    build_generic,
+    comparison,
+    convert,
+    empty_like,
+    float_constant,
+    is_bool_type,
+    is_nonzero,
+    negate,
+    parallel_iterators,
+    reciprocal,
+    relu,
+    sigmoid,
+    typed_body,
+)
+from tessc.lowering.linalg.generic_analysis import generic_maps, is_view_map
+
+# ---------------------------------------------------------------------------------------
+# scalar bodies of the tess ops
+# ---------------------------------------------------------------------------------------
+
+
+UNARY_BODIES: dict[type[tess.UnaryOp], Callable[[Builder, SSAValue], SSAValue]] = {
+    tess.NegOp: negate,
+    tess.ExpOp: lambda b, x: b.insert(math.ExpOp(x)).result,
+    tess.LogOp: lambda b, x: b.insert(math.LogOp(x)).result,
+    tess.ReluOp: relu,
+    tess.SigmoidOp: sigmoid,
+    tess.TanhOp: lambda b, x: b.insert(math.TanhOp(x)).result,
+    tess.SqrtOp: lambda b, x: b.insert(math.SqrtOp(x)).result,
+    tess.ReciprocalOp: reciprocal,
+    tess.AbsOp: absolute,
+    tess.SinOp: lambda b, x: b.insert(math.SinOp(x)).result,
+    tess.CosOp: lambda b, x: b.insert(math.CosOp(x)).result,
+}
+
+BINARY_BODIES: dict[type[tess.BinaryOp], Callable[[Builder, SSAValue, SSAValue], SSAValue]] = {
+    tess.AddOp: typed_body(arith.AddfOp, arith.AddiOp),
+    tess.SubOp: typed_body(arith.SubfOp, arith.SubiOp),
+    tess.MulOp: typed_body(arith.MulfOp, arith.MuliOp, arith.AndIOp),
+    tess.DivOp: lambda b, x, y: b.insert(arith.DivfOp(x, y)).result,
+    tess.MaxOp: typed_body(arith.MaximumfOp, arith.MaxSIOp, arith.OrIOp),
+    tess.MinOp: typed_body(arith.MinimumfOp, arith.MinSIOp, arith.AndIOp),
+    tess.PowOp: lambda b, x, y: b.insert(math.PowFOp(x, y)).result,
+}
+COMPARISONS: dict[type[tess.CompareOp], str] = {tess.LtOp: "lt", tess.GtOp: "gt", tess.EqOp: "eq"}
+
+
+# ---------------------------------------------------------------------------------------
+# patterns
+# ---------------------------------------------------------------------------------------
+
+
+def result_type_of(op: Operation) -> TensorType:
+    result_type = op.results[0].type
+    assert isinstance(result_type, TensorType)
+    return result_type
+
+
+class UnaryToLinalg(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tess.UnaryOp, rewriter: PatternRewriter) -> None:
+        scalar = UNARY_BODIES.get(type(op))
+        if scalar is None:
+            return  # stop_gradient: its own pattern
+        result = build_elementwise(
+            rewriter, [op.input], result_type_of(op), lambda b, args: scalar(b, args[0]), op.name
+        )
+        rewriter.replace(op, [], [result])
+
+
+class BinaryToLinalg(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tess.BinaryOp, rewriter: PatternRewriter) -> None:
+        if isinstance(op, tess.CompareOp):
+            result_type = result_type_of(op)
+            mask = result_type.element_type == element_type_of(op.lhs)
+            scalar = comparison(
+                COMPARISONS[type(op)], mask and not is_bool_type(result_type.element_type)
+            )
+        else:
+            scalar = BINARY_BODIES[type(op)]
+        result = build_elementwise(
+            rewriter,
+            [op.lhs, op.rhs],
+            result_type_of(op),
+            lambda b, args: scalar(b, args[0], args[1]),
+            op.name,
+        )
+        rewriter.replace(op, [], [result])
+
+
+class SelectToLinalg(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tess.SelectOp, rewriter: PatternRewriter) -> None:
+        def body(b: Builder, args: Sequence[SSAValue]) -> SSAValue:
+            cond, lhs, rhs = args[0], args[1], args[2]
+            return b.insert(arith.SelectOp(is_nonzero(b, cond), lhs, rhs)).result
+
+        result = build_elementwise(
+            rewriter, [op.cond, op.lhs, op.rhs], result_type_of(op), body, op.name
+        )
+        rewriter.replace(op, [], [result])
+
+
+class StopGradientToLinalg(RewritePattern):
+    """The identity: its operand replaces it (the zero gradient was autodiff's business)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tess.StopGradientOp, rewriter: PatternRewriter) -> None:
+        rewriter.replace(op, [], [op.input])
+
+
+class CastToLinalg(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tess.CastOp, rewriter: PatternRewriter) -> None:
+        target = result_type_of(op).element_type
+        result = build_elementwise(
+            rewriter,
+            [op.input],
+            result_type_of(op),
+            lambda b, args: convert(b, args[0], target),
+            op.name,
+        )
+        rewriter.replace(op, [], [result])
+
+
+class FillToLinalg(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tess.FillOp, rewriter: PatternRewriter) -> None:
+        result = build_fill(rewriter, result_type_of(op), op.fill_value, op.name)
+        rewriter.replace(op, [], [result])
+
+
+class BroadcastToToLinalg(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tess.BroadcastToOp, rewriter: PatternRewriter) -> None:
+        result = build_elementwise(
+            rewriter, [op.input], result_type_of(op), lambda b, args: args[0], op.name
+        )
+        rewriter.replace(op, [], [result])
+
+
+class PermuteToLinalg(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tess.PermuteOp, rewriter: PatternRewriter) -> None:
+        # Loop i runs over result dim i, which is input dim perm[i]; so input dim
+        # perm[i] is read with loop i.
+        perm = op.permutation
+        rank = len(perm)
+        loop_of_input_dim = {input_dim: loop for loop, input_dim in enumerate(perm)}
+        input_map = AffineMap(
+            rank, 0, tuple(AffineExpr.dimension(loop_of_input_dim[d]) for d in range(rank))
+        )
+        generic = build_generic(
+            rewriter,
+            [op.input],
+            empty_like(rewriter, result_type_of(op)),
+            [input_map, AffineMap.identity(rank)],
+            parallel_iterators(rank),
+            lambda b, args: args[0],
+            op.name,
+        )
+        rewriter.replace(op, [], [generic.res[0]])
+
+
+REDUCE_INIT: dict[type[tess.ReduceOp], float] = {
+    tess.SumOp: 0.0,
+    tess.MeanOp: 0.0,
+    tess.ReduceMaxOp: float("-inf"),
+    tess.ProdOp: 1.0,
+}
+
+
+class ReduceToLinalg(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tess.ReduceOp, rewriter: PatternRewriter) -> None:
+        input_shape = tensor_shape(op.input)
+        rank = len(input_shape)
+        reduced = set(op.reduced_dims)
+        result_type = result_type_of(op)
+
+        output_exprs: list[AffineExpr] = []
+        for d in range(rank):
+            if d not in reduced:
+                output_exprs.append(AffineExpr.dimension(d))
+            elif op.keeps_dims:
+                output_exprs.append(AffineExpr.constant(0))
+        iterators = [
+            IteratorTypeAttr.reduction() if d in reduced else IteratorTypeAttr.parallel()
+            for d in range(rank)
+        ]
+
+        def combine(b: Builder, args: Sequence[SSAValue]) -> SSAValue:
+            if isinstance(op, tess.ReduceMaxOp):
+                return BINARY_BODIES[tess.MaxOp](b, args[1], args[0])
+            if isinstance(op, tess.ProdOp):
+                return BINARY_BODIES[tess.MulOp](b, args[1], args[0])
+            return BINARY_BODIES[tess.AddOp](b, args[1], args[0])
+
+        init = build_fill(rewriter, result_type, REDUCE_INIT[type(op)])
+        generic = build_generic(
+            rewriter,
+            [op.input],
+            init,
+            [AffineMap.identity(rank), AffineMap(rank, 0, tuple(output_exprs))],
+            iterators,
+            combine,
+            op.name,
+        )
+        result = generic.res[0]
+
+        if isinstance(op, tess.MeanOp):
+            count = 1
+            for d in reduced:
+                count *= input_shape[d]
+            element_type = result_type.element_type
+
+            def scale(b: Builder, args: Sequence[SSAValue]) -> SSAValue:
+                divisor = float_constant(b, float(count), element_type)
+                return b.insert(arith.DivfOp(args[0], divisor)).result
+
+            result = build_elementwise(rewriter, [result], result_type, scale, op.name)
+        rewriter.replace(op, [], [result])
+
+
+class MatmulToLinalg(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tess.MatmulOp, rewriter: PatternRewriter) -> None:
+        lhs_shape, rhs_shape = tensor_shape(op.lhs), tensor_shape(op.rhs)
+        result_type = result_type_of(op)
+        result_shape = tensor_shape(result_type)
+        batch_rank = len(result_shape) - 2
+        # Loops: batch..., i, j, k.
+        num_loops = batch_rank + 3
+        batch_loops = list(range(batch_rank))
+        batch_sizes = result_shape[:batch_rank]
+        i, j, k = batch_rank, batch_rank + 1, batch_rank + 2
+
+        def operand_map(shape: Shape, row: int, col: int) -> AffineMap:
+            batch = broadcast_map(shape[:-2], batch_sizes, batch_loops, num_loops)
+            rows_cols = (AffineExpr.dimension(row), AffineExpr.dimension(col))
+            return AffineMap(num_loops, 0, (*batch.results, *rows_cols))
+
+        def multiply_add(b: Builder, args: Sequence[SSAValue]) -> SSAValue:
+            product = b.insert(arith.MulfOp(args[0], args[1])).result
+            return b.insert(arith.AddfOp(args[2], product)).result
+
+        init = build_fill(rewriter, result_type, 0.0)
+        output_map = AffineMap(
+            num_loops, 0, tuple(AffineExpr.dimension(d) for d in (*batch_loops, i, j))
+        )
+        generic = build_generic(
+            rewriter,
+            [op.lhs, op.rhs],
+            init,
+            [operand_map(lhs_shape, i, k), operand_map(rhs_shape, k, j), output_map],
+            [*parallel_iterators(batch_rank + 2), IteratorTypeAttr.reduction()],
+            multiply_add,
+            op.name,
+        )
+        rewriter.replace(op, [], [generic.res[0]])
+
+
+class SplatConstantToLinalg(RewritePattern):
+    """`arith.constant dense<v> : tensor<...>` (a splat) is a fill; other dense constants
+    are left alone (tess-bufferize rejects them: there is no memref.global lowering yet)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: arith.ConstantOp, rewriter: PatternRewriter) -> None:
+        value = op.value
+        if not isinstance(op.result.type, TensorType):
+            return
+        if not isinstance(value, DenseIntOrFPElementsAttr) or not value.is_splat():
+            return
+        if not isinstance(op.result.type.element_type, AnyFloat):
+            return
+        splat = float(value.get_values()[0])
+        fill = build_fill(rewriter, op.result.type, splat, "tess.fill")
+        rewriter.replace(op, [], [fill])
+
+
+# ---------------------------------------------------------------------------------------
+# reshape
+# ---------------------------------------------------------------------------------------
+
+
+def reassociation(expanded: Shape, collapsed: Shape) -> list[list[int]] | None:
+    """
+    Groups of contiguous `expanded` dims whose sizes multiply to each `collapsed` dim, or
+    None if there are none. Greedy: a group closes as soon as its product matches; size-1
+    dims left at the end join the last group. A rank-0 `collapsed` takes no groups (every
+    expanded dim must then be 1).
+    """
+    if len(collapsed) == 0:
+        return [] if all(d == 1 for d in expanded) else None
+    groups: list[list[int]] = []
+    position = 0
+    for size in collapsed:
+        group: list[int] = []
+        product = 1
+        while position < len(expanded) and (not group or product != size):
+            if product * expanded[position] > size and group:
+                return None
+            group.append(position)
+            product *= expanded[position]
+            position += 1
+        if product != size or not group:
+            return None
+        groups.append(group)
+    while position < len(expanded):
+        if expanded[position] != 1:
+            return None
+        groups[-1].append(position)
+        position += 1
+    return groups
+
+
+def reassociation_attr(groups: list[list[int]]) -> ArrayAttr[ArrayAttr[IntegerAttr]]:
+    return ArrayAttr([ArrayAttr([IntegerAttr(d, i64) for d in g]) for g in groups])
+
+
+def collapse(
+    rewriter: PatternRewriter, source: SSAValue, result_type: TensorType, groups: list[list[int]]
+) -> SSAValue:
+    op = tensor.CollapseShapeOp(
+        operands=[source],
+        result_types=[result_type],
+        properties={"reassociation": reassociation_attr(groups)},
+    )
+    return rewriter.insert(op).result
+
+
+def expand(
+    rewriter: PatternRewriter, source: SSAValue, result_type: TensorType, groups: list[list[int]]
+) -> SSAValue:
+    op = tensor.ExpandShapeOp(
+        source, [], reassociation_attr(groups), tensor_shape(result_type), result_type
+    )
+    return rewriter.insert(op).result
+
+
+def single_element_copy(
+    rewriter: PatternRewriter, source: SSAValue, result_type: TensorType
+) -> SSAValue:
+    """Copy the one element of `source` into a tensor of `result_type` (also one element)."""
+    rank = result_type.get_num_dims()
+    zeros = tuple(AffineExpr.constant(0) for _ in tensor_shape(source))
+    generic = build_generic(
+        rewriter,
+        [source],
+        empty_like(rewriter, result_type),
+        [AffineMap(rank, 0, zeros), AffineMap.identity(rank)],
+        parallel_iterators(rank),
+        lambda b, args: args[0],
+        "tess.reshape",
+    )
+    return generic.res[0]
+
+
+def reshape_view(rewriter: PatternRewriter, source: SSAValue, result_type: TensorType) -> SSAValue:
+    """Insert the collapse/expand views taking `source` to `result_type`."""
+    src, dst = tensor_shape(source), tensor_shape(result_type)
+    if src == dst:
+        return source
+    if not src or not dst:
+        # To or from rank 0 (one element): MLIR views these with an empty reassociation,
+        # which xDSL's verifier rejects, so copy the element with a generic instead.
+        return single_element_copy(rewriter, source, result_type)
+    if len(dst) <= len(src) and (groups := reassociation(src, dst)) is not None:
+        return collapse(rewriter, source, result_type, groups)
+    if len(dst) >= len(src) and (groups := reassociation(dst, src)) is not None:
+        return expand(rewriter, source, result_type, groups)
+    # Neither view alone fits (e.g. (2,3) -> (3,2)): go through the flat 1-D tensor.
+    numel = 1
+    for d in src:
+        numel *= d
+    flat_type = TensorType(result_type.element_type, [numel])
+    flat = collapse(rewriter, source, flat_type, [list(range(len(src)))])
+    return expand(rewriter, flat, result_type, [list(range(len(dst)))])
+
+
+def unit_dims_map(source: Shape, result: Shape) -> AffineMap | None:
+    """How a copy over `result`'s loops reads `source` when the two shapes differ only in
+    dims of size 1 (`x[0]`, `x[..., -1]`, `x[:, None]`): each dim of `source` of size > 1
+    is the loop of the matching dim of `result` (in order), each of size 1 the constant 0.
+    None when the dims of size > 1 differ."""
+    kept = [d for d, n in enumerate(result) if n != 1]
+    if [n for n in source if n != 1] != [result[d] for d in kept]:
+        return None
+    loops = iter(kept)
+    exprs = tuple(
+        AffineExpr.constant(0) if n == 1 else AffineExpr.dimension(next(loops)) for n in source
+    )
+    return AffineMap(len(result), 0, exprs)
+
+
+def copied_view(value: SSAValue) -> tuple[SSAValue, AffineMap] | None:
+    """`(source, map)` when `value` is a view copy of a slice: the generic reversing a
+    slice's dims (`tess.slice`) or dropping/adding its dims of size 1 (`tess.reshape` of a
+    slice), which yields `source` read through `map` (loop dims, reversed loop dims and
+    zeros, in order). tess-fuse fuses such copies into their consumers."""
+    owner = value.owner
+    if not isinstance(owner, GenericOp) or contract.ORIGIN.get(owner) not in (
+        "tess.slice",
+        "tess.reshape",
+    ):
+        return None
+    yielded = owner.body.block.last_op
+    maps = generic_maps(owner)
+    if (
+        yielded is None
+        or tuple(yielded.operands) != (owner.body.block.args[0],)
+        or not is_view_map(maps[0])
+        or maps[-1] != AffineMap.identity(maps[-1].num_dims)
+    ):
+        return None
+    source = owner.inputs[0]
+    if contract.ORIGIN.get(owner) == "tess.reshape" and not is_slice_view(source):
+        return None  # a one-element copy of a contiguous tensor (`single_element_copy`)
+    return source, maps[0]
+
+
+def is_slice_view(value: SSAValue) -> bool:
+    """Whether `value` is a lowered `tess.slice`: a strided `tensor.extract_slice` view, or
+    a view copy of one (`copied_view`)."""
+    return isinstance(value.owner, tensor.ExtractSliceOp) or copied_view(value) is not None
+
+
+class ReshapeToLinalg(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tess.ReshapeOp, rewriter: PatternRewriter) -> None:
+        source = op.input
+        result_type = result_type_of(op)
+        if is_slice_view(source) and source.type != result_type:
+            # A slice is a strided view (or a reversing copy of one): collapsing or
+            # expanding it is no view of the buffer. Dropping or adding dims of size 1 (an
+            # integer index, None) is a copy reading the view at 0 in the dropped dims,
+            # which tess-fuse fuses into its consumers as it does the reversing copy: they
+            # read the source buffer in place. Any other reshape copies the slice first.
+            rank = len(tensor_shape(source))
+            read = unit_dims_map(tensor_shape(source), tensor_shape(result_type))
+            if read is None:
+                source = build_generic(
+                    rewriter,
+                    [source],
+                    empty_like(rewriter, source.type),
+                    [AffineMap.identity(rank)] * 2,
+                    parallel_iterators(rank),
+                    lambda b, args: args[0],
+                    "tess.slice",
+                ).res[0]
+            else:
+                result_rank = result_type.get_num_dims()
+                generic = build_generic(
+                    rewriter,
+                    [source],
+                    empty_like(rewriter, result_type),
+                    [read, AffineMap.identity(result_rank)],
+                    parallel_iterators(result_rank),
+                    lambda b, args: args[0],
+                    "tess.reshape",
+                )
+                rewriter.replace(op, [], [generic.res[0]])
+                return
+        result = reshape_view(rewriter, source, result_type)
+        rewriter.replace(op, [], [result])
+
+
+# ---------------------------------------------------------------------------------------
+# the pass
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TessToLinalgPass(ModulePass):
+    """Lower every `tess` op to `linalg.generic` (and tensor views) on tensors."""
+
+    name = "tess-to-linalg"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        # The indexing ops' patterns build on this module's helpers, so import them here.
+        from tessc.lowering.linalg.to_linalg_index import index_patterns
+
+        PatternRewriteWalker(
+            GreedyRewritePatternApplier(
+                [
+                    UnaryToLinalg(),
+                    BinaryToLinalg(),
+                    SelectToLinalg(),
+                    CastToLinalg(),
+                    StopGradientToLinalg(),
+                    FillToLinalg(),
+                    SplatConstantToLinalg(),
+                    BroadcastToToLinalg(),
+                    PermuteToLinalg(),
+                    ReduceToLinalg(),
+                    MatmulToLinalg(),
+                    ReshapeToLinalg(),
+                    *index_patterns(),
+                ],
+                dce_enabled=False,
+            ),
+            apply_recursively=False,
+        ).rewrite_module(op)
+
+
+__all__ = [
+    "TessToLinalgPass",
+    "broadcast_map",
+    "copied_view",
+    "is_slice_view",
+    "reassociation",
+    "unit_dims_map",
+]

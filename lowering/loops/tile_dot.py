@@ -1,0 +1,368 @@
+"""
+`tess-tile-dot`: register-tile dot-product nests, where the reduction is the unit-stride
+dim of both operands (level 5, loops).
+
+A zip+reduce over the last dim, `(a[:, None, :] * w[None]).sum(-1)` (`a @ w.T` written
+out; attention scores; a fused transpose into a contraction, which `tess-fuse` now only
+allows where it keeps the reduction off the unit-stride dim) leaves
+`tess-linalg-to-loops` with one loop per output element:
+
+    scf.parallel (b..., i, j) {                  out[.., i, j] = 0
+      scf.for k { out[.., i, j] = out[.., i, j] + a[.., i, k] * w[.., j, k] } }
+
+`tess-tile` does not take it (its inner loop over `j` would read `w` with a stride of a
+row). Run as it is, every step of `k` loads and stores `out` (Numba cannot keep it in a
+register: the arrays may alias), so the loop does not vectorise and runs at about a tenth
+of BLAS (17.7 GFLOP/s against NumPy's 224 at 512 f32, one thread, AVX-512). This pass
+jams R x C output elements into one `k` loop whose accumulators are loop-carried values
+(`iter_args`: Python locals, so LLVM's vectoriser turns each into a vector reduction over
+`k`):
+
+    scf.parallel (b..., jo, ib) {                TJ / C column tiles per block `jo`
+     scf.for ji { jb = jo * TJ / C + ji          i_r = ib * R + r, j_c = jb * C + c
+      the ops before the k loop, per (r, c)      (the zero fill)
+      acc_rc = out[.., i_r, j_c]
+      acc.. = scf.for k iter_args(acc..) {
+        a[.., i_r, k] for r < R, w[.., j_c, k] for c < C     (each loaded once)
+        the body per (r, c), its load of out replaced by acc_rc
+        scf.yield (what the body stored) }
+      out[.., i_r, j_c] = acc_rc
+      the ops after the k loop, per (r, c) }}    (a bias, an activation)
+    the original nest on the rows left over (N mod R), then on the columns (M mod C)
+
+R + C vector loads feed R x C multiply-adds; nothing is stored inside the loop (103
+GFLOP/s at 512 f32, one thread). A thread sweeps all its row tiles over one block of TJ
+(`column-block`, 64) columns, whose rows of `w` stay in L2 (1024: 15 -> 35 GFLOP/s). Each
+element still gets its k terms in the original order (up to the code generator's
+fast-math reassociation, which vectorising a reduction needs anyway).
+
+Matched: an outermost `scf.parallel` of a function, without init values, over at least
+two static dims from 0 (the last two are `i` and `j`), whose body holds exactly one
+`scf.for` (the `k` loop, no iter_args, no nested regions). Inside the `k` loop: loads,
+pure ops and exactly one store, to a memref `out` at indices not depending on `k`; the
+only access to `out` there is one load at the same indices. Every other load reads its
+memref with `k` itself as the last index (unit stride), and one of them depends on `i` but
+not `j`, another on `j` but not `i` (each is reused across the tile). Legality needs no
+more: iterations of an `scf.parallel` are independent, so its body may run for R x C
+iterations phase by phase, and the scalar replacement of `out` is exact because nothing
+else in the loop touches it. Nests with fewer than R rows or C columns stay as they are.
+
+Where it pays (a static cost model per nest, multiply-adds N x M x K with the batch):
+each tiled nest costs ~0.2-0.4 s of Numba compile (R x C copies of the body), and the
+plain nest is not slow everywhere: `tess-register-accumulate` keeps its accumulator in a
+register, and from a dot length K of 64 (`long-depth`) LLVM vectorises its k loop, so
+tiling gains 1.0-1.3x there below 2^18 multiply-adds; below 64 the plain k loop runs in
+the vectoriser's scalar epilogue and tiling gains 2-4x. A nest is tiled when it has at
+least `min-macs` (2^12) multiply-adds, and, when K >= `long-depth`, at least
+`min-macs-long` (2^18). A k loop of no static length counts as long and large. Measured
+(bench/bench_loop_gates.py; one thread, process CPU time a call, one run on a loaded
+2-core AVX-512 machine; N x K x M, f32), plain -> tiled, us:
+    8 x 8 x 8              2.0 -> 2.0        16 x 16 x 16          2.9 -> 2.2
+    32 x 32 x 32          12.5 -> 3.2        128 x 48 x 10        25.5 -> 8.7
+    128 x 64 x 10          4.5 -> 4.3        128 x 96 x 10         6.5 -> 5.4
+    128 x 128 x 10         8.0 -> 6.2        (the digits MLP step's h.T @ dz was this)
+    128 x 256 x 10        16.5 -> 9.8        512 x 128 x 10       29.1 -> 19.9
+(Larger products are `tess-pack-matmul`'s.) When the MLP step still ran its h.T @ dz as
+this nest, leaving it plain cost ~1.5 us a step (87 -> 88.6 us) and saved ~0.4 s of its
+cold compile (one Numba function then). `min-macs=0 min-macs-long=0` tiles every nest, as
+the pass did before the gate.
+
+The tile is the `register-tile` option (R rows, C columns; 4 x 4 was the fastest of 2x4,
+3x4, 4x2, 4x4 on AVX-512, one thread (bench/bench_matmul.py --transposed): 16 vector
+accumulators, within the 16 registers of AVX2 too). The new `scf.parallel` carries
+`tess.register_tile`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, memref, scf
+from xdsl.dialects.builtin import IndexType, ModuleOp
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.traits import is_side_effect_free
+from xdsl.utils.exceptions import PassFailedException
+
+from tessc.dialects import contract
+from tessc.lowering.linalg.generic_analysis import depends_on
+from tessc.lowering.loops.index_values import IndexConstants, same_index
+from tessc.lowering.loops.trip_counts import trip_count, unit_loop_bound
+
+DEFAULT_DOT_TILE: tuple[int, int] = (4, 4)
+DEFAULT_COLUMN_BLOCK = 64
+"""Output columns (rows of the right-hand side) one thread sweeps all its row tiles over."""
+DEFAULT_MIN_MACS = 1 << 12
+"""Multiply-adds from which a dot nest is tiled (module docstring: where it pays)."""
+DEFAULT_LONG_DEPTH = 64
+"""The dot length from which LLVM vectorises the plain nest's k loop."""
+DEFAULT_MIN_MACS_LONG = 1 << 18
+"""Multiply-adds from which a nest of a long dot (K >= `DEFAULT_LONG_DEPTH`) is tiled."""
+
+
+@dataclass(frozen=True)
+class DotNest:
+    """A matched dot-product nest (module docstring)."""
+
+    parallel: scf.ParallelOp
+    extents: tuple[int, ...]
+    before: tuple[Operation, ...]
+    k_loop: scf.ForOp
+    after: tuple[Operation, ...]
+    acc_load: memref.LoadOp
+    acc_store: memref.StoreOp
+
+
+def match_dot(op: scf.ParallelOp) -> DotNest | None:
+    if op.initVals or contract.REGISTER_TILE.has(op):
+        return None
+    if not isinstance(op.parent_op(), func.FuncOp) or len(op.lowerBound) < 2:
+        return None
+    extents: list[int] = []
+    for lb, ub, step in zip(op.lowerBound, op.upperBound, op.step, strict=True):
+        extent = unit_loop_bound(lb, ub, step)
+        if extent is None or extent < 1:
+            return None
+        extents.append(extent)
+    i, j = op.body.block.args[-2:]
+    ops = list(op.body.block.ops)[:-1]
+    loops = [index for index, inner in enumerate(ops) if inner.regions]
+    if len(loops) != 1 or not isinstance(k_loop := ops[loops[0]], scf.ForOp) or k_loop.iter_args:
+        return None
+    bounds = (k_loop.lb, k_loop.ub, k_loop.step)
+    if any(isinstance(v.owner, Operation) and op.is_ancestor(v.owner) for v in bounds):
+        return None  # the jammed loop is built outside the old body: bounds must be too
+    k = k_loop.body.block.args[0]
+    *body, terminator = k_loop.body.block.ops
+    if not isinstance(terminator, scf.YieldOp) or terminator.operands:
+        return None
+    stores = [o for o in body if isinstance(o, memref.StoreOp)]
+    if len(stores) != 1 or any(
+        o.regions or not (isinstance(o, memref.LoadOp | memref.StoreOp) or is_side_effect_free(o))
+        for o in body
+    ):
+        return None
+    store = stores[0]
+    indices = list(store.indices)
+    if any(depends_on(index, k) for index in indices) or not (
+        any(index is i for index in indices) and any(index is j for index in indices)
+    ):
+        return None
+    loads = [o for o in body if isinstance(o, memref.LoadOp)]
+    acc_loads = [o for o in loads if o.memref is store.memref]
+    if len(acc_loads) != 1 or not all(map(same_index, acc_loads[0].indices, indices)):
+        return None
+    operands = [o for o in loads if o is not acc_loads[0]]
+    if any(not o.indices or o.indices[-1] is not k for o in operands):
+        return None
+
+    def reads(x: SSAValue, y: SSAValue) -> bool:
+        return any(
+            any(depends_on(v, x) for v in o.indices)
+            and not any(depends_on(v, y) for v in o.indices)
+            for o in operands
+        )
+
+    if not (reads(i, j) and reads(j, i)):
+        return None
+    before, after = tuple(ops[: loops[0]]), tuple(ops[loops[0] + 1 :])
+    return DotNest(op, tuple(extents), before, k_loop, after, acc_loads[0], store)
+
+
+@dataclass
+class DotTiler:
+    """Builds the register-tiled replacement of one `DotNest`."""
+
+    nest: DotNest
+    rows: int  # R
+    cols: int  # C
+    column_block: int  # TJ
+    constant: IndexConstants
+
+    def build(self) -> scf.ParallelOp:
+        nest, r_count, c_count = self.nest, self.rows, self.cols
+        old = nest.parallel.body.block.args
+        *batch, n, m = nest.extents
+        tiles_j = m // c_count
+        per_block = max(1, min(self.column_block // c_count, tiles_j))
+        blocks_j = -(-tiles_j // per_block)
+        outer = Block(arg_types=[IndexType()] * len(old))
+        for new_arg, old_arg in zip(outer.args[:-2], old[:-2], strict=True):
+            new_arg.name_hint = old_arg.name_hint
+        jo, ib = outer.args[-2:]
+        jo.name_hint, ib.name_hint = "jo", "ib"
+        outer.add_op(first := arith.MuliOp(jo, self.constant(per_block)))
+        count: SSAValue = self.constant(per_block)
+        if tiles_j % per_block:
+            outer.add_op(rest := arith.SubiOp(self.constant(tiles_j), first.result))
+            outer.add_op(least := arith.MinSIOp(count, rest.result))
+            count = least.result
+        block = Block(arg_types=[IndexType()])
+        block.args[0].name_hint = "ji"
+        block.add_op(jb := arith.AddiOp(first.result, block.args[0]))
+        jb.result.name_hint = "jb"
+
+        def offset(base: SSAValue, size: int, index: int, hint: str) -> SSAValue:
+            block.add_op(start := arith.MuliOp(base, self.constant(size)))
+            if index == 0:
+                start.result.name_hint = hint
+                return start.result
+            block.add_op(moved := arith.AddiOp(start.result, self.constant(index)))
+            moved.result.name_hint = hint
+            return moved.result
+
+        rows = [offset(ib, r_count, r, "i") for r in range(r_count)]
+        cols = [offset(jb.result, c_count, c, "j") for c in range(c_count)]
+        maps: list[dict[SSAValue, SSAValue]] = [
+            {**dict(zip(old[:-2], outer.args[:-2], strict=True)), old[-2]: row, old[-1]: col}
+            for row in rows
+            for col in cols
+        ]
+        self.tile(block, maps)
+        block.add_op(scf.YieldOp())
+        zero, one = self.constant(0), self.constant(1)
+        outer.add_op(scf.ForOp(zero, count, one, [], block))
+        outer.add_op(scf.ReduceOp())
+        uppers = [self.constant(e) for e in (*batch, blocks_j, n // r_count)]
+        dims = len(uppers)
+        parallel = scf.ParallelOp([zero] * dims, uppers, [one] * dims, Region(outer))
+        contract.REGISTER_TILE.set(parallel, (r_count, c_count))
+        return parallel
+
+    def tile(self, block: Block, maps: list[dict[SSAValue, SSAValue]]) -> None:
+        """The nest's body for R x C output elements (`maps`: their index values), the k
+        loop jammed with one accumulator each."""
+        nest = self.nest
+        for values in maps:
+            for op in nest.before:
+                block.add_op(op.clone(values))
+        inits: list[SSAValue] = []
+        for values in maps:
+            block.add_op(init := nest.acc_load.clone(values))
+            inits.append(init.res)
+        k_old = nest.k_loop.body.block.args[0]
+        body = Block(arg_types=[IndexType(), *(v.type for v in inits)])
+        body.args[0].name_hint = k_old.name_hint or "k"
+        loaded: dict[tuple[SSAValue, tuple[SSAValue, ...]], SSAValue] = {}
+        yielded: list[SSAValue] = []
+        for values, acc in zip(maps, body.args[1:], strict=True):
+            acc.name_hint = "acc"
+            values = {**values, k_old: body.args[0], nest.acc_load.res: acc}
+            for op in list(nest.k_loop.body.block.ops)[:-1]:
+                if op is nest.acc_load:
+                    continue
+                if op is nest.acc_store:
+                    yielded.append(values.get(op.value, op.value))
+                    continue
+                if isinstance(op, memref.LoadOp):
+                    key = (op.memref, tuple(values.get(x, x) for x in op.indices))
+                    if key not in loaded:
+                        body.add_op(op.clone(values))
+                        loaded[key] = values[op.res]
+                    values[op.res] = loaded[key]
+                    continue
+                body.add_op(op.clone(values))
+        body.add_op(scf.YieldOp(*yielded))
+        k_loop = nest.k_loop
+        block.add_op(loop := scf.ForOp(k_loop.lb, k_loop.ub, k_loop.step, inits, body))
+        for values, result in zip(maps, loop.res, strict=True):
+            block.add_op(nest.acc_store.clone({**values, nest.acc_store.value: result}))
+        for values in maps:
+            for op in nest.after:
+                block.add_op(op.clone(values))
+
+    def leftover(self, rows: tuple[int, int], cols: tuple[int, int]) -> scf.ParallelOp:
+        """The original nest on rows [rows) x cols [cols), marked so it is not tiled again."""
+        nest = self.nest
+        *batch, _, _ = nest.extents
+        lowers = [self.constant(v) for v in (*(0 for _ in batch), rows[0], cols[0])]
+        uppers = [self.constant(v) for v in (*batch, rows[1], cols[1])]
+        steps = [self.constant(1)] * len(uppers)
+        region = nest.parallel.body.clone()
+        rest = scf.ParallelOp(lowers, uppers, steps, region)
+        contract.REGISTER_TILE.set(rest, (1, 1))
+        return rest
+
+
+@dataclass
+class TileDotNest(RewritePattern):
+    """Replace a dot-product nest by its register-tiled form and its leftovers."""
+
+    tile: tuple[int, int]
+    column_block: int
+    min_macs: int = 0
+    long_depth: int = DEFAULT_LONG_DEPTH
+    min_macs_long: int = 0
+
+    def pays(self, nest: DotNest) -> bool:
+        """Whether the nest is large enough for its tile to pay for its compile time."""
+        k_loop = nest.k_loop
+        depth = trip_count(k_loop.lb, k_loop.ub, k_loop.step)
+        if depth is None:
+            return True
+        macs = math.prod(nest.extents) * depth
+        return macs >= (self.min_macs_long if depth >= self.long_depth else self.min_macs)
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: scf.ParallelOp, rewriter: PatternRewriter) -> None:
+        if (nest := match_dot(op)) is None:
+            return
+        r_count, c_count = self.tile
+        *_, n, m = nest.extents
+        if n < r_count or m < c_count or not self.pays(nest):
+            return
+        constant = IndexConstants.before(op)
+        tiler = DotTiler(nest, r_count, c_count, self.column_block, constant)
+        new_ops: list[Operation] = [tiler.build()]
+        n_full, m_full = n - n % r_count, m - m % c_count
+        if n_full < n:
+            new_ops.append(tiler.leftover((n_full, n), (0, m)))
+        if m_full < m:
+            new_ops.append(tiler.leftover((0, n_full), (m_full, m)))
+        rewriter.replace(op, [*constant.ops, *new_ops], [])
+
+
+def _tile(values: Sequence[int]) -> tuple[int, int]:
+    if len(values) != 2 or any(not isinstance(v, int) or v < 1 for v in values):
+        raise PassFailedException(
+            f"tess-tile-dot: register-tile takes 2 positive integers, got {list(values)}"
+        )
+    return values[0], values[1]
+
+
+@dataclass(frozen=True)
+class TessTileDotPass(ModulePass):
+    """Register-tile dot-product nests (R rows x C columns); see the module docstring."""
+
+    name = "tess-tile-dot"
+
+    register_tile: tuple[int, ...] = DEFAULT_DOT_TILE
+    column_block: int = DEFAULT_COLUMN_BLOCK
+    min_macs: int = DEFAULT_MIN_MACS
+    """Tile a nest only from this many multiply-adds."""
+    long_depth: int = DEFAULT_LONG_DEPTH
+    """A dot at least this long vectorises untiled: `min-macs-long` applies to it."""
+    min_macs_long: int = DEFAULT_MIN_MACS_LONG
+    """Tile a nest of a long dot only from this many multiply-adds."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        pattern = TileDotNest(
+            _tile(self.register_tile),
+            max(1, self.column_block),
+            self.min_macs,
+            self.long_depth,
+            self.min_macs_long,
+        )
+        PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(op)
+
+
+__all__ = ["DEFAULT_DOT_TILE", "DotNest", "TessTileDotPass", "match_dot"]

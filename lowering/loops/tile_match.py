@@ -1,0 +1,147 @@
+"""
+`tess-tile`'s matching: a row kernel (`scf.parallel` over rows) and the contractions in it.
+
+`match_row_kernel` takes a row kernel apart into its members, in order: the i-k-j
+contraction nests (`Contraction`: the reduction loop `k`, the unit-stride `j`) and the
+row-wise nests between them (`RowSegment`), and checks the legality conditions of
+`tile.py`'s docstring (rows touch disjoint elements of every written memref). It reads the
+IR only. `tess-pack-matmul` matches its products with it too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects import func, memref, scf
+from xdsl.ir import Operation, SSAValue
+from xdsl.traits import is_side_effect_free
+
+from tessc.dialects import contract
+from tessc.lowering.linalg.generic_analysis import depends_on
+from tessc.lowering.loops.index_values import same_index
+from tessc.lowering.loops.row_analysis import rows_independent
+from tessc.lowering.loops.trip_counts import unit_loop_bound
+
+
+@dataclass(frozen=True)
+class Contraction:
+    """An i-k-j nest in a row kernel: `outer_loops`, then `k_loop` around `j_loop`."""
+
+    outer_loops: tuple[scf.ForOp, ...]
+    k_loop: scf.ForOp
+    j_loop: scf.ForOp
+    depth: int  # K
+    cols: int  # M
+    stored: frozenset[SSAValue]
+
+
+@dataclass(frozen=True)
+class RowSegment:
+    """Consecutive row-kernel ops that are no contraction: they run one row at a time."""
+
+    ops: tuple[Operation, ...]
+
+
+@dataclass(frozen=True)
+class RowKernel:
+    """An `scf.parallel` over (batch..., i) whose body runs, per row `i`, its members in
+    order, after `invariant_ops` (pure, independent of the row)."""
+
+    parallel: scf.ParallelOp
+    batch_extents: tuple[int, ...]
+    rows: int  # N
+    invariant_ops: tuple[Operation, ...]
+    members: tuple[Contraction | RowSegment, ...]
+
+    @property
+    def i(self) -> SSAValue:
+        return self.parallel.body.block.args[-1]
+
+    @property
+    def contractions(self) -> tuple[Contraction, ...]:
+        return tuple(m for m in self.members if isinstance(m, Contraction))
+
+
+def match_contraction(loop: scf.ForOp, i: SSAValue) -> Contraction | None:
+    """The perfect nest rooted at `loop` if it is an i-k-j contraction over rows `i`."""
+    loops = [loop]
+    while len(ops := list(loops[-1].body.block.ops)) == 2 and isinstance(ops[0], scf.ForOp):
+        loops.append(ops[0])
+    if len(loops) < 2 or any(
+        lp.iter_args or unit_loop_bound(lp.lb, lp.ub, lp.step) is None for lp in loops
+    ):
+        return None
+    *outer, k_loop, j_loop = loops
+    *body, terminator = j_loop.body.block.ops
+    if not isinstance(terminator, scf.YieldOp) or terminator.operands:
+        return None
+    if any(
+        o.regions or not (isinstance(o, memref.LoadOp | memref.StoreOp) or is_side_effect_free(o))
+        for o in body
+    ):
+        return None
+    k, j = k_loop.body.block.args[0], j_loop.body.block.args[0]
+    stored: dict[SSAValue, memref.StoreOp] = {}
+    for store in (o for o in body if isinstance(o, memref.StoreOp)):
+        indices = list(store.indices)
+        if (
+            store.memref in stored
+            or not indices
+            or indices[-1] is not j
+            or not any(index is i for index in indices)
+            or any(depends_on(index, k) for index in indices)
+        ):
+            return None
+        stored[store.memref] = store
+    for load in (o for o in body if isinstance(o, memref.LoadOp) and o.memref in stored):
+        if not all(map(same_index, load.indices, stored[load.memref].indices)):
+            return None
+    if not stored:
+        return None
+    extents = (unit_loop_bound(lp.lb, lp.ub, lp.step) or 0 for lp in (k_loop, j_loop))
+    return Contraction(tuple(outer), k_loop, j_loop, *extents, frozenset(stored))
+
+
+def match_row_kernel(op: scf.ParallelOp) -> RowKernel | None:
+    """The row kernel rooted at `op`, if it holds a contraction to tile."""
+    if op.initVals or contract.TILE_SIZES.has(op):
+        return None
+    if not isinstance(op.parent_op(), func.FuncOp):
+        return None  # only outermost loops
+    extents = [unit_loop_bound(*b) for b in zip(op.lowerBound, op.upperBound, op.step, strict=True)]
+    if not extents or any(e is None or e < 1 for e in extents):
+        return None
+    i, block = op.body.block.args[-1], op.body.block
+    invariant: list[Operation] = []
+    members: list[Contraction | RowSegment] = []
+    segment: list[Operation] = []
+    inside: set[SSAValue] = set(block.args)
+    for inner in list(block.ops)[:-1]:
+        if is_side_effect_free(inner) and not inner.regions and inside.isdisjoint(inner.operands):
+            invariant.append(inner)
+            continue
+        inside.update(inner.results)
+        contraction = match_contraction(inner, i) if isinstance(inner, scf.ForOp) else None
+        if contraction is None:
+            segment.append(inner)
+            continue
+        if segment:
+            members.append(RowSegment(tuple(segment)))
+        members.append(contraction)
+        segment = []
+    if segment:
+        members.append(RowSegment(tuple(segment)))
+    if not any(isinstance(m, Contraction) for m in members):
+        return None
+    if not rows_independent(op.body.walk(), {i}):  # rows touch disjoint elements
+        return None
+    for member in members:  # a segment's values must not be needed outside it
+        if isinstance(member, RowSegment) and any(
+            block.find_ancestor_op_in_block(use.operation) not in member.ops
+            for inner in member.ops
+            for result in inner.results
+            for use in result.uses
+        ):
+            return None
+    batch = tuple(e or 0 for e in extents[:-1])
+    return RowKernel(op, batch, extents[-1] or 0, tuple(invariant), tuple(members))

@@ -1,0 +1,120 @@
+"""
+Static trip counts and work at the loop level: the optional rewrites (`tess-tile`,
+`tess-tile-dot`, `tess-expand-math`) and codegen's choice of a parallel kernel gate
+themselves on how often a loop runs (measured by `bench/bench_loop_gates.py`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from xdsl.dialects import arith, scf
+from xdsl.ir import Block, Operation, SSAValue
+
+from tessc.dialects import contract
+from tessc.dialects.micro import NumThreadsOp
+from tessc.lowering.loops.index_values import constant_int
+
+PARALLEL_WORK = 1 << 18
+"""Static loop iterations from which codegen runs a kernel in parallel (its default
+`parallel_threshold`); below, serially (`static_work`)."""
+
+
+def unit_loop_bound(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:
+    """The extent of a loop `0 to ub step 1` with a constant `ub`, else None."""
+    if constant_int(lb) != 0 or constant_int(step) != 1:
+        return None
+    return constant_int(ub)
+
+
+def trip_count(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:
+    """The trip count of a loop `lb to ub step step` with constant bounds, else None."""
+    low, high, stride = constant_int(lb), constant_int(ub), constant_int(step)
+    if low is None or high is None or stride is None or stride < 1:
+        return None
+    return max(0, -(-(high - low) // stride))
+
+
+def trip_bound(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:
+    """`trip_count`, or where the upper bound is `min(c, x)` with a constant `c` (an edge
+    tile's extent: `tess-pack-matmul`), the count up to `c`: at most that many trips."""
+    trips = trip_count(lb, ub, step)
+    if trips is not None or not isinstance(owner := ub.owner, arith.MinSIOp | arith.MinUIOp):
+        return trips
+    bounds = [b for v in owner.operands if (b := trip_count(lb, v, step)) is not None]
+    return min(bounds) if bounds else None
+
+
+def _per_thread(bound: SSAValue) -> bool:
+    """Whether `bound` is the thread count, or its minimum with a constant."""
+    owner = bound.owner
+    if isinstance(owner, arith.MinSIOp | arith.MinUIOp):
+        return any(isinstance(v.owner, NumThreadsOp) for v in owner.operands)
+    return isinstance(owner, NumThreadsOp)
+
+
+def static_work(block: Block) -> float:
+    """Iterations of the loop nests in `block` when their trip counts are constants."""
+    return sum(static_work_of(op) for op in block.ops)
+
+
+def static_work_of(op: Operation) -> float:
+    """Iterations of the loop nest `op` (0 if it is no loop)."""
+    if isinstance(op, scf.ForOp):
+        trips = trip_bound(op.lb, op.ub, op.step)
+        return (math.inf if trips is None else trips) * max(1.0, static_work(op.body.block))
+    if (rows := contract.ROW_RANGES.get(op)) is not None:  # rows of varying ranges
+        return float(sum(rows[1::2]) - sum(rows[::2]))
+    if isinstance(op, scf.ParallelOp):
+        bounds = zip(op.lowerBound, op.upperBound, op.step, strict=True)
+        # A loop over the threads (`micro.num_threads`) splits its body's work: once.
+        counts = [1 if _per_thread(ub) else trip_count(lb, ub, st) for lb, ub, st in bounds]
+        trips = math.inf if None in counts else math.prod(c or 0 for c in counts)
+        return trips * max(1.0, static_work(op.body.block))
+    if isinstance(op, scf.IfOp):
+        return max(static_work(r.block) for r in op.regions if r.blocks)
+    return 0.0
+
+
+@dataclass(frozen=True)
+class EnclosingTrips:
+    """How often an op runs per call of its function, by its enclosing loops."""
+
+    total: int | None
+    """The product of the enclosing loops' trip counts (1 outside loops), None when one is
+    not static."""
+    innermost: int | None
+    """The trip count of the innermost enclosing loop (of an `scf.parallel`, its last dim,
+    the loop the code generator emits innermost): the loop LLVM vectorises. 1 outside
+    loops, None when not static."""
+
+
+def enclosing_trips(op: Operation) -> EnclosingTrips:
+    """`op`'s `EnclosingTrips`, from the `scf.for`/`scf.parallel` loops around it (other
+    region ops count once: an `scf.if` may run its region or not, so this is the most)."""
+    total: int | None = 1
+    innermost: int | None = 1
+    first = True
+    parent = op.parent_op()
+    while parent is not None:
+        if isinstance(parent, scf.ForOp):
+            counts = [trip_count(parent.lb, parent.ub, parent.step)]
+        elif isinstance(parent, scf.ParallelOp):
+            counts = [
+                trip_count(lb, ub, step)
+                for lb, ub, step in zip(
+                    parent.lowerBound, parent.upperBound, parent.step, strict=True
+                )
+            ]
+        elif isinstance(parent, scf.WhileOp):
+            counts = [None]
+        else:
+            parent = parent.parent_op()
+            continue
+        if first:
+            innermost, first = counts[-1], False
+        for count in counts:
+            total = None if total is None or count is None else total * count
+        parent = parent.parent_op()
+    return EnclosingTrips(total, innermost)
