@@ -9,7 +9,7 @@ below: typed constants, `np.int32(v).view(np.float32)` for `arith.bitcast`). Whe
 `arith.bitcast`), its kernel is timed too.
 
 For reference: a copy kernel (the memory-bandwidth limit: 64 MiB read + 64 MiB written),
-the fused `relu(x*w+b)*sigmoid(x) - 0.5x` of DESIGN.md, and each kernel's max error in
+the fused `relu(x*w+b)*sigmoid(x) - 0.5x` (W1 of README.md), and each kernel's max error in
 ulps over the same 2^24 inputs as compiled, for three fast-math flag sets (LLVM may
 contract to FMAs and, with `reassoc`, reorder the expansions: the error column shows it).
 
@@ -197,7 +197,7 @@ def libm_kernels(fastmath: set[str] | bool) -> dict[str, Callable[..., None]]:
 
 
 def fused_expanded_source(function: func.FuncOp) -> str:
-    """The fused kernel of DESIGN.md with the expanded exp inlined for exp(-v)."""
+    """The fused kernel W1 (README.md) with the expanded exp inlined for exp(-v)."""
     exp_source = scalar_kernel_source(function, "fused_expanded").splitlines()
     body = exp_source[3:-1]  # between `v = x[i]` and `out[i] = ...`
     result = exp_source[-1].split("=", 1)[1].strip()

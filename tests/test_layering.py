@@ -1,5 +1,5 @@
 """
-Imports point down the pipeline (DESIGN.md, "Where things live"; lowering/README.md).
+Imports point down the pipeline (ARCHITECTURE.md, "What each folder holds"; lowering/README.md).
 
 The front (`tessc/`) may import everything; `lowering/` imports xDSL, `tessc.dialects` and
 the lowering modules that are shared code rather than passes; `dialects/` imports xDSL and
