@@ -1,40 +1,17 @@
 """
-Reverse-mode automatic differentiation of a `tess` function, as a pass on the `tess` level.
+`tess-autodiff`: reverse-mode automatic differentiation of a `tess` function (level 1 -> 2).
 
-`tess-autodiff{func=f wrt=0,1}` reads `@f` and adds, right after it,
+`tess-autodiff{func=f wrt=0,1}` adds, right after `@f`,
 
     func.func @f_grad(<f's arguments>..., <one seed per non-scalar result>...)
         -> (<f's results>..., <the gradient of each argument in wrt>...)
 
-in the same dialect, so gradients go through the same fusion and lowering as any other
-code. The differentiated results are all results, or those listed by `results=...` (the
-others are returned unchanged, like JAX's auxiliary outputs). A differentiated result is
-scalar when it has one element (e.g. `tensor<f32>` or `tensor<1x1xf64>`); its seed is 1.
-Every other one takes a seed argument (the adjoint of that result, "grad out", of the
-result's type), in result order. The gradient returned for an argument is the sum over the
-differentiated results of seed · ∂result/∂argument (a vector-Jacobian product).
-
-The algorithm is the textbook one, on straight-line SSA code:
-
-1. Clone `@f`'s body into `@f_grad` (the primal), inlining `func.call`s of functions of
-   the module so the body is one sequence of `tess` ops.
-2. Activity analysis: a value is active when it depends on a differentiated argument
-   through ops with a derivative (comparisons and fills cut the dependency). Only active
-   operands get gradient code.
-3. Seed the adjoints of the returned values, then walk the primal ops backwards; for each
-   op whose result has an adjoint, its VJP rule (`tessc.lowering.autodiff.vjp_rules.VJP_RULES`, one
-   per `tess` op) gives one contribution per active operand. A value used several times
-   (fan-out) accumulates its contributions with `tess.add`, latest use first, so the
-   output is deterministic.
-4. Return the primal results and the gradients; an argument that does not reach a result
-   gets a `tess.fill 0.0` gradient.
-5. Clean up `@f_grad` with dead code elimination and CSE (the rules fold their trivial
-   constants themselves). `@f` itself is left as it was.
-
-Applying the pass to `@f_grad` again differentiates the gradient: every rule emits `tess`
-ops that have rules themselves.
-
-xDSL has no automatic differentiation, hence this pass.
+in the same dialect, so gradients go through the same fusion and lowering as any other code.
+A one-element differentiated result has seed 1; `results=...` picks the differentiated
+results (the others are returned unchanged, like JAX's auxiliary outputs). Textbook reverse
+mode on straight-line SSA (inline calls, activity analysis, adjoints walked backwards through
+`vjp_rules.VJP_RULES`, then dce and cse); the steps are in lowering/autodiff/README.md.
+Applying it to `@f_grad` differentiates again. xDSL has no automatic differentiation.
 """
 
 from __future__ import annotations

@@ -1,38 +1,14 @@
 """
-Vector-Jacobian product (VJP) rules for every `tess` op, kept in one table.
+Vector-Jacobian product (VJP) rules for every `tess` op, kept in one table (`VJP_RULES`).
 
-This is JAX's per-primitive style: `VJP_RULES[type(op)]` is a function
-
-    rule(emit: GradEmitter, op, grad: SSAValue, needs: tuple[bool, ...]) -> list[SSAValue | None]
-
-that receives the adjoint `grad` of the op's result (a value of exactly the result's type)
-and a flag per operand saying whether that operand needs a gradient, and returns one
-adjoint contribution per operand, or None where none is needed or the derivative is zero.
-A contribution always has exactly its operand's type: the rules of broadcasting ops sum over
-the broadcast dims and reshape back (`GradEmitter.sum_to_shape`), so the pass only ever adds
-values of one type when a value fans out.
-
-Rules emit `tess` ops only, through `GradEmitter`: the `TessBuilder` every client of `tess`
-builds with (`tessc.dialects.builder`, with its composites: `unsqueeze`, `le`, `ge`,
-`reduce_min`, `sum_to_shape`, ...), which also folds the trivial cases as it
-builds them — a reshape, broadcast or sum of a `tess.fill` is a fill, multiplying by a fill
-of 1 or adding a fill of 0 is the other operand, arithmetic on two fills is a fill, a zip
-broadcasts a `tess.broadcast_to`'s input itself — so the gradient IR stays small without a
-`tess` canonicalizer. Nothing is folded that could change
-a NaN or an infinity (no `x * 0 -> 0`).
-
-Conventions where the derivative is undefined follow PyTorch, so the results compare with
-torch.autograd:
-
-- relu'(0) = 0 and |x|'(0) = 0;
-- binary `max`/`min` at a tie: each operand gets half of the gradient;
-- `reduce_max`: the gradient of a slice is split evenly among its tied maxima (torch.amax);
-- comparisons (`lt`, `gt`, `eq`), `one_hot` and `argmax`/`argmin` have zero gradient, and
-  so has `select`'s condition; a `cast` through an integer or bool type cuts the gradient;
-- the indexing ops' adjoints are ops too: `take` <-> `scatter_add`, `slice` <-> `unslice`,
-  and `concat` gives each operand its slice of the gradient;
-- `pow`: d/dx x^y = y * x^(y-1) (0 where y == 0) and d/dy x^y = x^y * log(x) (0 where
-  x == 0 and y >= 0); NaN where log(x) is, for x < 0.
+JAX's per-primitive style: `rule(emit, op, grad, needs)` receives the adjoint of the op's
+result and a flag per operand, and returns one contribution per operand (None where none is
+needed), each of exactly its operand's type (broadcasts are summed back: `sum_to_shape`).
+Rules emit `tess` ops only, through `GradEmitter`, a `TessBuilder` that folds trivial terms
+(fills, multiplying by 1, adding 0) as it builds, never one that could change a NaN or an
+infinity. Conventions where the derivative is undefined follow PyTorch (relu'(0) = 0, ties
+split evenly, comparisons and indices have zero gradient): the list is in
+lowering/autodiff/README.md.
 """
 
 from __future__ import annotations
