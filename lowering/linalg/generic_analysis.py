@@ -1,20 +1,14 @@
 """
 Analyses of `linalg.generic` ops on tensors (level 3), shared by the fusion passes.
 
-`tess-fuse` decides what to merge from an op's pattern kind (TVM's FuseOps classes:
-elementwise, broadcast, injective, reduction, matmul, opaque, read off its iterators and
-indexing maps); `tess-fuse-epilogue` picks group roots by the same kind, and both name ops
-in their reports by `labels` (what an op stands for: the ops merged into it, `tess.fused`,
-else the tess op it computes, `tess.op`). `tess-fuse-horizontal` refuses bodies that read
-captured tensors or loop indices; `BodyFacts` keeps what the rules ask of a body so that
-a fusion pass can carry it forward instead of walking fused bodies again. No IR is
-changed here.
-
-An input map may read a loop backwards (`c - d`, `is_view_map`): the copy `tess-to-linalg`
-makes for a reversed slice, and every op it is fused into. Such an op is injective (or a
-reduction/contraction by its iterators), never opaque, so that a view costs no kernel;
-every loop keeps a plain dim in some operand's map (the copy reads its source through the
-identity map too, unused), so loop extents are still read off the shapes.
+`tess-fuse` decides what to merge from an op's pattern kind (TVM's FuseOps classes, read off
+its iterators and indexing maps); `tess-fuse-epilogue` picks group roots by the same kind,
+and both name ops in their reports by `labels` (`tess.fused`, else `tess.op`).
+`tess-fuse-horizontal` refuses bodies that read captured tensors or loop indices;
+`BodyFacts` keeps what the rules ask of a body so that a fusion pass carries it forward
+instead of walking fused bodies again. An input map may read a loop backwards (`c - d`,
+`is_view_map`: a reversed slice's copy), which keeps the op injective, never opaque.
+No IR is changed here.
 """
 
 from __future__ import annotations

@@ -1,57 +1,15 @@
 """
 `tess-to-linalg`: every `tess` op becomes `linalg.generic` on tensors (level 1 -> level 3).
 
-One rewrite pattern per op family. Each pattern builds the op's iteration space, one
-affine map per operand, and a scalar body of `arith`/`math` ops; the destination of every
-generic is a fresh `tensor.empty`, so the result is in destination-passing style and
-`tess-bufferize` can turn each `tensor.empty` into a `memref.alloc`.
-
-- map (unary): one parallel loop per result dim, identity maps; bodies are
-  `neg -> negf`, `exp/log/tanh/sqrt/abs/sin/cos -> math.*`, `relu -> maximumf(x, 0)`,
-  `sigmoid -> 1 / (1 + exp(-x))`, `reciprocal -> 1 / x`.
-- zip (binary) and `select`: one parallel loop per result dim; broadcasting lives in the
-  operand maps only (see `broadcast_map`): an operand's dims align with the trailing
-  result dims (leading dims are dropped), and a size-1 dim that broadcasts against a larger
-  result dim reads index `0`, e.g. `(d0, d1, d2) -> (d0, 0, d2)`. Comparisons are
-  `cmpf` (ordered) or `cmpi` (signed) yielding the `i1`, or `select(1, 0)` of it for a
-  mask result; `select` tests `cond != 0` (`cmpf une`, so NaN selects lhs as in NumPy's
-  `where(cond != 0, ...)`; an `i1` condition is used as is).
-- integer and bool element types: every body picks its `arith` op by the scalar type
-  (`addf`/`addi`, `maximumf`/`maxsi`, `mul`/`max`/`min` of `i1` are `andi`/`ori`/`andi`);
-  `cast` is `extf`/`truncf`/`fptosi`/`sitofp`/`extsi`/`trunci`, `!= 0` to `i1`, and
-  `select(1, 0)` from `i1`.
-- reduce: an init generic that yields the neutral element (0 for sum/mean, 1 for prod,
-  -inf or the integer minimum for max) into the result shape, then a generic over the input's dims
-  whose reduced dims are `reduction` iterators and that combines into the output
-  (`addf`/`maximumf`, `addi`/`maxsi`). The
-  output map drops the reduced dims, or maps them to the constant `0` with `keepdim`.
-  `mean` divides the sum by the element count in a third, elementwise generic.
-- reshape: a view, no copy: `tensor.collapse_shape` or `tensor.expand_shape` when one
-  reassociation of contiguous dims fits, otherwise a collapse to 1-D then an expand. To or
-  from rank 0 it is a one-element copy generic instead: MLIR's empty reassociation for
-  that case does not pass xDSL's reshape verifier.
-  Of a slice (a strided view, or the copy reversing one), a reshape that only drops or
-  adds dims of size 1 (`x[0]`, `x[..., -1]`, `x[:, None]`) is a copy generic reading the
-  slice with the constant 0 in its dropped dims, which `tess-fuse` fuses into consumers
-  (no kernel of its own); any other reshape of a slice copies it to contiguous memory
-  first.
-- stop_gradient: the identity (no op).
-- permute and broadcast_to: copy generics whose input map does the permutation/broadcast.
-- fill (and a splat `arith.constant dense<v> : tensor<...>`): a generic with no inputs
-  that yields the constant.
-- matmul: init generic (0), then a generic over `(batch..., i, j, k)` with `k` a
-  reduction: `out[b, i, j] += lhs[b, i, k] * rhs[b, k, j]`, the batch dims broadcast by
-  the same rule as zip.
-
-The indexing ops of `tessc.dialects.tess_index` lower through the patterns of
-`tessc.lowering.linalg.to_linalg_index` (gathers read with `tensor.extract` in the body), part of
-this pass.
-
-Each generic computing a tess op (not the init of a reduction) carries `tess.op = "<name>"`
-(`tess-fuse` uses it to name what it fused). Rank-0 tensors need nothing special: the
-generic has zero loops and maps `() -> ()`.
-Everything is upstream `linalg`/`tensor`/`arith`/`math`; the pass itself is ours because
-xDSL has no dialect with `tess`'s implicit broadcasting to lower from.
+One rewrite pattern per op family. Each builds the op's iteration space, one affine map per
+operand (broadcasting lives in the maps only: `(d0, d1, d2) -> (d0, 0, d2)`) and a scalar
+body of `arith`/`math` ops picked by element type; every destination is a fresh
+`tensor.empty`, so `tess-bufferize` can make each one an allocation. Reductions and matmul
+are an init generic then a generic with `reduction` iterators; reshapes are tensor views;
+each generic computing a tess op carries `tess.op`. The per-family forms are in
+lowering/linalg/README.md; the indexing ops' patterns are in `to_linalg_index.py`, part of
+this pass. Everything it emits is upstream `linalg`/`tensor`/`arith`/`math`; the pass is
+ours because xDSL has no dialect with `tess`'s implicit broadcasting to lower from.
 """
 
 from __future__ import annotations

@@ -1,44 +1,13 @@
 """
 The `tess-to-linalg` patterns of the indexing ops (`tessc.dialects.tess_index`).
 
-Part of the `tess-to-linalg` pass (`tessc.lowering.linalg.to_linalg`), one pattern per op. An
-affine map cannot read at a data-dependent position, so a gather reads its source the way
-MLIR's own lowerings of `index_select`/`embedding` do: inside the generic's body, with
-`tensor.extract %source[...]` of a tensor the generic captures, at indices computed from
-`linalg.index` and the loaded index values. `tess-bufferize` turns those reads into
-`memref.load`s of the captured buffer; the fusion passes treat a generic whose body reads
-a captured tensor as opaque (it is its own kernel; its index operand may still fuse into
-it). Indices are computed in the `index` type.
-
-- take: a parallel generic over the result; the index operand is read through the map of
-  the loops that replace the gathered dim, normalised (negative: + n) and clamped to
-  [0, n), then `x` is read at it with the other loops' indices: `y[i, j] = x[idx[i], j]`.
-- scatter_add (take's adjoint): a generic over `(result dims..., index dims...)` with the
-  index dims as reductions: `out[r, j] += idx[p] == r ? g[p, j] : 0` (the normalised
-  index): what linalg can express of a scatter (a write at a data-dependent position is
-  no indexing map). As written it is O(rows x indices) work, parallel over the rows,
-  free of write conflicts, which the GPU passes keep; on the CPU `tess-linalg-to-loops`
-  recognises the shape and makes it one pass over the indices (its step 5).
-- one_hot: a parallel generic over `(labels..., n)`: `label == linalg.index(last)`, as 1/0.
-- argmax/argmin: a two-output generic (best value, its index as i64) with the dim a
-  reduction, inits -inf/+inf (the integer extremes) and 0. A new element wins only when
-  strictly better, or when it is NaN and the best so far is not (`ugt` and `ord(best)`):
-  the first extreme, NaN first, as NumPy. `tess-linalg-to-loops` keeps the reduction in
-  iterator order, so the first occurrence is found.
-- slice: `tensor.extract_slice` (upstream; `tess-bufferize` makes it a `memref.subview`,
-  so consumers read the strided elements in place, no copy), with the absolute steps, or
-  nothing when that view is the whole operand; dims with a negative step are then
-  reversed by a copy generic reading `n - 1 - i`, which `tess-fuse` fuses into its
-  consumers like any copy (their maps read the view backwards: `x[::-1] + 1` is one
-  kernel reading `x[5 - i]`). A copy generic reading a sub-range through a plain loop dim
-  would break linalg's rule that such a dim spans its operand dim, from which loop extents
-  are inferred: hence the view first. (Dropping dims, `x[0]`, is the reshape after the
-  slice: see `ReshapeToLinalg` in `tess-to-linalg`.)
-- unslice (slice's adjoint): a parallel generic over the full shape reading the slice with
-  `tensor.extract` where `(i - o) mod s == 0` and `(i - o) / s` is in range, else 0.
-- concat: a parallel generic over the result; along the dim, position `p` reads operand
-  `k` at `p - start_k` (clamped, so every read is in range) and a chain of selects picks
-  the operand whose range holds `p`.
+Part of the `tess-to-linalg` pass (`to_linalg.py`), one pattern per op. An affine map
+cannot read at a data-dependent position, so a gather reads its source as MLIR's
+`index_select`/`embedding` lowerings do: inside the generic's body, with `tensor.extract` of
+a captured tensor at indices computed from `linalg.index` and the loaded index values
+(normalised and clamped, so every read is in range). Fusion treats such a generic as
+opaque. `slice` is an upstream `tensor.extract_slice` (a view once bufferized) plus a
+reversing copy for negative steps; the form of each op is in lowering/linalg/README.md.
 """
 
 from __future__ import annotations
