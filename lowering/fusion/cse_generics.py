@@ -1,26 +1,14 @@
 """
 `tess-cse-generics`: one `linalg.generic` on tensors for each computation the program
-spells twice (level 3, linalg on tensors).
+spells twice (level 3).
 
-xDSL's `cse` merges ops by their operands and attributes, and a `linalg.generic` on
-tensors never matches another: each writes its own `tensor.empty` (`outs`), and its body
-is a region. So a program that computes one value twice keeps both kernels. Fusion and
-`tess-pack-narrow` make such twins: in an MLP step the narrow last layer's weight `w2` is
-transposed for `h @ w2` (a packed operand) and again for `dz @ w2.T` (the transpose the
-backward pass asked for), and `tess-pack-narrow`'s transposed product of `h.T @ dz`
-recomputes `h = relu(pre + b)` which the forward pass already computed.
-
-Two generics in one block compute the same tensors when they read the same SSA values
-through the same indexing maps and iterators, their bodies are structurally equal (the
-result types of their ops too) and free of side effects, and their inits are equal: the
-same values, or, when no loop reduces and the body never reads its output arguments, any
-inits of the same types (`tensor.empty`: only their shapes count). A generic whose result
-is another's init (`outs`: a zero fill before a contraction) is left alone: that consumer
-overwrites it in place once bufferized, so sharing it would cost a copy. The later one's
-results are replaced by the earlier one's (which dominates it: same block, before it) and
-it is erased. Attributes (`tess.op`, fusion notes) describe where an op came from, not
-what it computes: they are not compared, and the kept op keeps its own. Nothing else
-moves.
+xDSL's `cse` never merges two generics on tensors: each writes its own `tensor.empty` and
+holds a region. Fusion and `tess-pack-narrow` make such twins (an MLP's `w2` transposed
+twice, `h = relu(pre + b)` recomputed by a transposed product). Two generics of one block
+are merged when they read the same values through the same maps and iterators, their pure
+bodies are structurally equal and their inits equal (or unread empties of one type); a
+generic whose result is another's `outs` is left alone. The rule in full is in
+lowering/fusion/README.md.
 """
 
 from __future__ import annotations

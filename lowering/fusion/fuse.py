@@ -1,67 +1,15 @@
 """
-Vertical fusion of `linalg.generic` ops on tensors (`tess-fuse`).
+`tess-fuse`: vertical fusion of `linalg.generic` ops on tensors (level 3).
 
-`tess-to-linalg` emits one `linalg.generic` per `tess` op. This pass merges a producer into
-its consumer when that saves memory traffic without adding work, as MLIR's
-`FuseElementwiseOps` does: the producer's body is inlined into the consumer's, the consumer
-reads the producer's inputs directly, and the intermediate tensor disappears.
-
-Indexing maps. With `Mc` the consumer's map of the fused operand and `Mp` the producer's
-map of that result (a permutation: the producer is all-parallel), `T = inverse(Mp) . Mc`
-maps consumer loops to producer loops and each producer input map `Mi` becomes `Mi . T`.
-Broadcasts compose through `T`: a constant-0 result of `Mc` pins a producer loop to 0, and
-dropped leading dims do not appear. So the seed's `(3,5,1) * (1,5,4)` zip then sum over
-dim 1 becomes one generic over `(3,5,4)` reading `(d0,d1,0)` and `(0,d1,d2)` into the
-reduce's unchanged init: the `tensor<3x5x4xf32>` intermediate never exists.
-
-Rules, not luck. Each op has a `PatternKind` (TVM's FuseOps classes, from
-`tessc.dialects.tess`) read off its iterators and maps. An edge is fused only if all hold
-(otherwise `report` prints which failed):
-
-- the producer is elementwise, broadcast or injective. A reduction or matmul-like producer
-  is not fused into its consumer: an epilogue (bias add, relu) must run after the
-  reduction finishes, which one `linalg.generic` cannot express; `tess-fuse-epilogue`
-  (`tessc.lowering.fusion.fuse_epilogue`, next in the pipeline) groups them into one kernel;
-- no work is multiplied: where the consumer visits a producer element more than once (a
-  broadcast, or a matmul operand indexed without `j`), only a free producer (copy,
-  transpose, constant) may go into a reduction, and only a cheap one (at most
-  `max-cheap-ops` ops, no transcendental or division) into an all-parallel consumer. A zip
-  into a reduce is fine exactly when the zip's iteration space is the reduce's;
-- a transpose is not fused into a contraction where it would put the reduction loop on
-  the operand's last (unit-stride) dim (`a @ w.T`): kept as a copy, it is a packed
-  right-hand side the contraction reads i-k-j; except in contractions `tess-pack-matmul`
-  will pack (`PACKED_MIN_WORK`), whose packing reads it transposed for free;
-- a producer with other uses is duplicated only when cheap; an expensive one is fused
-  *multi-output* instead (the fused generic also yields its result, e.g. a forward value
-  and a saved activation) when the consumer is all-parallel over exactly the producer's
-  iteration space and all other uses come after the consumer; else the edge is refused.
-  Nor is a cheap one duplicated into a reduction where a contraction reads it too (so it
-  is materialized anyway) and it reads two or more tensors at full rank: the reduction
-  reads its one result instead (an MLP's `b1` gradient sums `dh` beside `x.T @ dh`);
-- every loop of the fused op still has its extent given by some operand;
-- a producer whose body reads its loop indices (`linalg.index`: one-hot, iota-like ops)
-  is fused only where the consumer's loop d is the producer's loop d. A generic whose
-  body reads a tensor it captures (a gather's `tensor.extract`) is opaque: its reads are
-  data-dependent, which no indexing map describes.
-
-The greedy fixpoint makes fusion independent of how an expression is written:
-`a + (b - a) * w` and `a * (1 - w) + b * w` both end as one generic (fills and splat
-constants become scalars, duplicate inputs merge). Fused producers are erased; the greedy
-driver removes the `tensor.empty` ops left unused.
-
-Fusing a chain of n ops is O(n): a fusion step touches the smaller body only. The larger
-block is reused with its arguments (new operands get new arguments, only the other
-block's are remapped), and the facts the rules ask of a body (cost, index and captured
-reads: `BodyFacts`) are carried from producer and consumer to the fused op, not walked.
-
-`report=true` writes `tess.kind` on every generic, `tess.fused` (the merged ops in program
-order, named by the `tess.op` attribute `tess-to-linalg` sets, else by their bodies) on
-every fused one, and `tess.fusion_refused` (`operand <i> (<producer>): <reason>` clauses
-joined by "; ") on consumers with refused edges. Output is deterministic.
-
-xDSL has no fusion pass for `linalg.generic`, hence this one. The pass is split over three
-files: the decision (`fuse_plan.py`), the fused op's construction (`fuse_build.py`), and
-here the pattern, the report and the pass.
+`tess-to-linalg` emits one generic per `tess` op; this pass inlines a producer into its
+consumer where that saves memory traffic without adding work, as MLIR's
+`FuseElementwiseOps` does: the consumer reads the producer's inputs through composed maps
+and the intermediate tensor disappears (the seed's broadcast zip then sum never builds its
+(3,5,4) product). Which edges fuse is decided by rules on each op's `PatternKind`, not by
+luck, and `report=true` names why an edge was refused. The rules, the map composition and
+why the greedy fixpoint is O(n) are in lowering/fusion/README.md. Split over three files:
+the decision (`fuse_plan.py`), the fused op (`fuse_build.py`), and here the pattern, the
+report and the pass. xDSL has no fusion pass for `linalg.generic`.
 """
 
 from __future__ import annotations

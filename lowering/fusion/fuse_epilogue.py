@@ -1,69 +1,16 @@
 """
-Epilogue grouping (`tess-fuse-epilogue`): a reduction or contraction and the work after it
-that needs only its finished rows become one `kernel.group`, one future kernel (level 3).
+`tess-fuse-epilogue`: a reduction or contraction and the work after it that needs only its
+finished rows become one `kernel.group`, one future kernel (level 3).
 
-`tess-fuse` cannot fuse a reduction into its consumer: the consumer needs the *finished*
-result (a matmul's bias add and relu, softmax's `x - max`), which one `linalg.generic`
-cannot express. But it needs it only row by row: matmul row `i` is done before its
-epilogue row `i` may start, and every other row is independent. So the ops can share one
-kernel whose outer parallel loop runs over rows, each row running the nests in order:
-
-    for i in prange(N):
-        for k, j: C[i, j] += A[i, k] * B[k, j]        # the contraction, i-k-j
-        for j: out[i, j] = max(C[i, j] + b[j], 0)     # its epilogue
-
-This pass decides which ops go together and wraps them in a `kernel.group`;
-`tess-bufferize`, `tess-outline-kernels` and `tess-linalg-to-loops` (nest fusion, its step
-4) carry the group down to that loop nest. Nothing is recomputed: grouping only changes
-when each row of each op runs.
-
-Shared loops. Every op offers its *outer loops*: the parallel prefix of the loop order
-`tess-linalg-to-loops` will give it, without loops of extent 1 (`NestSummary.outer_loops`).
-For a matmul `(i, j, k)` that is `(i)` (`j` stays innermost), for a row reduction `(i)`,
-for an elementwise op over `(i, j)` it is `(i, j)`. Ops share their first `n` outer loops
-when the extents agree and every element one writes and another reads or writes is
-indexed by the same shared loops at the same tensor positions, so that distinct rows touch
-disjoint elements (`shared_by_chain`, the same test nest fusion applies to the memrefs
-later). Tensors written in place count as one buffer: a reduction's result and its init.
-
-Groups. Each `linalg.generic` on tensors that is a reduction or a contraction (`tess-fuse`'s
-`pattern_kind`) and is not yet in a group roots a group that shares all of its outer loops.
-A reduction with none (a full sum, a column sum: its parallel loops, if any, run inside
-the reduction loop) roots a group of ops with no parallel loops either: its init and
-scalar epilogues (`sqrt(sum(x))`, a mean's scale), which then run in the same serial
-kernel instead of three. Then, in program order:
-
-1. the root's init (the generic writing its `outs`, used by nothing else) joins first;
-2. every later op that reads a result of the group is a candidate: it joins, with the init
-   of its own `outs` if that has no other use, when it shares all the root's outer loops
-   (a consumer that reads other rows of a group result, e.g. through a transpose, or a
-   column sum over rows, does not); further reductions and contractions may join too
-   (softmax's row sum after its row max, a second layer's matmul reading the first one's
-   rows) unless `chain-reductions=false`;
-3. the first reader that cannot join ends the group: nothing after it may join, since the
-   group is placed after its last member and every op reading its results must follow it.
-
-Ops that read nothing of the group stay where they are; as they do not depend on the
-group, their results are available before it. A group of at least two ops replaces its
-members at the place of the last one: `kernel.group` holds them, in order, with the
-`tensor.empty` ops only they use, and yields the results read after it.
-
-In place (`in-place`, on by default). A member that is all-parallel, writes a fresh tensor
-and reads another member's result that nothing else reads, of its output's type and at the
-element it writes (an epilogue reading the matmul's accumulator), takes that result as its
-`outs` and reads the element through its output instead. Bufferized, it overwrites the
-buffer it reads: matmul + bias + relu writes the out-param three times and allocates
-nothing. (`tess-memory-plan`'s in-place partners cover kernels of one op, not the members
-of a group; MLIR's one-shot bufferization would find this by analysis.)
-
-`report=true` writes on each group `tess.grouped` (its members' labels, as `tess.fused`
-names them), `tess.shared_loops` (how many outer loops its ops share) and `tess.in_place`
-(the members that overwrite their input), and on each generic that was refused
-`tess.group_refused` (why). Output is deterministic.
-
-MLIR groups such ops by tiling the consumer and fusing producers into the tile loop
-(`transform.structured.fuse_into_containing_op`); xDSL has neither that nor a kernel
-boundary op, hence this pass and the `kernel` dialect.
+`tess-fuse` cannot fuse a reduction into its consumer (a matmul's bias and relu, softmax's
+`x - max`): one generic cannot wait for a finished result. But the consumer needs it only
+row by row, so both can share the kernel's outer parallel loop over rows, each row running
+the nests in order. This pass decides which ops go together (ops sharing all the root's
+outer loops, in program order, until the first reader that cannot join) and wraps them in
+a `kernel.group`; `tess-linalg-to-loops` carries it out (nest fusion). With `in-place` an
+epilogue overwrites the accumulator it reads. Nothing is recomputed. The algorithm is in
+lowering/fusion/README.md. MLIR would tile and fuse into the containing op; xDSL has
+neither that nor a kernel boundary op, hence this pass and the `kernel` dialect.
 """
 
 from __future__ import annotations

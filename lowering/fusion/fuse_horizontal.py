@@ -1,122 +1,17 @@
 """
-Horizontal fusion of independent elementwise updates into arena kernels (`tess-fuse-horizontal`).
+`tess-fuse-horizontal`: independent elementwise updates of many arguments become ONE
+generic over arenas (level 3).
 
-An optimizer step updates each of hundreds of parameters with the same few elementwise
-clauses (`w - lr * g`; Adagrad's five). After `tess-fuse` each parameter's clauses are one
-or two `linalg.generic`s: still a kernel launch and a pass over a small array per
-parameter. This pass makes them ONE generic over contiguous storage: the parameters in one
-1-D buffer (an arena), the gradients in another, the states in a third. It runs at level 3
-(linalg on tensors), after `tess-fuse`, in three steps.
-
-1. Sibling merge (`merge-siblings`). Two all-parallel generics over the same iteration
-   space that read a common tensor become one multi-output generic (both bodies, then
-   xDSL's `cse`: what `tess-fuse` duplicated into each, like Adagrad's `s + g * g`, is
-   computed once). Legal when every use of the first one's results comes after the
-   second (so the second cannot depend on the first); the merged op takes the second's
-   place. Each parameter's update is then one generic.
-
-2. Grouping (in `tessc.lowering.fusion.fuse_horizontal_groups`). An *update* is a generic that is
-   elementwise (all iterators parallel, rank >= 1, every operand read through the
-   identity map or a rank-0 tensor read through `(d...) -> ()`, its inits never read,
-   one element type), whose full-rank operands are
-   distinct ARGUMENTS of the function and whose results are each returned once. Updates
-   with structurally identical bodies (ops, attributes, operand wiring, constants), one
-   element type and the same rank-0 operands (the same SSA values, like `lr`) form a
-   group, members in argument order; an argument is packed once (an update whose
-   argument is already packed is refused). The members are independent by construction:
-   they read only arguments and shared values that dominate them all (an update reading
-   another's result is refused: it does not read an argument). A group of at least
-   `min-group-size` updates (with `donated-only`, only if some operand position packs
-   only `{tess.donated}` arguments) is rewritten:
-
-   - each operand position's K arguments become ONE argument `tensor<N x dtype>`, where
-     the first of them was; member m sits at element offset o_m, the sizes before it (no
-     padding); the arena is `{tess.donated}` if all its members were;
-   - each result position's K results become ONE result, where the first of them was;
-   - ONE 1-D generic with the members' body computes them (identity maps on arenas,
-     `(d0) -> ()` on shared operands), in place of the members;
-   - other uses of a packed argument or result read a view of its arena:
-     `tensor.extract_slice` (offset o_m), then `tensor.expand_shape` to the member's shape.
-
-   The function gets `tess.arena_layout = {inputs, outputs, input_names}`: for each
-   ORIGINAL input and result, in order, `array<i64: host, offset, shape...>`, the argument
-   (result) that now holds it and its element offset there, offset -1 if it is passed as
-   it was. Bufferization keeps it (results become out-params in order), codegen copies it
-   into `TESSC_SIGNATURES`, and the runtime `Executable` keeps the caller's convention:
-   separate arrays in, each passed in its arena without a copy when the caller's arrays
-   are views of one buffer at those offsets (`tessc.arena` makes such views), else packed
-   (a copy); separate arrays out, views of the output arenas. With donation the memory
-   plan makes an output arena alias its input arena: the update runs in place.
-
-2b. Segmented reductions (`segmented`, before 2). An optimizer like Lamb reduces each
-   parameter to norms (`|p|`, `|u|`), computes a per-parameter trust ratio from them, and
-   updates the parameter elementwise with it: after `tess-fuse`, per parameter, full
-   reductions of its arguments (kernel groups with their init and rank-0 epilogues) and
-   an elementwise update reading rank-0 values computed from them. Step 2 cannot group
-   those updates (their rank-0 operands differ per parameter) nor the reductions.
-   `horizontal_groups.find_families` collects each parameter's ops (its *member*: the ops
-   that read its arguments or its rank-0 values, whose values nothing else reads) and puts
-   members alike up to shapes in one *family*; `horizontal_segments.SegmentedBuilder`
-   rewrites a family of at least `min-group-size` members over arenas (arguments packed
-   as in step 2, one *segment* per parameter): every reduction of the family is a chunk
-   partial of ONE pass over the arenas (chunks of at most `chunk-size` elements, each in
-   one segment, so a large parameter spreads over threads), the partials are combined per
-   segment, the rank-0 ops run once per segment, and the update runs over the chunks
-   reading its segment's values. Loops whose inner range depends on the row (a chunk's
-   elements, a segment's chunks) are 2-D generics with `tess.row_ranges`. Before
-   grouping, a one-element update that `tess-fuse-epilogue` put in its norm's group
-   (extent-1 loops count as none) is taken out of it, so that one-element parameters
-   are members like the others; put back if it joins no family.
-
-   Two passes over the arenas, so two kernels. Every element's new value needs its
-   parameter's trust ratio, which needs the parameter's complete norms, which read every
-   element before any may be written (in place: the arenas are donated). So no single
-   pass can do it: the chunks of a segment would have to wait for each other (a
-   grid-wide barrier on a GPU; on the CPU the end of a parallel loop). Pass 1 (after the
-   step count's scalar prologue) reads the arenas once for the moments and both norms of
-   every parameter, then combines the chunk partials and computes the trust ratios; pass
-   2 recomputes the moments (cheaper than storing them in pass 1, which then writes
-   nothing of arena size) and applies the ratio-scaled update in place, as the seed's
-   fused Lamb does in its two passes. Each pass is a kernel: one `kernel.group` holding
-   both would run them as two parallel loops all the same (a segmented loop shares no
-   loop with its neighbours), saving one call, and the memory plan would have to learn
-   that an update after whole-arena reads in its group may still write in place. A Lamb
-   step over any number of parameters is two kernels
-   (tests/filecheck/fusion/lamb-steps.mlir).
-
-3. Scalar prologue (`scalar-prologue`). An optimizer's step count makes rank-0 work:
-   bias corrections `1 - beta^t`, a decayed learning rate, `t + 1`. Each is a rank-0
-   generic, a kernel of its own, run once per call. The rank-0 generics that read only
-   function arguments and each other's results, and whose results only they, the arena
-   generics and the return read, move with the first arena generic into one
-   `kernel.group`: computed once, serially, at the start of the arena kernel (they share
-   no loop with it), so an optimizer step is ONE kernel.
-
-Chunks (`chunk-size`, elements; 0: none). The arena generic carries `tess.chunk_size`
-when N exceeds it; its loop becomes a `prange` over chunks of that many elements, each a
-unit-stride loop (see codegen). The seed's cache-sized groups keep one clause's data in
-cache for the next clause; here all clauses are one loop body, so each element is read
-once anyway, and chunks only set the scheduling grain. Measured on W4 (200 Adagrad
-parameters, 9.3M floats, bench/bench_adagrad.py): chunks of 4096 to 262144 and no chunks
-(0) all within the run-to-run noise (about 10%); the default is 16384.
-
-Only functions no `func.call` calls are rewritten (their signature changes), once (a
-function with `tess.arena_layout` is left alone). Refused, with the reason under `report`:
-reductions outside a family (step 2b), contractions, broadcasts, transposes, rank-0 ops,
-generics inside a `kernel.group`, updates reading a computed tensor (a dependency) or not
-returned, mixed element types, updates alone in their class. Updating intermediates (a
-gradient computed in the same function) would need their producers to write into arena
-slices: not done.
-
-`report=true` writes `tess.horizontal_members = K` on each arena generic (and on a
-family's segmented generics),
-`tess.horizontal_prologue = P` on a group with a scalar prologue of P generics, and
-`tess.horizontal_refused = "<reason>"` on each other top-level generic. xDSL has no
-horizontal fusion (nor a packing of function arguments), hence this pass.
-
-The pass is split: step 1 in `fuse_horizontal_siblings.py`, the rewrite of a function's
-groups and families over arenas (steps 2 and 2b) in `fuse_horizontal_arenas.py`; here
-step 3 and the pass, which runs them.
+An optimizer step updates hundreds of parameters with the same few clauses; after
+`tess-fuse` that is still a kernel per parameter. This pass packs each operand position's
+arguments into one 1-D arena argument and computes every member in one generic (recording
+`tess.arena_layout` so the runtime keeps the caller's convention), in three steps: 1.
+sibling merge (`fuse_horizontal_siblings.py`), 2. grouping (`fuse_horizontal_groups.py`)
+and the arena rewrite (`fuse_horizontal_arenas.py`), with 2b. segmented reductions for
+per-parameter norms (`fuse_horizontal_segments.py`: Lamb is two kernels), and 3. the
+step count's scalar prologue moved into the arena kernel, here with the pass. The
+algorithm, the refusals and the measured chunk size are in lowering/fusion/README.md.
+xDSL has no horizontal fusion (nor a packing of function arguments).
 """
 
 from __future__ import annotations

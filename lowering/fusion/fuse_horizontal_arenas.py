@@ -4,10 +4,10 @@ and its families of segmented reductions over arenas.
 
 `FunctionPacker` packs each operand position's arguments into one 1-D arena argument (and
 each result position's results into one arena result), builds one generic per group
-(`build_arena_generic`) or a family's segmented kernels (`horizontal_segments`), gives other
-uses of a packed value a view of its arena, and records `tess.arena_layout`. Which
-updates form a group is decided in `horizontal_groups`; the pass, its algorithm and the
-scalar prologue are in `fuse_horizontal.py`.
+(`build_arena_generic`) or a family's segmented kernels (`fuse_horizontal_segments`),
+gives other uses of a packed value a view of its arena, and records `tess.arena_layout`.
+Which updates form a group is decided in `fuse_horizontal_groups`; the pass and the scalar
+prologue are in `fuse_horizontal.py`, the algorithm in lowering/fusion/README.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,14 @@
 """
-Which generics of a function `tess-fuse-horizontal` packs into one arena kernel: its
-step 2, grouping (the algorithm is in that pass's module docstring). No IR is changed here.
+Which generics of a function `tess-fuse-horizontal` packs into one arena kernel: its step
+2, grouping, and the families of its step 2b (lowering/fusion/README.md). No IR is changed.
 
 `elementwise_refusal` says why a generic is not an elementwise op over one iteration space
-(also what step 1, the sibling merge, asks before merging two); `classify` makes it an
-`Update` of the function (its full-rank operands distinct function arguments, its results
-each returned once) or says why not; `find_groups` puts updates with the same
-`body_fingerprint`, element type and shared rank-0 operands in one `Group`.
-
-`find_families` finds what the pass's segmented step packs (its step 2b): per parameter,
-the ops that reduce its arguments to rank-0 values (norms), compute on those (a trust
-ratio), and update its arguments elementwise reading them (a `Member`); parameters whose
-ops are the same up to shapes form a `Family`.
+(also what step 1, the sibling merge, asks); `classify` makes it an `Update` of the
+function or says why not; `find_groups` puts updates with the same `body_fingerprint`,
+element type and shared rank-0 operands in one `Group`. `find_families` finds, per
+parameter, the ops that reduce its arguments to rank-0 values (norms), compute on those (a
+trust ratio) and update its arguments (a `Member`); members alike up to shapes form a
+`Family`.
 """
 
 from __future__ import annotations

@@ -1,27 +1,14 @@
 """
-Segmented reductions over arenas: the rewrite of `tess-fuse-horizontal`'s step 2b (its
-grouping, `find_families`, is in `fuse_horizontal_groups`; the algorithm and the
-choice of two kernels are explained in that pass's module docstring).
+Segmented reductions over arenas: the rewrite of `tess-fuse-horizontal`'s step 2b.
 
-A family's template member (its first parameter) is rebuilt over the arenas. The arena of
-N elements holds the K parameters back to back; it is cut into C *chunks*, each inside one
-segment (parameter): segment k of n_k elements gives ceil(n_k / chunk-size) chunks, the
-last one shorter. Loops whose inner range depends on the outer index are 2-D generics
-`(r, i)` with `tess.row_ranges`: iteration `(r, i)` exists only for `lo_r <= i < hi_r`
-(`dialects/contract.py`; `tess-linalg-to-loops` lowers them to a loop over the rows with an
-inner loop over the row's range). The template's steps become:
-
-- a full reduction (`|u|^2`): `partial[c]` = the reduction over chunk c (rows: the chunks'
-  element ranges; `parallel` over chunks, so a large parameter is split across threads),
-  then `total[k]` = the combiner over segment k's chunk partials (rows: the segments'
-  chunk ranges). Both start from the reduction's init, which is idempotent under the
-  combiner (checked when grouping), so the totals are the reductions of each parameter;
-- a rank-0 op (the trust ratio from the norms): one 1-D generic over the K segments;
-- an elementwise update reading per-segment values: `per_chunk[c] = value[seg(c)]` (rows:
-  one segment per chunk), then the update over the chunks' element ranges reading
-  `per_chunk[r]`. An update that reads no per-segment value is a plain 1-D arena generic.
-
-Everything but the updates is the first kernel; the updates are the second.
+A family's template member is rebuilt over the arenas, cut into chunks that each lie in
+one segment (parameter): a full reduction becomes chunk partials then a per-segment
+combine, a rank-0 op one generic over the segments, an update reads its segment's values
+per chunk. Loops whose inner range depends on the row are 2-D generics with
+`tess.row_ranges` (`dialects/contract.py`). Everything but the updates is the first
+kernel, the updates the second. Grouping (`find_families`) is in
+`fuse_horizontal_groups.py`; the algorithm and why two kernels are in
+lowering/fusion/README.md.
 """
 
 from __future__ import annotations

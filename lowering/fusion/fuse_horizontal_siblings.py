@@ -6,7 +6,8 @@ Both bodies go into one block and xDSL's `cse` computes once what `tess-fuse` du
 into each (Adagrad's `s + g * g`), so that each parameter's update is one generic before
 the grouping. Legal when every use of the first one's results comes after the second; the
 merged op takes the second's place. A step of its own, apart from the arena rewrite
-(`fuse_horizontal_arenas.py`); the pass and its algorithm are in `fuse_horizontal.py`.
+(`fuse_horizontal_arenas.py`); the pass is `fuse_horizontal.py`, its algorithm in
+lowering/fusion/README.md.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """
 `tess-fuse`'s decision: whether a producer may be fused into a consumer, through which maps.
 
-`plan_fusion` applies the rules of `fuse.py`'s docstring to one consumer input and returns
-a `FusionPlan` (the uses it feeds, each with its consumer-to-producer loop map, and the
-results the fused op also yields), or the reason the edge is refused, which the report
-prints. It reads the IR and changes nothing, so the report (`annotate`) asks it too; the
-rewrite is in `fuse_build.py`, the pattern and the pass in `fuse.py`.
+`plan_fusion` applies the rules (lowering/fusion/README.md, `tess-fuse`) to one consumer
+input and returns a `FusionPlan` (the uses it feeds, each with its consumer-to-producer
+loop map, and the results the fused op also yields), or the reason the edge is refused,
+which the report prints. It reads the IR and changes nothing, so the report (`annotate`)
+asks it too; the rewrite is in `fuse_build.py`, the pattern and the pass in `fuse.py`.
 """
 
 from __future__ import annotations

@@ -1,45 +1,15 @@
 """
-`tess-pack-narrow`: a contraction with a narrow right-hand side reads a packed, transposed
-copy of it, so it runs as dot products (level 3, linalg on tensors).
+`tess-pack-narrow`: a contraction with a narrow right-hand side reads a transposed copy of
+it, so it runs as dot products (level 3).
 
-`tess-linalg-to-loops` runs a matmul `C[i, j] += A[i, k] * B[k, j]` as i-k-j: `j` innermost,
-unit stride in `B` and `C`. That is the fast order while `B` has many columns. With few
-(`B` of 128 x 10: an MLP's last layer, its weight gradient `h.T @ dz`) the `j` loop is
-shorter than two vectors and every step of `k` loads and stores ten outputs: 22 us for
-the digits MLP's 128 x 128 x 10 product against 4-6 us as dot products. This pass gives
-such a contraction the operand `Bt[j, k] = B[k, j]`, a new all-parallel copy
-(`N x K` elements, a tenth of the product's multiply-adds here):
-
-    Bt = linalg.generic ins(B) outs(tensor.empty)            Bt[.., j, k] = B[.., k, j]
-    C  = linalg.generic ins(A, Bt) ...                       reads Bt[.., j, k]
-
-Now `k` walks the last dim of both operands, so `tess-linalg-to-loops` puts it innermost
-(`C[i, j]` a dot product), `tess-tile-dot` register-tiles the nest where it can and
-`tess-register-accumulate` keeps each dot's sum in a register where it cannot.
-
-Matched: a `linalg.generic` contraction on tensors (`pattern_kind` MATMUL) with one
-reduction loop `k` and two inputs, `A` read with `k` last (so the dot runs unit stride in
-both) and `B` read at `(.., k, j)` with `j` the last dim of the output; `B`'s static
-extents `j < narrow-cols` and `k >= min-depth` (short dot products are slow: a dot of 10
-took 56 us where i-k-j took 10). It runs after `tess-fuse`, which would fuse the copy back.
-The sum over `k` is the same sum in the same order; only the loops around it change.
-
-A narrow contraction whose other operand is itself a transposing copy (`h.T @ dz`, an MLP
-last layer's weight gradient: `tess-fuse` keeps `h.T = relu(pre + b).T` a copy, read at
-`(.., i, k)`) is computed transposed instead, `C = (Bt @ P)t` with `P = h` read unit
-stride, so neither the N x K copy (a strided transpose: 13 us of the digits step) nor a
-copy of `B` is made:
-
-    Q  = the copy's generic, its last two loops swapped     Q[.., k, i] = A[.., i, k]
-    Ct = linalg.generic ins(Q, B) outs(fill')               Ct[.., j, i] += Q[.., k, i] B[.., k, j]
-    C  = linalg.generic ins(Ct) outs(tensor.empty)          C[.., i, j] = Ct[.., j, i]
-
-`Ct` has a wide last dim (`i`), so it lowers as an ordinary i-k-j (or packed) product; the
-final copy has the narrow output's few elements. `Q` usually recomputes a tensor the
-program already has (`h` itself): `tess-cse-generics` then merges the two. Matched: the
-copy `P` (all-parallel, identity output map, used only by the contraction, no
-`linalg.index`) reads some input with its last two loops swapped (a transposed read), and the
-contraction's init is a fill (a body yielding a constant), which is rebuilt transposed.
+i-k-j is the fast order while `B` has many columns; with few (an MLP's 10-class last
+layer) the `j` loop is shorter than two vectors. This pass gives the contraction the
+operand `Bt[j, k] = B[k, j]` (a new copy `tess-fuse` would fuse back, hence it runs after
+it), so `k` walks the last dim of both operands and becomes the innermost, vectorised loop.
+When the other operand is itself a transposing copy (`h.T @ dz`) the product is computed
+transposed instead, from the copy's source, and no copy of `B` is made. Matching, the
+narrow-columns and minimum-depth gates and the measured figures are in
+lowering/fusion/README.md. The sum over `k` keeps its order.
 """
 
 from __future__ import annotations
