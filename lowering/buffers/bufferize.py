@@ -1,54 +1,15 @@
 """
 `tess-bufferize`: tensors to memrefs in destination-passing style (level 3 -> level 4).
 
-xDSL has no general bufferization (no one-shot-bufferize), so this pass is ours. It
-bufferizes exactly what `tess-to-linalg` (and `tess-fuse`) produce, one function at a
-time, walking the single block of each `func.func` in order:
-
-- function signatures: every `tensor` argument becomes a `memref` of the same shape and
-  element type (identity layout). Every `tensor` result becomes a trailing out-param
-  (`memref` arguments appended after the inputs, in result order); the function returns
-  only its non-tensor results (none, for `tess` programs) and gets the attribute
-  `tess.num_outputs = N : i64`. Declarations (`func.func private @g(...)` without a body)
-  get the same signature.
-- `tensor.empty`: a `memref.alloc` for each use, placed right before that use, since an
-  empty tensor has no contents to share (so a `tensor.empty` that `cse` merged between two
-  generics still gives each its own buffer).
-- `linalg.generic` on tensors: the same generic on memrefs, without results; each result is
-  replaced by the buffer of its `outs` operand. A `tensor.extract` in its body (a gather
-  reading a tensor the generic captures) becomes a `memref.load` of that tensor's buffer.
-  An `outs` operand is written in place when it is a fresh buffer nobody else reads: a
-  `tensor.empty`, or the result of a generic or call whose only use is this `outs`.
-  Otherwise (a function argument, a view, a value with other readers) the generic gets a
-  fresh `memref.alloc` initialised by `memref.copy`.
-- `tensor.collapse_shape` / `tensor.expand_shape`: `memref.collapse_shape` /
-  `memref.expand_shape` on the source's buffer: views, no copy. `tensor.extract_slice`
-  (static; from `tess-fuse-horizontal`, a member of an arena): `memref.subview`, whose
-  `strided` layout (offset) the reshaped views of it keep.
-- `func.call`: tensor results become out-params of the call: fresh buffers passed after the
-  arguments.
-- `kernel.group` (one future kernel, from `tess-fuse-epilogue`): a group without results
-  holding its generics on memrefs, in order. Every buffer they need is allocated (or
-  copied) right before the group, in the function's block, so the memory plan sees it and
-  the kernel allocates nothing: the buffers of the group's results and its intermediates
-  alike (an intermediate stays a full buffer). The rules above apply inside: a member
-  writes in place into the buffer of a member result only it uses (a reduction into its
-  init), and a group result's buffer is that of the value yielded for it. Only generics,
-  `tensor.empty` and scalar constants may be inside; a member whose `outs` is a member
-  result that something else reads too (which would need a copy inside the kernel) fails
-  the pass.
-- `func.return`: the final producer of a result writes straight into its out-param when
-  the result's buffer is created in this function by a generic or a call (following the
-  chain of in-place `outs` back to the op that creates the buffer, through a group's
-  result to the value it yields, and making that op's buffer the out-param instead of an
-  alloc). A result that is a function argument, a view, or a value returned a second time
-  is copied into its out-param with `memref.copy`.
-
-Non-tensor ops (`arith.constant`, ...) are left alone. Anything else that takes or makes a
-tensor (ops with tensor-typed regions such as `scf.for` over tensors, `tensor.extract`,
-linalg named ops) is not supported and fails the pass with a message naming the op.
-Buffers are never freed (no `memref.dealloc`): the NumPy arrays behind them are garbage
-collected by the generated host code, and reusing buffers is the memory plan's job.
+Tensor arguments become memrefs, tensor results trailing out-params
+(`tess.num_outputs`); each `tensor.empty` becomes a `memref.alloc` at its use, each generic
+writes its `outs` buffer in place when nobody else reads it (else into a copy), tensor
+views become memref views, and the final producer of a result writes straight into its
+out-param. `kernel.group`s keep their members, with every buffer they need allocated before
+the group. Buffers are never freed: reuse is `tess-memory-plan`'s job. Per-op rules are in
+lowering/buffers/README.md. xDSL has no one-shot bufferization, so this pass bufferizes
+exactly what `tess-to-linalg` and the fusion passes produce, and fails on anything else
+with a message naming the op.
 """
 
 from __future__ import annotations

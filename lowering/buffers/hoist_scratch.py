@@ -2,43 +2,14 @@
 `tess-hoist-scratch`: a kernel's fixed-size scratch buffers become views of its host's
 workspace (level 5, loops).
 
-`tess-pack-matmul` gives each packed product its panels (`ap`, `bp`) and an edge tile
-(`ct`) as `memref.alloc`s at the top of the kernel: Numba allocates them (and the runtime
-frees them) on every call, three allocations per product, nine in an MLP train step,
-where the product itself takes a few microseconds. `tess-memory-plan` already hands every
-planned host a byte arena that lives across calls (the trailing `tess.workspace`
-argument, `tess.workspace_bytes` long). This pass moves the scratch there:
-
-    func @host(.., %workspace: memref<Wxi8>)   ->  .., %workspace: memref<W'xi8>
-      func.call @k(%a, %b)                           %s = memref.view %workspace[%c][]
-                                                     func.call @k(%a, %b, %s)
-    func @k(%a, %b) { %ap = memref.alloc() }   ->  func @k(%a, %b, %ap: memref<8192xf32>)
-
-An alloc qualifies when it is in the kernel's entry block (not in a loop: one buffer per
-call), has a static shape and no dealloc. Unused allocs (an edge tile no tile needs) are
-erased. The kernels a host calls run one after another and a kernel's scratch is dead
-once it returns, so all of them share one region after the planned arena, which no
-planned buffer overlaps: W' = W rounded up + the largest kernel's scratch, each buffer
-64-byte aligned (as the allocs asked).
-
-Parallel kernels move too. Their entry-block scratch is already one buffer shared by all
-of a call's threads (a packed kernel's thread group g uses its own slot), so one buffer
-reused by every call changes nothing but the allocation; the runtime gives each calling
-Python thread its own workspace. (A kernel left with one `scf.parallel` may then be
-emitted threaded, `numba_threads`: its shares share the buffer as a parfor's iterations
-do, which the kernel was written for.) A per-call allocation there costs page faults or
-heap churn (three buffers, 2.3 MiB at 1024 f32) and loses the huge pages codegen gives
-large scratch (`numba_ops.HUGE_PAGE`) whenever glibc serves the panels from its heap, on
-pages already mapped 4 KiB at a time, as it does once its mmap threshold has risen after
-a large free. So the layout keeps codegen's rule: a buffer of `HUGE_PAGE` bytes or more
-sits at a multiple of `HUGE_PAGE` in the workspace (large ones first, then the rest; the
-region then starts on such a multiple too), and the runtime starts every workspace of that
-size on a `HUGE_PAGE` boundary, fresh from mmap, advised huge pages
-(`tessc.runtime.executor.workspace_buffer`).
-
-Only kernels called only from hosts that no other function calls move (a called host's
-workspace is a slice its caller planned). A host with nothing planned gets a workspace
-argument for the scratch alone.
+`tess-pack-matmul` gives each packed product its panels as `memref.alloc`s at the top of
+the kernel, allocated and freed on every call (three per product, nine in an MLP step). This
+pass makes each static entry-block alloc of a kernel a trailing argument, passed as a
+`memref.view` of the host's workspace past the planned arena (kernels run one after
+another, so all share one region: the largest kernel's scratch). Buffers of `HUGE_PAGE`
+bytes or more sit at multiples of it, which the runtime's huge-page workspace keeps; a host
+with no plan gets a workspace for the scratch alone. Parallel kernels move too. Details and
+the why are in lowering/buffers/README.md.
 """
 
 from __future__ import annotations

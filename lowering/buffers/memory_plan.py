@@ -1,77 +1,17 @@
 """
-`tess-memory-plan`: liveness-based buffer reuse, in-place updates, donation, peak memory.
+`tess-memory-plan`: liveness-based buffer reuse, in-place updates, donation, peak memory
+(level 4-5 hosts).
 
-Runs on level-4/5 hosts (a `func.func` on memrefs with a body and no `tess.kernel`), after
-`tess-bufferize`, before or after `tess-outline-kernels`: the plan only needs to know which
-host ops (`linalg` ops, `func.call`s, `memref.copy`) use which buffers.
-
-1. Buffers. Every static `memref.alloc` at the top level of a host is an intermediate
-   unless a view of it reaches `func.return`. Its uses are those of the alloc and of its
-   views, transitively (`memref.collapse_shape`, `expand_shape`, `subview`, `cast`, `view`:
-   a view op touches no memory and is not a use). Ops are numbered in block order, a nested
-   use counting at its top-level ancestor; a buffer is live on [first use, last use], ends
-   included. Arguments hold storage too: an input with the unit arg attribute
-   `tess.donated` from the call's start to its last use (only in hosts no function of the
-   module calls: a caller may read its buffer after the call); an out-param from its first
-   use to the end.
-2. Conflicts. Two buffers may share bytes when their intervals are disjoint, or when they
-   are in-place partners: A's last use is B's first use W, they have the same type, and W
-   is `memref.copy(A, B)` or a `linalg.generic` (directly, the single generic of a
-   called `tess.kernel`, or the last member of a `kernel.group` touching A or B, the
-   members before it reading A, if at all, only as elementwise inputs at the element it
-   writes: they run first, row by row) with only parallel iterators that writes B
-   (used once, directly) through an identity map and reads A, if at all, directly and
-   only through identity maps: each element of A is read at the index it is written to,
-   before it is (an elementwise update in place). A generic whose body loads from memory
-   itself (a gather) is never a partner. Partners share bytes only at the same offset.
-3. Donation. An out-param aliases a donated input of its type when their storage does not
-   conflict (the input's last use comes before the out-param's first, or they are
-   partners): it gets `tess.aliases_input = k : i64` and the runtime passes input k's
-   array as that output; a `memref.copy(input, out)` is erased (the data is there). Each
-   input backs at most one out-param. Before planning, an out-param no donated input can
-   back because a `kernel.group` accumulates in it (a weight update fused after the matmul
-   of its gradient, in place) gets its accumulation moved to a fresh intermediate when that
-   makes the group's last member an in-place partner of a donated input last read there
-   (`group_accumulators`): the update then overwrites the weight, never before it is read.
-   Likewise members that read a donated optimizer state after the member updating it
-   (the weight update recomputing the new momentum) move before that member.
-4. Argument storage. An intermediate of exactly the type of a donated input or an
-   out-param lives in that array (its alloc replaced by the argument) when it conflicts
-   with nothing the array holds: before an out-param is first written, after a donated
-   input is last read. Largest first, then by first use; arguments in order.
-5. Arena. The other intermediates get offsets in one byte arena, greedy by size (largest
-   first; ties by first use, then program order): a buffer takes an in-place partner's
-   offset if nothing else collides there, else the smallest gap that fits between the
-   placed buffers live with it (best fit), else the end of the highest. Offsets are
-   multiples of `ALIGNMENT` (64 bytes: a cache line, an AVX-512 vector). Each alloc becomes
-   `memref.view %arena[%offset][]`, the upstream MLIR idiom. With `workspace-arg` (the
-   default) the arena is a trailing argument after the out-params, with the arg attribute
-   `tess.workspace` and the function attribute `tess.workspace_bytes = N`, which the
-   runtime allocates once and reuses across calls (a large allocation per call costs page
-   faults: ~20 ms per 64 MiB). A call of a host with a workspace passes a slice of the
-   caller's arena, live at the call (callees are planned first; recursion is refused).
-   With `workspace-arg=false` the arena is a 64-byte-aligned `memref.alloc`.
-
-The host gets these attributes (bytes, `i64`):
-
-- `tess.peak_bytes`: the static peak of what one call allocates: out-params (less those
-  aliasing donated inputs) plus the arena; inputs are the caller's. The fused seed
-  example peaks at its (3,4) output: 48 bytes.
-- `tess.arena_bytes`: the arena (plus static allocs kept because they escape);
-- `tess.unplanned_bytes`: the same without the plan: out-params plus every intermediate in
-  its own buffer, as `tess-bufferize` alone allocates them;
-- `tess.live_peak_bytes`: out-params plus the most arena bytes live at one op (partners
-  counted once), what any arena needs: the rest is alignment and fragmentation;
-- `tess.input_bytes`, `tess.output_bytes`, `tess.aliased_bytes` (donation-backed outputs).
-
-Dynamically shaped or nested allocs and escaping buffers are left alone; functions that
-carry `tess.peak_bytes` are not planned again. `report=true` prints each plan to stderr
-(buffer, type, bytes, interval, offset or argument). xDSL has no memory planning pass (its
-buffer passes work on `bufferization` ops), hence this one.
-
-The planning (steps 1 to 5: `HostPlanner`) is in `memory_plan_planner.py`, the group
-rewrite of step 3 in `group_accumulators.py`; here the hosts' order, the rewrite of allocs
-into arena views and arguments, the report and the pass.
+Each host's intermediates get live intervals; buffers whose intervals are disjoint, or
+in-place partners (an elementwise update reading each element where it writes it), share
+bytes. Out-params alias donated inputs where their storage does not conflict
+(`tess.aliases_input`), intermediates may live in argument arrays, and the rest get offsets
+in one 64-byte-aligned byte arena, the trailing `tess.workspace` argument the runtime
+allocates once (`tess.workspace_bytes`). The host gets its byte figures (`tess.peak_bytes`,
+..., `dialects/contract.py`). The five steps are in lowering/buffers/README.md; the planner
+is `memory_plan_planner.py`, the group accumulator rewrite `memory_plan_accumulators.py`;
+here the hosts' order, the rewrite into arena views and arguments, the report and the
+pass. xDSL has no memory planning pass.
 """
 
 from __future__ import annotations

@@ -1,42 +1,14 @@
 """
-Accumulators of `kernel.group`s moved off out-params, so a donated input can back them.
+`tess-memory-plan`'s rewrite of `kernel.group`s whose accumulator is an out-param, so that
+a donated input can back it (its step 3).
 
-`tess-fuse-epilogue` (in place) makes a contraction's epilogue overwrite the contraction's
-accumulator, which bufferizes as the out-param: the weight update of an SGD step
-
-    kernel.group {
-      fill(outs %out)
-      matmul(ins %x, %dh  outs %out)                  # the gradient, accumulated in %out
-      sub(ins %w  outs %out)  { out = w - lr * out }  # the update reads it through outs
-    }
-
-writes `%out` three times and allocates nothing. But `%out` can then never alias the
-donated `%w`: the fill would zero the weight before the update reads it. `tess-memory-plan`
-calls `detach_accumulator` when that is what stands between an out-param and a donated input
-of its type: the members before the last one touching `%out` (the fill, the contraction)
-write a fresh buffer `%acc` instead, and that last member (the epilogue) reads `%acc` as a
-new identity-mapped input where it read its output's element, and writes only `%out`:
-
-    %acc = memref.alloc()
-    kernel.group {
-      fill(outs %acc)
-      matmul(ins %x, %dh  outs %acc)
-      sub(ins %w, %acc  outs %out)  { out = w - lr * acc }
-    }
-
-The epilogue is then the only member touching `%out` or `%w`, reading each element of
-`%w` where it writes it: the memory plan's in-place partner test (its step 2) accepts it,
-and `%out` aliases `%w`. The rewrite is only made when that test will then pass (the plan
-checks the rest: `%w` read by nothing after the group). `%acc` joins the arena: it trades
-an out-param the runtime allocates on every call for workspace it allocates once.
-
-Optimizer state. With momentum, the group updates the state (`m' = mu m + g` into an
-out-param) and then the weight, whose update reads the old `m` again (`tess-fuse` inlined
-`m'` into it). The state's out-param cannot alias the donated `m` while a later member
-reads `m`: `readers_before_writer` moves such readers before the state update when they
-depend on nothing in between (they read neither the state update's output nor anything
-written between). Every member reads `m` at the element it writes, and a group runs its
-members in order row by row, so each element of `m` is read before it is overwritten.
+An in-place epilogue group (a weight update fused after the matmul of its gradient)
+accumulates in the out-param, which can then never alias the donated weight: the fill
+would zero it before the update reads it. `detach_accumulator` moves the fill and the
+contraction to a fresh arena buffer, so the last member alone reads the weight and writes
+the out-param, element by element. `readers_before_writer` moves members that read a
+donated optimizer state before the member updating it. Both are made only when the plan's
+partner test then passes; the worked example is in lowering/buffers/README.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """
 `tess-memory-plan`'s planner: the buffers of one host, their live intervals and conflicts,
-and where each one lives (steps 1 to 5 of `memory_plan.py`'s docstring).
+and where each one lives (steps 1 to 5 in lowering/buffers/README.md).
 
 `HostPlanner` numbers the host's ops, collects its intermediates and the storage its
 arguments hold (`Buffer`), finds in-place partners, decides donation aliases and argument
 storage, and places the rest in one arena, returning a `HostPlan` with the byte figures.
 It changes the IR only where the plan itself requires it (a group's accumulator moved by
-`group_accumulators`, a copy into an aliased out-param erased); turning allocs into
+`memory_plan_accumulators`, a copy into an aliased out-param erased); turning allocs into
 arena views or arguments is `memory_plan.py`'s, with the ordering of hosts and the pass.
 """
 

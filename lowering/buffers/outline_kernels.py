@@ -1,25 +1,14 @@
 """
-`tess-outline-kernels`: every linalg op or `kernel.group` of a host becomes a kernel function.
+`tess-outline-kernels`: every linalg op or `kernel.group` of a host becomes a kernel
+function (level 4 -> level 5, first half).
 
-Level 4 -> level 5 (first half). A host is any `func.func` with a body that is not itself a
-kernel. Walking each host's top-level ops in order, the k-th linalg structured op (on
-memrefs) or `kernel.group` moves into a new function
-
-    func.func private @<host>_kernel_<k>(%arg0: memref<...>, ...) attributes {tess.kernel}
-
-placed right after the host in the module, and is replaced in the host by
-`func.call @<host>_kernel_<k>(...)`. The kernel's arguments are the values the op uses
-from the host, deduplicated in first-use order: its operands, then any value its body
-captures from the host. Constants the body captures (`arith.constant`) are cloned into the
-kernel instead of passed, so kernels take only memrefs when the host passes memrefs. A
-group becomes ONE kernel: its ops, in order, are the kernel's body (the group itself and its
-empty terminator are dropped), taking every buffer its ops use from the host as arguments;
-`tess-linalg-to-loops` then shares the outer parallel loop between them.
-
-Afterwards a host holds only buffer management (`memref.alloc`/`dealloc`, views,
-`memref.copy`), `func.call`, `func.return` and constants; all computation is in kernels.
-Names are deterministic: the same input gives the same kernel names and order. xDSL's own
-outlining works on `gpu.launch`/`scf.parallel`, not on linalg ops, hence this pass.
+The k-th linalg op (on memrefs) or `kernel.group` of host `@h` moves into
+`func.func private @h_kernel_<k>(...) attributes {tess.kernel}`, right after the host,
+and is replaced by a `func.call`. Its arguments are the values it uses from the host, in
+first-use order; captured constants are cloned in. A group becomes ONE kernel, its ops in
+order, for `tess-linalg-to-loops` to share their outer loop. Afterwards a host holds only
+buffer management, calls, constants and `func.return`. Names are deterministic. xDSL's
+outlining works on `gpu.launch`/`scf.parallel`, not on linalg ops.
 """
 
 from __future__ import annotations
