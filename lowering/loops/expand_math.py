@@ -1,110 +1,16 @@
 """
-Expand scalar `math.exp`, `math.tanh` and `math.log` (f32, f64) into branch-free `arith`.
+`tess-expand-math`: scalar `math.exp`, `math.tanh` and `math.log` (f32, f64) become
+branch-free `arith` polynomials (level 5, loops).
 
-Why: Numba here has no SVML, so `np.exp`/`np.tanh`/`np.log` in a kernel are scalar libm
-calls that stop LLVM from vectorising the loop around them (a fused
-`relu(x*w+b)*sigmoid(x)-0.5x` over 2^24 floats: ~18 ms with libm `exp`, ~3-7 ms with a
-polynomial `exp`). The expansions below use only `arith` ops (mulf/addf/divf, cmpf +
-select, fptosi/sitofp, integer shifts and `arith.bitcast`), no calls and no `scf.if`, so
-a loop over them vectorises. xDSL's `expand-math-to-polynomials` is a bare Taylor series
-around 0 with no range reduction (wrong far from 0), hence this pass. `sigmoid`, lowered
-by `tess-to-linalg` as `1/(1+exp(-x))`, benefits through its `math.exp`.
-
-exp(x)
-    1. Clamp x to [lo, hi] with `cmpf ult` / `cmpf ogt` + select (f32 [-104, 89],
-       f64 [-746, 710]): exp(lo) rounds to 0 and exp(hi) overflows, so the clamped value
-       still gives the right 0 / +inf, and NaN maps to lo so `fptosi` never sees NaN
-       (LLVM's fptosi of NaN is poison). A final select returns x itself when x is NaN.
-    2. k = fptosi(x * log2(e) +- 0.5) (round half away from zero), r = x - k*ln2 with
-       Cody-Waite's two-constant split ln2 = ln2_hi + ln2_lo: ln2_hi has enough trailing
-       zero bits that k * ln2_hi and x - k * ln2_hi are exact, so |r| <= ln2/2 carries
-       only the rounding of the small k * ln2_lo term. (A no-op select sits between the
-       two steps; see fast-math below.)
-    3. exp(r) = 1 + (r + r^2 q(r)), q by Horner, q the minimax polynomial (relative error of
-       exp, Remez exchange in 60-digit decimal arithmetic) on [-ln2/2, ln2/2]: degree 4
-       for f32 (exp(r) error 3.1e-9 = 0.026 ulp), degree 9 for f64 (3.6e-18 = 0.016 ulp).
-    4. 2^k by bit manipulation: bitcast((k + bias) << mantissa_bits). It is applied as two
-       factors 2^(k>>1) and 2^(k - (k>>1)), both normal numbers over the whole clamped
-       range, so results near overflow (k = 128 for f32) come out finite when they should
-       and subnormal results are rounded exactly once (p * 2^k1 is exact, the second
-       product rounds into the subnormal range).
-
-tanh(x)
-    With a = |x| (the bits with the sign bit cleared): for a < 0.625,
-    tanh(a) = a + a z R(z), z = a^2, R the minimax
-    polynomial of (tanh(x) - x) / x^3 in z on [0, 0.625^2] (relative error of tanh;
-    degree 4 for f32 (0.037 ulp), degree 10 for f64 (0.046 ulp)), so tiny inputs come
-    back exactly and the relative error stays small near 0. For a >= 0.625,
-    tanh(a) = 1 - 2 / (exp(2a) + 1) with the exp expansion above (exp overflowing to
-    +inf gives exactly 1). Both are computed and one selected; neither cancels
-    (1 - 2/(e+1) >= 0.55). x's sign bit is or-ed back in, so tanh(-0) = -0 and
-    tanh(-x) = -tanh(x) bit for bit.
-
-log(x)
-    musl's scheme without its table: x = 2^k m with m in [sqrt(1/2), sqrt(2)) taken
-    straight from the bits (adding 1.0's bits minus sqrt(1/2)'s to the exponent field
-    moves the cut-over to sqrt(1/2)); subnormal x are first scaled by 2^(mantissa_bits+2).
-    With f = m - 1, s = f / (2 + f), z = s^2: log(1+f) = f - f^2/2 + s (f^2/2 + z Q(z)),
-    Q the minimax polynomial of (2 atanh(s) - 2s) / s^3 in z on [0, 0.0294] (degree 2
-    for f32, 6 for f64, both < 0.01 ulp). k ln2 is added in Cody-Waite's two parts: the
-    k ln2_lo term with the small terms, k ln2_hi (exact) last.
-    Selects give log(0) = -inf, log(x < 0) = NaN, log(+inf) = +inf and NaN -> NaN.
-
-Measured error (tests/test_expand_math.py: ~750k inputs per function and type - uniform
-and log-uniform over the whole range, edge cases, IEEE specials, and each sample's two
-neighbours - in ulps of the float type against x87 long double; the IR is evaluated op by
-op with NumPy, so without FMA contraction):
-    exp   f32 0.95 ulp    f64 0.99 ulp
-    tanh  f32 1.32 ulp    f64 1.30 ulp   (worst just above the 0.625 cut-over)
-    log   f32 0.84 ulp    f64 0.82 ulp
-    sigmoid as 1/(1+exp(-x)), f32: 2.08 ulp (NumPy's own float32 formula: 2.84)
-Specials: exp(+-inf) = inf / 0, exp(NaN) = NaN, overflow -> +inf, underflow -> 0 with
-correctly rounded subnormals on the way; tanh(+-inf) = +-1, tanh(+-0) = +-0; log as
-above.
-
-Fast-math: only `contract` of the source op's flags is carried over to the new float ops
-(FMA contraction only helps). A code generator may still compile the whole kernel with
-more flags; measured in Numba over 2^20 inputs (max ulp, f32 / f64):
-    flags                          exp          tanh         log
-    none                           0.96 / 0.98  1.31 / 1.30  0.75 / 0.74
-    contract                       0.98 / 1.01  1.31 / 1.30  0.75 / 0.74
-    arcp, contract, nsz, reassoc   1.23 / 1.27  1.30 / 1.46  1.13 / 1.37
-    fast (adds nnan, ninf, afn)    4.5          1.30         1.9
-`reassoc` with `nsz` would merge Cody-Waite's k*ln2_hi and k*ln2_lo back into one product
-with a rounded ln2 (exp: 68 ulp without contract, 4.5 with); a `reassociation_barrier`
-select between the two steps prevents that. `nnan` lets LLVM delete the barrier and the
-NaN selects, so kernels holding these expansions must not be compiled with `nnan`/`ninf`.
-
-Where it pays (a static cost model per op): only where the loops around the op are
-known to give the vectoriser enough to do. The polynomial only wins when LLVM vectorises
-the loop around it; run scalar it is slower than libm's `expf`, and every expansion costs
-Numba compile time (~0.07 s for one exp kernel; ~0.4 s of the MLP step's cold compile).
-An op is expanded when
-    its innermost enclosing loop runs at least `min-inner-trip` (16) times: the vector
-        loop needs a full vector (f32, AVX-512) or it all runs in the scalar epilogue;
-    and it runs at least `min-iterations` (1024) times per call (the product of its
-        enclosing loops' trip counts): below that the gain is under ~1 us a call.
-A loop whose trip count is not static counts as large (expanded, as before the gate).
-Measured (bench/bench_loop_gates.py; one thread, process CPU time per call, one run on a
-loaded 2-core AVX-512 machine), exp f32, libm -> expanded, us:
-    inner loop of 10, 1024 x 10 elements    23.2 -> 54.5   (scalar polynomial: 2.4x slower)
-    inner 4 / 8 / 12, x 256 rows             3.2 -> 4.4,  6.1 -> 7.1,  8.2 -> 9.8
-    inner 16 / 24, x 256 rows               10.3 -> 3.4,  14.7 -> 4.4
-    flat 128 / 512 / 1024 / 2048             1.9 -> 1.7,  2.8 -> 1.8,  3.9 -> 2.1,  6.2 -> 2.5
-    flat 2^16 / 2^24                        141 -> 27,  45623 -> 32207
-    W1 relu(x*w+b)*sigmoid(x), 2^10 / 2^14   4.4 -> 2.7,  37.0 -> 11.4
-    (f64: inner 8 10.1 -> 8.9, inner 16 18.2 -> 5.8: f64 libm is slower, so its scalar
-    polynomial still wins a little; one threshold for both keeps the model simple.)
-The digits MLP step's softmax exp (an inner loop of 10 classes) stays `np.exp`: the step
-took 87.0 us expanded, 83.7 us not (one run; ~0.4 s less cold compile while the step was
-one Numba function).
-`min-inner-trip=0 min-iterations=0` expands every op, as the pass did before (its
-FileCheck and error tests use that on scalar functions).
-
-Options: `functions` (default exp,tanh; log, which costs a division, is opt-in),
-`dtypes` (default f32,f64), `min-iterations`, `min-inner-trip`.
-Vector and tensor operands are left alone (the kernels this pass runs on are scalar loop
-bodies).
+Numba here has no SVML, so `np.exp` in a kernel is a scalar libm call that stops LLVM from
+vectorising the loop around it. The expansions (range reduction with Cody-Waite constants,
+minimax polynomials, 2^k by bit manipulation; tanh and log built the same way) use only
+`arith` ops, so a loop over them vectorises; every result is within ~1.3 ulp over the
+whole float range and IEEE specials are exact. Only `contract` of the source op's
+fast-math flags is carried over. A static cost model expands an op only where its loops
+give the vectoriser enough to do (`min-inner-trip`, `min-iterations`). The algorithms,
+the measured errors and timings are in lowering/loops/README.md. xDSL's
+`expand-math-to-polynomials` is a bare Taylor series with no range reduction.
 """
 
 from __future__ import annotations

@@ -1,32 +1,13 @@
 """
-Constants out of `scf.for` nests in one walk (`tess-hoist-constants`).
+`tess-hoist-constants`: constants out of `scf.for` nests in one walk (level 5, loops).
 
-xDSL's `canonicalize` hoists constants out of loops with its `RehoistConstInLoops` pattern:
-an `scf.for` moves the constants directly in its body to just before itself. Its greedy
-driver visits a loop before the loops nested in it, so a constant k loops deep reaches the
-outside of its nest only after k sweeps over the whole module, and the driver stops only
-after a sweep that changes nothing: on loop-level IR, where every loop body holds the
-constants `tess-tile` and `tess-expand-math` made for it, canonicalize swept the module
-three times where one does the rest of its work (two thirds of its time, on a 1,000-op
-program).
-
-This pass puts every constant where those sweeps leave it, so that canonicalize's first
-sweep finds nothing to hoist. For each outermost `scf.for` of a nest (a loop not directly
-in another `scf.for`), the constants of the loops of the nest — through `scf.for` bodies
-only, as the pattern moves them: a constant under an `scf.parallel` or `scf.if` stays in
-that region's nest — go just before it, ordered as the sweeps order them: by depth (the
-loop's own body first, then the bodies of the loops in it, ...), and at each depth in
-program order. Ops are moved, not cloned: the same values, with their name hints.
-
-Canonicalize tries `SimplifyTrivialLoops` on a loop before hoisting from it: a loop of
-zero or one iterations is erased or inlined with its constants in place; and folding an
-op of constants makes a new constant inside the loop, hoisted sweeps later. A nest where
-either may happen — a loop of 0 or 1 iterations, a bound computed from constants only,
-a body op computed from constants only or holding regions (an `scf.if` may be inlined) —
-is left alone, for canonicalize to treat exactly as before.
-
-It changes nothing canonicalize would not: its output after `canonicalize` is the same
-module as without it (tests/test_compile_latency.py checks that on the `cpu` pipeline).
+xDSL's `canonicalize` hoists a loop's constants one loop level per sweep of the module,
+so loop-level IR took it three sweeps (two thirds of its time on a 1,000-op program). This
+pass puts every constant of an `scf.for` nest where those sweeps would, in the order they
+would, so canonicalize's first sweep finds nothing to hoist; nests where canonicalize could
+simplify a loop or fold a constant (trip counts of 0 or 1, ops of constants, regions) are
+left to it. Its output after `canonicalize` is the same module as without it
+(tests/test_compile_latency.py); the rule in full is in lowering/loops/README.md.
 """
 
 from __future__ import annotations

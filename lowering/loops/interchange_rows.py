@@ -1,52 +1,16 @@
 """
-`tess-interchange-rows`: a row loop's short inner loops turned inside out, so that the rows
-are what vectorises (level 5, loops).
+`tess-interchange-rows`: a row loop's short inner loops turned inside out, so that the
+rows are what vectorises (level 5, loops).
 
-A row kernel's work per row runs as a loop over the rows holding one loop per row segment.
-Where a row is short (the 10 classes of a softmax) those inner loops cannot vectorise:
-LLVM will not split a 10-trip reduction across vector lanes, an `exp` in it stays a libm
-call (`tess-expand-math` leaves loops that short alone: a scalar polynomial is slower),
-and a max or a sum is a chain of dependent scalar ops. The digits MLP step's forward
-kernel spent ~6 us of its ~45 on its softmax statistics this way. With the loops swapped
-each step handles a vector of rows:
-
-    scf.for %ii = lb to ub {                     scf.for %ii = lb to ub {
-      %i = arith.addi %i0, %ii                     %i = arith.addi %i0, %ii
-      <segment A: scf.for %j < 128 ...>            <segment A>
-      memref.store %ninf, %m[%i, %c0]              memref.store %ninf, %m[%i, %c0]
-      scf.for %j < 10 {                   ->     }
-        %a = memref.load %m[%i, %c0]             scf.for %j < 10 {
-        %z = memref.load %z[%i, %j]                scf.for %ii = lb to ub {
-        memref.store (max %a %z), %m[%i, %c0]        %i = arith.addi %i0, %ii
-      }                                              <the body of the short loop>
-      <segment C>                                  }
-    }                                            }
-                                                 scf.for %ii = lb to ub { <segment C> }
-
-The new innermost loop runs over rows: `m[i, 0]` is unit-stride across it and `z[i, j]`
-a strided access LLVM vectorises with gathers (AVX-512), and an `exp` in it is expanded
-(its loop's trip count is a row count). Each short loop becomes such a nest; the ops
-between them stay in row loops of their own, in order.
-
-Legality. The row loop is split (fission) into one loop per run of segments, then each
-short loop's nest is interchanged. Both hold when the rows are independent: every memref
-the row loop writes is accessed (loaded and stored, in any nested loop) only at one index
-value, the same at one position for all its accesses, that is the row (`%ii`, or `%i0 +
-%ii`): no row reads what another writes. (A row kernel's rows are independent by
-construction — `tess-tile`'s legality — and this is checked, not assumed; distinct memrefs
-do not overlap where one is written, as `tess-register-accumulate` also relies on.) The
-row loop may hold only loads, stores, pure ops and loops of them: no call, no
-`micro.mma`. Each row's ops then run in their original order, so results are bitwise the
-same. Values crossing from one run to a later one must be pure (index arithmetic,
-constants): they are recomputed in each loop; a loaded value crossing runs stops the
-rewrite.
-
-Matched: an `scf.for` without iter_args over at least `min-rows` rows (its trip count, or
-the constant bound of a `min` upper bound: a packed block's rows) holding, at its top
-level, an `scf.for` without iter_args of a static trip count below `max-trip` whose body
-has no regions, only loads, stores and pure ops, and at least one load (a zero fill is
-left alone). Runs before `tess-register-accumulate`, which would make the short loops'
-accumulators iter_args, and before `tess-expand-math`, which then sees the row loop.
+Where a row is short (a softmax over 10 classes) its inner loops cannot vectorise: LLVM
+does not split a 10-trip reduction across lanes and an `exp` in it stays a libm call. This
+pass splits the row loop (fission) around each top-level loop of fewer than `max-trip`
+steps and puts that loop outside a loop over the rows, whose accesses then vectorise and
+whose `exp` `tess-expand-math` expands. Legal when the rows are independent (checked:
+every written memref is accessed at the row index only) and only pure values cross the
+split (recomputed). Each row's ops keep their order: results are bitwise the same. Runs
+before `tess-register-accumulate` and `tess-expand-math`; the example and the match are in
+lowering/loops/README.md.
 """
 
 from __future__ import annotations

@@ -1,89 +1,16 @@
 """
 `tess-linalg-to-loops`: linalg ops on memrefs become `scf` loop nests (level 5, loops).
 
-xDSL's `convert-linalg-to-loops` emits one `scf.for` per iterator, in iterator order, and
-index computations as `affine.apply`. Kernels want more: parallel loops the code generator
-can turn into `prange`, a loop order that keeps the innermost loop unit-stride, and no
-`affine` left over. This pass does that for every `linalg` structured op (`linalg.generic`
-and named ops alike, through their indexing maps and body) on memrefs:
-
-1. Loop order. The innermost loop is the one that makes the accesses cheapest: each
-   memref access costs 0 if the loop does not move it (a reduction's output, a
-   broadcast input), 1 if it walks the operand's last dim of size > 1 (unit stride), and
-   8 otherwise; ties go to the loop indexing the first output's last dim, then to the
-   later loop. The other loops keep iterator order, parallel ones first: `P - inner`,
-   then the reductions `R`, then `inner`. So a matmul `(i, j, k)` becomes `i-k-j` (j
-   walks B and C with unit stride, A not at all), a row sum `(i, k) -> (i)` stays `i-k`
-   (a register accumulation), a transposed copy writes its output with unit stride, and
-   a column sum `(i, j) -> (j)` becomes `i-j`, unit stride but sequential (the price of
-   vectorising it; `tess-parallel-columns` splits the columns into parallel blocks).
-   This is legal: a parallel loop only sinks below the reductions if its iterations write
-   disjoint output elements, and a reduction loop is only innermost if it is the last
-   one, so every output element sees its reduction iterations in the same order and
-   results are bit-identical to iterator order. Loops of extent 1 are never chosen
-   innermost when another loop is larger.
-2. The leading loops of that order that are parallel and index every output (so distinct
-   iterations write distinct elements) become ONE `scf.parallel`, outermost; the rest are
-   nested `scf.for`, 0 to the static loop range, step 1.
-3. The body: a `memref.load` per input (and per output whose value the body reads, which is
-   how reductions accumulate: load, combine, store into the output buffer), the op's body
-   inlined, and a `memref.store` per yielded value. A non-memref operand (a scalar, as in
-   `linalg.fill`) is used directly. `linalg.index` becomes the loop's induction variable.
-   Indices come from the indexing maps: a dim result is the induction variable, a constant
-   result (`(d0, d1, d2) -> (d0, 0, d2)` for broadcasts and `keepdim` reductions) an
-   `arith.constant` index, anything else `arith` ops via xDSL's `lower_affine`
-   expression helper: no `affine` op is emitted.
-
-4. Nest fusion (`fuse-nests`, on by default). A kernel outlined from a `kernel.group`
-   holds several linalg ops in a row. Consecutive ones share their outer parallel loops
-   when that is legal: each nest offers its *outer loops*, the parallel prefix of its own
-   order (step 2) without loops of extent 1, and a chain of nests shares the first `k` of
-   them when their extents agree and every element one nest writes and another touches is
-   indexed by the same outer loops at the same memref positions (the later nest reads row
-   `i` of the earlier one's output only at outer index `i`). Then distinct outer
-   iterations touch disjoint elements, so running all nests for row `i` before any for
-   row `i + 1` computes what running each nest to completion does. The chain becomes ONE
-   `scf.parallel` over those `k` loops holding each nest's remaining loops (its own order,
-   as `scf.for`) in program order:
-
-       scf.parallel (i)                       matmul + bias + relu
-         scf.for k { scf.for j { C[i, j] += A[i, k] * B[k, j] } }
-         scf.for j { out[i, j] = max(C[i, j] + b[j], 0) }
-
-   A chain grows while the shared prefix stays at least one loop (it may shrink); a nest
-   that shares none starts a new chain. Only `tess.kernel` functions are fused, and their
-   distinct memref arguments are assumed not to overlap where one is written: true for
-   kernels from `tess-outline-kernels` (a group's members write fresh buffers or
-   out-params; `tess-memory-plan` never overlaps buffers live in the same call). A single
-   op, or a chain of one, is lowered as in steps 1-3.
-
-The analysis of steps 1, 2 and 4 (which order, which loops a chain shares) lives in
-`tessc.lowering.loop_analysis`, shared with `tess-fuse-epilogue`, which groups ops on
-tensors exactly when this pass will give them shared loops.
-
-5. Scatters. `tess.scatter_add` reaches this level as a dense reduction (`tess-to-linalg`:
-   `out[r, j] += idx[p] == r ? g[p, j] : 0` over `(r, j, p)`, rows x indices work, which
-   is what linalg can express and the GPU passes parallelise over rows). On the CPU it
-   becomes ONE pass over the indices: the loop over the scattered dim `r` goes, and each
-   iteration adds `g[p, j]` into `out[idx[p], j]`, the row the index names:
-
-       scf.parallel (dims before r) { scf.for p { scf.for j (dims after r) {
-         out[.., idx[p], j] += g[.., p, j] } } }
-
-   Serial over the indices (they may repeat), parallel over the dims before the scattered
-   one (they write disjoint elements). Any generic of that shape is lowered so (see
-   `loop_analysis.match_scatter`): its only `linalg.index` is of a parallel dim no input
-   reads, compared for equality with a value computed from the inputs, and the body adds
-   the selected value to the accumulator, or 0. Where the comparison is false the element
-   is unchanged, so visiting only the row it holds for computes the same sums in the same
-   order; a position outside the dim (a one-hot label out of range, in a one-hot fused
-   into a sum: a histogram) adds nothing, behind an `scf.if`. Its zero fill stays a nest
-   of its own in the kernel (nest fusion leaves the scatter out).
-
-A generic's `tess.chunk_size` (from `tess-fuse-horizontal`) moves to its `scf.parallel`: a
-scheduling hint for the code generator. A rank-0 op (no loops) becomes its body between the
-loads and stores. Afterwards no linalg op is left; an op still on tensors fails the pass
-(run `tess-bufferize` first).
+xDSL's `convert-linalg-to-loops` emits one `scf.for` per iterator in iterator order, with
+`affine.apply` indices. Kernels want more, and this pass gives it for every linalg
+structured op: 1. a loop order that makes the innermost loop unit-stride (a stride cost
+model; results stay bit-identical), 2. the parallel prefix as ONE outermost `scf.parallel`,
+3. loads, the inlined body and stores, with `arith` index arithmetic (no `affine`), 4. nest
+fusion: consecutive nests of a kernel share their outer parallel loops (a `kernel.group`'s
+rows), 5. a scatter (take's adjoint) as one pass over its indices. `tess.row_ranges`
+generics become a loop over rows with an inner loop over each row's range. The steps are
+in lowering/loops/README.md; the analysis of 1, 2 and 4 is `linalg/loop_nests.py`, shared
+with `tess-fuse-epilogue`.
 """
 
 from __future__ import annotations

@@ -2,82 +2,16 @@
 `tess-pack-matmul`: large contractions as packed panels and a register-tile micro-kernel,
 GotoBLAS/BLIS style (level 5, loops).
 
-`tess-tile`'s i-k-j kernel loads and stores its output rows every few k steps and streams
-the right-hand side through L2 with a stride of a row: about 0.5-0.7x of BLAS. For a row
-kernel (`tess-tile`'s docstring) holding one contraction whose body is `out[.., i, j] =
-out[.., i, j] + x * y` (`x` computed from `i` and `k`, `y` from `k` and `j`, both through
-loads and pure ops), with N x K x M above `min-work` and N at least `min-rows`, this pass
-builds (the match, the register tile and the blocks are in `pack_matmul_plan.py`, the
-nest in `pack_matmul_build.py`):
-
-    ap = alloc[T * MC * KC], bp = alloc[T * KC * NC], ct = alloc[T * MR, NR]   (once)
-    groups = min(micro.num_threads, T)
-    parallel g < groups:                         one iteration per thread, nothing shared
-     its share of the nB * nIB row blocks (every batch's, in order):
-       [nB * nIB * g / groups, nB * nIB * (g + 1) / groups)
-     for each batch b the share touches:         with its part of b's row blocks
-      for jc < ceil(M / NC): j0 = jc * NC, nc = min(NC, M - j0)
-       for pc < ceil(K / KC): k0 = pc * KC, kc = min(KC, K - k0)
-        for kk < kc: for jr < ceil(nc / NR):     pack B, the thread's copy: NR-wide
-          bp[g * KC * NC + (jr * kc + kk) * NR + c] = y(k0 + kk, j0 + jr * NR + c)
-                                                 micro-panels, k-major (j clamped to M - 1)
-        for ib in its row blocks: i0 = ib * MC, mi = min(MC, N - i0)
-         if jc == 0 and pc == 0: the row segments before the contraction (its zero fill)
-         pack A: ap[g * MC * KC + (ir * kc + kk) * MR + r] = x(i0 + ir * MR + r, k0 + kk)
-         for jr: for ir:                          one B micro-panel in L1, A's block in L2
-           micro.mma ap[g * MC * KC + ir * kc * MR], bp[.. + jr * kc * NR], kc, out[.., it, jt]
-           (an edge tile: into the thread's ct rows, then added to the rows and columns
-           that exist)
-         if jc and pc are the last: the row segments after it (bias, activation) on the
-           block's rows, while they are in cache
-
-T is the `threads` option (this machine's CPU count): the row blocks are sized so that T
-threads get equal shares (`pack_matmul_plan.clamp_blocks`), and each thread packs the B
-panels it needs itself. Packing B once and sharing it cost two barriers per k block: on
-this 2-core machine shared with other jobs, a thread descheduled at a barrier stalled the
-other (2048 f32 on two threads: 0.36-0.57x of BLAS against 0.89-0.95x without them,
-same runs). The copy costs each thread one read of B per column block (~3% of a 2048
-product); on one thread nothing changes. It grows with the threads (each packs all of B
-for N / T rows): on many cores, B shared with a barrier per k block, or packed whole once
-before the row blocks, would be the better form.
-
-A dot nest (`tess-tile-dot`'s form: `scf.parallel (b.., i, j)` around a k loop, what `a @
-w.T` becomes once `tess-fuse` fuses the transpose, which it does for contractions this pass
-packs) is packed the same way: its ops before and after the k loop (fill, bias, activation)
-run per element of the block's rows, cloned with the pure prologue ops they read.
-
-`micro.mma` keeps its MR x NR accumulators in vector registers for all kc steps (MR + NR/W
-loads per MR * NR/W FMAs, the output read and written once per kc steps): the code
-generator writes it with explicit vectors of the machine's width W. The tile follows W, read
-from the host CPU when the pass runs (`vector-bits`, 0 = host): 8 x 32 f32 / 8 x 16 f64 on
-AVX-512 (16 zmm accumulators of 32), 6 x 16 / 6 x 8 on AVX2 (12 ymm of 16), 4 x 8 / 4 x 4
-otherwise. Rows of A and columns of B past the matrix are packed from its last row or column
-(clamped), so the micro-kernel always runs a full tile and nothing reads out of bounds. A
-transposed or strided operand costs nothing extra: packing reads through whatever loads
-and ops computed `x` and `y`.
-
-Operands read in place. An operand of at most `in-place-bytes` (64 KiB) that is one load
-of an identity-layout memref, indexed by `i` and `k` (A, any strides) or by `k` and `j`
-(B, with `j` on its unit-stride last dim) is not packed: `micro.mma` reads it where it
-lies through its `strides` (`pack_matmul_plan.in_place_operand`), and nothing is copied
-or allocated for it. Small operands sit in L1/L2 between kernels, so packing bought them
-nothing: the digits MLP step's four products spent ~8 us of ~60 copying (host 63 -> 52
-us). A in place needs N a multiple of MR, B in place M a multiple of NR: a partial tile
-would read past the rows or the row ends. With B in place, a product of fewer than
-`min-rows` rows is packed after all, as one tile as tall as it where its accumulators fit
-the registers (`max_tile_rows`: 14 rows of 2 zmm; the step's `dz.T @ h`, 10 rows: 5 ->
-1.7 us): nothing of B is copied for its few rows.
-
-Legality: `tess-tile`'s (a row kernel's rows touch disjoint elements of what it writes, so
-the row blocks run in parallel and each segment may run over a block of rows at once), plus:
-the segments before the contraction run, for a block of rows, before any of its products;
-those after it, after the last. B is packed by each thread before its row blocks: it does
-not depend on `i`, and memrefs a row kernel writes are indexed by `i`, so no segment
-writes it. Each output element receives its k terms in k order within each KC block
-(fast-math reassociation aside). Smaller contractions are left to `tess-tile`: packing costs a copy
-of both operands and a scratch allocation per call, which small products do not win back.
-The new nest's parallel loop carries `tess.tile_sizes` (MC, KC, NC) and
-`tess.register_tile` (MR, NR), so `tess-tile` leaves it alone.
+For a row kernel (or dot nest) holding one contraction `out += x * y` above `min-work`
+multiply-adds, this pass builds one parallel loop with an iteration per thread
+(`micro.num_threads`), each packing its own A and B panels for its share of the row
+blocks and running `micro.mma` register tiles sized for the vector width; operands of at
+most `in-place-bytes` are read where they lie. The row segments before and after the
+product run on each block's rows while they are in cache. The nest, its legality and the
+measured choices (per-thread B packing, in-place operands) are in
+lowering/loops/README.md; the match, tile and blocks in `pack_matmul_plan.py`, the nest in
+`pack_matmul_build.py`. Its loop carries `tess.tile_sizes` and `tess.register_tile`, so
+`tess-tile` leaves it alone.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 The packed loop nest `tess-pack-matmul` builds for one matched contraction (`Packer`):
 packing of A and B into per-thread panels (or reading them where they lie), the blocks'
 loops, the `micro.mma` calls with their edge tiles, and the row segments before and after
-the product. The algorithm, its legality and the choices behind it are in the pass's
-docstring (`pack_matmul.py`); what is matched and the tile and blocks in
+the product. The algorithm, its legality and the choices behind it are in
+lowering/loops/README.md (`tess-pack-matmul`); what is matched and the tile and blocks in
 `pack_matmul_plan.py`.
 """
 

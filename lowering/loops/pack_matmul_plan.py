@@ -1,18 +1,12 @@
 """
 What `tess-pack-matmul` packs, and with which blocks: the match of a large contraction's
-loop nest (a row kernel or a dot nest), the register tile for the vector width, and the
-cache blocks for the shape and the threads. The packed loop nest itself is built in
-`pack_matmul.py` (the pass), whose docstring gives the algorithm.
-
-Matched: a row kernel (`tess-tile`'s form) holding one contraction whose body is `out[..,
-i, j] = out[.., i, j] + x * y` (`x` computed from `i` and `k`, `y` from `k` and `j`, both
-through loads and pure ops), or a dot nest (`tess-tile-dot`'s form, k innermost: what `a @
-w.T` becomes), with the work before and after it (fills, bias, activation). A zero fill of
-the output is dropped: the first k block stores instead of adding.
-
-Blocks: MR x NR follows the vector width W read from the host CPU (or `NUMBA_CPU_FEATURES`)
-when the pass runs; MC, KC, NC come from the pass options clamped to the shape, MC then
-shrunk until the row blocks split evenly over the threads.
+loop nest (a row kernel `out[.., i, j] += x * y`, or a dot nest, with the work before and
+after it), the register tile for the vector width, and the cache blocks for the shape and
+the threads. A zero fill of the output is dropped: the first k block stores instead of
+adding. MR x NR follows the vector width read from the host CPU (or
+`NUMBA_CPU_FEATURES`); MC, KC, NC come from the pass options clamped to the shape, MC then
+shrunk until the row blocks split evenly over the threads. The nest itself is built in
+`pack_matmul_build.py`; the algorithm is in lowering/loops/README.md.
 """
 
 from __future__ import annotations

@@ -2,40 +2,13 @@
 `tess-parallel-columns`: a reduction over leading dims runs parallel over blocks of its
 output columns (level 5, loops).
 
-`tess-linalg-to-loops` orders a column sum `(i, j) -> (j)` as `i-j`: the inner loop walks
-rows with unit stride and vectorises, but the outer loop is a reduction, so no loop of the
-nest is parallel and the kernel runs in one thread (`x.sum(dim=0)` of a (4096, 512) f32
-array: 8 MiB read by one core). Interchanging to `j-i` would make `j` parallel but read
-`x` with a stride of a whole row. This pass strip-mines the column loop instead and makes
-its blocks the parallel loop, outermost:
-
-    scf.for i < R {                        scf.parallel jb < ceil(N / B) {
-      scf.for j < N {                ->      j0 = jb * B, nb = min(B, N - j0)
-        out[j] += x[i, j] } }                scf.for i < R {
-                                               scf.for jj < nb { j = j0 + jj
-                                                 out[j] += x[i, j] } } }
-
-Each block owns B output columns; its inner loop still reads B consecutive floats of a
-row (unit stride, vectorised) and its accumulators stay in L1 across rows. `nb` is the
-constant B when B divides N.
-
-Matched: a top-level `scf.for` nest of a `tess.kernel` function, `R` loops (one or more:
-`x.sum(dim=(0, 1))` of a 3-D array has two) each holding only the next loop, then the
-column loop `j` (0 to a static N, step 1): the outermost loop that passes the test below
-and is wide enough (loops above it, even column loops too narrow to split, run in order
-inside each block); no loop carries values. Legality: for every
-memref the column loop's body stores to, every access to it (load or store, in the body)
-has `j` itself at one common index position, so distinct columns touch distinct elements
-and blocks are independent; the body has no other side effects (no calls). Each element
-still sees its reduction iterations in order: results are bit-identical.
-
-The block size is the `block` option (64: four cache lines of f32, a multiple of every
-vector width), halved down to 16 until there are at least `min-blocks` blocks; a nest
-with fewer blocks than that stays as it is (it is too narrow to split). Whether the
-blocks run as threads is codegen's call (`parallel_threshold` on the static work).
-
-xDSL has no loop interchange or strip-mining for `scf.for` nests (its
-`scf-parallel-loop-tiling` tiles loops that are already parallel): hence this pass.
+`tess-linalg-to-loops` orders a column sum `(i, j) -> (j)` as i-j: unit stride and
+vectorised, but the outer loop is a reduction, so one thread runs it. Interchanging would
+read with a stride of a row; this pass strip-mines the column loop instead and makes its
+blocks (`block` columns, at least `min-blocks` of them) the outermost parallel loop, each
+block reading consecutive floats of every row. Legal when every access to a written memref
+has the column index at one position; results are bit-identical. Match and legality in
+lowering/loops/README.md. xDSL has no interchange or strip-mining of `scf.for` nests.
 """
 
 from __future__ import annotations

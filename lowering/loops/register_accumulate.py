@@ -2,34 +2,14 @@
 `tess-register-accumulate`: an innermost loop that accumulates into one memory element
 keeps the running value in a register instead (scalar replacement; level 5, loops).
 
-`tess-linalg-to-loops` lowers a reduction the way linalg states it: every iteration loads
-the output element, combines, and stores it back. Where the reduction loop is innermost
-(a row sum or row max, softmax's statistics, a dot product of a narrow matmul) that is
-
-    scf.for k { acc = out[i, j]; out[i, j] = acc + a[i, k] * b[j, k] }
-
-and Numba cannot keep `out[i, j]` in a register: it does not know that `out` is not `a`
-or `b`, so the loop carries a store-to-load dependence through memory and does not
-vectorise (a dot product of 128: 6 us vectorised, ~25 us like this). This pass makes the
-element a loop-carried value:
-
-    init = out[i, j]
-    r = scf.for k iter_args(acc = init) { scf.yield acc + a[i, k] * b[j, k] }
-    out[i, j] = r
-
-which the code generator emits as a Python local, and LLVM vectorises as a reduction.
-
-Matched: an `scf.for` without iter_args and with a static trip count of at least 1,
-whose body holds no op with regions and only pure ops, `memref.load` and `memref.store`;
-exactly one store goes to memref `m`, at indices defined outside the loop (or constants),
-and every load of `m` reads those same indices. (Other memrefs are other buffers: a
-kernel's distinct
-memref arguments do not overlap where one is written — `tess-outline-kernels` and
-`tess-memory-plan` guarantee it, and `tess-linalg-to-loops` nest fusion relies on it too.)
-Loops `tess-tile-dot` will tile are left to it: this pass runs after it. The loads of `m`
-become the running value, the store sets it; the order of operations is unchanged, so
-results are bit-identical up to the code generator's fast-math reassociation (which
-vectorising a reduction needs anyway).
+A reduction lowered as linalg states it loads, combines and stores its output element
+every iteration, and Numba, unable to prove the arrays do not alias, cannot keep it in a
+register: the loop does not vectorise. This pass makes the element a loop-carried value
+(`iter_args`: a Python local, which LLVM vectorises as a reduction). It matches an
+`scf.for` of static trip count with one store to a memref at loop-invariant indices, every
+load of that memref at the same indices, and only pure ops besides; a kernel's distinct
+memrefs do not overlap where one is written. Runs after `tess-tile-dot`. The order of
+operations is unchanged. The match in full is in lowering/loops/README.md.
 """
 
 from __future__ import annotations

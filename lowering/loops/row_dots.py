@@ -2,86 +2,14 @@
 `tess-row-dots`: the dot products of a packed kernel's row loop as register-tile
 micro-kernels over its rows (level 5, loops).
 
-`tess-pack-matmul` runs the row segments after a product on each row of a block while the
-rows are in cache. When one of them is itself a narrow product (the digits MLP step's
-`logits = relu(x @ w1 + b1) @ w2`, 10 columns: `tess-pack-narrow` turned it into dot
-products), the row loop holds, per row, one dot product per output column:
-
-    scf.for ii < n { i = i0 + ii                         (the row loop, in the packed nest)
-      before: h[i, :] = relu(..), c[i, :] = 0            (any row segments)
-      scf.for j < M { scf.for k < K {                    (the dot nest)
-        c[.., i, j] = c[.., i, j] + a[.., i, k] * b(k, j) } }
-      after: softmax of c[i, :] ..                       (any row segments) }
-
-Each dot vectorises along k and ends in a horizontal reduction: 10 x 128 of them per
-block took 7.4 us of the ~60 us step. This pass runs them as `micro.mma` tiles over R
-rows of the loop instead, R x W accumulators (W the M columns rounded up to vectors) fed
-by broadcast elements of `a` read where they lie (its rows a stride apart) and vector
-loads of `b` packed once per call, row-major (the tile's k steps read W columns a row of
-M apart; the last one's W - M past the end are zeros):
-
-    bq = alloc[K * M + P * W - M]; dt = alloc[T * R, P * W]   (before the packed nest)
-    for j < M: for k < K: bq[k * M + j] = b(k, j)        (k inner where b is w.T)
-    bq[K * M + c] = 0 for c < P * W - M
-    ... in the packed nest, thread g:
-    for rt < n / R { t0 = rt * R                         (tess.register_tile = [R, W])
-      for r < R: before, at row ii = t0 + r
-      for jp < P: micro.mma a[row t0], bq[jp * W], K, dt[g * R, jp * W]
-      for r < R: ii = t0 + r                             (dt's R x M results added to c,
-        for j < M: c[.., i, j] += dt[g * R + r, j]        then the segments after)
-        after, at row ii }
-    for ii from n / R * R to n: the original body        (the rows left over)
-
-Legality, checked in the IR:
-- the rows are independent: the row loop touches memory only through loads and stores,
-  and every access to a memref it writes has the row value `i` at one common index
-  position, `i` being the loop's variable plus values defined outside the loop (so one
-  row per iteration, consecutive iterations consecutive rows). Iterations then touch
-  disjoint elements of everything written, so each row's ops may run in any interleaving
-  with other rows' that keeps their order within the row: strip-mining the loop by R and
-  splitting its body into three phases is one (`tess-tile`'s argument for its segments).
-- the dot nest is two loops `0 to M`, `0 to K` (either order), its body exactly loads of
-  `a`, `b` and `c`, `c + a * b` (either operand order) and the store to `c` at the loaded
-  indices, `j` the last of them and `k` in none. `a` is read at (.., i, .., k) of an
-  identity-layout, static memref (`pack_matmul_plan.in_place_operand`), its other indices
-  defined outside the row loop: the tile reads exactly the elements the R rows' dots
-  read. `c` is neither `a` nor `b`, its other indices defined outside the row loop.
-- `b` is read at `j`, `k` and indices defined outside the kernel's top-level op that holds
-  the nest, from a memref defined outside it and written nowhere inside it (no store, no
-  `micro.mma` into it): packing it before that op reads what every dot read.
-- values the segments before the nest compute and later ops use are recomputable (pure
-  ops, no regions, on the loop variable, values from outside the loop or other such
-  values: cloned into each phase; a loaded value crossing stops the rewrite); the nest
-  uses `i` and values defined outside the loop.
-Memrefs of a kernel do not alias (`tess-tile`'s argument: each result has its own
-buffer). Each output gets its k terms as one sum added to `c` (the fast-math reassociation
-the code generator allows anyway).
-
-Matched: row loops in an `scf.parallel` that carries `tess.register_tile` (a packed
-nest: one iteration per thread, `g`, at most T of them by its bound, each with its own
-rows of `dt`); the loops this pass builds carry `tess.register_tile` and are not matched
-again (the rows left over keep their dots). A later dot nest of the same row loop is
-matched in the phase after the first.
-
-The tile: W = the columns rounded up to whole vectors, at most `MAX_VECTORS` per panel;
-R = up to `MAX_ROWS` rows whose accumulators, the panel's vectors and a broadcast fit in
-the target's vector registers (`vector-bits`, 0 = the host's), and, down to half that,
-dividing the row loop's rows (no rows left over): 16 x 16 for 10 columns of f32 on
-AVX-512 in 32-row blocks, 8 x 16 for f64, 4 x 16 for f32 on AVX2.
-
-Where it pays: a tile spends W lanes a row on M columns, where the dots' cost grows with
-M. Measured (`relu(x @ w1 + b1) @ w2`, x 128 x 64, 128 hidden, M columns; the function
-serial, process CPU time a call, lower quartile of 15 alternating rounds, loaded 2-core
-AVX-512 machine), dots -> tiles, us: f32 M = 2: 15.4 -> 18.5, 4: 17.1 -> 18.7, 6: 18.0 ->
-18.7, 8: 19.3 -> 19.0, 10: 20.6 -> 18.4, 12: 21.1 -> 17.9, 15: 23.7 -> 18.7; M = 10 with
-32, 64, 256 hidden: 21.5 -> 7.8, 11.2 -> 11.0, 44.9 -> 36.3; f64 M = 3: 33.4 -> 32.7, 4:
-34.6 -> 32.9, 6: 34.9 -> 29.3, 10: 44.9 -> 35.8, 15: 52.8 -> 36.3. So nests of fewer
-columns than half a vector (8 f32, 4 f64 on AVX-512) stay (`min-cols`, 0: that). The
-digits MLP step's forward kernel: 19.2 -> 16.9 us, the step 41.1 -> 38.6 us (fastest of
-15 interleaved rounds in one process, after `tess-interchange-rows`; load average ~4 on
-the 2 cores).
-In a parallel packed kernel (a Numba parfor, where the dots' reductions stay scalar:
-`relu(x @ w1 + b1) @ w2` with 1024 rows) the kernel took 560 -> 137 us of CPU a call.
+When a row segment after a packed product is itself a narrow product (an MLP's 10-class
+logits, dot products after `tess-pack-narrow`), each row runs one dot per output column,
+each ending in a horizontal reduction. This pass strip-mines the row loop by R and runs
+the dots as `micro.mma` tiles over R rows (`a` read in place, `b` packed once per call
+before the nest, a tile slot per thread), splitting the row loop around them; the rows
+left over keep their dots. Legality (independent rows, the dot nest's exact form, `b`
+unwritten, recomputable values) is checked in the IR. Nests of fewer than `min-cols`
+columns stay (measured). The algorithm and figures are in lowering/loops/README.md.
 """
 
 from __future__ import annotations

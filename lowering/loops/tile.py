@@ -1,90 +1,16 @@
 """
 `tess-tile`: cache-block and register-tile contraction loop nests (level 5, loops).
 
-`tess-linalg-to-loops` leaves a contraction (a matmul, a batched matmul, the seed's fused
-`(N,K,1) * (1,K,M)` summed over K) as a row kernel: an `scf.parallel` over rows whose body
-holds, per row `i`, an i-k-j nest, alone or (after `tess-fuse-epilogue`) between other
-row-wise nests such as its zero fill and its bias + relu epilogue:
-
-    scf.parallel (b..., i)              the last parallel dim `i` is the row
-      fill: scf.for j { out[.., i, j] = 0 }             (a "row segment")
-      scf.for r... { scf.for k { scf.for j {            (a contraction: `k` a reduction,
-        out[.., i, .., j] = out[.., i, .., j] + f(a[..], b[..]) } } }    `j` unit stride)
-      epilogue: scf.for j { y[.., i, j] = g(out[.., i, j]) }            (a row segment)
-
-Run as it is, each step of `j` loads and stores `out` once per multiply-add, and for large
-shapes every row streams all of the right-hand side from memory. The pass rewrites it:
-
-    scf.parallel (blk)                     ONE dim: (b..., i-block) flattened
-      i0 = ib * TI, ni = min(TI, N - i0)    (a constant when TI divides N)
-      each row segment: scf.for ii < ni { the segment at row i0 + ii }
-      each contraction: scf.for r... {
-        scf.for kb { k0 = kb * TK, nk = min(TK, K - k0)
-          scf.for jb { j0 = jb * TJ, nj = min(TJ, M - j0)
-            scf.for ir < ni / R {            R rows at a time (register tile)
-              scf.for ku < nk / U {          U steps of k at a time
-                a[i + r, k + u] loads        hoisted: they do not depend on j
-                scf.for jj < nj { j = j0 + jj
-                  acc_r = out[i + r, j]; acc_r += a_ru * b[k + u, j] for u < U
-                  out[i + r, j] = acc_r }}   (one load and store per U multiply-adds)
-              k steps left over (nk mod U), R rows at a time }
-            rows left over (ni mod R), one at a time, the same k steps }}}
-
-1. Cache blocking. The TK x TJ block of the right-hand side is reused by the TI rows of a
-   block while it sits in L2; an R x TJ strip of the output stays in L1 across k. Block
-   loops count blocks (`kb`, step 1) and point loops count from 0 with `start + offset`
-   indices, so Numba proves indices non-negative and drops its wraparound checks (with
-   `range(k0, k1)` it cannot, and the inner loop does not vectorise). Partial blocks take
-   `arith.minsi` (Python's `min`). Every extent is static, so the pass knows which sizes a
-   block can have: it leaves out remainder loops that never run and the `min` of dims the
-   tile divides, and emits no loop for a trip count of 1.
-2. Register tiling (unroll-and-jam). The body is cloned for R rows (`i + r`) and U steps of
-   k (`k + u`) in one `jj` loop. A clone's load of the output reads what the clone before
-   it (same row, previous k step) stored: that value is forwarded (scalar replacement) and
-   only the last store kept, so the output is loaded and stored once per U multiply-adds
-   (i-k-j is bound by that store) and each right-hand-side vector feeds R rows. Loads not
-   depending on `jj` are hoisted above it; equal loads of read-only memrefs are made once.
-3. Parallelism. The batch dims and the row blocks become one parallel dim (decomposed with
-   `divui`/`remui`), so the code generator's `prange` sees every block; TI shrinks (to a
-   multiple of R) until there are `min_parallel_blocks` blocks, so small matrices still
-   use every thread.
-
-Legality. Each output element gets its k terms in the original order (outer loops and k
-blocks keep their order, the jammed body chains its U steps in order): results are
-bit-identical to the untiled kernel, up to the code generator's fast-math reassociation.
-Within a contraction, `i` and `j` index every store (`j` last), `k` none, and loads of a
-stored memref read the stored element. Across members, running each member over the whole
-block instead of row by row needs rows to touch disjoint elements of every written memref:
-each access to one has `i` itself at one common index position. The body touches memory
-through `memref.load`/`memref.store` only, and memrefs a contraction reads are not ones it
-writes: `tess-bufferize` gives each result its own buffer and `tess-memory-plan` only lets
-buffers share bytes across kernel calls or in parallel-only elementwise kernels.
-
-Kernels with no contraction (softmax rows, elementwise) are left as they are. The tiled
-loop carries `tess.tile_sizes` (TI, then TK, TJ per contraction) and `tess.register_tile`.
-
-Where it pays (a static cost model per row kernel; tiled when one of its contractions
-pays): each tiled kernel costs ~0.2-0.3 s more Numba compile than the plain one. Below
-`min-macs` (2^12) multiply-adds it gains under 0.4 us; and with fewer than `short-depth`
-(20) steps of k and at least `wide-cols` (48) columns it loses: the plain i-k-j loop over
-j vectorises there, and the few jammed k steps do not pay for the tile's interleaved
-output rows (LLVM's code for them is slower). Measured (bench/bench_loop_gates.py: one
-thread, process CPU time a call, one run, loaded 2-core AVX-512; N x K x M f32), plain ->
-tiled, us:
-8^3 1.97 -> 1.93, 16^3 2.89 -> 2.50, 32^3 12.8 -> 3.0, 48^3 10.6 -> 4.6, 128 x 10 x 32
-15.7 -> 9.1, 128 x 20 x 48 12.0 -> 8.0, 64 x 20 x 64 8.0 -> 5.6; short and wide (left
-plain): 128 x 10 x 64 6.0 -> 16.3, 64 x 16 x 64 6.9 -> 12.2, 100 x 17 x 64 7.8 -> 26.2,
-128 x 16 x 48 9.6 -> 17.5, 64 x 8 x 128 4.8 -> 12.4, 32 x 4 x 256 3.6 -> 10.8, f64
-128 x 10 x 64 8.5 -> 16.9. (One exception in that corner: 32 x 10 x 64, 3.4 -> 2.9.) Larger
-products are `tess-pack-matmul`'s. `min-macs=0 short-depth=0` tiles every contraction, as before.
-
-xDSL's `scf-parallel-loop-tiling` splits an `scf.parallel` into two with `affine.min`
-bounds; it neither blocks `scf.for` loops, nor sinks point loops below block loops, nor
-unrolls and jams (and a nested `scf.parallel` is a nested `prange`): hence our own pass.
-
-The pass is split: matching a row kernel is in `tile_match.py`; the folding index
-arithmetic and loop builders it shares with other loop passes in `index_emitter.py`; here
-the tiled kernel's construction, the pattern and the pass.
+`tess-linalg-to-loops` leaves a contraction as a row kernel: an `scf.parallel` over rows
+holding, per row, an i-k-j nest between other row-wise nests (its fill, its epilogue).
+This pass blocks it for the caches (TK x TJ blocks of the right-hand side reused by TI
+rows), unrolls and jams R rows and U steps of k so the output is loaded and stored once per
+U multiply-adds, and flattens batch and row blocks into one parallel dim. Each output gets
+its k terms in order, so results are bit-identical. A static cost model gates it
+(`min-macs`, `short-depth`, `wide-cols`, measured by `bench/bench_loop_gates.py`). The
+algorithm, its legality and the figures are in lowering/loops/README.md. Matching is in
+`tile_match.py`, the loop builders in `index_emitter.py`. xDSL's
+`scf-parallel-loop-tiling` neither blocks `scf.for` loops nor unrolls and jams.
 """
 
 from __future__ import annotations

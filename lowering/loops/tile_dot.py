@@ -2,75 +2,14 @@
 `tess-tile-dot`: register-tile dot-product nests, where the reduction is the unit-stride
 dim of both operands (level 5, loops).
 
-A zip+reduce over the last dim, `(a[:, None, :] * w[None]).sum(-1)` (`a @ w.T` written
-out; attention scores; a fused transpose into a contraction, which `tess-fuse` now only
-allows where it keeps the reduction off the unit-stride dim) leaves
-`tess-linalg-to-loops` with one loop per output element:
-
-    scf.parallel (b..., i, j) {                  out[.., i, j] = 0
-      scf.for k { out[.., i, j] = out[.., i, j] + a[.., i, k] * w[.., j, k] } }
-
-`tess-tile` does not take it (its inner loop over `j` would read `w` with a stride of a
-row). Run as it is, every step of `k` loads and stores `out` (Numba cannot keep it in a
-register: the arrays may alias), so the loop does not vectorise and runs at about a tenth
-of BLAS (17.7 GFLOP/s against NumPy's 224 at 512 f32, one thread, AVX-512). This pass
-jams R x C output elements into one `k` loop whose accumulators are loop-carried values
-(`iter_args`: Python locals, so LLVM's vectoriser turns each into a vector reduction over
-`k`):
-
-    scf.parallel (b..., jo, ib) {                TJ / C column tiles per block `jo`
-     scf.for ji { jb = jo * TJ / C + ji          i_r = ib * R + r, j_c = jb * C + c
-      the ops before the k loop, per (r, c)      (the zero fill)
-      acc_rc = out[.., i_r, j_c]
-      acc.. = scf.for k iter_args(acc..) {
-        a[.., i_r, k] for r < R, w[.., j_c, k] for c < C     (each loaded once)
-        the body per (r, c), its load of out replaced by acc_rc
-        scf.yield (what the body stored) }
-      out[.., i_r, j_c] = acc_rc
-      the ops after the k loop, per (r, c) }}    (a bias, an activation)
-    the original nest on the rows left over (N mod R), then on the columns (M mod C)
-
-R + C vector loads feed R x C multiply-adds; nothing is stored inside the loop (103
-GFLOP/s at 512 f32, one thread). A thread sweeps all its row tiles over one block of TJ
-(`column-block`, 64) columns, whose rows of `w` stay in L2 (1024: 15 -> 35 GFLOP/s). Each
-element still gets its k terms in the original order (up to the code generator's
-fast-math reassociation, which vectorising a reduction needs anyway).
-
-Matched: an outermost `scf.parallel` of a function, without init values, over at least
-two static dims from 0 (the last two are `i` and `j`), whose body holds exactly one
-`scf.for` (the `k` loop, no iter_args, no nested regions). Inside the `k` loop: loads,
-pure ops and exactly one store, to a memref `out` at indices not depending on `k`; the
-only access to `out` there is one load at the same indices. Every other load reads its
-memref with `k` itself as the last index (unit stride), and one of them depends on `i` but
-not `j`, another on `j` but not `i` (each is reused across the tile). Legality needs no
-more: iterations of an `scf.parallel` are independent, so its body may run for R x C
-iterations phase by phase, and the scalar replacement of `out` is exact because nothing
-else in the loop touches it. Nests with fewer than R rows or C columns stay as they are.
-
-Where it pays (a static cost model per nest, multiply-adds N x M x K with the batch):
-each tiled nest costs ~0.2-0.4 s of Numba compile (R x C copies of the body), and the
-plain nest is not slow everywhere: `tess-register-accumulate` keeps its accumulator in a
-register, and from a dot length K of 64 (`long-depth`) LLVM vectorises its k loop, so
-tiling gains 1.0-1.3x there below 2^18 multiply-adds; below 64 the plain k loop runs in
-the vectoriser's scalar epilogue and tiling gains 2-4x. A nest is tiled when it has at
-least `min-macs` (2^12) multiply-adds, and, when K >= `long-depth`, at least
-`min-macs-long` (2^18). A k loop of no static length counts as long and large. Measured
-(bench/bench_loop_gates.py; one thread, process CPU time a call, one run on a loaded
-2-core AVX-512 machine; N x K x M, f32), plain -> tiled, us:
-    8 x 8 x 8              2.0 -> 2.0        16 x 16 x 16          2.9 -> 2.2
-    32 x 32 x 32          12.5 -> 3.2        128 x 48 x 10        25.5 -> 8.7
-    128 x 64 x 10          4.5 -> 4.3        128 x 96 x 10         6.5 -> 5.4
-    128 x 128 x 10         8.0 -> 6.2        (the digits MLP step's h.T @ dz was this)
-    128 x 256 x 10        16.5 -> 9.8        512 x 128 x 10       29.1 -> 19.9
-(Larger products are `tess-pack-matmul`'s.) When the MLP step still ran its h.T @ dz as
-this nest, leaving it plain cost ~1.5 us a step (87 -> 88.6 us) and saved ~0.4 s of its
-cold compile (one Numba function then). `min-macs=0 min-macs-long=0` tiles every nest, as
-the pass did before the gate.
-
-The tile is the `register-tile` option (R rows, C columns; 4 x 4 was the fastest of 2x4,
-3x4, 4x2, 4x4 on AVX-512, one thread (bench/bench_matmul.py --transposed): 16 vector
-accumulators, within the 16 registers of AVX2 too). The new `scf.parallel` carries
-`tess.register_tile`.
+A zip+reduce over the last dim (`a @ w.T` written out, attention scores) leaves one `k`
+loop per output element, which loads and stores its output every step and does not
+vectorise. This pass jams R x C outputs into one `k` loop with loop-carried accumulators
+(`iter_args`), so R + C vector loads feed R x C multiply-adds and nothing is stored in the
+loop; a thread sweeps its row tiles over a block of `column-block` columns. Each output
+keeps its k order. Gated by a static cost model (`min-macs`, `min-macs-long` from
+`long-depth`); the match, the legality and the measured figures are in
+lowering/loops/README.md. The new loop carries `tess.register_tile`.
 """
 
 from __future__ import annotations

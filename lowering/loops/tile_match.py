@@ -4,8 +4,8 @@
 `match_row_kernel` takes a row kernel apart into its members, in order: the i-k-j
 contraction nests (`Contraction`: the reduction loop `k`, the unit-stride `j`) and the
 row-wise nests between them (`RowSegment`), and checks the legality conditions of
-`tile.py`'s docstring (rows touch disjoint elements of every written memref). It reads the
-IR only. `tess-pack-matmul` matches its products with it too.
+`tess-tile` (lowering/loops/README.md: rows touch disjoint elements of every written
+memref). It reads the IR only. `tess-pack-matmul` matches its products with it too.
 """
 
 from __future__ import annotations
