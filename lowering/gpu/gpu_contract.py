@@ -1,37 +1,15 @@
 """
-`tess-gpu-contract`: contractions become shared-memory tiled GPU kernels.
+`tess-gpu-contract`: contractions become shared-memory tiled GPU kernels (level 5 -> 5g).
 
-Level 5 (a `reduce` kernel of `tess-gpu-partition`) -> level 5g. A contraction is a
-reduction (see `tess-gpu-reduce`: `yield combine(acc, f(a, b))`) with two memref inputs
-`A`, `B` and one reduction dim `k` that both index, where one parallel dim `i` indexes `A`
-and the output but not `B`, one `j` indexes `B` and the output but not `A`, and the other
-parallel dims (batch) index the output: `tess.matmul`, batched matmuls, their transposed
-forms from autodiff, and the seed's `(N,K,1) * (1,K,M)` summed over `K` (`f = mulf`,
-broadcast maps). Of `i` and `j`, the one the output's innermost dim walks is the tile's
-column (`c`), the other its row (`r`): stores are coalesced either way.
-
-A block of 16 x 16 threads computes a 32 x 32 output tile, 2 x 2 outputs per thread at
-rows `r0 + ty + 16u` and columns `c0 + tx + 16v` (grid: column tiles, row tiles, batch;
-grid z is at most 65535, and blocks stride over larger batches). For each k tile of 32:
-
-1. the block copies the 32 x 32 tiles of both operands into workgroup memory, four
-   elements per thread, each element of `A` and `B` read from global memory once per
-   tile; the thread index runs along each operand's innermost memref dim (coalesced), and
-   elements outside the operands are zeros (never garbage in an unused accumulator);
-2. `gpu.barrier`; each thread runs the tile's `min(32, K - k0)` steps of `k` on its four
-   accumulators (`scf.for` `iter_args`, starting at `combine`'s identity), reading rows of
-   one tile and columns of the other from workgroup memory; `gpu.barrier` before the next
-   tile overwrites them.
-
-Then each thread combines its in-range outputs with their initial value (the fill's
-constant, or the output as loaded), stores them, and runs the fused epilogue (bias,
-activation: `tess-fuse-epilogue` puts it in the kernel) on each. The zeros past `M` or
-`N` only reach accumulators of outputs that are not stored, and no padding enters a sum
-(the k loop stops at `K`): the reference's order of k terms per output is kept.
-
-A kernel that matches no contraction is left to `tess-gpu-reduce`. xDSL's tiling passes
-(`scf-parallel-loop-tiling`, linalg tiling) tile loops but do not stage operands through
-workgroup memory or synchronise a block, hence this pass.
+A `reduce` kernel whose reduction is `combine(acc, f(a, b))` over one dim `k` of two
+inputs, with `i` only in A and the output and `j` only in B and the output (matmuls,
+batched and transposed ones, the seed's broadcast zip+sum), runs as blocks of 16 x 16
+threads each computing a 32 x 32 output tile, 2 x 2 outputs per thread; per k tile of 32
+both operands are staged in workgroup memory (coalesced, zeros outside), then every thread
+takes the tile's k steps between two barriers. The fused epilogue runs per output. No
+padding enters a sum: the reference's k order per output is kept. Steps in
+lowering/gpu/README.md; other kernels are left to `tess-gpu-reduce`. xDSL's tiling passes
+do not stage operands through workgroup memory or synchronise a block.
 """
 
 from __future__ import annotations

@@ -1,36 +1,15 @@
 """
-`tess-gpu-map`: elementwise kernels become grid-stride `gpu.func`s, one thread per element.
+`tess-gpu-map`: elementwise kernels become grid-stride `gpu.func`s, one thread per element
+(level 5 -> 5g).
 
-Level 5 (a `tess.kernel` function marked by `tess-gpu-partition`) -> level 5g (a `gpu.func`
-in `gpu.module @kernels` and a `gpu.launch_func` in place of each call). For every kernel
-still left as a function after `tess-gpu-contract` and `tess-gpu-reduce` (all `map`
-kernels, and any `reduce` kernel those two could not take):
-
-1. The thread space is the first op's first output, in its memref order: for an
-   elementwise launch the whole iteration space (every member has the same one, see
-   `tess-gpu-partition`), for a leftover reduction its output elements. It is flattened
-   row-major, so the last memref dim varies fastest: consecutive threads write
-   consecutive addresses (coalesced), whatever the loop order of the linalg op (a
-   transposing copy writes coalesced and reads strided).
-2. Each thread runs a grid-stride loop `for l = block_id * block_dim + thread_id; l < total;
-   l += block_dim * grid_dim`, splits `l` back into memref indices (`divui`/`remui` by
-   the static extents) and runs every member for that element: operands loaded through
-   their indexing maps, the body cloned, results stored. Loop dims the thread space does
-   not cover (a leftover reduction's) run as sequential `scf.for` in iterator order, so
-   every output sees its terms in the reference order.
-3. Block size: 256 threads, or the element count rounded up to a warp; grid: enough blocks
-   for one element per thread, at most 1024 (the loop covers the rest). Both are static
-   `arith.constant`s of the host's launch and the `gpu.func`'s `gpu.known_*_size`.
-
-A horizontally fused optimizer update (`tess-fuse-horizontal`) is one 1-D generic over
-arenas: one launch updates every parameter, its several outputs stored per element, its
-scalars (`memref<f32>`) loaded once per element (the compiler hoists them).
-
-Why not xDSL's passes: `gpu-map-parallel-loops` only annotates `scf.parallel` loops with
-block/thread mapping attributes, one iteration per hardware thread, and xDSL 0.74 has no
-pass that turns a mapped loop into `gpu.launch`/`gpu.launch_func`;
-`scf-parallel-loop-tiling` yields `affine.min` bounds and nested parallel loops. A
-grid-stride loop with coalesced flattening over static shapes is a few ops here.
+Every kernel still left after `tess-gpu-contract` and `tess-gpu-reduce` (all `map`
+kernels, and leftover reductions) runs over its first output flattened row-major, so
+consecutive threads write consecutive addresses, in a grid-stride loop; loop dims the
+threads do not cover run sequentially in iterator order. Block 256 threads (or the count
+rounded up to a warp), grid at most 1024 blocks, both static. A horizontally fused
+optimizer update is one such launch over its arenas. Details in lowering/gpu/README.md
+(shape 1). xDSL's `gpu-map-parallel-loops` only annotates loops, and xDSL 0.74 has no pass
+from a mapped loop to `gpu.launch_func`.
 """
 
 from __future__ import annotations

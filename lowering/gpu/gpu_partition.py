@@ -2,40 +2,13 @@
 `tess-gpu-partition`: split outlined kernels into what ONE GPU launch can run.
 
 Level 5 (outlined kernels, linalg on memrefs) -> the same, each `tess.kernel` function
-marked with its GPU shape (`tess.gpu_shape = "map" | "reduce"`), and the module given its
-(still empty) `gpu.module @kernels`, so even a program without kernels is at the gpu level.
-On the CPU a kernel is a loop nest and its members run one after another inside it; on
-the GPU the threads of a launch only synchronise within a block, so members that need
-each other's finished results across blocks must be separate launches. Walking a
-kernel's linalg ops in order:
-
-- a reduction (any `reduction` iterator: sums, max, matmuls) starts a `reduce` launch.
-  A fill of its output just before it moves into that launch (the reduction passes fold
-  its constant into the accumulator's initial value);
-- an all-parallel op joins the current launch when every thread can run it for its own
-  elements: the same iteration space as the launch's elementwise ops (for a `reduce`
-  launch: the reduction's output shape, run by the thread that finishes each output),
-  and every access to a buffer that the launch writes through the same indexing map (for
-  a `reduce` launch: the identity, i.e. the output element being finished), and it
-  writes no buffer the reduction reads. Otherwise it starts a new `map` launch.
-
-A kernel that needs one launch keeps its name; one that needs several becomes
-`<kernel>_0`, `<kernel>_1`, ... (each with all of the kernel's arguments: the passes that
-map them to `gpu.func`s keep only those used) and each call of it becomes calls of those
-in order. The memory plan's no-overlap guarantee between a kernel's distinct buffers
-(`tess-outline-kernels`) is what makes "same buffer" a value comparison.
-
-Before that, neighbouring kernels join where the CPU pipeline kept them apart but one GPU
-launch does better (the CPU loops of a column sum cannot share a row loop with its fill):
-a kernel that only fills a buffer joins the reduction kernel right after it that reduces
-into that buffer (its fill becomes the accumulator's initial value), and a kernel of
-elementwise ops right after a reduction kernel joins it when the only buffer it writes is
-the reduction's output (`mean`'s divide). Only calls with nothing but constants and views
-between them join, and the joined kernel is then partitioned like any other, so a join
-never merges what one launch cannot run. A column mean is one launch instead of three.
-
-This is the GPU counterpart of `tess-linalg-to-loops`' nest fusion; xDSL's
-`gpu-kernel-outlining` style passes work on `gpu.launch` regions, not on linalg kernels.
+marked `tess.gpu_shape` (`map`, `reduce` or `rows`), and the module given its (still
+empty) `gpu.module @kernels`. A launch's threads only synchronise within a block, so
+members that need each other's finished results across blocks become separate launches
+(`<kernel>_0`, `<kernel>_1`, ...); first, neighbouring kernels that one launch runs better
+join (a fill and its reduction, a mean's divide). The rules are in lowering/gpu/README.md.
+The GPU counterpart of `tess-linalg-to-loops`' nest fusion; xDSL's outlining passes work on
+`gpu.launch` regions, not on linalg kernels.
 """
 
 from __future__ import annotations

@@ -1,44 +1,15 @@
 """
-`tess-gpu-reduce`: reductions become block-wide tree reductions in workgroup memory.
+`tess-gpu-reduce`: reductions become block-wide tree reductions in workgroup memory
+(level 5 -> 5g).
 
-Level 5 (a `reduce` kernel of `tess-gpu-partition`: an optional fill of the output, a
-reduction, an optional elementwise epilogue) -> level 5g. The reduction is a linalg op
-whose body is `yield combine(acc, f(inputs))` with `combine` one of `addf`, `mulf`,
-`maximumf`, `minimumf`, `maxnumf`, `minnumf` (or their integer kin) and `acc` used by
-nothing else: `sum`, `mean` (a sum, then the divide as epilogue), `reduce_max`, and every
-elementwise producer fused into them (the seed's `(3,5,1) * (1,5,4)` summed over dim 1 is
-`f = mulf` of two broadcast loads: no (3,5,4) buffer). Output elements `p` range over the
-parallel dims (the output's positions), reduction steps `r` over the reduction dims, both
-flattened row-major.
-
-1. Each thread folds its strided share of `r` into a register that starts at `combine`'s
-   identity (`scf.for` with `iter_args`), stores it to a workgroup buffer, and the block
-   halves the live part of that buffer per step (`if lane < s: t[lane] = combine(t[lane],
-   t[lane + s])`, then `gpu.barrier`; the block size is a power of two). Lane 0 then
-   combines the total with the output's initial value (the fill's constant when the fill
-   is in this kernel, else the value in memory), stores it, and runs the epilogue for that
-   element. Integer and float combiners are reassociated by the tree: floats round
-   differently from a sequential sum, within the tolerance every test allows.
-2. Which threads share a reduction depends on the input's innermost dim, so that
-   consecutive threads read consecutive addresses:
-   - rows (the innermost dim is reduced, or there is one output): a block of B <= 256
-     threads per output, `r = lane, lane + B, ...`; blocks stride over outputs;
-   - columns (the innermost dim indexes outputs, e.g. `sum(x, dim=0)`): a block of 32 x 8
-     threads; `thread_id x` picks one of 32 consecutive outputs, `thread_id y` strides
-     over `r`, the tree runs over `y` in a `memref<8x32x..>`.
-3. A whole-tensor reduction too large for one block (one output, r >= 2B) takes two
-   launches: G <= 64 blocks each reduce a strided share to `partials[block]` (a host
-   `memref.alloc`, device scratch), then one block reduces the G partials as in 1. A tall
-   column reduction (few blocks of outputs, r >= 512) likewise: grid y splits r into G
-   shares, `partials[G, outputs]`, then the column variant over the G partials.
-
-A reduction that is no `combine(acc, f(...))` (several outputs, an accumulator used
-twice), or that has several outputs of fewer than `MIN_STEPS` steps each (a block of 32
-threads would idle), is left for `tess-gpu-map`: one thread per output element, its steps
-sequential.
-xDSL's `gpu.all_reduce` would express step 1 in one op, but needs a lowering to shared
-memory and barriers that xDSL 0.74 lacks (and the emitter would have to do it), so the
-tree is spelled out here.
+A `reduce` kernel (an optional fill, a linalg op `yield combine(acc, f(inputs))` with a
+known combiner, an optional elementwise epilogue) runs as: each thread folds a strided
+share into a register, the block halves a workgroup buffer per step (a barrier each), lane
+0 combines with the initial value and runs the epilogue. Threads share a reduction by rows
+or by columns, whichever keeps reads coalesced; whole-tensor and tall-column reductions
+too large for one block take two launches through a `partials` buffer. Other reductions
+are left to `tess-gpu-map`. Details in lowering/gpu/README.md (shape 2). xDSL's
+`gpu.all_reduce` lacks a lowering to shared memory and barriers in xDSL 0.74.
 """
 
 from __future__ import annotations

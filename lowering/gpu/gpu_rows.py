@@ -1,27 +1,14 @@
 """
-`tess-gpu-rows`: a row-wise kernel (softmax, log-sum-exp) becomes ONE launch, a block per row.
+`tess-gpu-rows`: a row-wise kernel (softmax, log-sum-exp) becomes ONE launch, a block per
+row (level 5 -> 5g).
 
-Level 5 (a `rows` kernel of `tess-gpu-partition`) -> level 5g. On the CPU,
-`tess-fuse-epilogue` keeps a chain of reductions and elementwise steps over the same rows
-in one kernel (`max` of a row, `exp(x - max)`, their `sum`, the divide). Split by
-`tess-gpu-partition`'s rules they would be four launches, because each step needs the
-previous one's finished results; but only results of the SAME row, and a block can wait
-for its own threads. So when every access to a buffer the kernel writes has the op's row
-dim (a parallel dim of the same extent in every op) as its first index, and every
-reduction folds into one element per row (`combine(acc, f(...))`, see `tess-gpu-reduce`),
-the partition marks the kernel `rows` and this pass emits:
-
-    for row = block_id; row < rows; row += grid_dim:         (blocks stride over rows)
-      for each op, in order:
-        elementwise: for e = thread_id; e < n; e += block_dim: the op at (row, e)
-        reduction:   each thread folds its strided share of the row, a tree in workgroup
-                     memory (a barrier per step), thread 0 combines with the output's
-                     value and stores it
-        gpu.barrier                                          (the next op sees this one)
-
-Block: a power of two, at most 256, covering the widest op's row. Distinct rows touch
-disjoint elements of every written buffer (the first index is the row), so blocks never
-race; within a block the barriers order the ops as the CPU kernel does.
+Split by `tess-gpu-partition`'s rules a softmax would be four launches, each needing the
+previous one's results; but only of the same row, and a block can wait for its own
+threads. For a `rows` kernel (every written buffer indexed by the row first, every
+reduction one element per row) blocks stride over rows and run the ops in order, each
+followed by a `gpu.barrier`: elementwise ops strided over the block's threads, reductions
+as trees in workgroup memory. Distinct rows touch disjoint elements, so blocks never race.
+The loop is drawn in lowering/gpu/README.md (shape 2b).
 """
 
 from __future__ import annotations

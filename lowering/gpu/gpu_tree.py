@@ -8,8 +8,8 @@ linalg op whose body is `yield combine(acc, f(inputs))` with `combine` in `IDENT
 `acc` used once, an optional elementwise epilogue) as a `Reduction`: its parts, which loop
 dims index the output and which are reduced. `TreeKernel` emits one element of `f`, the
 halving tree over a workgroup buffer (a barrier after each step) and the final store with
-the output's initial value and the epilogue; the algorithm is `tess-gpu-reduce`'s module
-docstring, step 1.
+the output's initial value and the epilogue; the algorithm is `tess-gpu-reduce`'s, step 1,
+in lowering/gpu/README.md.
 """
 
 from __future__ import annotations
