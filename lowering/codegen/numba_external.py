@@ -2,28 +2,14 @@
 Codegen's choice of the kernels a compiled host calls by name (`tessc.runtime.external`)
 instead of holding them in its body, and how such a kernel is spelled.
 
-A serial kernel is emitted into the body of the `@njit` host that calls it: one function for
-Numba instead of two, since a separately compiled `@njit` callee is linked into its caller
-and compiled again there. A host of many serial kernels is then one very large function
-(the MLP train step: ~40 loop nests, ~600 lines, 3.9 s of Numba's time on one core), and
-Numba's compile time grows faster than a function's size: the same 17 kernels compiled one
-by one took 3.3 s. So where a host calls at least `EXTERNAL_MIN_KERNELS` kernels that
-qualify, holding `EXTERNAL_MIN_OPS` ops in all (~1 s of compiling), each becomes a C
-callable of its own (`@external(...)`, a `numba.cfunc`) that the host calls by its symbol:
-nothing links it, and the runtime compiles the kernels concurrently (this process and a
-worker process). Below that, a host holds its kernels: a separately compiled function has
-a fixed cost (~40 ms, and a load on every warm start) that a small program does not win
-back.
-
-A kernel qualifies when it returns nothing, is serial (a parallel kernel is a parfor or
-threaded, not this) and every argument is a memref of static shape, identity layout and a
-dtype in `EXTERNAL_DTYPES`. The host passes each as `arg.ctypes`, a pointer (a view of the
-workspace only as its bytes, `workspace[a:b]`: the reinterpreting `.view(...)` costs ~50 ms
-of compiling each), and the kernel rebuilds its arrays, `x = carray(x_ptr, (128, 64),
-np.float32)`: static shapes need no extra arguments and give LLVM the bounds.
-
-Nothing is inlined across a kernel boundary any more; the step runs faster for it (the
-MLP step ~72 against ~85 us, one A/B run: LLVM optimises small functions better).
+A host of many serial kernels emitted into its body is one huge function, and Numba's
+compile time grows faster than a function's size (the MLP step as one function: 3.9 s of
+Numba's time; 17 of its kernels compiled one by one: 3.3 s). So where a host calls at least
+`EXTERNAL_MIN_KERNELS` qualifying kernels of `EXTERNAL_MIN_OPS` ops in all, each becomes a
+C callable of its own (`@external(...)`, a `numba.cfunc`) called by its symbol with
+pointers, which the runtime compiles concurrently. A kernel qualifies when it is serial and
+all its arguments are static-shaped, identity-layout memrefs of `EXTERNAL_DTYPES`. The
+figures behind the thresholds are in lowering/codegen/README.md.
 """
 
 from __future__ import annotations

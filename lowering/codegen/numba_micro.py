@@ -2,24 +2,15 @@
 Codegen of `micro.mma` for Numba: an `@intrinsic` that writes the micro-kernel's loop in
 LLVM IR with explicit vector types.
 
-Written as Python, an output-stationary tile does not vectorise: its `rows x cols` scalar
-accumulators stay scalar (measured: 13 GFLOP/s at 512 f32 against BLAS's 174), and a local
-array of accumulators is kept in memory because Numba's arrays may alias. So the tile is
-built here directly: `rows x cols / lanes` vector accumulators as loop-carried values (phi
-nodes: registers, no spills), per k step `cols / lanes` vector loads of the packed right-hand
-panel, `rows` scalar loads of the packed left-hand panel, each broadcast, and one
-`llvm.fmuladd` (an FMA where the target has one) per accumulator. The vector type fixes the
-register width: Numba's auto-vectoriser picks 256-bit vectors on AVX-512 machines (LLVM's
-`prefer-256-bit` tuning), an explicit `<16 x float>` gets zmm registers.
-
-The generated module defines `micro_mma(rows, cols, lanes)` once (`MMA_TEMPLATE`) and one
-intrinsic per tile shape it uses (`mma_binding`); the template is plain text in the module,
-so the kernel cache's content hash covers it.
-
-`micro.num_threads` in a parallel function is `num_threads()` (`NUM_THREADS_TEMPLATE`): a
-call of the threading layer's `get_num_threads` symbol, as Numba's own parfors read it.
-`numba.get_num_threads()` called from compiled code holds a ctypes pointer, and Numba does
-not cache a function with one.
+Written as Python, an output-stationary tile does not vectorise (13 GFLOP/s at 512 f32
+against BLAS's 174): its accumulators stay scalar, or in memory. So the tile is LLVM IR:
+`rows x cols / lanes` vector accumulators as phi nodes, per k step vector loads of the
+packed B panel, broadcast scalars of A, one `llvm.fmuladd` per accumulator; an explicit
+`<16 x float>` gets zmm registers where Numba's auto-vectoriser picks 256 bits. The module
+defines `micro_mma` once (`MMA_TEMPLATE`) and one intrinsic per tile shape
+(`mma_binding`). `micro.num_threads` is `num_threads()` (`NUM_THREADS_TEMPLATE`), the
+threading layer's symbol as parfors read it (`numba.get_num_threads()` would hold a ctypes
+pointer, which Numba does not cache).
 """
 
 from __future__ import annotations

@@ -1,31 +1,13 @@
 """
 Codegen, per op: the Python statement of each arith, math and memref op (level 5 -> 6).
 
-`tessc.lowering.codegen.to_numba` emits the module: functions, loops, calls, the decorators and
-`TESSC_SIGNATURES`. The ops in between, scalar arithmetic and memory accesses, are translated
-here by `OpEmitter`, the base class of its function emitter: one op, one Python statement.
-
-- Scalar `arith`/`math` ops are expression templates (`_EXPRESSIONS`, `_CMPF`, `_CMPI`),
-  filled in with their operands' expressions and assigned to a fresh local. Numba widens
-  8/16/32-bit integer arithmetic to int64, so those results are narrowed back through their
-  type's constructor, wrapping like `arith`. Signed and unsigned ops share Python's operators:
-  loop IR computes on non-negative indices. `arith.bitcast` calls an LLVM bitcast
-  (`BITCAST_INTRINSIC`, emitted into the modules that use it): Numba has no scalar bitcast.
-- Constants are not statements: they are inlined where used, as int literals for
-  `index`/integer constants (so `range(8)` keeps its trip count visible to LLVM) and as
-  `np.float32(...)` for f32 constants (a bare Python float is f64 in Numba and would silently
-  promote f32 code to f64).
-- Memrefs are NumPy arrays: `memref.load`/`memref.store` index them, `memref.alloc` is
-  `np.empty`, reshapes and subviews are NumPy views, and `memref.view %arena[%offset][]` is
-  `arena[offset:offset + nbytes].view(dtype).reshape(shape)`: a typed window into the arena,
-  no copy. `memref.copy` is an explicit loop nest. In a parallel kernel a 0-d memref is used
-  through a 1-element view: Numba's parfor lowering cannot index a 0-d array in a `prange`.
-- Values get readable names: the IR's name hint when it has one, else a stem from the
-  defining op (`ld0` for loads, `add0` ...), made unique per function, never shadowing a name
-  of the generated module, a builtin or a keyword (`RESERVED_NAMES`).
-
-The source of types, constants, globals, intrinsics and value names is in
-`numba_source.py`, which the emitters also use apart from any op.
+`OpEmitter`, the base class of the function emitter, translates one op into one Python
+statement: scalar `arith`/`math` ops from expression templates (`_EXPRESSIONS`, `_CMPF`,
+`_CMPI`; narrow integers wrapped back to their type, `arith.bitcast` through an LLVM
+intrinsic), constants inlined as literals (`np.float32(...)` for f32, so f32 code stays
+f32), memrefs as NumPy arrays (`memref.view` of the arena as a typed window, no copy;
+`memref.copy` a loop nest). Values are named after their IR name hints. The conventions are
+in lowering/codegen/README.md; types, constants and names are `numba_source.py`'s.
 """
 
 from __future__ import annotations

@@ -1,30 +1,14 @@
 """
 Codegen's choice of parallel form: a Numba parfor (`prange` under `parallel=True`), or a
-threaded kernel launched from a host in plain Python (`tessc.runtime.threads`).
+threaded kernel launched from a plain-Python host (`tessc.runtime.threads`).
 
-A parfor is the costliest thing Numba compiles: for W1 (one elementwise kernel on 2^24 f32)
-0.46 s of CPU against 0.18 s for the same loop compiled serially, plus its threading layer
-to start in every process. A threaded kernel is that serial loop over a share
-`range(lo, hi)` of the parallel loop's iterations, compiled `nogil=True`; the host calls
-`parallel_for(kernel, extent, ...)`, which runs one share per thread.
-
-The host must then be plain Python, so the form is used only where Python costs nothing
-per element: in a module where
-
-- every host does nothing but call kernels and make buffers (`func.call`, `memref.alloc`,
-  views, reshapes, casts, subviews, constants): no loop, copy, load or store, which would
-  run interpreted;
-- every kernel the hosts call is parallel, with a body of one `scf.parallel` and `arith`
-  ops (a share is then a contiguous range of that loop's iterations, and nothing else)
-  whose iteration count is a constant, and calls no function.
-
-A host that also calls a serial kernel keeps it emitted into its compiled body, and its
-parallel kernels stay parfors: a Python host would call each serial kernel from Python
-(microseconds a call, one more cached function each). Large kernels are what make a kernel
-parallel (`parallel_threshold`), so a Python host's launches are small beside them.
-
-Where parfors stay, a parallel kernel that is the only function its hosts call is emitted
-into them (`sole_parallel_kernels`): one function for Numba instead of two.
+A parfor is the costliest thing Numba compiles (W1: 0.46 s of CPU against 0.18 s serial,
+plus its threading layer in every process). A threaded kernel is that loop compiled serially
+`nogil=True` over a share `range(lo, hi)`, the host calling `parallel_for(kernel, extent,
+...)`. The host is then plain Python, so the form is used only in a module whose hosts only
+call kernels and make buffers and whose kernels are all one constant-extent `scf.parallel`.
+Where parfors stay, a parallel kernel that is its hosts' only callee is emitted into them
+(`sole_parallel_kernels`). The rules are in lowering/codegen/README.md.
 """
 
 from __future__ import annotations

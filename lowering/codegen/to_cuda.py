@@ -1,45 +1,15 @@
 """
 Codegen: gpu-level IR (level 5g) -> the Python source of one Numba CUDA module (level 6).
 
-The input is the gpu level of the `cuda` pipeline (see `lowering/gpu/README.md`): host
-`func.func`s that allocate device buffers and launch kernels with `gpu.launch_func`, and a
-`gpu.module` of `gpu.func`s whose bodies index their work with `gpu.thread_id`/`block_id`/
-`block_dim`/`grid_dim`, loop with `scf.for`/`scf.if`, synchronise with `gpu.barrier`, keep
-tiles in workgroup (shared) memrefs and combine partial results with `memref.atomic_rmw`.
-The output is a self-contained Python module:
-
-- every kernel `gpu.func` becomes `@cuda.jit(cache=True)`; a `gpu.func` without `kernel`
-  is a device function, `@cuda.jit(device=True)`. The thread/block ops become
-  `cuda.threadIdx.x`, `cuda.blockIdx.x`, `cuda.blockDim.x`, `cuda.gridDim.x` (a
-  `gpu.global_id` their combination), `gpu.barrier` becomes `cuda.syncthreads()`;
-- a `memref.alloca`/`memref.alloc` in a kernel whose memory space is the workgroup one
-  (`#gpu.address_space<workgroup>`, or the NVVM number 3) is `cuda.shared.array(shape,
-  dtype)`, one in the private space (or none: an `alloca`) is `cuda.local.array`;
-- `memref.atomic_rmw` is the `cuda.atomic` function of its kind (`addf` -> `add`,
-  `maximumf` -> `max`, ...; `ATOMIC_KINDS`), which returns the old value as the op does;
-- `scf.for`/`scf.if` (and `scf.parallel`, serially) are the CPU emitter's
-  (`numba_function.FunctionEmitter`, which this module's emitter extends);
-- every host `func.func` is a plain Python function on device arrays: `gpu.launch_func
-  @m::@k blocks in (gx, gy, gz) threads in (bx, by, bz) args(...)` becomes
-  `k[(gx, gy, gz), (bx, by, bz)](...)`. Its intermediate buffers (`memref.alloc` and
-  `gpu.alloc` on the host) come from `device_buffer(buffers, key, ...)`: `buffers` is a
-  dict the runtime owns per program and passes as the host's last argument, so each
-  intermediate is allocated on the device once per program, not once per call.
-  `memref.copy`/`gpu.memcpy` on the host are device-to-device `copy_to_device`; reshapes,
-  subviews and `memref.view` windows into the workspace arena are device-array views,
-  as on the CPU, the windows made once and kept in `buffers` too;
-- `TESSC_SIGNATURES` is the CPU emitter's (`numba_function.signature_entry`) and
-  `TESSC_TARGET = "cuda"` tells the runtime to use `tessc.runtime.cuda`.
-
-Between the structure, the arith, math and memref ops are translated by the CPU emitter's
-`OpEmitter` (`tessc.lowering.codegen.numba_ops`): one table of arith/math templates for both
-targets, of which `CUDA_TEMPLATES` respells the few NumPy ufuncs Numba's CUDA target has
-no kernel implementation of (`np.exp` -> `math.exp`, ...). `arith.bitcast`: an
-`@intrinsic` cannot run in Numba's CUDA simulator, so the module binds `bitcast` to a
-NumPy view there.
-
-The launch configuration is what the gpu level says: the emitter computes no grid or block
-size of its own.
+The input is the gpu level's contract (lowering/gpu/README.md). Each kernel `gpu.func`
+becomes `@cuda.jit(cache=True)` (thread and block ops are `cuda.threadIdx.x` ...,
+`gpu.barrier` is `cuda.syncthreads()`, workgroup memrefs `cuda.shared.array`), each host a
+plain Python function launching `k[grid, block](...)` on device arrays, its intermediates
+allocated once per program (`device_buffer`). Loops, branches and the arith, math and
+memref ops are the CPU emitter's (`numba_function.FunctionEmitter`, `numba_ops`), with
+`CUDA_TEMPLATES` respelling the NumPy ufuncs Numba's CUDA target lacks. `TESSC_SIGNATURES`
+is the CPU one; `TESSC_TARGET = "cuda"` selects `tessc.runtime.cuda`. The launch
+configuration is the gpu level's; the op-by-op mapping is in lowering/codegen/README.md.
 """
 
 from __future__ import annotations

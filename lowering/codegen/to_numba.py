@@ -1,70 +1,17 @@
 """
-Codegen: loop-level IR (contract level 5) -> the Python source of one Numba module (level 6).
+Codegen: loop-level IR (level 5) -> the Python source of one Numba module (level 6).
 
-The input is what `tess-outline-kernels` and `tess-linalg-to-loops` leave behind: host
-functions that allocate buffers and call kernels, and `tess.kernel` functions whose bodies
-are `scf.parallel`/`scf.for` nests over `memref.load`/`memref.store`, `arith` and `math`.
-The output is a Python module, self-contained but for `tessc.runtime.threads` where it
-launches threaded kernels:
-
-- every kernel becomes `@njit(parallel=True, fastmath=FASTMATH, ...)`; the outermost
-  `scf.parallel` becomes a `prange` loop and every other loop a `range` loop. Only
-  functions nothing else calls get `cache=True`: a host's disk-cache entry holds its
-  kernels (see `_emit_module` for the Numba bug that rules out caching callees);
-- every host function becomes `@njit(cache=True, ...)` so one compiled call runs the whole
-  sequence of kernel launches (Python per kernel launch is the cost to remove); serial
-  kernels are emitted into the host's body at their call (`# <kernel>` marks where),
-  so Numba compiles one function instead of one per kernel, and so is a parallel kernel
-  that is the only function its hosts call;
-- except where a host calls many serial kernels (`codegen.numba_external`): each is
-  then `@external(void(voidptr, ...))`, a C callable compiled on its own and called by
-  name with pointers (`kernel(x.ctypes, ...)`), which the runtime compiles concurrently
-  (`tessc.runtime.external`);
-- except where the hosts only call kernels and make buffers and a parallel kernel has one
-  parallel loop (`codegen.numba_threads`): then such kernels are threaded, not
-  parfors — `@njit(nogil=True, cache=True, ...)` over a share `range(lo, hi)` of that
-  loop — and each host is plain Python launching them (`parallel_for(kernel, extent,
-  ...)` of `tessc.runtime.threads`) and calling the other kernels, each cached itself;
-- a literal `TESSC_SIGNATURES` (its format is documented once, in
-  `tessc.runtime.signatures`; plain Python literals, `None` for "dynamic" and "not
-  packed") records each host function's inputs and outputs (its trailing
-  `tess.num_outputs` memref arguments), so the runtime never reads IR. From the pass
-  contract (`tessc.dialects.contract`) it copies `tess.workspace_bytes` (a planned host's
-  last argument, the byte arena of its intermediates) into `"workspace_bytes"`, each
-  out-param's `tess.aliases_input` into `"output_aliases"`, and `tess.arena_layout` (a
-  host packed by `tess-fuse-horizontal`) into `"arenas"`;
-- an `scf.parallel` with `tess.chunk_size = C` (a horizontally fused arena loop) becomes a
-  `prange` over chunks of C iterations, each a unit-stride loop with a `uint64` index.
-
-The translation is one walk over the IR: this module emits the module (its functions'
-decorators, the module's imports and `TESSC_SIGNATURES`), `tessc.lowering.codegen.numba_function`
-each function's structure (loops, branches, calls) and its signature entry, and
-`tessc.lowering.codegen.numba_ops` translates
-the arith, math and memref ops in between, one Python statement each (constants inlined,
-values named after their IR name hints, `memref.view` as a typed window into its arena).
-
-Performance decisions, from DESIGN.md's measurements:
-
-- `error_model="numpy"`: with Numba's default Python error model every float division
-  checks for zero (and raises), which blocks vectorisation and disagrees with NumPy.
-- `fastmath` defaults to `reassoc, contract, nsz, arcp` — enough to vectorise reductions
-  and fuse multiply-adds — but never `nnan`/`ninf`: `-inf` is the init value of max
-  reductions and NaN must propagate through `maximumf`.
-- Loops count from 0 whenever the IR's lower bound is 0, so the induction variable is
-  provably non-negative and Numba's negative-index wraparound check folds away.
-- `prange` over a short leading dimension starves the threads, so leading static dims of an
-  `scf.parallel` whose product is below `PARALLEL_COLLAPSE_MIN` are collapsed into one
-  `prange` over their product (the last dim is never collapsed: it is the unit-stride,
-  vectorised one). Dims of trip count 1 are bound to their lower bound, not looped.
-- Kernels whose static iteration count is below `parallel_threshold` run serially: a
-  parallel launch costs more than a tiny loop nest. A loop over the threads
-  (`micro.num_threads`) counts its body's work once.
-- A kernel's 1-d scratch of 2 MiB or more starts on a 2 MiB boundary and is advised huge
-  pages (`numba_ops.HUGE_PAGE`): packed panels on 4 KiB pages crowd some L2 sets. (Most
-  never reaches codegen as an alloc: `tess-hoist-scratch` makes it a view of the host's
-  workspace, which the runtime keeps on huge pages.)
-
-xDSL has no Python/Numba backend, hence this module.
+Kernels become `@njit(parallel=True, fastmath=..., error_model="numpy")` functions (the
+outermost `scf.parallel` a `prange`), hosts `@njit(cache=True)` functions that run the
+whole sequence of kernel calls, serial kernels emitted into their host's body. Two
+exceptions: many serial kernels are compiled on their own and called by name
+(`numba_external.py`), and where hosts only call kernels, parallel kernels are threaded
+from a plain-Python host (`numba_threads.py`). A literal `TESSC_SIGNATURES`
+(`tessc.runtime.signatures`) carries what the runtime needs from the pass contract. This
+module emits the module; `numba_function.py` each function, `numba_ops.py` each op. The
+performance decisions (error model, fast-math flags, loops from 0, collapsed short
+`prange`s, the parallel threshold, huge-page scratch) are in lowering/codegen/README.md.
+xDSL has no Python/Numba backend.
 """
 
 from __future__ import annotations
