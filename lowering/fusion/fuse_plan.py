@@ -67,7 +67,7 @@ def other_users(producer: Operation, consumer: GenericOp) -> list[Operation]:
     return list(dict.fromkeys(others))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class FusionCandidate:
     """The producer of one consumer input, and what the rules ask about the pair. Each fact
     is computed on first use, so that a rule refusing early spares the later ones their
@@ -116,9 +116,9 @@ class FusionCandidate:
         return self.cost <= self.policy.max_cheap_ops and not expensive
 
     @cached_property
-    def maps(self) -> list[AffineMap]:
+    def maps(self) -> tuple[AffineMap, ...]:
         """The consumer's indexing maps, inputs first."""
-        return generic_maps(self.consumer)
+        return tuple(generic_maps(self.consumer))
 
     @cached_property
     def use_transforms(self) -> tuple[tuple[int, int, AffineMap | None], ...]:
