@@ -473,7 +473,7 @@ def test_only_the_patches_written_for_another_xdsl_are_left_out(
         monkeypatch.setattr(xdsl_patches, "PATCHES", (*PATCHES, newer))
         xdsl_patches.revert()
         with pytest.warns(
-            XdslPatchSkipped, match=r"without 1 patches \(.*Target\.method\)"
+            XdslPatchSkipped, match=r"without 1 patch \(.*Target\.method\)"
         ) as caught:
             xdsl_patches.apply()
         assert len(caught) == 1 and Target().method() == "stock"

@@ -58,7 +58,8 @@ def apply() -> None:
             XdslPatchSkipped(
                 f"xDSL {version} is installed, but tessc's patches of xDSL were written for "
                 f"{', '.join(f'{r}.x' for r in written_for)}: stock xDSL is used, without "
-                f"{len(skipped)} patches ({', '.join(patch.name for patch in skipped)})"
+                f"{len(skipped)} patch{'es' if len(skipped) > 1 else ''} "
+                f"({', '.join(patch.name for patch in skipped)})"
             ),
             stacklevel=2,
         )
