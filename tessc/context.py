@@ -33,10 +33,10 @@ def _load_micro() -> Dialect:
 
 def register_tess_dialects(ctx: Context) -> None:
     """Add tessc's own dialects to `ctx` (for drivers that already have xDSL's), and the
-    fixes to xDSL's parsers that tessc's IR needs (`tessc.xdsl_fixes`)."""
-    from tessc.xdsl_fixes import apply_xdsl_fixes
+    patches of xDSL that tessc's IR needs (`tessc.xdsl_patches`)."""
+    from tessc import xdsl_patches
 
-    apply_xdsl_fixes()
+    xdsl_patches.apply()
     ctx.register_dialect("tess", _load_tess)
     ctx.register_dialect("kernel", _load_kernel)
     ctx.register_dialect("micro", _load_micro)

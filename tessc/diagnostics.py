@@ -13,7 +13,7 @@ op is found and its location printed as
 
 The failing op comes from the exception: tessc's own `SourceVerifyError` and
 `PassOutputVerifyError` carry it, and xDSL's op errors carry it while the driver runs inside
-`recording_failing_ops()` (`tessc.xdsl_fixes`: xDSL keeps the op only in the message text).
+`recording_failing_ops()` (`tessc.xdsl_patches`: xDSL keeps the op only in the message text).
 Errors that name no op (a structural block error, a pass raising `PassFailedException`
 directly) are found by re-verifying op by op (`first_invalid_op`), or else are reported as
 `file: error: message`.
@@ -36,7 +36,11 @@ from xdsl.utils.exceptions import DiagnosticException, ParseError
 from xdsl.utils.lexer import Input, Span
 from xdsl.utils.mlir_lexer import MLIRTokenKind
 
-from tessc.xdsl_fixes import recorded_failing_op, recorded_message, recording_failing_ops
+from tessc.xdsl_patches.failing_ops import (
+    recorded_failing_op,
+    recorded_message,
+    recording_failing_ops,
+)
 
 # ---------------------------------------------------------------------------------------
 # Source locations

@@ -41,7 +41,6 @@ from xdsl.transforms.common_subexpression_elimination import CommonSubexpression
 from xdsl.transforms.dead_code_elimination import region_dce
 from xdsl.utils.exceptions import ParseError, VerifyException
 
-from tessc import xdsl_speedups
 from tessc.compiler import print_module
 from tessc.context import make_context
 from tessc.diagnostics import LocatingParser, verify_located
@@ -49,6 +48,10 @@ from tessc.dialects import dominance
 from tessc.fuzz.programs import chain_program
 from tessc.pipelines import get_pipeline, run_passes
 from tessc.reference import parse_module
+from tessc.xdsl_patches.speedups_construction import (
+    OPERATIONS_BUILT_WITHOUT_SETTERS,
+    PLAIN_OP_CONSTRUCTION_AT_ONCE,
+)
 
 
 def loop_nest(depth: int, ops: int) -> str:
@@ -397,13 +400,8 @@ def test_ops_are_built_at_once_as_xdsl_builds_them() -> None:
         loop,
     ]
     fast = [build() for build in builds]
-    irdl_operations.irdl_op_init = xdsl_speedups._original_irdl_op_init
-    Operation.__init__ = xdsl_speedups._original_operation_init  # type: ignore[method-assign]
-    try:
+    with PLAIN_OP_CONSTRUCTION_AT_ONCE.stock(), OPERATIONS_BUILT_WITHOUT_SETTERS.stock():
         slow = [build() for build in builds]
-    finally:
-        irdl_operations.irdl_op_init = xdsl_speedups.irdl_op_init
-        Operation.__init__ = xdsl_speedups.operation_init  # type: ignore[method-assign]
     for a, b in zip(fast, slow, strict=True):
         assert _generic_text(a) == _generic_text(b)
         assert list(a.properties) == list(b.properties) and a.attributes == b.attributes

@@ -472,7 +472,7 @@ def test_output_is_deterministic():
 
 
 def test_multi_output_generic_round_trips_through_text():
-    """Needs tessc.xdsl_fixes: xDSL 0.74 alone cannot parse `-> (t1, t2)`."""
+    """Needs tessc.xdsl_patches: xDSL 0.74 alone cannot parse `-> (t1, t2)`."""
     module = to_linalg(tess(MULTI_OUTPUT))
     fused = apply(module, TessFusePass())
     assert len(generics(fused)[0].results) == 2

@@ -175,7 +175,7 @@ UNTERMINATED = f"""func.func @f(%a: {T}, %b: {T}) -> {T} {{
 def test_the_patched_string_regex_matches_what_xdsl_matches() -> None:
     import random
 
-    from tessc.xdsl_fixes import STRING_LITERAL
+    from tessc.xdsl_patches.fixes import STRING_LITERAL
 
     original = re.compile(r'"(?:[^"\\\n\v\f]+|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"')
     rng = random.Random(0)

@@ -2,7 +2,7 @@
 
 // Two scf.ifs whose regions differ only in a result type (x through i32, x through i64):
 // xDSL 0.74's structural equivalence ignores result types and its cse merged them
-// (tessc.xdsl_fixes.structural_equivalence_compares_result_types); both are kept.
+// (tessc.xdsl_patches.fixes.EQUIVALENCE_COMPARES_RESULT_TYPES); both are kept.
 func.func @f(%c: i1, %x: f32) -> (f32, f32) {
   %a = scf.if %c -> (f32) {
     %i = arith.fptosi %x : f32 to i32

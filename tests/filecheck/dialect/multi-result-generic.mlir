@@ -1,7 +1,7 @@
 // RUN: tessc-opt %s -p tess-to-linalg,tess-fuse | tessc-opt | filecheck %s
 
 // A value used directly and by a consumer becomes a second result of the fused generic;
-// its printed form `-> (t1, t2)` must read back (tessc.xdsl_fixes).
+// its printed form `-> (t1, t2)` must read back (tessc.xdsl_patches.fixes).
 
 func.func @f(%a: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
   %0 = tess.exp %a : tensor<4xf32>
