@@ -43,6 +43,7 @@ from typing import IO, ClassVar
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import (
@@ -56,6 +57,13 @@ from xdsl.utils.target import Target
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from tessc import timing
+from tessc.cli.verify_diagnostics import (
+    DiagnosticVerifier,
+    Emitted,
+    one_line,
+    op_diagnostic,
+    parse_error_diagnostic,
+)
 from tessc.context import register_tess_dialects
 from tessc.diagnostics import (
     InternalCompilerError,
@@ -373,23 +381,53 @@ class TesscOptMain(xDSLOptMain):
     def _run_chunk(
         self, chunk: IO[bytes], file_extension: str, offset: int, output: IO[str]
     ) -> int:
+        if self.args.verify_diagnostics:
+            return self._verify_chunk(chunk, file_extension, offset, output)
         try:
-            with timing.phase("parse"):
-                module = self.parse_chunk(chunk, file_extension, offset)
-            if module is not None:
-                with timing.phase("passes"):
-                    self.apply_passes(module)
-                with timing.phase("output"):
-                    output.write(self._output(module))
-            output.flush()
+            self._compile_chunk(chunk, file_extension, offset, output)
             return 0
         except ParseError as error:
-            expected = self.args.parsing_diagnostics or self.args.verify_diagnostics
+            expected = self.args.parsing_diagnostics
             return self._report(describe_parse_error(error), expected=expected)
         except DiagnosticException as error:
-            return self._report(self._describe(error), expected=self.args.verify_diagnostics)
+            return self._report(self._describe(error), expected=False)
         except InternalCompilerError as error:
             return self._report(f"{self._source.name}: error: {error}", expected=False)
+
+    def _compile_chunk(
+        self, chunk: IO[bytes], file_extension: str, offset: int, output: IO[str]
+    ) -> None:
+        with timing.phase("parse"):
+            module = self.parse_chunk(chunk, file_extension, offset)
+        if module is not None:
+            with timing.phase("passes"):
+                self.apply_passes(module)
+            with timing.phase("output"):
+                output.write(self._output(module))
+        output.flush()
+
+    def _verify_chunk(
+        self, chunk: IO[bytes], file_extension: str, offset: int, output: IO[str]
+    ) -> int:
+        """Compile the chunk and check its diagnostics against its `expected-*` comments
+        (`tessc.cli.verify_diagnostics`); the errors go to stderr."""
+        emitted: list[Emitted] = []
+        try:
+            self._compile_chunk(chunk, file_extension, offset, output)
+        except ParseError as error:
+            emitted.append(parse_error_diagnostic(error))
+        except DiagnosticException as error:
+            message, op, _ = self._diagnostic_parts(error)
+            emitted.append(op_diagnostic(message, op))
+        except InternalCompilerError as error:
+            emitted.append(Emitted("error", one_line(str(error))))
+        verifier = DiagnosticVerifier(self._source)
+        for diagnostic in emitted:
+            verifier.process(diagnostic)
+        errors = verifier.finish()
+        for error in errors:
+            print(error, file=sys.stderr)
+        return 1 if errors else 0
 
     def _output(self, module: ModuleOp) -> str:
         """The printed module or the target's output; a target's crash is an ICE report."""
@@ -405,6 +443,13 @@ class TesscOptMain(xDSLOptMain):
             raise internal_error(where, error, before) from error
 
     def _describe(self, error: DiagnosticException) -> str:
+        message, op, note = self._diagnostic_parts(error)
+        return describe_op_error(message, op, self._source, note=note)
+
+    def _diagnostic_parts(
+        self, error: DiagnosticException
+    ) -> tuple[str, Operation | None, str | None]:
+        """The message of `error`, the op it is at and the driver's note."""
         message = error_message(error)
         op = failing_op(error)
         note = None
@@ -421,7 +466,7 @@ class TesscOptMain(xDSLOptMain):
                 note += f"; the input of the pass is saved in {reproducer} (rerun: {rerun})"
         elif self._current_pass is not None:
             note = f"while running pass '{self._current_pass.name}'"
-        return describe_op_error(message, op, self._source, note=note)
+        return message, op, note
 
     def _report(self, diagnostic: str, *, expected: bool) -> int:
         if expected:
