@@ -10,7 +10,8 @@ no location (tessc's unlocated `file: error: ...`). With `-re`, `{{regex}}` bloc
 and one expectation may absorb several identical diagnostics. A diagnostic nothing expects
 (`unexpected error: ...`, at its location) and an expectation nothing met (`expected error
 "..." was not produced`, at the comment) are errors: tessc-opt exits 1. With
-`--split-input-file` each chunk is checked against its own expectations.
+`--split-input-file` each chunk is checked against its own expectations. The driver's note
+`while running pass ...` is context mlir-opt does not print, not a diagnostic to expect.
 """
 
 from __future__ import annotations
