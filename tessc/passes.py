@@ -1,15 +1,24 @@
 """
-Every pass tessc adds to xDSL's, by name, and the named pipelines.
+Every pass tessc adds to xDSL's, by name, and the level of IR each one reads.
 
 Passes are imported lazily (`module:Class`) so that `tessc-opt` starts fast and a pass's
 dependencies load only when it runs.
+
+`INPUT_LEVELS` says, for most passes, which ops make a module one of the pass's input
+level: `tessc-opt` names a pass run explicitly (`-p`, `--pass-pipeline`) on a module with
+none of them an error (`pass 'tess-fuse' expects ... IR (ops like ...), found none`), where
+the pass would silently do nothing. Inside a named pipeline a pass finding nothing to do is
+normal (no matmul for `tess-pack-matmul`) and is not checked.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from dataclasses import dataclass
 
+from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
 TESS_PASSES: dict[str, str] = {
@@ -52,3 +61,109 @@ def load_pass(name: str) -> type[ModulePass]:
 def pass_loaders() -> dict[str, Callable[[], type[ModulePass]]]:
     """`{name: loader}` in the form `xDSLOptMain.register_pass` expects."""
     return {name: (lambda name=name: load_pass(name)) for name in TESS_PASSES}
+
+
+# ---------------------------------------------------------------------------------------
+# The level of IR each pass reads
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InputLevel:
+    """A level of IR: its name, example ops, and whether an op belongs to it."""
+
+    name: str
+    examples: str
+    has_op: Callable[[Operation], bool]
+
+    def present(self, module: ModuleOp) -> bool:
+        """Whether any op of `module` is of this level."""
+        return any(self.has_op(op) for op in module.walk())
+
+    def missing_message(self, pass_name: str) -> str:
+        return f"pass '{pass_name}' expects {self.name} IR (ops like {self.examples}), found none"
+
+
+def _types(op: Operation) -> list[object]:
+    types: list[object] = [value.type for value in op.results]
+    types.extend(value.type for value in op.operands)
+    for region in op.regions:
+        for block in region.blocks:
+            types.extend(arg.type for arg in block.args)
+    return types
+
+
+def _is_tess_op(op: Operation) -> bool:
+    return op.name.startswith("tess.")
+
+
+def _is_function_definition(op: Operation) -> bool:
+    return op.name == "func.func" and bool(op.regions and op.regions[0].blocks)
+
+
+def _is_linalg_on_tensors(op: Operation) -> bool:
+    return op.name.startswith("linalg.") and any(isinstance(t, TensorType) for t in _types(op))
+
+
+def _is_on_tensors(op: Operation) -> bool:
+    return any(isinstance(t, TensorType) for t in _types(op))
+
+
+def _is_on_memrefs(op: Operation) -> bool:
+    return any(isinstance(t, MemRefType) for t in _types(op))
+
+
+def _is_linalg_op(op: Operation) -> bool:
+    return op.name.startswith(("linalg.", "kernel."))
+
+
+def _is_loop(op: Operation) -> bool:
+    return op.name in ("scf.for", "scf.parallel")
+
+
+def _is_kernel_function(op: Operation) -> bool:
+    from tessc.dialects import contract
+
+    return op.name == "func.func" and contract.KERNEL.has(op)
+
+
+TESS_LEVEL = InputLevel("tess", "tess.add, tess.matmul", _is_tess_op)
+FUNCTION_LEVEL = InputLevel("tess", "func.func of tess ops", _is_function_definition)
+FUSED_LEVEL = InputLevel("linalg-on-tensors", "linalg.generic on tensors", _is_linalg_on_tensors)
+TENSOR_LEVEL = InputLevel("tensor", "linalg.generic on tensors, tensor.empty", _is_on_tensors)
+BUFFER_LEVEL = InputLevel("memref", "memref.alloc, linalg.generic on memrefs", _is_on_memrefs)
+LINALG_LEVEL = InputLevel("linalg", "linalg.generic, kernel.group", _is_linalg_op)
+LOOP_LEVEL = InputLevel("loop", "scf.for, scf.parallel", _is_loop)
+KERNEL_LEVEL = InputLevel(
+    "kernel-function", "func.func with tess.kernel, from tess-outline-kernels", _is_kernel_function
+)
+
+INPUT_LEVELS: dict[str, InputLevel] = {
+    "tess-autodiff": FUNCTION_LEVEL,
+    "tess-to-linalg": TESS_LEVEL,
+    "tess-fuse": FUSED_LEVEL,
+    "tess-pack-narrow": FUSED_LEVEL,
+    "tess-cse-generics": FUSED_LEVEL,
+    "tess-fuse-epilogue": FUSED_LEVEL,
+    "tess-fuse-horizontal": FUSED_LEVEL,
+    "tess-bufferize": TENSOR_LEVEL,
+    "tess-memory-plan": BUFFER_LEVEL,
+    "tess-outline-kernels": LINALG_LEVEL,
+    "tess-linalg-to-loops": LINALG_LEVEL,
+    "tess-tile": LOOP_LEVEL,
+    "tess-tile-dot": LOOP_LEVEL,
+    "tess-pack-matmul": LOOP_LEVEL,
+    "tess-row-dots": LOOP_LEVEL,
+    "tess-interchange-rows": LOOP_LEVEL,
+    "tess-parallel-columns": LOOP_LEVEL,
+    "tess-register-accumulate": LOOP_LEVEL,
+    "tess-expand-math": LOOP_LEVEL,
+    "tess-hoist-constants": LOOP_LEVEL,
+    "tess-hoist-scratch": KERNEL_LEVEL,
+    "tess-gpu-partition": KERNEL_LEVEL,
+    "tess-gpu-rows": KERNEL_LEVEL,
+    "tess-gpu-contract": KERNEL_LEVEL,
+    "tess-gpu-reduce": KERNEL_LEVEL,
+    "tess-gpu-map": KERNEL_LEVEL,
+}
+"""The level each pass reads (a pass not listed is not checked)."""

@@ -22,8 +22,10 @@ from xdsl.utils.diagnostic import Diagnostic
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.cli.opt import TesscOptMain, main
+from tessc.cli.verify_diagnostics import EXPECTATION, DiagnosticVerifier, Emitted
+from tessc.diagnostics import SourceChunk
 from tessc.dialects.tess import AddOp, NegOp
-from tessc.passes import TESS_PASSES
+from tessc.passes import INPUT_LEVELS, TESS_PASSES
 
 VALID = """\
 func.func @f(%a: tensor<3x1xf32>, %b: tensor<4xf32>) -> tensor<3x4xf32> {
@@ -104,16 +106,37 @@ def test_error_from_stdin_names_stdin() -> None:
     assert result.stderr.startswith("stdin:2:3: error: 'tess.add': shapes (3,4,1)")
 
 
-def test_verify_diagnostics_prints_to_stdout_and_exits_0(tmp_path: Path) -> None:
-    text = VERIFIER_ERROR + "// -----\n" + VALID + "// -----\n" + SYNTAX_ERROR
+def test_verify_diagnostics_checks_expectations(tmp_path: Path) -> None:
+    expected_verifier = VERIFIER_ERROR.replace(
+        "  %c = tess.add", "  // expected-error @+1 {{are not broadcastable}}\n  %c = tess.add"
+    )
+    expected_syntax = "// expected-error @+2 {{Expected ':'}}\n" + SYNTAX_ERROR
+    text = expected_verifier + "// -----\n" + VALID + "// -----\n" + expected_syntax
     result = run_opt(
         str(write(tmp_path, "d.mlir", text)), "--split-input-file", "--verify-diagnostics"
     )
     assert result.returncode == 0, result.stderr
-    assert "d.mlir:2:3: error: 'tess.add': shapes (3,4,1) and (3,5)" in result.stdout
-    assert "func.func @f(%a: tensor<3x1xf32>" in result.stdout
-    # Line numbers count from the start of the whole file, not of the chunk.
-    assert "d.mlir:12:20: error: Expected ':'" in result.stdout
+    assert result.stderr == ""
+    assert "func.func @f(%a: tensor<3x1xf32>" in result.stdout  # a valid chunk is printed
+
+
+def test_verify_diagnostics_fails_on_a_mismatch(tmp_path: Path) -> None:
+    wrong = VERIFIER_ERROR.replace(
+        "  %c = tess.add", "  // expected-error @+1 {{are broadcastable}}\n  %c = tess.add"
+    )
+    # The expectation of the first chunk does not count for the second (same line there).
+    text = wrong + "// -----\n" + VERIFIER_ERROR
+    path = write(tmp_path, "d.mlir", text)
+    result = run_opt(str(path), "--split-input-file", "--verify-diagnostics")
+    assert result.returncode == 1
+    assert [line for line in result.stderr.splitlines() if ": error: " in line] == [
+        f"{path}:3:3: error: unexpected error: 'tess.add': shapes (3,4,1) and (3,5) are not "
+        "broadcastable",
+        f'{path}:2:6: error: expected error "are broadcastable" was not produced',
+        f"{path}:8:3: error: unexpected error: 'tess.add': shapes (3,4,1) and (3,5) are not "
+        "broadcastable",
+    ]
+    assert "Traceback" not in result.stderr
 
 
 def test_split_input_file_reports_every_failing_chunk(tmp_path: Path) -> None:
@@ -334,12 +357,16 @@ def test_crash_on_unverified_invalid_ir_names_the_pass_that_broke_it(
 def test_pass_failure_with_verify_diagnostics(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    expected = VALID.replace("  %c", "  // expected-error @+1 {{cannot lower this add}}\n  %c")
+    args = ("-p", "test-fail-at-add", "--verify-diagnostics")
+    status, out, err = run_in_process(capsys, str(write(tmp_path, "e.mlir", expected)), *args)
+    assert (status, out, err) == (0, "", "")
+    # Unexpected: reported at the op (the driver's "while running pass" note is not one).
     path = write(tmp_path, "ok.mlir", VALID)
-    args = (str(path), "-p", "test-fail-at-add", "--verify-diagnostics")
-    status, out, err = run_in_process(capsys, *args)
-    assert status == 0
-    assert out.startswith(f"{path}:2:3: error: cannot lower this add")
-    assert err == ""
+    status, out, err = run_in_process(capsys, str(path), *args)
+    assert status == 1
+    assert err.splitlines()[0] == f"{path}:2:3: error: unexpected error: cannot lower this add"
+    assert "note" not in err and out == ""
 
 
 def test_print_between_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -457,3 +484,206 @@ def test_tess_frontend_errors_are_diagnostics(
     assert err.splitlines()[0] == (
         f"{shape}: error: shapes (3,4,1) and (3,5) are not broadcastable"
     )
+
+
+# ---------------------------------------------------------------------------------------
+# --verify-diagnostics: each anchor form and each failure mode
+# ---------------------------------------------------------------------------------------
+
+ANCHORED = """\
+op0  // expected-error {{on its own line}}
+// expected-error @+2 {{two below}}
+// expected-warning @below {{the next plain line}}
+op3
+// expected-remark @-1 {{one above}}
+// expected-note @above {{the last plain line}}
+// expected-error-re @unknown {{no {{loc[a-z]+}} at all}}
+op7
+"""
+
+
+def _verify(text: str, *emitted: Emitted, name: str = "t.mlir", offset: int = 0) -> list[str]:
+    verifier = DiagnosticVerifier(SourceChunk(name, text, offset))
+    for diagnostic in emitted:
+        verifier.process(diagnostic)
+    return verifier.finish()
+
+
+def test_every_anchor_form_finds_its_line() -> None:
+    emitted = [
+        Emitted("error", "error on its own line here", "t.mlir", 1, 1),
+        Emitted("error", "two below", "t.mlir", 4, 1),
+        Emitted("warning", "the next plain line", "t.mlir", 4, 1),
+        Emitted("remark", "one above", "t.mlir", 4, 1),
+        Emitted("note", "the last plain line", "t.mlir", 4, 1),
+        Emitted("error", "no location at all"),
+    ]
+    assert _verify(ANCHORED, *emitted) == []
+    # In a later --split-input-file chunk, lines count from the start of the file.
+    moved = [Emitted(d.severity, d.message, d.file, d.line and d.line + 10) for d in emitted]
+    assert _verify(ANCHORED, *moved, offset=10) == []
+
+
+@pytest.mark.parametrize(
+    ("emitted", "message"),
+    [
+        # the text is a substring, case and all
+        (Emitted("error", "On its own line", "t.mlir", 1, 1), "unexpected error: On its own"),
+        # the line must match, and the file
+        (Emitted("error", "on its own line", "t.mlir", 2, 1), "t.mlir:2:1: error: unexpected"),
+        (Emitted("error", "on its own line", "u.mlir", 1, 1), "u.mlir:1:1: error: unexpected"),
+        # a located diagnostic does not match @unknown, nor an unlocated one a line
+        (Emitted("error", "no location at all", "t.mlir", 7, 1), "unexpected error: no loc"),
+        (Emitted("error", "on its own line"), "t.mlir: error: unexpected error: on its own"),
+        # the severity must match
+        (
+            Emitted("warning", "on its own line", "t.mlir", 1, 1),
+            "t.mlir:1:9: error: 'warning' diagnostic emitted when expecting a 'error'",
+        ),
+    ],
+)
+def test_a_mismatch_is_reported(emitted: Emitted, message: str) -> None:
+    text = "op0  // expected-error {{on its own line}}\n"
+    text += "// expected-error @unknown {{no location at all}}\n"
+    errors = _verify(text, emitted)
+    assert any(message in error for error in errors), errors
+    assert errors, "a mismatch must fail"
+
+
+def test_an_expectation_nothing_meets_is_reported_at_its_comment() -> None:
+    errors = _verify(ANCHORED)
+    assert len(errors) == 6
+    assert errors[0].startswith('t.mlir:1:9: error: expected error "on its own line" was not')
+    assert (
+        't.mlir:7:4: error: expected error "no {{loc[a-z]+}} at all" was not produced'
+        in (errors[5])
+    )
+
+
+def test_bad_expectations_are_errors() -> None:
+    assert _verify("// expected-error-re {{a {{[}} b}}\n")[0].startswith(
+        "t.mlir:1:4: error: invalid regex:"
+    )
+    assert "found start of regex with no end" in _verify("// expected-error-re {{a {{b}}\n")[0]
+    # a dangling @below expects its diagnostic on the last line
+    assert _verify("// expected-error @below {{x}}", Emitted("error", "x", "t.mlir", 1, 1)) == []
+
+
+def test_regex_blocks_are_regular_expressions_and_the_rest_literal() -> None:
+    text = "op // expected-error-re {{f(x) at {{[0-9]+}}.}}\n"
+    assert _verify(text, Emitted("error", "f(x) at 42.", "t.mlir", 1, 1)) == []
+    assert _verify(text, Emitted("error", "fx at 42.", "t.mlir", 1, 1)) != []
+
+
+def test_expectations_in_tess_comments(tmp_path: Path) -> None:
+    assert EXPECTATION.search("# expected-error @+1 {{x}}") is not None
+
+
+# ---------------------------------------------------------------------------------------
+# mlir-opt's command line: stdin, --pass-pipeline, named pipelines, IR dumps, pass lists
+# ---------------------------------------------------------------------------------------
+
+
+def test_dash_reads_stdin() -> None:
+    result = run_opt("-", stdin=VALID)
+    assert result.returncode == 0, result.stderr
+    assert "tess.add" in result.stdout
+    result = run_opt("-", stdin=VERIFIER_ERROR)
+    assert result.stderr.startswith("stdin:2:3: error: 'tess.add'")
+
+
+def test_pass_pipeline_as_mlir_opt_spells_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = str(write(tmp_path, "ok.mlir", VALID))
+    spec = "builtin.module(tess-to-linalg, tess-fuse{max-cheap-ops=2}, cse)"
+    status, out, _ = run_in_process(capsys, path, f"--pass-pipeline={spec}")
+    assert status == 0 and "linalg.generic" in out
+    for bad, message in [
+        ("builtin.module(func.func(cse))", "nested pipeline 'func.func(...)' is not supported"),
+        ("cse", "expected 'builtin.module(...)'"),
+    ]:
+        assert main([path, f"--pass-pipeline={bad}"]) == 1
+        assert message in capsys.readouterr().err
+    assert main([path, "-p", "cse", "--pass-pipeline=builtin.module(cse)"]) == 1
+    assert "not both" in capsys.readouterr().err
+
+
+def test_named_pipeline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # cpu on an elementwise program: tess-pack-matmul & co. find nothing, and say nothing.
+    path = str(write(tmp_path, "ok.mlir", VALID))
+    status, out, err = run_in_process(capsys, path, "-p", "cpu")
+    assert (status, err) == (0, "")
+    assert "tess.kernel" in out and "scf.parallel" in out
+    assert main([path, "-p", "cpu{fast=true}"]) == 1
+    assert "the named pipeline 'cpu' takes no options" in capsys.readouterr().err
+
+
+def test_print_ir_before_and_after_all(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(write(tmp_path, "ok.mlir", VALID))
+    args = ["-p", "cse,canonicalize", "--mlir-print-ir-before-all", "--mlir-print-ir-after-all"]
+    status, out, err = run_in_process(capsys, path, *args, "--mlir-print-op-generic")
+    assert status == 0
+    headers = [line for line in err.splitlines() if line.startswith("// -----// IR Dump")]
+    assert headers == [
+        "// -----// IR Dump Before CommonSubexpressionElimination (cse) //----- //",
+        "// -----// IR Dump After CommonSubexpressionElimination (cse) //----- //",
+        "// -----// IR Dump Before CanonicalizePass (canonicalize) //----- //",
+        "// -----// IR Dump After CanonicalizePass (canonicalize) //----- //",
+    ]
+    assert err.count('"tess.add"') == 4 and '"tess.add"' in out  # generic form everywhere
+
+
+def test_mlir_timing_is_timing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = run_in_process(
+        capsys, str(write(tmp_path, "ok.mlir", VALID)), "-p", "cse", "--mlir-timing"
+    )
+    assert status == 0 and "Total Execution Time" in err
+
+
+def test_list_passes_shows_options(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--list-passes"]) == 0
+    listing = capsys.readouterr().out
+    assert "  tess-fuse-horizontal - " in listing
+    assert "      donated-only=<bool> (default false)" in listing
+    assert "      chunk-size=<int> (default 16384)" in listing
+    assert "  cpu - " in listing and "canonicalize" in listing
+    for name in TESS_PASSES:
+        assert f"  {name}" in listing
+    with pytest.raises(SystemExit):
+        TesscOptMain(args=["--help"])
+    assert "donated-only=<bool>" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------
+# A pass named on the command line needs ops of its input level
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("passes", "message"),
+    [
+        ("tess-fuse", "pass 'tess-fuse' expects linalg-on-tensors IR (ops like linalg.generic"),
+        ("tess-linalg-to-loops", "pass 'tess-linalg-to-loops' expects linalg IR"),
+        ("tess-gpu-map", "pass 'tess-gpu-map' expects kernel-function IR"),
+        ("tess-to-linalg,tess-tile", "pass 'tess-tile' expects loop IR"),
+    ],
+)
+def test_pass_without_its_input_level_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], passes: str, message: str
+) -> None:
+    path = write(tmp_path, "ok.mlir", VALID)
+    status, _, err = run_in_process(capsys, str(path), "-p", passes)
+    assert status == 1
+    assert err.startswith(f"{path}: error: {message}"), err
+    assert err.count("error:") == 1  # once
+    # As a diagnostic at the module, which has no location: expected-error @unknown.
+    expected = f"// expected-error @unknown {{{{{message}}}}}\n" + VALID
+    status, _, err = run_in_process(
+        capsys, str(write(tmp_path, "e.mlir", expected)), "-p", passes, "--verify-diagnostics"
+    )
+    assert (status, err) == (0, "")
+
+
+def test_every_level_checked_pass_is_a_tess_pass() -> None:
+    assert set(INPUT_LEVELS) <= set(TESS_PASSES)

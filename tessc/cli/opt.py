@@ -2,18 +2,20 @@
 `tessc-opt`: xDSL's `xdsl-opt` with the `tess` dialect, tessc's passes and located errors.
 
 It is `xDSLOptMain` (every xDSL dialect, pass and target, `-p 'pass{opt=v}'`,
-`--print-between-passes`, `--split-input-file`, `--verify-diagnostics`, ...) plus:
+`--print-between-passes`, `--split-input-file`, ...) plus what looks like mlir-opt behaves
+like it: `--verify-diagnostics` checks `expected-error {{...}}` comments
+(`tessc.cli.verify_diagnostics`), `--pass-pipeline='builtin.module(...)'`, named pipelines
+(`-p cpu`), `--mlir-print-ir-{before,after}-all`, `--mlir-print-op-generic`, `--mlir-timing`,
+`-` for stdin, and `--list-passes` (`tessc.cli.opt_passes`); and:
 
-- the `tess` dialect and every pass of `tessc.passes` (loaded lazily, by name);
-- a `numba` target (`-t numba`): the module as Python source, by
-  `lowering.codegen.to_numba.emit_numba` (loops level) or
-  `lowering.codegen.to_cuda.emit_cuda`
-  (gpu level);
-- a frontend for `.tess` files, `tessc.frontend.tess_lang.parse_tess`;
+- the `tess` dialect and every pass of `tessc.passes` (loaded lazily, by name); a pass the
+  command line names, run on a module without one op of its input level, is an error;
+- a `numba` target (`-t numba`) and a frontend for `.tess` files (`tessc.cli.opt_extensions`);
 - errors as compiler diagnostics instead of Python tracebacks.
 
 Errors are located diagnostics (`tessc.diagnostics`): `file:line:col: error: message`, the
-source line and a caret, on stderr, with exit status 1.
+source line and a caret, on stderr, with exit status 1 (`--parsing-diagnostics`: a parse
+error goes to stdout, exit 0). With `--split-input-file` every chunk is compiled.
 
 Verification: the input is verified (its errors are the user's), and so is the output of
 the last pass. Between passes the module is verified only with `--verify-each` or
@@ -23,10 +25,6 @@ compiler error naming that pass: when the output does not verify, the pipeline i
 from the source, verifying after each pass, to find the first pass whose output fails.
 Likewise no copy of the module is kept for crash reports: the input of a failing pass is
 made again from the source by the passes before it (passes are deterministic).
-
-With `--verify-diagnostics` (verifier and pass errors) or `--parsing-diagnostics` (parse
-errors) the same diagnostic goes to stdout instead, the exit status stays 0, and the next
-`--split-input-file` chunk is processed: invalid-IR tests FileCheck the diagnostics.
 """
 
 from __future__ import annotations
@@ -37,12 +35,11 @@ import gc
 import os
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, ClassVar
 
-from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import (
@@ -51,14 +48,28 @@ from xdsl.utils.exceptions import (
     ParseError,
     ShrinkException,
 )
-from xdsl.utils.lexer import Input, Span
-from xdsl.utils.target import Target
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from tessc import timing
+from tessc.cli.opt_extensions import NumbaTarget, as_parse_error
+from tessc.cli.opt_passes import (
+    PipelineError,
+    ir_dump_header,
+    pass_listing,
+    plan_pipeline,
+    unanchored,
+)
+from tessc.cli.verify_diagnostics import (
+    DiagnosticVerifier,
+    Emitted,
+    one_line,
+    op_diagnostic,
+    parse_error_diagnostic,
+)
 from tessc.context import register_tess_dialects
 from tessc.diagnostics import (
     InternalCompilerError,
+    LocatedError,
     LocatingParser,
     PassOutputVerifyError,
     SourceChunk,
@@ -77,31 +88,7 @@ from tessc.diagnostics import (
     verify_located,
     write_reproducer,
 )
-from tessc.passes import pass_loaders
-
-# ---------------------------------------------------------------------------------------
-# The numba target and the .tess frontend (both lazy: written in other modules)
-# ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class NumbaTarget(Target):
-    """`-t numba`: the module as the Python source of Numba kernels: CPU kernels from the
-    loops level, CUDA kernels (`tessc.lowering.codegen.to_cuda`) from the gpu level (a module
-    holding a `gpu.module`)."""
-
-    name = "numba"
-
-    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        gpu_level = any(op.name == "gpu.module" for op in module.ops)
-        try:
-            if gpu_level:
-                from tessc.lowering.codegen.to_cuda import emit_cuda as emit
-            else:
-                from tessc.lowering.codegen.to_numba import emit_numba as emit
-        except ImportError as error:
-            raise DiagnosticException(f"the numba target is not available: {error}") from None
-        output.write(emit(module))
+from tessc.passes import INPUT_LEVELS, pass_loaders
 
 
 class CommandLineError(Exception):
@@ -120,6 +107,7 @@ class TesscOptMain(xDSLOptMain):
     _content: bytes  # the chunk being compiled, to replay the pipeline on a failure
     _file_extension: str
     _current_pass: ModulePass | None
+    _explicit: tuple[bool, ...]  # per pass: named by the command line, not by a pipeline
     _pass_index: int  # of `_current_pass` in the pipeline
     _pass_start: float
     _pass_cpu: float
@@ -156,10 +144,40 @@ class TesscOptMain(xDSLOptMain):
         arg_parser.prog = "tessc-opt"
         arg_parser.add_argument(
             "--timing",
+            "--mlir-timing",
+            dest="timing",
             action="store_true",
             help="print the wall time of parsing, each pass, verification and output to "
             "stderr (like mlir-opt -mlir-timing)",
         )
+        arg_parser.add_argument(
+            "--pass-pipeline",
+            help="the passes as mlir-opt spells them: 'builtin.module(p1,p2{opt=v})'",
+        )
+        arg_parser.add_argument(
+            "--mlir-print-ir-before-all",
+            action="store_true",
+            help="print the module to stderr before every pass, under mlir-opt's header",
+        )
+        arg_parser.add_argument(
+            "--mlir-print-ir-after-all",
+            action="store_true",
+            help="print the module to stderr after every pass, under mlir-opt's header",
+        )
+        arg_parser.add_argument(
+            "--mlir-print-op-generic",
+            dest="print_op_generic",
+            action="store_true",
+            help="the same as --print-op-generic",
+        )
+        arg_parser.add_argument(
+            "--list-passes",
+            action="store_true",
+            help="list every pass with its options, and the named pipelines, and exit",
+        )
+        # --help ends with the same list (loading every pass only when it is asked for).
+        format_help = arg_parser.format_help
+        arg_parser.format_help = lambda: format_help() + "\n" + self._pass_listing()
         arg_parser.add_argument(
             "--verify-each",
             action="store_true",
@@ -200,20 +218,46 @@ class TesscOptMain(xDSLOptMain):
             # shape errors) or anything that says where it is (lark's `line`/`column`).
             # Anything else is a bug in the frontend and keeps its traceback.
             if isinstance(error, ValueError) or hasattr(error, "line"):
-                raise _as_parse_error(error, text, self.get_input_name()) from None
+                raise as_parse_error(error, text, self.get_input_name()) from None
             raise
 
     # passes ----------------------------------------------------------------------------
 
     def setup_pipeline(self) -> None:
+        """The passes of `-p` or `--pass-pipeline`, a named pipeline standing for its own."""
+        from tessc.pipelines import PIPELINES
+
+        spec = self.args.passes
         try:
-            self.pipeline = PassPipeline.parse_spec(
-                self.available_passes, self.args.passes, self._between_passes
-            )
+            if self.args.pass_pipeline is not None:
+                if spec:
+                    raise PipelineError("give the passes with -p or with --pass-pipeline, not both")
+                spec = unanchored(self.args.pass_pipeline)
+        except PipelineError as error:
+            raise CommandLineError(str(error)) from None
+        named = {name: pipeline.spec for name, pipeline in PIPELINES.items()}
+        try:
+            plan = plan_pipeline(self.available_passes, spec, named)
         except ArgSpecParseError as error:
             raise CommandLineError(str(error).rstrip()) from None
         except (ValueError, TypeError, ImportError) as error:
-            raise CommandLineError(f"invalid pass pipeline '{self.args.passes}': {error}") from None
+            raise CommandLineError(f"invalid pass pipeline '{spec}': {error}") from None
+        self.pipeline = PassPipeline(plan.passes, self._between_passes)
+        self._explicit = plan.explicit
+
+    def _pass_listing(self) -> str:
+        from tessc.pipelines import PIPELINES
+
+        descriptions = {name: pipeline.description for name, pipeline in PIPELINES.items()}
+        return pass_listing(self.available_passes, descriptions)
+
+    def get_input_stream(self) -> tuple[IO[bytes], str]:
+        if self.args.input_file == "-":  # `-` is stdin, as for mlir-opt
+            return sys.stdin.buffer, "mlir"
+        return super().get_input_stream()
+
+    def get_input_name(self) -> str:
+        return "stdin" if self.args.input_file in (None, "-") else self.args.input_file
 
     def _verify_each(self) -> bool:
         if self.args.verify_each:
@@ -233,6 +277,8 @@ class TesscOptMain(xDSLOptMain):
             )
         if self.args.time_passes and previous is not None:
             print(f"Pass {previous.name} took {time.perf_counter() - self._pass_start} seconds")
+        if previous is not None and self.args.mlir_print_ir_after_all:
+            self._dump_ir(ir_dump_header("After", previous), module)
         if previous is None or next is None or self._verify_each():
             with timing.phase("(verify)"):
                 self._verify_between(module, previous)
@@ -243,7 +289,27 @@ class TesscOptMain(xDSLOptMain):
         if previous is not None:
             self._pass_index += 1
         self._current_pass = next
+        if next is not None:
+            if self._explicit[self._pass_index]:
+                self._check_input_level(next, module)
+            if self.args.mlir_print_ir_before_all:
+                self._dump_ir(ir_dump_header("Before", next), module)
         self._pass_start, self._pass_cpu = time.perf_counter(), time.process_time()
+
+    def _check_input_level(self, module_pass: ModulePass, module: ModuleOp) -> None:
+        """A pass the command line names, run on a module without one op of its input
+        level, is an error at the module (it would silently do nothing)."""
+        level = INPUT_LEVELS.get(module_pass.name)
+        if level is not None and not level.present(module):
+            raise LocatedError(level.missing_message(module_pass.name), module)
+
+    def _dump_ir(self, header: str, module: ModuleOp) -> None:
+        """mlir-opt's IR dump between passes: on stderr, under `header`."""
+        sys.stdout.flush()
+        print(header, file=sys.stderr)
+        printer = Printer(stream=sys.stderr, print_generic_format=self.args.print_op_generic)
+        printer.print_op(module)
+        print("\n", file=sys.stderr)
 
     def _verify_between(self, module: ModuleOp, previous: ModulePass | None) -> None:
         if self.args.disable_verify:
@@ -333,6 +399,9 @@ class TesscOptMain(xDSLOptMain):
         return self._run_all()
 
     def _run_all(self) -> int:
+        if self.args.list_passes:
+            sys.stdout.write(self._pass_listing())
+            return 0
         if self.args.input_file is not None and self.args.input_file != "-":
             try:  # a regular file of a sane size: not /dev/zero, not a directory
                 read_source_file(Path(self.args.input_file))
@@ -373,23 +442,53 @@ class TesscOptMain(xDSLOptMain):
     def _run_chunk(
         self, chunk: IO[bytes], file_extension: str, offset: int, output: IO[str]
     ) -> int:
+        if self.args.verify_diagnostics:
+            return self._verify_chunk(chunk, file_extension, offset, output)
         try:
-            with timing.phase("parse"):
-                module = self.parse_chunk(chunk, file_extension, offset)
-            if module is not None:
-                with timing.phase("passes"):
-                    self.apply_passes(module)
-                with timing.phase("output"):
-                    output.write(self._output(module))
-            output.flush()
+            self._compile_chunk(chunk, file_extension, offset, output)
             return 0
         except ParseError as error:
-            expected = self.args.parsing_diagnostics or self.args.verify_diagnostics
+            expected = self.args.parsing_diagnostics
             return self._report(describe_parse_error(error), expected=expected)
         except DiagnosticException as error:
-            return self._report(self._describe(error), expected=self.args.verify_diagnostics)
+            return self._report(self._describe(error), expected=False)
         except InternalCompilerError as error:
             return self._report(f"{self._source.name}: error: {error}", expected=False)
+
+    def _compile_chunk(
+        self, chunk: IO[bytes], file_extension: str, offset: int, output: IO[str]
+    ) -> None:
+        with timing.phase("parse"):
+            module = self.parse_chunk(chunk, file_extension, offset)
+        if module is not None:
+            with timing.phase("passes"):
+                self.apply_passes(module)
+            with timing.phase("output"):
+                output.write(self._output(module))
+        output.flush()
+
+    def _verify_chunk(
+        self, chunk: IO[bytes], file_extension: str, offset: int, output: IO[str]
+    ) -> int:
+        """Compile the chunk and check its diagnostics against its `expected-*` comments
+        (`tessc.cli.verify_diagnostics`); the errors go to stderr."""
+        emitted: list[Emitted] = []
+        try:
+            self._compile_chunk(chunk, file_extension, offset, output)
+        except ParseError as error:
+            emitted.append(parse_error_diagnostic(error))
+        except DiagnosticException as error:
+            message, op, _ = self._diagnostic_parts(error)
+            emitted.append(op_diagnostic(message, op))
+        except InternalCompilerError as error:
+            emitted.append(Emitted("error", one_line(str(error))))
+        verifier = DiagnosticVerifier(self._source)
+        for diagnostic in emitted:
+            verifier.process(diagnostic)
+        errors = verifier.finish()
+        for error in errors:
+            print(error, file=sys.stderr)
+        return 1 if errors else 0
 
     def _output(self, module: ModuleOp) -> str:
         """The printed module or the target's output; a target's crash is an ICE report."""
@@ -405,6 +504,13 @@ class TesscOptMain(xDSLOptMain):
             raise internal_error(where, error, before) from error
 
     def _describe(self, error: DiagnosticException) -> str:
+        message, op, note = self._diagnostic_parts(error)
+        return describe_op_error(message, op, self._source, note=note)
+
+    def _diagnostic_parts(
+        self, error: DiagnosticException
+    ) -> tuple[str, Operation | None, str | None]:
+        """The message of `error`, the op it is at and the driver's note."""
         message = error_message(error)
         op = failing_op(error)
         note = None
@@ -421,7 +527,7 @@ class TesscOptMain(xDSLOptMain):
                 note += f"; the input of the pass is saved in {reproducer} (rerun: {rerun})"
         elif self._current_pass is not None:
             note = f"while running pass '{self._current_pass.name}'"
-        return describe_op_error(message, op, self._source, note=note)
+        return message, op, note
 
     def _report(self, diagnostic: str, *, expected: bool) -> int:
         if expected:
@@ -442,17 +548,6 @@ class _RewoundBytes:
 
     def close(self) -> None:
         pass
-
-
-def _as_parse_error(error: Exception, text: str, filename: str) -> Exception:
-    """A located `ParseError` if `error` has a `line` and `column`, else an unlocated one."""
-    line, column = getattr(error, "line", None), getattr(error, "column", None)
-    message = str(error).strip().split("\n")[0] or type(error).__name__
-    if not (isinstance(line, int) and isinstance(column, int) and line >= 1 and column >= 1):
-        return DiagnosticException(message)
-    lines = text.split("\n")
-    position = min(sum(len(s) + 1 for s in lines[: line - 1]) + column - 1, len(text))
-    return ParseError(Span(position, min(position + 1, len(text)), Input(text, filename)), message)
 
 
 COLLECTION_THRESHOLDS = (100_000, 50, 100)
