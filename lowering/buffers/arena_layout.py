@@ -14,8 +14,7 @@ from xdsl.dialects.builtin import IndexType, MemRefType
 from xdsl.ir import Attribute
 from xdsl.utils.exceptions import PassFailedException
 
-ALIGNMENT = 64
-"""Byte alignment of every buffer in the arena: a cache line, an AVX-512 vector."""
+from tessc.runtime.abi import ALIGNMENT
 
 
 def memref_bytes(typ: Attribute) -> int | None:
@@ -34,4 +33,4 @@ def align_up(n: int, alignment: int = ALIGNMENT) -> int:
     return -(-n // alignment) * alignment
 
 
-__all__ = ["ALIGNMENT", "align_up", "memref_bytes"]
+__all__ = ["align_up", "memref_bytes"]

@@ -5,7 +5,7 @@ Codegen, per op: the Python statement of each arith, math and memref op (level 5
 `TESSC_SIGNATURES`. The ops in between, scalar arithmetic and memory accesses, are translated
 here by `OpEmitter`, the base class of its function emitter: one op, one Python statement.
 
-- Scalar `arith`/`math` ops are expression templates (`_EXPRESSIONS`, `_CMPF`, `_CMPI`),
+- Scalar `arith`/`math` ops are expression templates (`EXPRESSIONS`, `_CMPF`, `_CMPI`),
   filled in with their operands' expressions and assigned to a fresh local. Numba widens
   8/16/32-bit integer arithmetic to int64, so those results are narrowed back through their
   type's constructor, wrapping like `arith`. Signed and unsigned ops share Python's operators:
@@ -42,7 +42,6 @@ from tessc.dialects import contract
 from tessc.dialects.micro import MmaOp, NumThreadsOp
 from tessc.lowering.codegen.numba_micro import MmaKey, mma_name
 from tessc.lowering.codegen.numba_source import (
-    HUGE_PAGE,
     ITEMSIZES,
     MANTISSA_BITS,
     Namer,
@@ -57,6 +56,7 @@ from tessc.lowering.codegen.numba_source import (
     tuple_literal,
 )
 from tessc.lowering.loops.index_values import constant_int
+from tessc.runtime.abi import HUGE_PAGE
 
 # ---------------------------------------------------------------------------------------
 # per-op expression tables
@@ -65,7 +65,7 @@ from tessc.lowering.loops.index_values import constant_int
 # `{0}`, `{1}`, `{2}`: operand expressions (names or literals); `{T}`: the result's scalar
 # constructor (`np.float32`), `{S}`: the first operand's, `{one}`: 1 in the result type,
 # `{big}`: 2^(mantissa bits) in the result type (from it on every float is an integer).
-_EXPRESSIONS: dict[str, str] = {
+EXPRESSIONS: dict[str, str] = {
     "arith.addf": "{0} + {1}", "arith.subf": "{0} - {1}", "arith.mulf": "{0} * {1}",
     "arith.divf": "{0} / {1}", "arith.remf": "np.fmod({0}, {1})", "arith.negf": "-{0}",
     "arith.maximumf": "np.maximum({0}, {1})", "arith.minimumf": "np.minimum({0}, {1})",
@@ -91,13 +91,13 @@ _EXPRESSIONS: dict[str, str] = {
 for (
     _cast
 ) in "index_cast index_castui sitofp uitofp fptosi fptoui extf truncf extsi extui trunci".split():
-    _EXPRESSIONS[f"arith.{_cast}"] = "{T}({0})"
+    EXPRESSIONS[f"arith.{_cast}"] = "{T}({0})"
 for _function in (
     "absf:abs atan:arctan cbrt ceil cos cosh exp exp2 expm1 floor log log10 log1p log2 "
     "roundeven:rint sin sinh sqrt tan tanh trunc"
 ).split():
     _math_name, _, _numpy_name = _function.partition(":")
-    _EXPRESSIONS[f"math.{_math_name}"] = f"np.{_numpy_name or _math_name}({{0}})"
+    EXPRESSIONS[f"math.{_math_name}"] = f"np.{_numpy_name or _math_name}({{0}})"
 
 _CMPF: dict[str, str] = {
     "false": "False", "true": "True",
@@ -161,7 +161,7 @@ class OpEmitter:
         self.scalar_views: dict[SSAValue, str] = {}
         # The arith/math templates; a target whose compiler lacks some spellings (Numba's
         # CUDA target has no `np.exp`) overrides those entries (`to_cuda.CUDA_TEMPLATES`).
-        self.templates: dict[str, str] = _EXPRESSIONS
+        self.templates: dict[str, str] = EXPRESSIONS
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -397,5 +397,4 @@ class OpEmitter:
             self.assign(op, f"{self.expr(op.source)}.shape[{self.expr(op.index)}]")
 
 
-# `HUGE_PAGE` is re-exported for `tess-hoist-scratch`, which imports it from here.
-__all__ = ["HUGE_PAGE", "OpEmitter"]
+__all__ = ["EXPRESSIONS", "OpEmitter"]
