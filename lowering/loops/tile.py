@@ -82,7 +82,7 @@ xDSL's `scf-parallel-loop-tiling` splits an `scf.parallel` into two with `affine
 bounds; it neither blocks `scf.for` loops, nor sinks point loops below block loops, nor
 unrolls and jams (and a nested `scf.parallel` is a nested `prange`): hence our own pass.
 
-The pass is split: matching a row kernel is in `tile_match.py`; the folding index
+The pass is split: matching a row kernel is in `contraction_match.py`; the folding index
 arithmetic and loop builders it shares with other loop passes in `index_emitter.py`; here
 the tiled kernel's construction, the pattern and the pass.
 """
@@ -108,6 +108,12 @@ from xdsl.traits import is_side_effect_free
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
+from tessc.lowering.loops.contraction_match import (
+    Contraction,
+    RowKernel,
+    RowSegment,
+    match_row_kernel,
+)
 from tessc.lowering.loops.index_emitter import (
     Emitter,
     Extent,
@@ -118,12 +124,6 @@ from tessc.lowering.loops.index_emitter import (
     static,
 )
 from tessc.lowering.loops.index_values import IndexConstants, constant_int
-from tessc.lowering.loops.tile_match import (
-    Contraction,
-    RowKernel,
-    RowSegment,
-    match_row_kernel,
-)
 from tessc.lowering.loops.trip_counts import trip_count
 
 DEFAULT_TILE_SIZES: tuple[int, int, int] = (64, 128, 256)
