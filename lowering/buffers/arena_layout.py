@@ -3,7 +3,7 @@ Byte sizes and alignment of the buffers in a host's workspace arena, shared by t
 passes that place buffers there: `tess-memory-plan` (the planned arena of intermediates)
 and `tess-hoist-scratch` (kernels' scratch, past the planned arena). Both align every
 buffer to `ALIGNMENT`; the scratch puts buffers of `HUGE_PAGE` bytes or more at multiples
-of it (`tessc.lowering.codegen.numba_ops.HUGE_PAGE`, which the runtime's workspace matches).
+of it (`tessc.runtime.abi.HUGE_PAGE`, which the runtime's workspace matches).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ Python thread its own workspace. (A kernel left with one `scf.parallel` may then
 emitted threaded, `numba_threads`: its shares share the buffer as a parfor's iterations
 do, which the kernel was written for.) A per-call allocation there costs page faults or
 heap churn (three buffers, 2.3 MiB at 1024 f32) and loses the huge pages codegen gives
-large scratch (`numba_ops.HUGE_PAGE`) whenever glibc serves the panels from its heap, on
+large scratch (`abi.HUGE_PAGE`) whenever glibc serves the panels from its heap, on
 pages already mapped 4 KiB at a time, as it does once its mmap threshold has risen after
 a large free. So the layout keeps codegen's rule: a buffer of `HUGE_PAGE` bytes or more
 sits at a multiple of `HUGE_PAGE` in the workspace (large ones first, then the rest; the

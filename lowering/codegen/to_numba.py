@@ -60,7 +60,7 @@ Performance decisions, from DESIGN.md's measurements:
   parallel launch costs more than a tiny loop nest. A loop over the threads
   (`micro.num_threads`) counts its body's work once.
 - A kernel's 1-d scratch of 2 MiB or more starts on a 2 MiB boundary and is advised huge
-  pages (`numba_ops.HUGE_PAGE`): packed panels on 4 KiB pages crowd some L2 sets. (Most
+  pages (`abi.HUGE_PAGE`): packed panels on 4 KiB pages crowd some L2 sets. (Most
   never reaches codegen as an alloc: `tess-hoist-scratch` makes it a view of the host's
   workspace, which the runtime keeps on huge pages.)
 
