@@ -75,13 +75,19 @@ def imports(source: str, name: str, is_package: bool = False) -> Iterator[str]:
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            module = node.module or ""
-            if node.level:
-                base = name.split(".")
-                base = base[: len(base) - node.level + (1 if is_package else 0)]
-                module = ".".join([*base, *([module] if module else [])])
+            module = from_module(node, name, is_package)
             # `from tessc.lowering import fuse` imports a module: name what comes after too.
             yield from (f"{module}.{alias.name}" for alias in node.names)
+
+
+def from_module(node: ast.ImportFrom, name: str, is_package: bool = False) -> str:
+    """The absolute name of the module a `from ... import` in module `name` reads."""
+    module = node.module or ""
+    if node.level:
+        base = name.split(".")
+        base = base[: len(base) - node.level + (1 if is_package else 0)]
+        module = ".".join([*base, *([module] if module else [])])
+    return module
 
 
 def package_modules(directory: str) -> Iterator[tuple[str, Path]]:
@@ -171,7 +177,7 @@ def module_imports(
                 if module:
                     yield module, None
         elif isinstance(node, ast.ImportFrom):
-            module = next(iter(imports(ast.unparse(node), name, is_package))).rpartition(".")[0]
+            module = from_module(node, name, is_package)
             for alias in node.names:
                 if f"{module}.{alias.name}" in modules:
                     yield f"{module}.{alias.name}", None
