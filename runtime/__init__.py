@@ -16,20 +16,35 @@ tessc's runtime: runs the Python/Numba source that codegen produced, reading no 
   horizontally fused program reads without a copy (`tessc.arena`).
 """
 
+import importlib
 from types import ModuleType
 from typing import Any
 
-from tessc.runtime import program_cache
-from tessc.runtime.cache import load_source
-from tessc.runtime.executor import Executable
+from tessc.runtime import abi
+
+_EXPORTS = {"Executable": "tessc.runtime.executor", "load_source": "tessc.runtime.cache"}
+"""Imported on first use: `tessc.lowering` imports `tessc.runtime.abi`, which must not
+load NumPy and the cache into `tessc-opt`."""
+
+
+def __getattr__(name: str) -> Any:
+    if name == "program_cache":
+        return importlib.import_module("tessc.runtime.program_cache")
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'tessc.runtime' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
 
 
 def executable(module: ModuleType, entry: str) -> Any:
     """The callable for host function `entry` of a loaded module, for its target."""
-    if getattr(module, "TESSC_TARGET", "cpu") == "cuda":
+    if getattr(module, abi.TARGET, abi.CPU_TARGET) == abi.CUDA_TARGET:
         from tessc.runtime.cuda import CudaExecutable
 
         return CudaExecutable(module, entry)
+    from tessc.runtime.executor import Executable
+
     return Executable(module, entry)
 
 

@@ -24,10 +24,8 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
+from tessc.runtime.abi import ALIGNMENT
 from tessc.runtime.executor import aligned_empty, arena_of
-
-ALIGNMENT = 64
-"""Byte alignment of the buffer: a cache line, an AVX-512 vector."""
 
 
 def arena(arrays: Sequence[ArrayLike], dtype: DTypeLike | None = None) -> list[np.ndarray]:

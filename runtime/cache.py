@@ -65,11 +65,16 @@ import tempfile
 import threading
 import types
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+KERNEL_COMPILERS: list[Callable[..., None]] = []
+"""Called on every module executed (`compile_kernels(module, guard, path, is_cached)`,
+the last three only for a module on disk): `tessc.runtime.external` registers its own when
+imported, which a module with kernels called by name does first."""
 
 HEADER_PREFIX = "# tessc-sha256: "
 MODULE_PREFIX = "tessc_"
@@ -234,11 +239,9 @@ def _execute(
         sums = path.with_suffix(SUMS_SUFFIX)
         for value in vars(module).values():
             _guard_numba_cache(value, sums)
-    if compile_kernels and "tessc.runtime.external" in sys.modules:
+    for compile_external in KERNEL_COMPILERS if compile_kernels else ():
         # Kernels called by name (`tessc.runtime.external`): compiled (concurrently where
         # it pays) and their symbols registered before anything calls the host.
-        from tessc.runtime.external import compile_kernels as compile_external
-
         if on_disk:
             compile_external(module, guard_for(path), path, lambda c: _is_cached(c, sums))
         else:

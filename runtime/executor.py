@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from tessc.runtime.abi import ALIGNMENT, HUGE_PAGE
 from tessc.runtime.cache import CompileStats, numba_compile_stats
 from tessc.runtime.signatures import ArenaSlot, ArraySpec, format_shape, read_signature
 
@@ -59,12 +60,6 @@ def arena_of(arrays: Sequence[np.ndarray], offsets: Sequence[int], size: int) ->
     return flat.view(arrays[0].dtype)
 
 
-HUGE_PAGE = 1 << 21
-"""A workspace of this many bytes or more starts on a multiple of it, in memory advised
-transparent huge pages; `tess-hoist-scratch` puts a kernel's scratch of that size at a
-multiple of it in the workspace (codegen's `numba_ops.HUGE_PAGE`, the same number)."""
-
-
 def aligned(raw: np.ndarray, size: int, alignment: int) -> np.ndarray:
     """The `size` bytes of the byte array `raw` that start at its first address on a
     multiple of `alignment` (`raw` has `alignment` bytes to spare)."""
@@ -83,9 +78,9 @@ def workspace_buffer(size: int) -> np.ndarray:
     huge pages (`madvise(MADV_HUGEPAGE)`; an advice, where the system refuses nothing
     changes). Fresh matters: `np.empty` may reuse heap memory already mapped in 4 KiB
     pages, which the advice does not turn into huge ones, and packed matmul panels on
-    4 KiB pages crowd L2 sets (codegen's `numba_ops.HUGE_PAGE`)."""
+    4 KiB pages crowd L2 sets (`abi.HUGE_PAGE`)."""
     if size < HUGE_PAGE:
-        return aligned_empty(size, 64)
+        return aligned_empty(size, ALIGNMENT)
     if not hasattr(mmap, "MAP_ANONYMOUS"):  # not a POSIX mmap: no advice to give
         return aligned_empty(size, HUGE_PAGE)
     # Private: a shared anonymous mapping is shmem, which the advice does not cover.
@@ -381,7 +376,6 @@ class Executable:
 
 
 __all__ = [
-    "HUGE_PAGE",
     "ArenaSlot",
     "ArraySpec",
     "Executable",

@@ -64,6 +64,7 @@ from numba.core.ccallback import CFunc
 from numba.core.typing import Signature
 from numba.extending import typeof_impl
 
+from tessc.runtime.cache import KERNEL_COMPILERS, execute_file, guard_for
 from tessc.runtime.numba_pipeline import TesscCompiler
 
 WORKERS_VARIABLE = "TESSC_COMPILE_WORKERS"
@@ -326,8 +327,6 @@ class _Worker:
 def _serve(requests: Iterable[str], out: IO[str]) -> None:
     """The worker's loop: compile each requested kernel (`<module file>\t<name>`) into the
     disk cache and answer `ok <name> <wall s> <CPU s>` (`failed <name>` if it cannot)."""
-    from tessc.runtime.cache import execute_file, guard_for
-
     modules: dict[str, ModuleType | None] = {}
     for line in requests:
         path, _, name = line.rstrip("\n").partition("\t")
@@ -363,6 +362,8 @@ def worker_main() -> None:
     ExternalKernel(_warm_up, types.void(types.voidptr), options).prepare(None).compile()
     _serve(sys.stdin, sys.stdout)
 
+
+KERNEL_COMPILERS.append(compile_kernels)
 
 __all__ = [
     "STATS",

@@ -57,6 +57,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tessc.runtime import abi
+
 
 def format_shape(shape: Sequence[int | None]) -> str:
     """`(3,4)` — the notation of tessc's shape diagnostics; `?` for a dynamic dim."""
@@ -158,7 +160,8 @@ class HostSignature:
 
 def _names(entry: dict, kind: str, count: int) -> list[str]:
     singular = kind[:-1]
-    return entry.get(f"{singular}_names") or [f"{singular}{k}" for k in range(count)]
+    key = {abi.INPUTS: abi.INPUT_NAMES, abi.OUTPUTS: abi.OUTPUT_NAMES}[kind]
+    return entry.get(key) or [f"{singular}{k}" for k in range(count)]
 
 
 def _specs(entry: dict, kind: str) -> tuple[ArraySpec, ...]:
@@ -182,24 +185,24 @@ def _slots(entry: dict, kind: str) -> tuple[ArenaSlot, ...]:
 def read_signature(module: types.ModuleType, entry: str) -> HostSignature:
     """The signature of host function `entry` in the generated `module`; ValueError when
     the module has no `TESSC_SIGNATURES` or no such entry."""
-    signatures = getattr(module, "TESSC_SIGNATURES", None)
+    signatures = getattr(module, abi.SIGNATURES, None)
     if not isinstance(signatures, dict):
-        raise ValueError(f"module {module.__name__} has no TESSC_SIGNATURES")
+        raise ValueError(f"module {module.__name__} has no {abi.SIGNATURES}")
     if entry not in signatures:
         known = ", ".join(sorted(signatures)) or "none"
         raise ValueError(f"no entry function '{entry}' (the module defines: {known})")
     signature = signatures[entry]
-    outputs = _specs(signature, "outputs")
-    arenas = signature.get("arenas")
+    outputs = _specs(signature, abi.OUTPUTS)
+    arenas = signature.get(abi.ARENAS)
     return HostSignature(
         entry=entry,
-        function=signature.get("function", entry),
-        inputs=_specs(signature, "inputs"),
+        function=signature.get(abi.FUNCTION, entry),
+        inputs=_specs(signature, abi.INPUTS),
         outputs=outputs,
-        workspace_bytes=int(signature.get("workspace_bytes", 0)),
-        output_aliases=tuple(signature.get("output_aliases") or [None] * len(outputs)),
-        arena_inputs=_slots(arenas, "inputs") if arenas is not None else (),
-        arena_outputs=_slots(arenas, "outputs") if arenas is not None else (),
+        workspace_bytes=int(signature.get(abi.WORKSPACE_BYTES, 0)),
+        output_aliases=tuple(signature.get(abi.OUTPUT_ALIASES) or [None] * len(outputs)),
+        arena_inputs=_slots(arenas, abi.INPUTS) if arenas is not None else (),
+        arena_outputs=_slots(arenas, abi.OUTPUTS) if arenas is not None else (),
     )
 
 

@@ -31,7 +31,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, Operation, SSAValue
 
 from tessc.dialects.gpu_memory import is_workgroup
-from tessc.lowering.codegen.numba_ops import _CMPF, _CMPI, _EXPRESSIONS, dtype_name
+from tessc.lowering.codegen.numba_ops import _CMPF, _CMPI, EXPRESSIONS, dtype_name
 
 Env = dict[SSAValue, Any]
 Thread = Generator[None, None, Any]
@@ -60,7 +60,7 @@ def _scalar_fn(op: Operation) -> Callable[..., Any]:
             predicate = arith.CMPI_COMPARISON_OPERATIONS[op.predicate.value.data]
             template = f"{{0}} {_CMPI[predicate]} {{1}}"
         else:
-            template = _EXPRESSIONS[op.name]
+            template = EXPRESSIONS[op.name]
         names = [f"a{k}" for k in range(len(op.operands))]
         result = op.results[0].type
         source = op.operands[0].type if op.operands else result

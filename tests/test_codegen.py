@@ -11,7 +11,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 
 from tessc.context import make_context
-from tessc.lowering.codegen.numba_ops import _CMPF, _EXPRESSIONS, UnsupportedOpError
+from tessc.lowering.codegen.numba_ops import _CMPF, EXPRESSIONS, UnsupportedOpError
 from tessc.lowering.codegen.to_numba import emit_numba
 from tessc.runtime import Executable, load_source
 
@@ -489,10 +489,10 @@ def evaluate(template: str, *operands: object) -> object:
 @pytest.mark.parametrize("b", [-3, -2, 1, 2, 3])
 def test_signed_division_truncates_toward_zero(a: int, b: int) -> None:
     quotient = math.trunc(a / b)
-    assert evaluate(_EXPRESSIONS["arith.divsi"], a, b) == quotient
-    assert evaluate(_EXPRESSIONS["arith.remsi"], a, b) == a - b * quotient
-    assert evaluate(_EXPRESSIONS["arith.floordivsi"], a, b) == math.floor(a / b)
-    assert evaluate(_EXPRESSIONS["arith.ceildivsi"], a, b) == math.ceil(a / b)
+    assert evaluate(EXPRESSIONS["arith.divsi"], a, b) == quotient
+    assert evaluate(EXPRESSIONS["arith.remsi"], a, b) == a - b * quotient
+    assert evaluate(EXPRESSIONS["arith.floordivsi"], a, b) == math.floor(a / b)
+    assert evaluate(EXPRESSIONS["arith.ceildivsi"], a, b) == math.ceil(a / b)
 
 
 @pytest.mark.parametrize("a", [1.0, 2.0, math.nan])

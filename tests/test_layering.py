@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tessc.passes import TESS_PASSES
+
 REPOSITORY = Path(__file__).resolve().parent.parent
 PACKAGE_DIRS = {
     "tessc": "tessc",
@@ -27,68 +29,24 @@ PACKAGE_DIRS = {
 }
 """Each folder and the package it is (pyproject.toml's package-dir)."""
 
-SHARED_LOWERING = frozenset(
-    {
-        "loops.index_values",
-        "loops.trip_counts",
-        "loops.row_analysis",
-        "linalg.loop_nests",
-        "buffers.arena_layout",
-        "loops.index_emitter",
-        "linalg.generic_analysis",
-        "linalg.builders",
-        "fusion.fuse_horizontal_groups",
-        "fusion.fuse_horizontal_segments",
-        "gpu.gpu_common",
-        "gpu.gpu_tree",
-        "codegen.numba_ops",
-        "codegen.numba_source",
-        "codegen.numba_function",
-        "codegen.numba_micro",
-        "autodiff.vjp_rules",
-    }
-)
-"""Lowering modules that are not passes: any pass may import them (lowering/README.md,
-"Shared code that is not a pass")."""
+LEVELS = ("autodiff", "linalg", "fusion", "buffers", "loops", "gpu", "codegen")
+"""`tessc.lowering`'s levels in pipeline order: a module imports its own level or earlier ones."""
 
-PASS_TO_PASS = frozenset(
+PASS_MODULES = frozenset(tuple(path.split(":")[0].split(".")[2:4]) for path in TESS_PASSES.values())
+"""(level, module) of every pass (tessc/passes.py). A module whose name is a pass's name
+followed by `_...` in the same level is that pass's helper (`fuse_plan` of `fuse`,
+`to_linalg_index` of `to_linalg`); any other lowering module is shared code."""
+
+RUNTIME_FOR_LOWERING = "tessc.runtime.abi"
+"""The one runtime module lowering imports: the constants both sides of codegen agree on."""
+
+CYCLE_EXCEPTIONS = frozenset(
     {
-        # One pass split over two files.
-        ("linalg.to_linalg", "linalg.to_linalg_index"),
-        ("linalg.to_linalg_index", "linalg.to_linalg"),
-        ("buffers.memory_plan", "buffers.memory_plan_accumulators"),
-        ("buffers.memory_plan", "buffers.memory_plan_planner"),
-        ("buffers.memory_plan_planner", "buffers.memory_plan_accumulators"),
-        # One pass split over three files: the decision, the fused op's construction, and
-        # the pattern and pass.
-        ("fusion.fuse", "fusion.fuse_plan"),
-        ("fusion.fuse", "fusion.fuse_build"),
-        ("fusion.fuse_build", "fusion.fuse_plan"),
-        # One pass split over two files: matching a row kernel, then tiling it.
-        ("loops.tile", "loops.tile_match"),
-        # One pass split over three files: the sibling merge, the arena rewrite of a
-        # function, and the scalar prologue and pass.
-        ("fusion.fuse_horizontal", "fusion.fuse_horizontal_siblings"),
-        ("fusion.fuse_horizontal", "fusion.fuse_horizontal_arenas"),
-        # Codegen's choice of parallel form (threaded kernels or parfors).
-        ("codegen.to_numba", "codegen.numba_threads"),
-        # and of the kernels a host calls by name (compiled on their own).
-        ("codegen.to_numba", "codegen.numba_external"),
-        # A packed contraction is matched as tess-tile's row kernel, or a dot nest as
-        # tess-tile-dot's.
-        ("loops.pack_matmul_plan", "loops.tile_match"),
-        ("loops.pack_matmul_plan", "loops.tile_dot"),
-        # One pass split over three files: what it packs and with which blocks, the
-        # build, and the rewrite.
-        ("loops.pack_matmul", "loops.pack_matmul_plan"),
-        ("loops.pack_matmul", "loops.pack_matmul_build"),
-        ("loops.pack_matmul_build", "loops.pack_matmul_plan"),
-        # A packed kernel's row dots: their left-hand side read in place and their tile
-        # sized as tess-pack-matmul's.
-        ("loops.row_dots", "loops.pack_matmul_plan"),
+        # Not yet broken: Tensor's NumPy protocol (tracer) dispatches to the forms built on it.
+        frozenset({"tessc.frontend.function_forms", "tessc.frontend.tracer"}),
     }
 )
-"""The pass modules that import another pass module, each with its reason."""
+"""Import cycles known to remain, each with its reason."""
 
 DIALECT_THIRD_PARTY = {
     "tessc.dialects.builder": {"numpy"},
@@ -115,18 +73,46 @@ def imports(source: str, name: str, is_package: bool = False) -> Iterator[str]:
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            module = node.module or ""
-            if node.level:
-                base = name.split(".")
-                base = base[: len(base) - node.level + (1 if is_package else 0)]
-                module = ".".join([*base, *([module] if module else [])])
+            module = from_module(node, name, is_package)
             # `from tessc.lowering import fuse` imports a module: name what comes after too.
             yield from (f"{module}.{alias.name}" for alias in node.names)
+
+
+def from_module(node: ast.ImportFrom, name: str, is_package: bool = False) -> str:
+    """The absolute name of the module a `from ... import` in module `name` reads."""
+    module = node.module or ""
+    if node.level:
+        base = name.split(".")
+        base = base[: len(base) - node.level + (1 if is_package else 0)]
+        module = ".".join([*base, *([module] if module else [])])
+    return module
 
 
 def package_modules(directory: str) -> Iterator[tuple[str, Path]]:
     for path in sorted((REPOSITORY / directory).rglob("*.py")):
         yield module_name(path), path
+
+
+def owning_pass(level: str, module: str) -> str | None:
+    """The pass module `module` of `level` is or belongs to (by name), None for shared code."""
+    if (level, module) in PASS_MODULES:
+        return module
+    owners = [m for lv, m in PASS_MODULES if lv == level and module.startswith(m + "_")]
+    return max(owners, key=len, default=None)
+
+
+def lowering_violation(name: str, imported: str) -> str | None:
+    """Why lowering module `name` may not import lowering module `imported`, or None."""
+    source, target = name.split(".")[2:4], imported.split(".")[2:4]
+    if len(source) < 2 or len(target) < 2 or target[0] not in LEVELS:
+        return None
+    owner = owning_pass(*source)
+    other = owning_pass(*target)
+    if other is not None and other != owner:
+        return f"pass module {name} imports pass module {imported} (another pass's)"
+    if source[0] in LEVELS and LEVELS.index(target[0]) > LEVELS.index(source[0]):
+        return f"{name} ({source[0]}) imports {imported}, of a later level ({target[0]})"
+    return None
 
 
 def violations(name: str, imported: str) -> str | None:
@@ -147,18 +133,106 @@ def violations(name: str, imported: str) -> str | None:
         if layer == "dialects" and target_layer != "dialects":
             return f"{name} (dialects) imports {imported}"
         if layer == "lowering":
+            if ".".join(target[:3]) == RUNTIME_FOR_LOWERING:
+                return None
             if target_layer not in ("dialects", "lowering"):
                 return f"{name} (lowering) imports {imported}, above it or beside it"
-            if target_layer == "lowering" and len(target) > 3:
-                source, other = ".".join(name.split(".")[2:4]), ".".join(target[2:4])
-                if other not in SHARED_LOWERING and (source, other) not in PASS_TO_PASS:
-                    return f"pass module {name} imports pass module {imported}"
+            if target_layer == "lowering":
+                return lowering_violation(name, imported)
         return None
     if top == "xdsl" or top in sys.stdlib_module_names or top == "__future__":
         return None
     if layer == "dialects" and top in DIALECT_THIRD_PARTY.get(name, set()):
         return None
     return f"{name} ({layer}) imports the library {top} (only xDSL and the standard library)"
+
+
+def type_checking_imports(tree: ast.AST) -> set[ast.AST]:
+    """The import statements under `if TYPE_CHECKING:`: annotations only, never run."""
+    found: set[ast.AST] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            found.update(n for n in ast.walk(node) if isinstance(n, ast.Import | ast.ImportFrom))
+    return found
+
+
+def module_imports(
+    source: str, name: str, modules: set[str], is_package: bool = False
+) -> Iterator[tuple[str, str | None]]:
+    """`(module, name)` for every package module `source` imports at run time (functions'
+    imports included; `if TYPE_CHECKING:` ones not): `name` is the name imported from it,
+    None for the module itself."""
+    tree = ast.parse(source)
+    skipped = type_checking_imports(tree)
+    for node in ast.walk(tree):
+        if node in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                module = alias.name
+                while module and module not in modules:
+                    module = module.rpartition(".")[0]
+                if module:
+                    yield module, None
+        elif isinstance(node, ast.ImportFrom):
+            module = from_module(node, name, is_package)
+            for alias in node.names:
+                if f"{module}.{alias.name}" in modules:
+                    yield f"{module}.{alias.name}", None
+                elif module in modules:
+                    yield module, alias.name
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = {name: path for d in PACKAGE_DIRS for name, path in package_modules(d)}
+    return {
+        name: {
+            m
+            for m, _ in module_imports(
+                path.read_text(), name, set(modules), path.name == "__init__.py"
+            )
+            if m != name
+        }
+        for name, path in modules.items()
+    }
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[frozenset[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = {stack.pop()}
+            while v not in component:
+                component.add(stack.pop())
+            if len(component) > 1:
+                cycles.append(frozenset(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def private_imports(source: str, name: str, modules: set[str]) -> list[str]:
+    """`from m import _x` in module `name`, `_x` a private name of another package module."""
+    return [
+        f"{name} imports {imported} from {module}"
+        for module, imported in module_imports(source, name, modules)
+        if imported is not None and imported.startswith("_") and not imported.startswith("__")
+    ]
 
 
 @pytest.mark.parametrize("directory", list(PACKAGE_DIRS))
@@ -210,13 +284,21 @@ def test_every_subpackage_is_packaged() -> None:
             "from tessc.lowering.loops.linalg_to_loops import x",
             "pass module",
         ),
-        ("tessc.lowering.fusion.fuse", "from .to_loops import x", "pass module"),
+        ("tessc.lowering.fusion.fuse", "from .pack_narrow import x", "pass module"),
         (
             "tessc.lowering.fusion.fuse",
             "from tessc.lowering.loops import linalg_to_loops",
             "pass module",
         ),
-        ("tessc.lowering.fusion.fuse", "from . import to_loops", "pass module"),
+        ("tessc.lowering.fusion.fuse", "from . import pack_narrow", "pass module"),
+        # A helper of one pass is that pass's, by name.
+        ("tessc.lowering.fusion.fuse", "from .fuse_horizontal_groups import x", "pass module"),
+        ("tessc.lowering.loops.row_dots", "from .pack_matmul_plan import x", "pass module"),
+        # Shared code of a later level.
+        ("tessc.lowering.fusion.fuse", "from tessc.lowering.loops.index_values import x", "later"),
+        ("tessc.lowering.buffers.hoist_scratch", "from ..codegen.numba_source import x", "later"),
+        # Of the runtime, lowering imports only its `abi`.
+        ("tessc.lowering.codegen.to_numba", "from tessc.runtime import cache", "(lowering)"),
         ("tessc.compiler", "import hypothesis.strategies", "test-only"),
     ],
 )
@@ -233,7 +315,53 @@ def test_a_wrong_import_is_caught(name: str, source: str, problem: str) -> None:
         ("tessc.lowering.fusion.fuse", "from tessc.dialects import contract"),
         ("tessc.compiler", "from tessc.runtime import Executable"),
         ("tessc.runtime.executor", "import numpy as np\nfrom tessc.runtime import cache"),
+        ("tessc.lowering.fusion.fuse_plan", "from .fuse_build import x"),
+        ("tessc.lowering.linalg.to_linalg", "from .to_linalg_index import x"),
+        ("tessc.lowering.codegen.to_numba", "from tessc.lowering.loops.trip_counts import x"),
+        ("tessc.lowering.buffers.hoist_scratch", "from tessc.runtime.abi import HUGE_PAGE"),
+        ("tessc.lowering.codegen.to_cuda", "from tessc.runtime import abi"),
     ],
 )
 def test_an_allowed_import_passes(name: str, source: str) -> None:
     assert all(violations(name, m) is None for m in imports(source, name))
+
+
+def test_no_import_cycle() -> None:
+    cycles = [c for c in import_cycles(import_graph()) if c not in CYCLE_EXCEPTIONS]
+    assert not cycles, "\n".join(" <-> ".join(sorted(c)) for c in cycles)
+
+
+def test_a_cycle_is_caught() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_cycles(graph) == [frozenset({"a", "b", "c"})]
+    lazy = "def f():\n    from tessc.b import g\n"
+    modules = {"tessc.a", "tessc.b"}
+    assert [m for m, _ in module_imports(lazy, "tessc.a", modules)] == ["tessc.b"]
+    typing_only = "if TYPE_CHECKING:\n    from tessc.b import B\n"
+    assert list(module_imports(typing_only, "tessc.a", modules)) == []
+
+
+def test_no_private_name_is_imported() -> None:
+    modules = {name: path for d in PACKAGE_DIRS for name, path in package_modules(d)}
+    problems = [
+        problem
+        for name, path in modules.items()
+        for problem in private_imports(path.read_text(), name, set(modules))
+    ]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    ("source", "caught"),
+    [
+        ("from tessc.fuzz.programs import _Builder", True),
+        ("def f():\n    from .programs import _Builder", True),
+        ("from tessc.fuzz.programs import Program, _helper as helper", True),
+        ("from tessc.fuzz.programs import ProgramBuilder", False),
+        ("from tessc.fuzz import programs", False),
+        ("from typing import _SpecialForm", False),
+    ],
+)
+def test_a_private_import_is_caught(source: str, caught: bool) -> None:
+    modules = {"tessc.fuzz.programs", "tessc.fuzz.rows"}
+    assert bool(private_imports(source, "tessc.fuzz.rows", modules)) == caught

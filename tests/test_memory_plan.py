@@ -25,11 +25,12 @@ from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, f32
 from xdsl.ir import Block, Region, SSAValue
 
 from tessc.context import make_context
-from tessc.lowering.buffers.arena_layout import ALIGNMENT, memref_bytes
+from tessc.lowering.buffers.arena_layout import memref_bytes
 from tessc.lowering.buffers.memory_plan import TessMemoryPlanPass
 from tessc.lowering.codegen.to_numba import emit_numba
 from tessc.pipelines import get_pipeline, run_passes
 from tessc.reference import find_func, interpret, parse_module
+from tessc.runtime.abi import ALIGNMENT
 from tessc.runtime.cache import load_source
 from tessc.runtime.executor import Executable
 

@@ -25,12 +25,8 @@ from xdsl.utils.exceptions import PassFailedException
 
 from tessc.context import make_context
 from tessc.lowering.codegen.to_numba import emit_numba
-from tessc.lowering.loops.pack_matmul_plan import (
-    clamp_blocks,
-    host_vector_bits,
-    largest_share,
-    register_tile,
-)
+from tessc.lowering.loops.pack_matmul_plan import clamp_blocks, largest_share
+from tessc.lowering.loops.register_tiles import host_vector_bits, register_tile
 from tessc.pipelines import get_pipeline, run_passes
 from tessc.reference import interpret
 from tessc.runtime import Executable, load_source

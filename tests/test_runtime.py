@@ -285,11 +285,9 @@ def test_workspace_buffer_alignment(size: int) -> None:
     """A workspace is 64-byte aligned; from 2 MiB on it starts on a 2 MiB boundary (where
     `tess-hoist-scratch` puts a kernel's 2 MiB panels at 2 MiB multiples), writable, and
     lives as long as the array: codegen and the runtime agree on the huge page size."""
-    from tessc.lowering.codegen.numba_ops import HUGE_PAGE
-    from tessc.runtime.executor import HUGE_PAGE as RUNTIME_HUGE_PAGE
+    from tessc.runtime.abi import HUGE_PAGE
     from tessc.runtime.executor import workspace_buffer
 
-    assert HUGE_PAGE == RUNTIME_HUGE_PAGE
     buffer = workspace_buffer(size)
     assert buffer.nbytes == size and buffer.dtype == np.uint8 and buffer.flags.writeable
     assert buffer.ctypes.data % (HUGE_PAGE if size >= HUGE_PAGE else 64) == 0

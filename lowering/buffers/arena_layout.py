@@ -3,7 +3,7 @@ Byte sizes and alignment of the buffers in a host's workspace arena, shared by t
 passes that place buffers there: `tess-memory-plan` (the planned arena of intermediates)
 and `tess-hoist-scratch` (kernels' scratch, past the planned arena). Both align every
 buffer to `ALIGNMENT`; the scratch puts buffers of `HUGE_PAGE` bytes or more at multiples
-of it (`tessc.lowering.codegen.numba_source.HUGE_PAGE`, which the runtime's workspace matches).
+of it (`tessc.runtime.abi.HUGE_PAGE`, which the runtime's workspace matches).
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from xdsl.dialects.builtin import IndexType, MemRefType
 from xdsl.ir import Attribute
 from xdsl.utils.exceptions import PassFailedException
 
-ALIGNMENT = 64
-"""Byte alignment of every buffer in the arena: a cache line, an AVX-512 vector."""
+from tessc.runtime.abi import ALIGNMENT
 
 
 def memref_bytes(typ: Attribute) -> int | None:
@@ -34,4 +33,4 @@ def align_up(n: int, alignment: int = ALIGNMENT) -> int:
     return -(-n // alignment) * alignment
 
 
-__all__ = ["ALIGNMENT", "align_up", "memref_bytes"]
+__all__ = ["align_up", "memref_bytes"]

@@ -33,8 +33,8 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from tessc.dialects import contract
 from tessc.dialects.functions import add_workspace_argument, called_functions
-from tessc.lowering.buffers.arena_layout import ALIGNMENT, align_up, memref_bytes
-from tessc.lowering.codegen.numba_ops import HUGE_PAGE
+from tessc.lowering.buffers.arena_layout import align_up, memref_bytes
+from tessc.runtime.abi import ALIGNMENT, HUGE_PAGE
 
 Layout = tuple[list[tuple[MemRefType, int]], int]
 """A kernel's scratch: each used buffer's type and byte offset in the region (in argument

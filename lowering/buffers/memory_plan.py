@@ -29,12 +29,12 @@ from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
 from tessc.dialects.functions import add_workspace_argument, called_functions
-from tessc.lowering.buffers.arena_layout import ALIGNMENT
 from tessc.lowering.buffers.memory_plan_planner import (
     HostPlan,
     HostPlanner,
     views_and_uses,
 )
+from tessc.runtime.abi import ALIGNMENT
 
 
 def is_host(function: func.FuncOp) -> bool:

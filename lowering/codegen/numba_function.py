@@ -33,6 +33,7 @@ from tessc.lowering.codegen.numba_source import (
 )
 from tessc.lowering.loops.index_values import constant_int
 from tessc.lowering.loops.trip_counts import static_work_of
+from tessc.runtime import abi
 
 PARALLEL_COLLAPSE_MIN = 64
 """Leading static dims of an `scf.parallel` whose product is below this are collapsed into
@@ -407,19 +408,19 @@ def signature_entry(fn: func.FuncOp, pyname: str, arg_names: Sequence[str]) -> s
     extra = ""
     if workspace is not None:
         specs, names = specs[:-1], names[:-1]
-        extra += f'        "workspace_bytes": {workspace},\n'
+        extra += f'        "{abi.WORKSPACE_BYTES}": {workspace},\n'
     split = len(specs) - num_outputs
     aliases = [contract.ALIASES_INPUT.get_arg(fn, k) for k in range(split, len(specs))]
     if any(a is not None for a in aliases):
-        extra += f'        "output_aliases": [{", ".join(str(a) for a in aliases)}],\n'
+        extra += f'        "{abi.OUTPUT_ALIASES}": [{", ".join(str(a) for a in aliases)}],\n'
     extra += _arena_layout_entry(fn, arg_types, split)
     return (
         f'    "{fn.sym_name.data}": {{\n'
-        f'        "function": "{pyname}",\n'
-        f'        "inputs": [{", ".join(specs[:split])}],\n'
-        f'        "input_names": [{", ".join(names[:split])}],\n'
-        f'        "outputs": [{", ".join(specs[split:])}],\n'
-        f'        "output_names": [{", ".join(names[split:])}],\n'
+        f'        "{abi.FUNCTION}": "{pyname}",\n'
+        f'        "{abi.INPUTS}": [{", ".join(specs[:split])}],\n'
+        f'        "{abi.INPUT_NAMES}": [{", ".join(names[:split])}],\n'
+        f'        "{abi.OUTPUTS}": [{", ".join(specs[split:])}],\n'
+        f'        "{abi.OUTPUT_NAMES}": [{", ".join(names[split:])}],\n'
         f"{extra}"
         "    },"
     )
@@ -445,10 +446,10 @@ def _arena_layout_entry(fn: func.FuncOp, arg_types: Sequence[Attribute], split: 
 
     names = ", ".join(f'"{n}"' for n in layout.input_names)
     return (
-        '        "arenas": {\n'
-        f'            "inputs": [{entries(layout.inputs, 0)}],\n'
-        f'            "input_names": [{names}],\n'
-        f'            "outputs": [{entries(layout.outputs, split)}],\n'
+        f'        "{abi.ARENAS}": {{\n'
+        f'            "{abi.INPUTS}": [{entries(layout.inputs, 0)}],\n'
+        f'            "{abi.INPUT_NAMES}": [{names}],\n'
+        f'            "{abi.OUTPUTS}": [{entries(layout.outputs, split)}],\n'
         "        },\n"
     )
 

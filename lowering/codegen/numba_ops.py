@@ -2,7 +2,7 @@
 Codegen, per op: the Python statement of each arith, math and memref op (level 5 -> 6).
 
 `OpEmitter`, the base class of the function emitter, translates one op into one Python
-statement: scalar `arith`/`math` ops from expression templates (`_EXPRESSIONS`, `_CMPF`,
+statement: scalar `arith`/`math` ops from expression templates (`EXPRESSIONS`, `_CMPF`,
 `_CMPI`; narrow integers wrapped back to their type, `arith.bitcast` through an LLVM
 intrinsic), constants inlined as literals (`np.float32(...)` for f32, so f32 code stays
 f32), memrefs as NumPy arrays (`memref.view` of the arena as a typed window, no copy;
@@ -24,7 +24,6 @@ from tessc.dialects import contract
 from tessc.dialects.micro import MmaOp, NumThreadsOp
 from tessc.lowering.codegen.numba_micro import MmaKey, mma_name
 from tessc.lowering.codegen.numba_source import (
-    HUGE_PAGE,
     ITEMSIZES,
     MANTISSA_BITS,
     Namer,
@@ -39,6 +38,7 @@ from tessc.lowering.codegen.numba_source import (
     tuple_literal,
 )
 from tessc.lowering.loops.index_values import constant_int
+from tessc.runtime.abi import HUGE_PAGE
 
 # ---------------------------------------------------------------------------------------
 # per-op expression tables
@@ -47,7 +47,7 @@ from tessc.lowering.loops.index_values import constant_int
 # `{0}`, `{1}`, `{2}`: operand expressions (names or literals); `{T}`: the result's scalar
 # constructor (`np.float32`), `{S}`: the first operand's, `{one}`: 1 in the result type,
 # `{big}`: 2^(mantissa bits) in the result type (from it on every float is an integer).
-_EXPRESSIONS: dict[str, str] = {
+EXPRESSIONS: dict[str, str] = {
     "arith.addf": "{0} + {1}", "arith.subf": "{0} - {1}", "arith.mulf": "{0} * {1}",
     "arith.divf": "{0} / {1}", "arith.remf": "np.fmod({0}, {1})", "arith.negf": "-{0}",
     "arith.maximumf": "np.maximum({0}, {1})", "arith.minimumf": "np.minimum({0}, {1})",
@@ -73,13 +73,13 @@ _EXPRESSIONS: dict[str, str] = {
 for (
     _cast
 ) in "index_cast index_castui sitofp uitofp fptosi fptoui extf truncf extsi extui trunci".split():
-    _EXPRESSIONS[f"arith.{_cast}"] = "{T}({0})"
+    EXPRESSIONS[f"arith.{_cast}"] = "{T}({0})"
 for _function in (
     "absf:abs atan:arctan cbrt ceil cos cosh exp exp2 expm1 floor log log10 log1p log2 "
     "roundeven:rint sin sinh sqrt tan tanh trunc"
 ).split():
     _math_name, _, _numpy_name = _function.partition(":")
-    _EXPRESSIONS[f"math.{_math_name}"] = f"np.{_numpy_name or _math_name}({{0}})"
+    EXPRESSIONS[f"math.{_math_name}"] = f"np.{_numpy_name or _math_name}({{0}})"
 
 _CMPF: dict[str, str] = {
     "false": "False", "true": "True",
@@ -143,7 +143,7 @@ class OpEmitter:
         self.scalar_views: dict[SSAValue, str] = {}
         # The arith/math templates; a target whose compiler lacks some spellings (Numba's
         # CUDA target has no `np.exp`) overrides those entries (`to_cuda.CUDA_TEMPLATES`).
-        self.templates: dict[str, str] = _EXPRESSIONS
+        self.templates: dict[str, str] = EXPRESSIONS
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -379,5 +379,4 @@ class OpEmitter:
             self.assign(op, f"{self.expr(op.source)}.shape[{self.expr(op.index)}]")
 
 
-# `HUGE_PAGE` is re-exported for `tess-hoist-scratch`, which imports it from here.
-__all__ = ["HUGE_PAGE", "OpEmitter"]
+__all__ = ["EXPRESSIONS", "OpEmitter"]

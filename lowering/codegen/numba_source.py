@@ -32,6 +32,8 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
+from tessc.runtime import abi
+
 
 class UnsupportedOpError(DiagnosticException):
     """The IR holds an op (or an op form) that has no Numba translation.
@@ -163,15 +165,6 @@ def bitcast(typingctx, value, target):
 '''.strip()
 
 
-HUGE_PAGE = 1 << 21
-"""Kernel scratch of at least this many bytes starts on a 2 MiB boundary, advised into
-transparent huge pages (`madvise(MADV_HUGEPAGE)`, as NumPy does for its own arrays of 4
-MiB and more; this machine's THP setting is `madvise`). On 4 KiB pages a packed panel of
-B lands on L2 sets by its physical pages' addresses, some sets holding more of it than
-they have ways: `tess-pack-matmul` at 2048 f32 ran 3% faster (one thread, same run).
-`tess-hoist-scratch` puts such scratch at multiples of it in a host's workspace, which
-the runtime starts on a boundary of its `executor.HUGE_PAGE`, the same number."""
-
 HUGE_PAGES_INTRINSIC = '''
 @intrinsic
 def huge_pages(typingctx, array):
@@ -199,7 +192,7 @@ def huge_pages(typingctx, array):
 # Names the generated module defines or imports at the top level (see `to_numba`), Python's
 # builtins and its keywords: locals and function names must not shadow them.
 _MODULE_NAMES = {
-    "np", "math", "njit", "prange", "types", "intrinsic", "bitcast", "FASTMATH", "TESSC_SIGNATURES",
+    "np", "math", "njit", "prange", "types", "intrinsic", "bitcast", "FASTMATH", abi.SIGNATURES,
     "ir", "cgutils", "micro_mma",
 }  # fmt: skip
 _BUILTIN_NAMES = set(

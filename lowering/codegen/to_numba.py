@@ -46,6 +46,7 @@ from tessc.lowering.codegen.numba_source import (
 )
 from tessc.lowering.codegen.numba_threads import sole_parallel_kernels, threaded_candidates
 from tessc.lowering.loops.trip_counts import PARALLEL_WORK, static_work
+from tessc.runtime import abi
 
 DEFAULT_FASTMATH: tuple[str, ...] = ("arcp", "contract", "nsz", "reassoc")
 DEFAULT_PARALLEL_THRESHOLD = PARALLEL_WORK
@@ -256,7 +257,7 @@ def _emit_module(
         "",
         f"FASTMATH = {fastmath_text}",
         "",
-        f"TESSC_SIGNATURES = {signature_text}",
+        f"{abi.SIGNATURES} = {signature_text}",
         *(["", *tables] if tables else []),
     ]
     helpers = [BITCAST_INTRINSIC] if uses_bitcast else []

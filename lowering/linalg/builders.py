@@ -33,6 +33,7 @@ from xdsl.rewriter import InsertPoint
 
 from tessc.dialects import contract
 from tessc.dialects.tess import Shape, tensor_shape
+from tessc.lowering.linalg.generic_analysis import generic_maps, is_view_map
 
 # ---------------------------------------------------------------------------------------
 # indexing maps
@@ -298,3 +299,56 @@ def typed_body(
         return b.insert(op_type(x, y)).result
 
     return body
+
+
+def result_type_of(op: Operation) -> TensorType:
+    result_type = op.results[0].type
+    assert isinstance(result_type, TensorType)
+    return result_type
+
+
+def unit_dims_map(source: Shape, result: Shape) -> AffineMap | None:
+    """How a copy over `result`'s loops reads `source` when the two shapes differ only in
+    dims of size 1 (`x[0]`, `x[..., -1]`, `x[:, None]`): each dim of `source` of size > 1
+    is the loop of the matching dim of `result` (in order), each of size 1 the constant 0.
+    None when the dims of size > 1 differ."""
+    kept = [d for d, n in enumerate(result) if n != 1]
+    if [n for n in source if n != 1] != [result[d] for d in kept]:
+        return None
+    loops = iter(kept)
+    exprs = tuple(
+        AffineExpr.constant(0) if n == 1 else AffineExpr.dimension(next(loops)) for n in source
+    )
+    return AffineMap(len(result), 0, exprs)
+
+
+def copied_view(value: SSAValue) -> tuple[SSAValue, AffineMap] | None:
+    """`(source, map)` when `value` is a view copy of a slice: the generic reversing a
+    slice's dims (`tess.slice`) or dropping/adding its dims of size 1 (`tess.reshape` of a
+    slice), which yields `source` read through `map` (loop dims, reversed loop dims and
+    zeros, in order). tess-fuse fuses such copies into their consumers."""
+    owner = value.owner
+    if not isinstance(owner, GenericOp) or contract.ORIGIN.get(owner) not in (
+        "tess.slice",
+        "tess.reshape",
+    ):
+        return None
+    yielded = owner.body.block.last_op
+    maps = generic_maps(owner)
+    if (
+        yielded is None
+        or tuple(yielded.operands) != (owner.body.block.args[0],)
+        or not is_view_map(maps[0])
+        or maps[-1] != AffineMap.identity(maps[-1].num_dims)
+    ):
+        return None
+    source = owner.inputs[0]
+    if contract.ORIGIN.get(owner) == "tess.reshape" and not is_slice_view(source):
+        return None  # a one-element copy of a contiguous tensor (`single_element_copy`)
+    return source, maps[0]
+
+
+def is_slice_view(value: SSAValue) -> bool:
+    """Whether `value` is a lowered `tess.slice`: a strided `tensor.extract_slice` view, or
+    a view copy of one (`copied_view`)."""
+    return isinstance(value.owner, tensor.ExtractSliceOp) or copied_view(value) is not None

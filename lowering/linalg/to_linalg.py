@@ -30,8 +30,7 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.dialects.linalg.attrs import IteratorTypeAttr
-from xdsl.dialects.linalg.ops import GenericOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -42,7 +41,7 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
-from tessc.dialects import contract, tess
+from tessc.dialects import tess
 from tessc.dialects.tess import Shape, element_type_of, tensor_shape
 from tessc.lowering.linalg.builders import (
     absolute,
@@ -56,14 +55,17 @@ from tessc.lowering.linalg.builders import (
     float_constant,
     is_bool_type,
     is_nonzero,
+    is_slice_view,
     negate,
     parallel_iterators,
     reciprocal,
     relu,
+    result_type_of,
     sigmoid,
     typed_body,
+    unit_dims_map,
 )
-from tessc.lowering.linalg.generic_analysis import generic_maps, is_view_map
+from tessc.lowering.linalg.to_linalg_index import index_patterns
 
 # ---------------------------------------------------------------------------------------
 # scalar bodies of the tess ops
@@ -99,12 +101,6 @@ COMPARISONS: dict[type[tess.CompareOp], str] = {tess.LtOp: "lt", tess.GtOp: "gt"
 # ---------------------------------------------------------------------------------------
 # patterns
 # ---------------------------------------------------------------------------------------
-
-
-def result_type_of(op: Operation) -> TensorType:
-    result_type = op.results[0].type
-    assert isinstance(result_type, TensorType)
-    return result_type
 
 
 class UnaryToLinalg(RewritePattern):
@@ -430,53 +426,6 @@ def reshape_view(rewriter: PatternRewriter, source: SSAValue, result_type: Tenso
     return expand(rewriter, flat, result_type, [list(range(len(dst)))])
 
 
-def unit_dims_map(source: Shape, result: Shape) -> AffineMap | None:
-    """How a copy over `result`'s loops reads `source` when the two shapes differ only in
-    dims of size 1 (`x[0]`, `x[..., -1]`, `x[:, None]`): each dim of `source` of size > 1
-    is the loop of the matching dim of `result` (in order), each of size 1 the constant 0.
-    None when the dims of size > 1 differ."""
-    kept = [d for d, n in enumerate(result) if n != 1]
-    if [n for n in source if n != 1] != [result[d] for d in kept]:
-        return None
-    loops = iter(kept)
-    exprs = tuple(
-        AffineExpr.constant(0) if n == 1 else AffineExpr.dimension(next(loops)) for n in source
-    )
-    return AffineMap(len(result), 0, exprs)
-
-
-def copied_view(value: SSAValue) -> tuple[SSAValue, AffineMap] | None:
-    """`(source, map)` when `value` is a view copy of a slice: the generic reversing a
-    slice's dims (`tess.slice`) or dropping/adding its dims of size 1 (`tess.reshape` of a
-    slice), which yields `source` read through `map` (loop dims, reversed loop dims and
-    zeros, in order). tess-fuse fuses such copies into their consumers."""
-    owner = value.owner
-    if not isinstance(owner, GenericOp) or contract.ORIGIN.get(owner) not in (
-        "tess.slice",
-        "tess.reshape",
-    ):
-        return None
-    yielded = owner.body.block.last_op
-    maps = generic_maps(owner)
-    if (
-        yielded is None
-        or tuple(yielded.operands) != (owner.body.block.args[0],)
-        or not is_view_map(maps[0])
-        or maps[-1] != AffineMap.identity(maps[-1].num_dims)
-    ):
-        return None
-    source = owner.inputs[0]
-    if contract.ORIGIN.get(owner) == "tess.reshape" and not is_slice_view(source):
-        return None  # a one-element copy of a contiguous tensor (`single_element_copy`)
-    return source, maps[0]
-
-
-def is_slice_view(value: SSAValue) -> bool:
-    """Whether `value` is a lowered `tess.slice`: a strided `tensor.extract_slice` view, or
-    a view copy of one (`copied_view`)."""
-    return isinstance(value.owner, tensor.ExtractSliceOp) or copied_view(value) is not None
-
-
 class ReshapeToLinalg(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tess.ReshapeOp, rewriter: PatternRewriter) -> None:
@@ -529,9 +478,6 @@ class TessToLinalgPass(ModulePass):
     name = "tess-to-linalg"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        # The indexing ops' patterns build on this module's helpers, so import them here.
-        from tessc.lowering.linalg.to_linalg_index import index_patterns
-
         PatternRewriteWalker(
             GreedyRewritePatternApplier(
                 [
@@ -558,8 +504,5 @@ class TessToLinalgPass(ModulePass):
 __all__ = [
     "TessToLinalgPass",
     "broadcast_map",
-    "copied_view",
-    "is_slice_view",
     "reassociation",
-    "unit_dims_map",
 ]

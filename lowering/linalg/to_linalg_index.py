@@ -29,13 +29,15 @@ from tessc.lowering.linalg.builders import (
     build_fill,
     build_generic,
     convert,
+    copied_view,
     empty_like,
     float_constant,
     is_float_type,
     parallel_iterators,
+    result_type_of,
+    unit_dims_map,
 )
 from tessc.lowering.linalg.generic_analysis import reads_backwards, reversed_dim
-from tessc.lowering.linalg.to_linalg import copied_view, result_type_of, unit_dims_map
 
 # ---------------------------------------------------------------------------------------
 # index arithmetic in the body

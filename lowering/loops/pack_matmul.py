@@ -43,12 +43,14 @@ from tessc.lowering.loops.pack_matmul_plan import (
     DEFAULT_MIN_ROW_BLOCKS,
     DEFAULT_MIN_ROWS,
     DEFAULT_MIN_WORK,
-    InPlace,
     PackedMatmul,
     clamp_blocks,
+    match_packed,
+)
+from tessc.lowering.loops.register_tiles import (
+    InPlace,
     host_vector_bits,
     in_place_operand,
-    match_packed,
     max_tile_rows,
     register_tile,
 )

@@ -30,7 +30,8 @@ from tessc.lowering.loops.index_emitter import (
     static,
 )
 from tessc.lowering.loops.index_values import IndexConstants
-from tessc.lowering.loops.pack_matmul_plan import InPlace, PackedMatmul
+from tessc.lowering.loops.pack_matmul_plan import PackedMatmul
+from tessc.lowering.loops.register_tiles import InPlace
 
 
 def reads_along(ops: Sequence[Operation], inner: SSAValue, outer: SSAValue) -> bool:

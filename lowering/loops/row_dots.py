@@ -44,7 +44,7 @@ from tessc.dialects import contract
 from tessc.dialects.micro import MmaOp
 from tessc.lowering.loops.index_emitter import Emitter, IndexValue, emit_loop, make_extent, static
 from tessc.lowering.loops.index_values import IndexConstants, constant_int
-from tessc.lowering.loops.pack_matmul_plan import (
+from tessc.lowering.loops.register_tiles import (
     InPlace,
     accumulator_registers,
     host_vector_bits,

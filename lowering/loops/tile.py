@@ -9,7 +9,7 @@ U multiply-adds, and flattens batch and row blocks into one parallel dim. Each o
 its k terms in order, so results are bit-identical. A static cost model gates it
 (`min-macs`, `short-depth`, `wide-cols`, measured by `bench/bench_loop_gates.py`). The
 algorithm, its legality and the figures are in lowering/loops/README.md. Matching is in
-`tile_match.py`, the loop builders in `index_emitter.py`. xDSL's
+`contraction_match.py`, the loop builders in `index_emitter.py`. xDSL's
 `scf-parallel-loop-tiling` neither blocks `scf.for` loops nor unrolls and jams.
 """
 
@@ -34,6 +34,12 @@ from xdsl.traits import is_side_effect_free
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
+from tessc.lowering.loops.contraction_match import (
+    Contraction,
+    RowKernel,
+    RowSegment,
+    match_row_kernel,
+)
 from tessc.lowering.loops.index_emitter import (
     Emitter,
     Extent,
@@ -44,12 +50,6 @@ from tessc.lowering.loops.index_emitter import (
     static,
 )
 from tessc.lowering.loops.index_values import IndexConstants, constant_int
-from tessc.lowering.loops.tile_match import (
-    Contraction,
-    RowKernel,
-    RowSegment,
-    match_row_kernel,
-)
 from tessc.lowering.loops.trip_counts import trip_count
 
 DEFAULT_TILE_SIZES: tuple[int, int, int] = (64, 128, 256)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith, func, memref, scf
+from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import IndexType, ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
@@ -29,13 +29,12 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
-from xdsl.traits import is_side_effect_free
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
-from tessc.lowering.linalg.generic_analysis import depends_on
-from tessc.lowering.loops.index_values import IndexConstants, same_index
-from tessc.lowering.loops.trip_counts import trip_count, unit_loop_bound
+from tessc.lowering.loops.contraction_match import DotNest, match_dot
+from tessc.lowering.loops.index_values import IndexConstants
+from tessc.lowering.loops.trip_counts import trip_count
 
 DEFAULT_DOT_TILE: tuple[int, int] = (4, 4)
 DEFAULT_COLUMN_BLOCK = 64
@@ -46,75 +45,6 @@ DEFAULT_LONG_DEPTH = 64
 """The dot length from which LLVM vectorises the plain nest's k loop."""
 DEFAULT_MIN_MACS_LONG = 1 << 18
 """Multiply-adds from which a nest of a long dot (K >= `DEFAULT_LONG_DEPTH`) is tiled."""
-
-
-@dataclass(frozen=True)
-class DotNest:
-    """A matched dot-product nest (module docstring)."""
-
-    parallel: scf.ParallelOp
-    extents: tuple[int, ...]
-    before: tuple[Operation, ...]
-    k_loop: scf.ForOp
-    after: tuple[Operation, ...]
-    acc_load: memref.LoadOp
-    acc_store: memref.StoreOp
-
-
-def match_dot(op: scf.ParallelOp) -> DotNest | None:
-    if op.initVals or contract.REGISTER_TILE.has(op):
-        return None
-    if not isinstance(op.parent_op(), func.FuncOp) or len(op.lowerBound) < 2:
-        return None
-    extents: list[int] = []
-    for lb, ub, step in zip(op.lowerBound, op.upperBound, op.step, strict=True):
-        extent = unit_loop_bound(lb, ub, step)
-        if extent is None or extent < 1:
-            return None
-        extents.append(extent)
-    i, j = op.body.block.args[-2:]
-    ops = list(op.body.block.ops)[:-1]
-    loops = [index for index, inner in enumerate(ops) if inner.regions]
-    if len(loops) != 1 or not isinstance(k_loop := ops[loops[0]], scf.ForOp) or k_loop.iter_args:
-        return None
-    bounds = (k_loop.lb, k_loop.ub, k_loop.step)
-    if any(isinstance(v.owner, Operation) and op.is_ancestor(v.owner) for v in bounds):
-        return None  # the jammed loop is built outside the old body: bounds must be too
-    k = k_loop.body.block.args[0]
-    *body, terminator = k_loop.body.block.ops
-    if not isinstance(terminator, scf.YieldOp) or terminator.operands:
-        return None
-    stores = [o for o in body if isinstance(o, memref.StoreOp)]
-    if len(stores) != 1 or any(
-        o.regions or not (isinstance(o, memref.LoadOp | memref.StoreOp) or is_side_effect_free(o))
-        for o in body
-    ):
-        return None
-    store = stores[0]
-    indices = list(store.indices)
-    if any(depends_on(index, k) for index in indices) or not (
-        any(index is i for index in indices) and any(index is j for index in indices)
-    ):
-        return None
-    loads = [o for o in body if isinstance(o, memref.LoadOp)]
-    acc_loads = [o for o in loads if o.memref is store.memref]
-    if len(acc_loads) != 1 or not all(map(same_index, acc_loads[0].indices, indices)):
-        return None
-    operands = [o for o in loads if o is not acc_loads[0]]
-    if any(not o.indices or o.indices[-1] is not k for o in operands):
-        return None
-
-    def reads(x: SSAValue, y: SSAValue) -> bool:
-        return any(
-            any(depends_on(v, x) for v in o.indices)
-            and not any(depends_on(v, y) for v in o.indices)
-            for o in operands
-        )
-
-    if not (reads(i, j) and reads(j, i)):
-        return None
-    before, after = tuple(ops[: loops[0]]), tuple(ops[loops[0] + 1 :])
-    return DotNest(op, tuple(extents), before, k_loop, after, acc_loads[0], store)
 
 
 @dataclass
@@ -304,4 +234,4 @@ class TessTileDotPass(ModulePass):
         PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(op)
 
 
-__all__ = ["DEFAULT_DOT_TILE", "DotNest", "TessTileDotPass", "match_dot"]
+__all__ = ["DEFAULT_DOT_TILE", "TessTileDotPass"]

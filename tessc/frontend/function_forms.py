@@ -23,9 +23,9 @@ from tessc.dialects.builder_types import DTypeLike, TessError
 from tessc.frontend.tracer import (
     Tensor,
     Trace,
-    _apply,
-    _shape_args,
-    _trace_of,
+    build_in_trace,
+    shape_args,
+    trace_of,
 )
 from tessc.frontend.user_location import located
 
@@ -164,7 +164,7 @@ def tensor_function(name: str) -> Callable[..., Tensor]:
 def lift(value: Any, others: Sequence[Any]) -> Tensor:
     if isinstance(value, Tensor):
         return value
-    trace = _trace_of(*others)
+    trace = trace_of(*others)
     dtype = next((o.dtype for o in others if isinstance(o, Tensor)), np.dtype(np.float32))
     operand = trace.operand(value, dtype)
     if operand is None:
@@ -175,7 +175,7 @@ def lift(value: Any, others: Sequence[Any]) -> Tensor:
 
 
 def _tensors(xs: Sequence[Any]) -> tuple[Trace, list[SSAValue]]:
-    trace = _trace_of(*xs)
+    trace = trace_of(*xs)
     dtype = next((x.dtype for x in xs if isinstance(x, Tensor)), np.dtype(np.float32))
     values = []
     for x in xs:
@@ -205,7 +205,7 @@ def stack(xs: Sequence[Any], dim: int = 0, *, axis: int | None = None) -> Tensor
 @located
 def one_hot(labels: Any, classes: int, dtype: DTypeLike = "f32") -> Tensor:
     """`(..., classes)` of `dtype`: 1 where the last index is the label (an integer), else 0."""
-    trace = _trace_of(labels)
+    trace = trace_of(labels)
     return Tensor(trace.builder.one_hot(trace.indices(labels), classes, dtype), trace)
 
 
@@ -218,7 +218,7 @@ def take(x: Any, indices: Any, dim: int = 0, *, axis: int | None = None) -> Tens
 @located
 def stop_gradient(x: Tensor) -> Tensor:
     """`x`, as a constant to `grad` (JAX's `stop_gradient`)."""
-    return _apply("stop_gradient", x)
+    return build_in_trace("stop_gradient", x)
 
 
 @located
@@ -230,14 +230,14 @@ def clip(x: Any, min: Any = None, max: Any = None) -> Tensor:
 @located
 def where(cond: Any, lhs: Any, rhs: Any) -> Tensor:
     """`lhs` where `cond` is nonzero, else `rhs` (`tess.select`), broadcasting all three."""
-    return _apply("select", cond, lhs, rhs)
+    return build_in_trace("select", cond, lhs, rhs)
 
 
 @located
 def full(shape: Sequence[int], value: float, dtype: DTypeLike = "f32") -> Tensor:
     """A tensor of `shape` filled with `value` (`tess.fill`), inside a traced function."""
-    trace = _trace_of()
-    return Tensor(trace.builder.fill(value, _shape_args((shape,)), dtype), trace)
+    trace = trace_of()
+    return Tensor(trace.builder.fill(value, shape_args((shape,)), dtype), trace)
 
 
 def zeros(shape: Sequence[int], dtype: DTypeLike = "f32") -> Tensor:

@@ -146,7 +146,7 @@ def _is_operand(value: Any) -> bool:
     )
 
 
-def _trace_of(*values: Any) -> Trace:
+def trace_of(*values: Any) -> Trace:
     for value in values:
         if isinstance(value, Tensor):
             if not value.trace.active:
@@ -158,9 +158,9 @@ def _trace_of(*values: Any) -> Trace:
     return trace
 
 
-def _apply(name: str, *operands: Any, **options: Any) -> Tensor:
+def build_in_trace(name: str, *operands: Any, **options: Any) -> Tensor:
     """`builder.<name>(*operands, **options)` with operands converted in their trace."""
-    trace = _trace_of(*operands)
+    trace = trace_of(*operands)
     if any(isinstance(v, Tensor) and v.weak for v in operands):
         operands = _weak_cast(trace, operands)
     tensors = [v for v in operands if isinstance(v, Tensor)]
@@ -202,7 +202,7 @@ def _weak_cast(trace: Trace, operands: tuple[Any, ...]) -> tuple[Any, ...]:
 # ---------------------------------------------------------------------------------------
 
 
-def _shape_args(shape: tuple[Any, ...]) -> tuple[int, ...]:
+def shape_args(shape: tuple[Any, ...]) -> tuple[int, ...]:
     """`f(2, 3)` or `f((2, 3))` -> (2, 3)."""
     if len(shape) == 1 and isinstance(shape[0], Sequence):
         shape = tuple(shape[0])
@@ -224,7 +224,7 @@ def _binary_method(name: str, reverse: bool = False) -> Callable[[Tensor, Any], 
 def _unary_method(name: str) -> Callable[[Tensor], Tensor]:
     @located
     def method(self: Tensor) -> Tensor:
-        return _apply(name, self)
+        return build_in_trace(name, self)
 
     method.__name__ = name
     method.__doc__ = f"`tess.{name}`, elementwise."
@@ -317,7 +317,7 @@ class Tensor:
     def _zip(self, name: str, other: Any, reverse: bool = False) -> Tensor:
         if not _is_operand(other):
             return NotImplemented
-        return _apply(name, other, self) if reverse else _apply(name, self, other)
+        return build_in_trace(name, other, self) if reverse else build_in_trace(name, self, other)
 
     __add__ = _binary_method("add")
     __radd__ = _binary_method("add", reverse=True)
@@ -369,16 +369,16 @@ class Tensor:
     def astype(self, dtype: DTypeLike) -> Tensor:
         """This tensor converted to `dtype` (`tess.cast`): float to int truncates toward zero,
         anything to bool is `!= 0`."""
-        return _apply("cast", self, dtype=dtype)
+        return build_in_trace("cast", self, dtype=dtype)
 
     @located
     def clip(self, min: Any = None, max: Any = None) -> Tensor:
         """`min(max(x, min), max)`; either bound may be None (NumPy's `clip`)."""
         result = self
         if min is not None:
-            result = _apply("maximum", result, min)
+            result = build_in_trace("maximum", result, min)
         if max is not None:
-            result = _apply("minimum", result, max)
+            result = build_in_trace("minimum", result, max)
         return result
 
     # -- indexing ---------------------------------------------------------------------------
@@ -395,12 +395,12 @@ class Tensor:
     def argmax(self, dim: int | None = None, keepdim: bool = False, **aliases: Any) -> Tensor:
         """The int64 index of the first maximum along `dim` (the flattened tensor if None)."""
         dim, keepdim = _axis_aliases(dim, keepdim, aliases)
-        return _apply("argmax", self, dim=dim, keepdim=keepdim)
+        return build_in_trace("argmax", self, dim=dim, keepdim=keepdim)
 
     @located
     def argmin(self, dim: int | None = None, keepdim: bool = False, **aliases: Any) -> Tensor:
         dim, keepdim = _axis_aliases(dim, keepdim, aliases)
-        return _apply("argmin", self, dim=dim, keepdim=keepdim)
+        return build_in_trace("argmin", self, dim=dim, keepdim=keepdim)
 
     @located
     def __getitem__(self, key: Any) -> Tensor:
@@ -414,29 +414,29 @@ class Tensor:
     def sum(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
         """Sum over `dim` (`axis=`/`keepdims=` are accepted as NumPy spells them)."""
         dim, keepdim = _axis_aliases(dim, keepdim, aliases)
-        return _apply("sum", self, dims=dim, keepdim=keepdim)
+        return build_in_trace("sum", self, dims=dim, keepdim=keepdim)
 
     @located
     def mean(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
         dim, keepdim = _axis_aliases(dim, keepdim, aliases)
-        return _apply("mean", self, dims=dim, keepdim=keepdim)
+        return build_in_trace("mean", self, dims=dim, keepdim=keepdim)
 
     @located
     def max(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
         """The max over `dim` (values only; the elementwise max is `maximum`)."""
         dim, keepdim = _axis_aliases(dim, keepdim, aliases)
-        return _apply("reduce_max", self, dims=dim, keepdim=keepdim)
+        return build_in_trace("reduce_max", self, dims=dim, keepdim=keepdim)
 
     @located
     def min(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
         dim, keepdim = _axis_aliases(dim, keepdim, aliases)
-        return _apply("reduce_min", self, dims=dim, keepdim=keepdim)
+        return build_in_trace("reduce_min", self, dims=dim, keepdim=keepdim)
 
     @located
     def prod(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
         """The product over `dim` (its gradient is NaN where a reduced element is 0)."""
         dim, keepdim = _axis_aliases(dim, keepdim, aliases)
-        return _apply("prod", self, dims=dim, keepdim=keepdim)
+        return build_in_trace("prod", self, dims=dim, keepdim=keepdim)
 
     @located
     def var(
@@ -464,13 +464,13 @@ class Tensor:
     @located
     def reshape(self, *shape: Any) -> Tensor:
         """A view: `x.reshape(4, -1)` or `x.reshape((4, -1))`."""
-        return _apply("reshape", self, shape=_shape_args(shape))
+        return build_in_trace("reshape", self, shape=shape_args(shape))
 
     view = reshape
 
     @located
     def permute(self, *dims: Any) -> Tensor:
-        return _apply("permute", self, dims=_shape_args(dims))
+        return build_in_trace("permute", self, dims=shape_args(dims))
 
     @located
     def transpose(self, *axes: Any) -> Tensor:
@@ -478,21 +478,21 @@ class Tensor:
         `x.transpose(d0, d1)` on a tensor of rank > 2 swaps two (PyTorch); `x.transpose()`
         swaps the last two (the reversal for a matrix; `.T` reverses all dims)."""
         if not axes:
-            return _apply("transpose", self)
-        dims = _shape_args(axes)
+            return build_in_trace("transpose", self)
+        dims = shape_args(axes)
         if len(dims) == 2 and self.ndim != 2:
-            return _apply("transpose", self, dim0=dims[0], dim1=dims[1])
-        return _apply("permute", self, dims=dims)
+            return build_in_trace("transpose", self, dim0=dims[0], dim1=dims[1])
+        return build_in_trace("permute", self, dims=dims)
 
     @located
     def squeeze(self, dim: DimsLike = None, *, axis: DimsLike = None) -> Tensor:
         """Drop the size-1 dims (only `dim`, if given)."""
-        return _apply("squeeze", self, dims=axis if axis is not None else dim)
+        return build_in_trace("squeeze", self, dims=axis if axis is not None else dim)
 
     @located
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         """Dims `start_dim..end_dim` merged into one (all: a 1-D tensor, NumPy's flatten)."""
-        return _apply("flatten", self, start=start_dim, end=end_dim)
+        return build_in_trace("flatten", self, start=start_dim, end=end_dim)
 
     ravel = flatten
 
@@ -502,17 +502,17 @@ class Tensor:
         """All dims reversed (NumPy's `.T`); rank 0 and 1 are returned unchanged."""
         if self.ndim < 2:
             return self
-        return _apply("permute", self, dims=tuple(reversed(range(self.ndim))))
+        return build_in_trace("permute", self, dims=tuple(reversed(range(self.ndim))))
 
     @located
     def broadcast_to(self, *shape: Any) -> Tensor:
-        return _apply("broadcast_to", self, shape=_shape_args(shape))
+        return build_in_trace("broadcast_to", self, shape=shape_args(shape))
 
     expand = broadcast_to
 
     @located
     def unsqueeze(self, dim: int) -> Tensor:
-        return _apply("unsqueeze", self, dim=dim)
+        return build_in_trace("unsqueeze", self, dim=dim)
 
 
 # ---------------------------------------------------------------------------------------

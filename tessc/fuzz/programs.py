@@ -10,7 +10,7 @@ arg-reduction only read arguments: a value computed in two orders may differ in 
 bit, which truncation or a near tie would turn into a different integer, a false alarm.
 
 A `Program` is a list of `Op`s over named values; operands come from earlier results or
-from function arguments created on demand (`_Builder.operand`), so every op can ask for
+from function arguments created on demand (`ProgramBuilder.operand`), so every op can ask for
 an operand of the exact shape it needs. Values are kept in a numerically tame range: maps
 that blow up (`exp`, `log`, `sqrt`, `reciprocal`, `div`, `pow`) only ever see operands made
 safe first (`tanh`, `1 + x*x`), so a difference between a pipeline and the reference
@@ -163,7 +163,7 @@ def broadcast(a: Shape, b: Shape) -> Shape | None:
     return tuple(reversed(out))
 
 
-class _Builder:
+class ProgramBuilder:
     def __init__(self, rng: random.Random, smooth: bool, dtype: str = "f32"):
         self.rng = rng
         self.smooth = smooth
@@ -468,7 +468,7 @@ def generate(
 ) -> Program:
     """A random program of about `ops` ops (`smooth`: differentiable everywhere, for
     gradient checks)."""
-    builder = _Builder(rng, smooth, dtype)
+    builder = ProgramBuilder(rng, smooth, dtype)
     builder.new_arg(builder.random_shape())
     for _ in range(rng.randint(1, ops)):
         builder.step()

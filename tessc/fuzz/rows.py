@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import random
 
-from tessc.fuzz.programs import Program, Shape, _Builder, broadcast
+from tessc.fuzz.programs import Program, ProgramBuilder, Shape, broadcast
 from tessc.lowering.linalg.loop_nests import PACKED_MIN_WORK
 
 MIN_WORK = 1 << 17
@@ -38,7 +38,7 @@ MIN_WORK = 1 << 17
 class _Rows:
     def __init__(self, rng: random.Random, smooth: bool, dtype: str, big: bool):
         self.rng = rng
-        self.b = _Builder(rng, smooth, dtype)
+        self.b = ProgramBuilder(rng, smooth, dtype)
         self.smooth = smooth
         self.dtype = dtype
         self.big = big
