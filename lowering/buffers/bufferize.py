@@ -60,11 +60,16 @@ def converted_signature(function_type: FunctionType) -> tuple[list[Attribute], l
 
 def view_type(typ: Attribute, source: SSAValue) -> Attribute:
     """The type of a reshaped view of `source`: contiguous row-major, at `source`'s offset
-    when `source` is a slice (a `strided` layout with an offset, from `tensor.extract_slice`)."""
+    when `source` is a slice (a `strided` layout with an offset, from `tensor.extract_slice`).
+
+    As MLIR's `memref.expand_shape`/`collapse_shape` verifiers compute it: a view at offset
+    0 has the identity layout (`memref<4x3xf32>`, not `memref<4x3xf32, strided<[3, 1]>>`)."""
     layout = source.type.layout if isinstance(source.type, MemRefType) else None
     if not isinstance(typ, TensorType) or not isinstance(layout, StridedLayoutAttr):
         return convert_type(typ)
     offset = layout.get_offset()
+    if offset == 0:
+        return convert_type(typ)
     shape = typ.get_shape()
     strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
     return MemRefType(typ.element_type, shape, StridedLayoutAttr(strides, offset or 0))

@@ -1754,7 +1754,8 @@ func.func @caller(%lr: tensor<f32>, %w0: tensor<4xf32>, %g0: tensor<4xf32>, %w1:
 // CHECK:         %[[TWICE:.+]] = linalg.generic {{.*}} ins(%[[W1]] : tensor<5xf32>)
 // CHECK:         func.return %[[NEW]], %{{.+}}, %[[TWICE]] : tensor<17xf32>, tensor<f32>, tensor<5xf32>
 // BUFFERS-LABEL: func.func @views(
-// BUFFERS:         memref.subview %g_arena[0] [12] [1] : memref<17xf32> to memref<12xf32, strided<[1]>>
+// BUFFERS:         %[[G0:.+]] = memref.subview %g_arena[0] [12] [1] : memref<17xf32> to memref<12xf32, strided<[1]>>
+// BUFFERS-NEXT:    memref.expand_shape %[[G0]] {{\[}}[0 : i64, 1 : i64]] output_shape [4, 3] : memref<12xf32, strided<[1]>> into memref<4x3xf32>{{$}}
 // BUFFERS:         memref.subview %{{.+}}[12] [5] [1] : memref<17xf32> to memref<5xf32, strided<[1], offset: 12>>
 func.func @views(%lr: tensor<f32>, %w0: tensor<4x3xf32>, %g0: tensor<4x3xf32>, %w1: tensor<5xf32>, %g1: tensor<5xf32>) -> (tensor<4x3xf32>, tensor<5xf32>, tensor<f32>, tensor<5xf32>) {
   %e0 = tensor.empty() : tensor<4x3xf32>
