@@ -31,28 +31,37 @@ def _load_micro() -> Dialect:
     return Micro
 
 
+def _load_gpu() -> Dialect:
+    from tessc.dialects.gpu_func import GPU
+
+    return GPU
+
+
 def register_tess_dialects(ctx: Context) -> None:
-    """Add tessc's own dialects to `ctx` (for drivers that already have xDSL's), and the
-    patches of xDSL that tessc's IR needs (`tessc.xdsl_patches`)."""
+    """Add tessc's own dialects to `ctx`, and the patches of xDSL that tessc's IR needs
+    (`tessc.xdsl_patches`). `register_dialects` registers these and xDSL's."""
     from tessc import xdsl_patches
 
     xdsl_patches.apply()
     ctx.register_dialect("tess", _load_tess)
     ctx.register_dialect("kernel", _load_kernel)
     ctx.register_dialect("micro", _load_micro)
-    from tessc.dialects.gpu_memory import AddressSpaceAttr
 
-    ctx.load_attr_or_type(AddressSpaceAttr)  # `#gpu.address_space`, which xDSL's gpu lacks
+
+def register_dialects(ctx: Context) -> None:
+    """Register every xDSL dialect and tessc's in `ctx` (each loaded on first use). The
+    `gpu` dialect is xDSL's with upstream MLIR's `gpu.func` and `#gpu.address_space`
+    (`tessc.dialects.gpu_func`)."""
+    for name, loader in {**get_all_dialects(), "gpu": _load_gpu}.items():
+        ctx.register_dialect(name, loader)
+    register_tess_dialects(ctx)
 
 
 def make_context(*, allow_unregistered: bool = False) -> Context:
-    """A fresh context with every xDSL dialect, `tess` and `kernel` registered (each loaded
-    on first use)."""
+    """A fresh context with every xDSL dialect and tessc's registered (`register_dialects`)."""
     ctx = Context(allow_unregistered=allow_unregistered)
-    for name, loader in get_all_dialects().items():
-        ctx.register_dialect(name, loader)
-    register_tess_dialects(ctx)
+    register_dialects(ctx)
     return ctx
 
 
-__all__ = ["make_context", "register_tess_dialects"]
+__all__ = ["make_context", "register_dialects", "register_tess_dialects"]

@@ -4,12 +4,12 @@ every thread of every block of every launch, in Python.
 
 Threads are generators that stop at each `gpu.barrier`; a block runs until every thread
 has reached the barrier (or all have returned), so a kernel that needs a barrier it lacks
-reads stale workgroup memory, and a barrier only some threads reach raises. Shared
-(`#gpu.address_space<workgroup>`) allocas are one array per block, filled with NaN so a
-read before any write shows. Scalar ops evaluate the CPU emitter's own templates
-(`tessc.lowering.codegen.numba_ops`), so the arithmetic is the generated code's. Slow (~µs per op
-per thread): small shapes only. The cuda-runtime's simulator tests run the real emitter;
-this checks the IR on its own.
+reads stale workgroup memory, and a barrier only some threads reach raises. Shared memory
+(a `gpu.func`'s workgroup attributions, or `#gpu.address_space<workgroup>` allocas) is one
+array per block, filled with NaN so a read before any write shows. Scalar ops evaluate the
+CPU emitter's own templates (`tessc.lowering.codegen.numba_ops`), so the arithmetic is the
+generated code's. Slow (~µs per op per thread): small shapes only. The cuda-runtime's
+simulator tests run the real emitter; this checks the IR on its own.
 """
 
 from __future__ import annotations
@@ -161,11 +161,18 @@ def run_kernel(
         for by in range(grid[1]):
             for bx in range(grid[0]):
                 ctx = Block3((bx, by, bz), grid, threads)
+                # Workgroup attributions: one array per block, shared by its threads.
+                shared = [
+                    poisoned(arg.type.get_shape(), dtype_name(arg.type.element_type))
+                    for arg in body.args[len(args) :]
+                    if isinstance(arg.type, MemRefType) and is_workgroup(arg.type)
+                ]
+                block_args = [*args, *shared]
                 running: list[Thread] = []
                 for tz in range(threads[2]):
                     for ty in range(threads[1]):
                         for tx in range(threads[0]):
-                            env: Env = dict(zip(body.args, args, strict=True))
+                            env: Env = dict(zip(body.args, block_args, strict=True))
                             running.append(_run_block(body, env, ctx, (tx, ty, tz)))
                 while running:
                     waiting: list[Thread] = []

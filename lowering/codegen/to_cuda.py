@@ -3,13 +3,14 @@ Codegen: gpu-level IR (level 5g) -> the Python source of one Numba CUDA module (
 
 The input is the gpu level's contract (lowering/gpu/README.md). Each kernel `gpu.func`
 becomes `@cuda.jit(cache=True)` (thread and block ops are `cuda.threadIdx.x` ...,
-`gpu.barrier` is `cuda.syncthreads()`, workgroup memrefs `cuda.shared.array`), each host a
-plain Python function launching `k[grid, block](...)` on device arrays, its intermediates
-allocated once per program (`device_buffer`). Loops, branches and the arith, math and
-memref ops are the CPU emitter's (`numba_function.FunctionEmitter`, `numba_ops`), with
-`CUDA_TEMPLATES` respelling the NumPy ufuncs Numba's CUDA target lacks. `TESSC_SIGNATURES`
-is the CPU one; `TESSC_TARGET = "cuda"` selects `tessc.runtime.cuda`. The launch
-configuration is the gpu level's; the op-by-op mapping is in lowering/codegen/README.md.
+`gpu.barrier` is `cuda.syncthreads()`, workgroup attributions and memrefs
+`cuda.shared.array`), each host a plain Python function launching `k[grid, block](...)` on
+device arrays, its intermediates allocated once per program (`device_buffer`). Loops,
+branches and the arith, math and memref ops are the CPU emitter's
+(`numba_function.FunctionEmitter`, `numba_ops`), with `CUDA_TEMPLATES` respelling the NumPy
+ufuncs Numba's CUDA target lacks. `TESSC_SIGNATURES` is the CPU one; `TESSC_TARGET =
+"cuda"` selects `tessc.runtime.cuda`. The launch configuration is the gpu level's; the
+op-by-op mapping is in lowering/codegen/README.md.
 """
 
 from __future__ import annotations
@@ -141,12 +142,24 @@ class _CudaEmitter(FunctionEmitter):
         self.buffer_count = 0
 
     def kernel_argument_names(self) -> list[str]:
+        """The kernel's parameters: the entry block's arguments but workgroup attributions."""
         names: list[str] = []
-        for k, arg in enumerate(self.fn.body.block.args):
+        inputs = len(self.fn.function_type.inputs)
+        for k, arg in enumerate(self.fn.body.block.args[:inputs]):
             name = self.names.hinted(arg.name_hint or f"arg{k}")
             self.exprs[arg] = name
             names.append(name)
         return names
+
+    def emit_workgroup_buffers(self) -> None:
+        """`cuda.shared.array` for each workgroup attribution of the kernel (the entry
+        block's arguments after the function's inputs)."""
+        inputs = len(self.fn.function_type.inputs)
+        for arg in self.fn.body.block.args[inputs:]:
+            typ = arg.type
+            if not isinstance(typ, MemRefType) or not _in_space(typ, WORKGROUP_SPACES):
+                raise UnsupportedOpError(self.fn, f"a workgroup attribution of type {typ}")
+            self.declare_array(self.fn, arg, typ, "shared")
 
     def emit_op(self, op: Operation) -> None:
         if self.on_device:
@@ -202,10 +215,17 @@ class _CudaEmitter(FunctionEmitter):
             kind = "local"
         else:
             raise UnsupportedOpError(op, "a kernel allocates workgroup or private memory only")
+        self.declare_array(op, op.memref, typ, kind)
+
+    def declare_array(self, op: Operation, value: SSAValue, typ: MemRefType, kind: str) -> None:
+        """`name = cuda.<kind>.array(shape, dtype)` for `value` (`kind`: shared, local)."""
+        shape = memref_shape(typ)
+        if any(d < 0 for d in shape):
+            raise UnsupportedOpError(op, "a kernel's local or shared array needs a static shape")
         dims = ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "")
         dtype = dtype_name(typ.element_type)
-        name = self.names.for_value(op.memref, kind)
-        self.exprs[op.memref] = name
+        name = self.names.for_value(value, kind)
+        self.exprs[value] = name
         self.line(f"{name} = cuda.{kind}.array(({dims}), dtype=np.{dtype})")
 
     def emit_atomic(self, op: memref.AtomicRMWOp) -> None:
@@ -384,6 +404,8 @@ def _emit_module(module: ModuleOp) -> str:
             raise UnsupportedOpError(kernel, f"@{kernel.sym_name.data} has more than one block")
         emitter = _CudaEmitter(kernel, device_names, kernel_names)
         arg_names = emitter.kernel_argument_names()
+        emitter.indent = 1
+        emitter.emit_workgroup_buffers()
         emitter.indent = 0
         emitter.emit_body(kernel.body.block)
         returned = kernel.body.block.last_op

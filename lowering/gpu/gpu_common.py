@@ -42,6 +42,8 @@ from xdsl.transforms.lower_affine import affine_expr_ops
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
+from tessc.dialects.gpu_func import GpuFuncOp
+from tessc.dialects.gpu_memory import WORKGROUP
 from tessc.lowering.linalg.generic_analysis import is_reduction
 from tessc.lowering.loops.index_values import constant_int
 
@@ -374,7 +376,17 @@ class GpuKernel:
     @property
     def scratch_args(self) -> list[SSAValue]:
         start = sum(1 for a in self.args if not isinstance(a, Scratch))
-        return list(self.block.args[start:])
+        return list(self.block.args[start : len(self.args)])
+
+    def workgroup_buffer(
+        self, element_type: Attribute, shape: Sequence[int], name: str
+    ) -> SSAValue:
+        """A new block-shared buffer: a workgroup attribution of the `gpu.func` (a trailing
+        entry-block argument), what upstream MLIR and `to_cuda` read as shared memory."""
+        typ = MemRefType(element_type, shape, memory_space=WORKGROUP)
+        buffer = self.block.insert_arg(typ, len(self.block.args))
+        buffer.name_hint = name
+        return buffer
 
     def body(self) -> Body:
         return Body(self.block, self.constants)
@@ -394,13 +406,14 @@ class GpuKernel:
             else:
                 self.block.insert_op_before(op, self.block.first_op)
         self.block.add_op(gpu.ReturnOp([]))
-        function = gpu.FuncOp(
+        function = GpuFuncOp(
             self.name,
-            (self.block.arg_types, []),
+            (self.block.arg_types[: len(self.args)], []),
             Region(self.block),
             kernel=True,
             known_block_size=threads,
             known_grid_size=grid,
+            workgroup_attributions=len(self.block.args) - len(self.args),
         )
         kernels_module(module).body.block.add_op(function)
         return Launch(self.name, grid, threads, tuple(self.args))

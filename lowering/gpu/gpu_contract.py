@@ -18,14 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith, func, memref
+from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.dialects.linalg.ops import IndexOp
 from xdsl.ir import SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
 
-from tessc.dialects.gpu_memory import WORKGROUP
 from tessc.lowering.gpu.gpu_common import (
     Body,
     GpuKernel,
@@ -181,12 +180,8 @@ def contract_kernel(kernel: func.FuncOp, module: ModuleOp) -> bool:
     tiled = TiledKernel(c, gk, TreeKernel(reduction, gk, element_type))
     b = gk.body()
     tile_type = [TILE, TILE]
-    row_tile = b.add_op(
-        memref.AllocaOp.get(element_type, shape=tile_type, memory_space=WORKGROUP)
-    ).results[0]
-    col_tile = b.add_op(
-        memref.AllocaOp.get(element_type, shape=tile_type, memory_space=WORKGROUP)
-    ).results[0]
+    row_tile = gk.workgroup_buffer(element_type, tile_type, "row_tile")
+    col_tile = gk.workgroup_buffer(element_type, tile_type, "col_tile")
     tx, ty = b.thread_id("x"), b.thread_id("y")
     bx, by = b.block_id("x"), b.block_id("y")
     r0, c0 = b.mul(by, b.c(TILE)), b.mul(bx, b.c(TILE))

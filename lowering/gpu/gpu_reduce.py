@@ -19,13 +19,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import func, memref
+from xdsl.dialects import func
 from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import SSAValue
 from xdsl.ir.affine import AffineDimExpr
 from xdsl.passes import ModulePass
 
-from tessc.dialects.gpu_memory import WORKGROUP
 from tessc.lowering.gpu.gpu_common import (
     Body,
     GpuKernel,
@@ -86,8 +85,7 @@ def build_rows(
     per output, lanes stride over `steps` from `first_step(b, p, tx)` = (start, stride),
     folding `element(b, p, r)`; lane 0 runs `finish(b, total, p)`."""
     b = tk.gk.body()
-    alloca = memref.AllocaOp.get(tk.element_type, shape=[threads], memory_space=WORKGROUP)
-    tree_buffer = b.add_op(alloca).results[0]
+    tree_buffer = tk.gk.workgroup_buffer(tk.element_type, [threads], "tree")
     tx, bx, gdx = b.thread_id("x"), b.block_id("x"), b.grid_dim("x")
 
     def per_output(bp: Body, p: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
@@ -238,9 +236,7 @@ def build_columns(
     with `split` > 1, grid y splits r too (`r = block_id y * 8 + ty, ...`)."""
     width, height = COLUMN_LANES
     b = tk.gk.body()
-    tree = b.add_op(
-        memref.AllocaOp.get(tk.element_type, shape=[height, width], memory_space=WORKGROUP)
-    ).results[0]
+    tree = tk.gk.workgroup_buffer(tk.element_type, [height, width], "tree")
     tx, ty, bx, gdx = b.thread_id("x"), b.thread_id("y"), b.block_id("x"), b.grid_dim("x")
 
     def per_block(bp: Body, first: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:

@@ -18,13 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import func, memref
+from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 
-from tessc.dialects.gpu_memory import WORKGROUP
 from tessc.lowering.gpu.gpu_common import (
     Body,
     GpuKernel,
@@ -71,8 +70,7 @@ def rows_kernel(kernel: func.FuncOp, module: ModuleOp) -> None:
     for op in ops:
         if is_reduction(op):
             element_type = op.outputs[0].type.element_type  # type: ignore[attr-defined]
-            alloca = memref.AllocaOp.get(element_type, shape=[threads], memory_space=WORKGROUP)
-            trees[op] = b.add_op(alloca).results[0]
+            trees[op] = gk.workgroup_buffer(element_type, [threads], "tree")
     tx, bx, gdx = b.thread_id("x"), b.block_id("x"), b.grid_dim("x")
 
     def per_row(br: Body, row: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:

@@ -66,7 +66,7 @@ from tessc.cli.verify_diagnostics import (
     op_diagnostic,
     parse_error_diagnostic,
 )
-from tessc.context import register_tess_dialects
+from tessc.context import register_dialects
 from tessc.diagnostics import (
     InternalCompilerError,
     LocatedError,
@@ -123,8 +123,7 @@ class TesscOptMain(xDSLOptMain):
     # registration ----------------------------------------------------------------------
 
     def register_all_dialects(self) -> None:
-        super().register_all_dialects()
-        register_tess_dialects(self.ctx)
+        register_dialects(self.ctx)
 
     def register_all_passes(self) -> None:
         super().register_all_passes()

@@ -9,7 +9,7 @@
     "func.return"() : () -> ()
   }) {tess.num_outputs = 1 : i64} : () -> ()
   "gpu.module"() <{sym_name = "m"}> ({
-    "gpu.func"() <{function_type = (memref<8xi32>, memref<8xf32>) -> (), kernel}> ({
+    "gpu.func"() <{function_type = (memref<8xi32>, memref<8xf32>) -> ()}> ({
     ^bb0(%bits: memref<8xi32>, %out0: memref<8xf32>):
       %bias = arith.constant 127 : i32
       %shift = arith.constant 23 : i32
@@ -20,6 +20,6 @@
       %f = arith.bitcast %s : i32 to f32
       memref.store %f, %out0[%i] : memref<8xf32>
       "gpu.return"() : () -> ()
-    }) {sym_name = "k"} : () -> ()
+    }) {gpu.kernel, sym_name = "k"} : () -> ()
   }) : () -> ()
 }) {gpu.container_module} : () -> ()

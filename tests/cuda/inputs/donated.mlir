@@ -11,7 +11,7 @@
     "func.return"() : () -> ()
   }) {tess.num_outputs = 1 : i64} : () -> ()
   "gpu.module"() <{sym_name = "m"}> ({
-    "gpu.func"() <{function_type = (memref<37xf64>, memref<37xf64>, memref<37xf64>) -> (), kernel}> ({
+    "gpu.func"() <{function_type = (memref<37xf64>, memref<37xf64>, memref<37xf64>) -> ()}> ({
     ^bb0(%o: memref<37xf64>, %w: memref<37xf64>, %g: memref<37xf64>):
       %n = arith.constant 37 : index
       %half = arith.constant 0.5 : f64
@@ -25,6 +25,6 @@
         memref.store %d, %o[%i] : memref<37xf64>
       }
       "gpu.return"() : () -> ()
-    }) {sym_name = "k"} : () -> ()
+    }) {gpu.kernel, sym_name = "k"} : () -> ()
   }) : () -> ()
 }) {gpu.container_module} : () -> ()

@@ -39,8 +39,8 @@ func.func @seed(%a: tensor<3x5x1xf32>, %b: tensor<1x5x4xf32>) -> tensor<3x4xf32>
 
 // CHECK:      @cuda.jit(cache=True)
 // CHECK-NEXT: def layer_kernel_0(out0, x, w, b):
-// CHECK-NEXT:     [[TA:shared[0-9]+]] = cuda.shared.array((32, 32), dtype=np.float32)
-// CHECK-NEXT:     [[TB:shared[0-9]+]] = cuda.shared.array((32, 32), dtype=np.float32)
+// CHECK-NEXT:     [[TA:row_tile]] = cuda.shared.array((32, 32), dtype=np.float32)
+// CHECK-NEXT:     [[TB:col_tile]] = cuda.shared.array((32, 32), dtype=np.float32)
 // CHECK:          for kt in range(2):
 // CHECK:                  ld{{[0-9]+}} = x[
 // CHECK:              [[TA]]{{\[}}ty, tx] =
@@ -49,8 +49,8 @@ func.func @seed(%a: tensor<3x5x1xf32>, %b: tensor<1x5x4xf32>) -> tensor<3x4xf32>
 // CHECK:              cuda.syncthreads()
 // CHECK-NEXT:         sub{{[0-9]+}} = 33 - mul{{[0-9]+}}
 // CHECK:              for kk in range(
-// CHECK-NEXT:             ld{{[0-9]+}} = {{shared[0-9]+}}[ty, kk]
-// CHECK:                  ld{{[0-9]+}} = {{shared[0-9]+}}[kk, tx]
+// CHECK-NEXT:             ld{{[0-9]+}} = [[TA]]{{\[}}ty, kk]
+// CHECK:                  ld{{[0-9]+}} = [[TB]]{{\[}}kk, tx]
 // CHECK:              cuda.syncthreads()
 // CHECK:              ld{{[0-9]+}} = b[
 // CHECK:              max{{[0-9]+}} = np.maximum(

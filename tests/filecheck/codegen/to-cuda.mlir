@@ -5,7 +5,8 @@
 // - @scale: an elementwise kernel, one thread per element with a grid-stride loop, 33
 //   elements over 2 blocks of 8 threads (not a multiple of the block);
 // - @dot: the sum of x * y over a (5, 33) tensor into a 0-d output: a zero-init kernel,
-//   then per block a strided partial sum, a shared-memory tree (a barrier per step) and
+//   then per block a strided partial sum, a shared-memory tree (a workgroup attribution of
+//   the gpu.func; a barrier per step) and
 //   one atomic add per block into an intermediate the host allocates, copied to the output.
 // tests/cuda/test_to_cuda.py runs both in Numba's CUDA simulator.
 
@@ -19,7 +20,7 @@
     "func.return"() : () -> ()
   }) {tess.num_outputs = 1 : i64} : () -> ()
   "gpu.module"() <{sym_name = "scale_kernels"}> ({
-    "gpu.func"() <{function_type = (memref<33xf32>, memref<33xf32>, memref<33xf32>) -> (), kernel}> ({
+    "gpu.func"() <{function_type = (memref<33xf32>, memref<33xf32>, memref<33xf32>) -> ()}> ({
     ^bb0(%out0: memref<33xf32>, %x: memref<33xf32>, %y: memref<33xf32>):
       %n = "arith.constant"() <{value = 33 : index}> : () -> index
       %tid = "gpu.thread_id"() <{dimension = #gpu<dim x>}> : () -> index
@@ -37,7 +38,7 @@
         memref.store %e, %out0[%i] : memref<33xf32>
       }
       "gpu.return"() : () -> ()
-    }) {sym_name = "scale_kernel_0"} : () -> ()
+    }) {gpu.kernel, sym_name = "scale_kernel_0"} : () -> ()
   }) : () -> ()
   "func.func"() <{sym_name = "dot", function_type = (memref<5x33xf32>, memref<5x33xf32>, memref<f32>) -> ()}> ({
   ^bb0(%x: memref<5x33xf32>, %y: memref<5x33xf32>, %out0: memref<f32>):
@@ -51,14 +52,14 @@
     "func.return"() : () -> ()
   }) {tess.num_outputs = 1 : i64} : () -> ()
   "gpu.module"() <{sym_name = "dot_kernels"}> ({
-    "gpu.func"() <{function_type = (memref<f32>) -> (), kernel}> ({
+    "gpu.func"() <{function_type = (memref<f32>) -> ()}> ({
     ^bb0(%acc: memref<f32>):
       %z = arith.constant 0.0 : f32
       memref.store %z, %acc[] : memref<f32>
       "gpu.return"() : () -> ()
-    }) {sym_name = "zero"} : () -> ()
-    "gpu.func"() <{function_type = (memref<f32>, memref<5x33xf32>, memref<5x33xf32>) -> (), kernel}> ({
-    ^bb0(%acc: memref<f32>, %x: memref<5x33xf32>, %y: memref<5x33xf32>):
+    }) {gpu.kernel, sym_name = "zero"} : () -> ()
+    "gpu.func"() <{function_type = (memref<f32>, memref<5x33xf32>, memref<5x33xf32>) -> ()}> ({
+    ^bb0(%acc: memref<f32>, %x: memref<5x33xf32>, %y: memref<5x33xf32>, %tile: memref<8xf32, #gpu.address_space<workgroup>>):
       %c0 = arith.constant 0 : index
       %c1 = arith.constant 1 : index
       %c2 = arith.constant 2 : index
@@ -70,7 +71,6 @@
       %bid = "gpu.block_id"() <{dimension = #gpu<dim x>}> : () -> index
       %bdim = "gpu.block_dim"() <{dimension = #gpu<dim x>}> : () -> index
       %gdim = "gpu.grid_dim"() <{dimension = #gpu<dim x>}> : () -> index
-      %tile = "memref.alloca"() <{operandSegmentSizes = array<i32: 0, 0>}> : () -> memref<8xf32, 3 : i32>
       %part = scf.for %r = %bid to %rows step %gdim iter_args(%a = %z) -> (f32) {
         %inner = scf.for %j = %tid to %cols step %bdim iter_args(%b = %a) -> (f32) {
           %u = memref.load %x[%r, %j] : memref<5x33xf32>
@@ -81,35 +81,35 @@
         }
         scf.yield %inner : f32
       }
-      memref.store %part, %tile[%tid] : memref<8xf32, 3 : i32>
+      memref.store %part, %tile[%tid] : memref<8xf32, #gpu.address_space<workgroup>>
       "gpu.barrier"() : () -> ()
       %lt4 = arith.cmpi ult, %tid, %c4 : index
       scf.if %lt4 {
         %o = arith.addi %tid, %c4 : index
-        %p = memref.load %tile[%tid] : memref<8xf32, 3 : i32>
-        %q = memref.load %tile[%o] : memref<8xf32, 3 : i32>
+        %p = memref.load %tile[%tid] : memref<8xf32, #gpu.address_space<workgroup>>
+        %q = memref.load %tile[%o] : memref<8xf32, #gpu.address_space<workgroup>>
         %pq = arith.addf %p, %q : f32
-        memref.store %pq, %tile[%tid] : memref<8xf32, 3 : i32>
+        memref.store %pq, %tile[%tid] : memref<8xf32, #gpu.address_space<workgroup>>
       }
       "gpu.barrier"() : () -> ()
       %lt2 = arith.cmpi ult, %tid, %c2 : index
       scf.if %lt2 {
         %o = arith.addi %tid, %c2 : index
-        %p = memref.load %tile[%tid] : memref<8xf32, 3 : i32>
-        %q = memref.load %tile[%o] : memref<8xf32, 3 : i32>
+        %p = memref.load %tile[%tid] : memref<8xf32, #gpu.address_space<workgroup>>
+        %q = memref.load %tile[%o] : memref<8xf32, #gpu.address_space<workgroup>>
         %pq = arith.addf %p, %q : f32
-        memref.store %pq, %tile[%tid] : memref<8xf32, 3 : i32>
+        memref.store %pq, %tile[%tid] : memref<8xf32, #gpu.address_space<workgroup>>
       }
       "gpu.barrier"() : () -> ()
       %is0 = arith.cmpi eq, %tid, %c0 : index
       scf.if %is0 {
-        %p = memref.load %tile[%c0] : memref<8xf32, 3 : i32>
-        %q = memref.load %tile[%c1] : memref<8xf32, 3 : i32>
+        %p = memref.load %tile[%c0] : memref<8xf32, #gpu.address_space<workgroup>>
+        %q = memref.load %tile[%c1] : memref<8xf32, #gpu.address_space<workgroup>>
         %pq = arith.addf %p, %q : f32
         %old = "memref.atomic_rmw"(%pq, %acc) <{kind = 0 : i64}> : (f32, memref<f32>) -> f32
       }
       "gpu.return"() : () -> ()
-    }) {sym_name = "sum"} : () -> ()
+    }) {gpu.kernel, sym_name = "sum", workgroup_attributions = 1 : i64} : () -> ()
   }) : () -> ()
 }) {gpu.container_module} : () -> ()
 
@@ -151,7 +151,7 @@
 
 // CHECK:      @cuda.jit(cache=True)
 // CHECK-NEXT: def sum_(acc, x, y):
-// CHECK:          tile = cuda.shared.array((8,), dtype=np.float32)
+// CHECK-NEXT:     tile = cuda.shared.array((8,), dtype=np.float32)
 // CHECK:          for r in range(bid, 5, gdim):
 // CHECK:              for j in range(tid, 33, bdim):
 // CHECK:          tile[tid] = a

@@ -27,9 +27,10 @@ func.func @batched(%a: tensor<2x5x33xf64>, %b: tensor<2x33x6xf64>) -> tensor<2x5
 // CHECK:         "gpu.launch_func"(%{{.+}}, %{{.+}}, %[[B:.+]], %{{.+}}, %{{.+}}, %{{.+}}, %out0, %a, %b)
 
 // CHECK:       "gpu.module"() <{sym_name = "kernels"}> ({
-// CHECK:         "gpu.func"() <{function_type = (memref<45x40xf32>, memref<45x33xf32>, memref<33x40xf32>, memref<40xf32>) -> (), kernel}> ({
-// CHECK:           %[[TA:.+]] = memref.alloca() : memref<32x32xf32, #gpu.address_space<workgroup>>
-// CHECK-NEXT:      %[[TB:.+]] = memref.alloca() : memref<32x32xf32, #gpu.address_space<workgroup>>
+// CHECK:         "gpu.func"() <{function_type = (memref<45x40xf32>, memref<45x33xf32>, memref<33x40xf32>, memref<40xf32>) -> (), known_block_size = array<i32: 16, 16, 1>, known_grid_size = array<i32: 2, 2, 1>}> ({
+// The tiles are workgroup attributions (block-shared), the entry block's last arguments.
+// CHECK-NEXT:    ^bb0(%{{.+}}: memref<40xf32>, %[[TA:row_tile]]: memref<32x32xf32, #gpu.address_space<workgroup>>, %[[TB:col_tile]]: memref<32x32xf32, #gpu.address_space<workgroup>>):
+// CHECK-NOT:       memref.alloca
 // CHECK-DAG:       %[[TX:.+]] = "gpu.thread_id"() <{dimension = #gpu<dim x>}> : () -> index
 // CHECK-DAG:       %[[TY:.+]] = "gpu.thread_id"() <{dimension = #gpu<dim y>}> : () -> index
 // CHECK:           %[[ACC:[0-9a-z_]+]], %{{[0-9a-z_]+}}, %{{[0-9a-z_]+}}, %{{[0-9a-z_]+}} = scf.for %kt = %{{.+}} to %{{.+}} step %{{.+}} iter_args({{.*}}) -> (f32, f32, f32, f32) {
@@ -61,7 +62,8 @@ func.func @batched(%a: tensor<2x5x33xf64>, %b: tensor<2x33x6xf64>) -> tensor<2x5
 // CHECK-NEXT:        %[[Y:.+]] = arith.addf %[[V]], %[[BIAS]] : f32
 // CHECK-NEXT:        %[[R:.+]] = arith.maximumf %[[Y]], %{{.+}} : f32
 // CHECK-NEXT:        memref.store %[[R]], %out0[
-// CHECK:         sym_name = "dense_kernel_0", gpu.known_block_size = array<i32: 16, 16, 1>, gpu.known_grid_size = array<i32: 2, 2, 1>}
+// CHECK:         sym_name = "dense_kernel_0", gpu.kernel, workgroup_attributions = 2 : i64}
+// CHECK:         "gpu.func"() <{function_type = {{.*}}, known_block_size = array<i32: 16, 16, 1>, known_grid_size = array<i32: 1, 1, 2>}> ({
 
 // CHECK:           "gpu.block_id"() <{dimension = #gpu<dim z>}> : () -> index
-// CHECK:         sym_name = "batched_kernel_0", gpu.known_block_size = array<i32: 16, 16, 1>, gpu.known_grid_size = array<i32: 1, 1, 2>}
+// CHECK:         sym_name = "batched_kernel_0", gpu.kernel, workgroup_attributions = 2 : i64}

@@ -55,8 +55,9 @@ func.func @tall(%x: tensor<1100x3xf32>) -> tensor<3xf32> {
 
 // CHECK:       "gpu.module"() <{sym_name = "kernels"}> ({
 
-// CHECK:         "gpu.func"() <{function_type = (memref<3x4xf32>, memref<3x17x1xf32>, memref<1x17x4xf32>) -> (), kernel}> ({
-// CHECK:           %[[TREE:.+]] = memref.alloca() : memref<8x32xf32, #gpu.address_space<workgroup>>
+// CHECK:         "gpu.func"() <{function_type = (memref<3x4xf32>, memref<3x17x1xf32>, memref<1x17x4xf32>) -> (), known_block_size = array<i32: 32, 8, 1>, known_grid_size = array<i32: 1, 1, 1>}> ({
+// CHECK-NEXT:    ^bb0(%{{.+}}: memref<1x17x4xf32>, %[[TREE:tree]]: memref<8x32xf32, #gpu.address_space<workgroup>>):
+// CHECK-NOT:       memref.alloca
 // CHECK-DAG:       %[[TX:.+]] = "gpu.thread_id"() <{dimension = #gpu<dim x>}> : () -> index
 // CHECK-DAG:       %[[TY:.+]] = "gpu.thread_id"() <{dimension = #gpu<dim y>}> : () -> index
 // CHECK:           scf.for %p0 =
@@ -82,20 +83,23 @@ func.func @tall(%x: tensor<1100x3xf32>) -> tensor<3xf32> {
 // CHECK-NEXT:        scf.if %[[LAST]] {
 // CHECK-NEXT:          memref.load %[[TREE]][%{{.+}}, %[[TX]]]
 // CHECK:               memref.store {{.*}}, %out0[
-// CHECK:         sym_name = "seed_kernel_0", gpu.known_block_size = array<i32: 32, 8, 1>, gpu.known_grid_size = array<i32: 1, 1, 1>}
+// CHECK:         sym_name = "seed_kernel_0", gpu.kernel, workgroup_attributions = 1 : i64}
+// CHECK:         "gpu.func"() <{function_type = {{.*}}, known_block_size = array<i32: 64, 1, 1>, known_grid_size = array<i32: 7, 1, 1>}> ({
 
-// CHECK:         sym_name = "rows_kernel_0", gpu.known_block_size = array<i32: 64, 1, 1>, gpu.known_grid_size = array<i32: 7, 1, 1>}
+// CHECK:         sym_name = "rows_kernel_0", gpu.kernel, workgroup_attributions = 1 : i64}
 
 // The first pass: each of 3 blocks folds a strided share into partials[block_id].
-// CHECK:         "gpu.func"() <{function_type = (memref<513xf32>, memref<3xf32>) -> (), kernel}> ({
-// CHECK-NEXT:    ^bb0(%x: memref<513xf32>, %partials: memref<3xf32>):
+// CHECK:         "gpu.func"() <{function_type = (memref<513xf32>, memref<3xf32>) -> (), known_block_size = array<i32: 256, 1, 1>, known_grid_size = array<i32: 3, 1, 1>}> ({
+// CHECK-NEXT:    ^bb0(%x: memref<513xf32>, %partials: memref<3xf32>, %tree: memref<256xf32, #gpu.address_space<workgroup>>):
 // CHECK:           memref.store {{.*}}, %partials[%{{.+}}] : memref<3xf32>
-// CHECK:         sym_name = "whole_kernel_0_0", gpu.known_block_size = array<i32: 256, 1, 1>, gpu.known_grid_size = array<i32: 3, 1, 1>}
+// CHECK:         sym_name = "whole_kernel_0_0", gpu.kernel, workgroup_attributions = 1 : i64}
 // The second: one block folds the partials, lane 0 stores the sum and divides by 513.
-// CHECK:         "gpu.func"() <{function_type = (memref<f32>, memref<3xf32>) -> (), kernel}> ({
+// CHECK:         "gpu.func"() <{function_type = (memref<f32>, memref<3xf32>) -> (), known_block_size = array<i32: 32, 1, 1>, known_grid_size = array<i32: 1, 1, 1>}> ({
 // CHECK:           memref.load %partials[
 // CHECK:           arith.divf
-// CHECK:         sym_name = "whole_kernel_0_1", gpu.known_block_size = array<i32: 32, 1, 1>, gpu.known_grid_size = array<i32: 1, 1, 1>}
+// CHECK:         sym_name = "whole_kernel_0_1", gpu.kernel, workgroup_attributions = 1 : i64}
+// CHECK:         "gpu.func"() <{function_type = {{.*}}, known_block_size = array<i32: 32, 8, 1>, known_grid_size = array<i32: 1, 3, 1>}> ({
 
-// CHECK:         sym_name = "tall_kernel_0_0", gpu.known_block_size = array<i32: 32, 8, 1>, gpu.known_grid_size = array<i32: 1, 3, 1>}
-// CHECK:         sym_name = "tall_kernel_0_1", gpu.known_block_size = array<i32: 32, 8, 1>, gpu.known_grid_size = array<i32: 1, 1, 1>}
+// CHECK:         sym_name = "tall_kernel_0_0", gpu.kernel, workgroup_attributions = 1 : i64}
+// CHECK:         "gpu.func"() <{function_type = {{.*}}, known_block_size = array<i32: 32, 8, 1>, known_grid_size = array<i32: 1, 1, 1>}> ({
+// CHECK:         sym_name = "tall_kernel_0_1", gpu.kernel, workgroup_attributions = 1 : i64}

@@ -19,10 +19,10 @@ func.func @softmax(%x: tensor<6x33xf32>) -> tensor<6x33xf32> {
 // CHECK-NOT:     gpu.launch_func
 // CHECK:         func.return
 
-// CHECK:       "gpu.func"()
-// CHECK:         %[[MAXT:.+]] = memref.alloca() : memref<64xf32, #gpu.address_space<workgroup>>
-// CHECK-NEXT:    %[[SUMT:.+]] = memref.alloca() : memref<64xf32, #gpu.address_space<workgroup>>
-// CHECK-NEXT:    %[[TX:.+]] = "gpu.thread_id"() <{dimension = #gpu<dim x>}> : () -> index
+// CHECK:       "gpu.func"() <{function_type = {{.*}}, known_block_size = array<i32: 64, 1, 1>, known_grid_size = array<i32: 6, 1, 1>}> ({
+// CHECK-NEXT:  ^bb0({{.*}}, %[[MAXT:tree]]: memref<64xf32, #gpu.address_space<workgroup>>, %[[SUMT:tree_1]]: memref<64xf32, #gpu.address_space<workgroup>>):
+// CHECK-NOT:     memref.alloca
+// CHECK:         %[[TX:.+]] = "gpu.thread_id"() <{dimension = #gpu<dim x>}> : () -> index
 // CHECK:         scf.for %row =
 // The max's fill, then the row max: a strided fold, the tree, lane 0 stores.
 // CHECK:           scf.for %e = %[[TX]]
@@ -45,4 +45,4 @@ func.func @softmax(%x: tensor<6x33xf32>) -> tensor<6x33xf32> {
 // CHECK:           "gpu.barrier"() : () -> ()
 // CHECK-NEXT:    }
 // CHECK-NEXT:    "gpu.return"() : () -> ()
-// CHECK-NEXT:  }) {sym_name = "softmax_kernel_0", gpu.known_block_size = array<i32: 64, 1, 1>, gpu.known_grid_size = array<i32: 6, 1, 1>}
+// CHECK-NEXT:  }) {sym_name = "softmax_kernel_0", gpu.kernel, workgroup_attributions = 2 : i64}
