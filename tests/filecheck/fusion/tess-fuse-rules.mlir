@@ -43,7 +43,7 @@ func.func @two_results_one_used(%x: tensor<4xf32>) -> tensor<4xf32> {
     %ex = math.exp %a : f32
     %n = arith.negf %a : f32
     linalg.yield %ex, %n : f32, f32
-  } -> tensor<4xf32>, tensor<4xf32>
+  } -> (tensor<4xf32>, tensor<4xf32>)
   %e = tensor.empty() : tensor<4xf32>
   %r = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]} ins(%p#1 : tensor<4xf32>) outs(%e : tensor<4xf32>) {
   ^bb0(%a: f32, %o: f32):
