@@ -11,6 +11,8 @@ like it: `--verify-diagnostics` checks `expected-error {{...}}` comments
 - the `tess` dialect and every pass of `tessc.passes` (loaded lazily, by name); a pass the
   command line names, run on a module without one op of its input level, is an error;
 - a `numba` target (`-t numba`) and a frontend for `.tess` files (`tessc.cli.opt_extensions`);
+- an `upstream` target (`--emit-upstream`, `tessc.upstream`): IR that upstream
+  `mlir-opt --allow-unregistered-dialect` parses (tessc's own ops in the generic form);
 - errors as compiler diagnostics instead of Python tracebacks.
 
 Errors are located diagnostics (`tessc.diagnostics`): `file:line:col: error: message`, the
@@ -48,6 +50,7 @@ from xdsl.utils.exceptions import (
     ParseError,
     ShrinkException,
 )
+from xdsl.utils.target import Target
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from tessc import timing
@@ -89,6 +92,13 @@ from tessc.diagnostics import (
     write_reproducer,
 )
 from tessc.passes import INPUT_LEVELS, pass_loaders
+
+
+def upstream_target() -> type[Target]:
+    """`-t upstream` (`--emit-upstream`), loaded when asked for."""
+    from tessc.upstream import UpstreamTarget
+
+    return UpstreamTarget
 
 
 class CommandLineError(Exception):
@@ -133,6 +143,7 @@ class TesscOptMain(xDSLOptMain):
     def register_all_targets(self) -> None:
         super().register_all_targets()
         self.available_targets["numba"] = lambda: NumbaTarget
+        self.available_targets["upstream"] = upstream_target
 
     def register_all_frontends(self) -> None:
         self.available_frontends["mlir"] = self._parse_mlir
@@ -177,6 +188,14 @@ class TesscOptMain(xDSLOptMain):
         # --help ends with the same list (loading every pass only when it is asked for).
         format_help = arg_parser.format_help
         arg_parser.format_help = lambda: format_help() + "\n" + self._pass_listing()
+        arg_parser.add_argument(
+            "--emit-upstream",
+            dest="target",
+            action="store_const",
+            const="upstream",
+            help="print the output as upstream mlir-opt reads it (`-t upstream`: tessc's own "
+            "ops in the generic form; see tessc.upstream)",
+        )
         arg_parser.add_argument(
             "--verify-each",
             action="store_true",
