@@ -180,7 +180,6 @@ def mlp_loss(p: dict, x: np.ndarray, y: np.ndarray) -> object:
 
 def mlp_step(params: dict, x: np.ndarray, y: np.ndarray) -> tuple:
     """A jitted training step: the MLP's loss, its gradient and an Adam update."""
-
     grads = ts.grad(mlp_loss)(params, x, y)
     return ts.optim.Adam(lr=0.01).step(params, grads, ts.optim.Adam().init(params))
 

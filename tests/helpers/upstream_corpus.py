@@ -1,7 +1,7 @@
 """
-The corpus `tests/test_upstream_mlir.py` hands to upstream `mlir-opt`: what `tessc-opt
---emit-upstream` prints for every lit RUN line, and a set of jitted programs at each IR
-stage of the `cpu` and `cuda` pipelines.
+The lit part of the corpus `tests/test_upstream_mlir.py` hands to upstream `mlir-opt`:
+what `tessc-opt ... --emit-upstream` prints for each RUN line of the lit tests (the first
+command of its pipe, run in-process). The test adds its programs at every IR stage.
 
 A RUN line is left out by rule, not by name: a negative test (`not tessc-opt`,
 `--verify-diagnostics`, `--parsing-diagnostics`) prints diagnostics, and a target other
