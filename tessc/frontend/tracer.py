@@ -22,8 +22,9 @@ mlp.py:12".
 from __future__ import annotations
 
 import contextvars
+import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from xdsl.ir import Block, SSAValue
@@ -40,6 +41,7 @@ from tessc.dialects.builder_types import (
     tensor_type,
 )
 from tessc.dialects.tess import element_type_of
+from tessc.frontend import composites
 from tessc.frontend.user_location import located
 
 # ---------------------------------------------------------------------------------------
@@ -158,8 +160,9 @@ def _trace_of(*values: Any) -> Trace:
     return trace
 
 
-def _apply(name: str, *operands: Any, **options: Any) -> Tensor:
-    """`builder.<name>(*operands, **options)` with operands converted in their trace."""
+def _apply(name: str | Callable[..., SSAValue], *operands: Any, **options: Any) -> Tensor:
+    """`builder.<name>(*operands, **options)` with operands converted in their trace (or
+    `name(builder, *operands, **options)` for a `composites` function)."""
     trace = _trace_of(*operands)
     if any(isinstance(v, Tensor) and v.weak for v in operands):
         operands = _weak_cast(trace, operands)
@@ -172,7 +175,9 @@ def _apply(name: str, *operands: Any, **options: Any) -> Tensor:
             raise TessError(f"expected a tensor or a number, got {type(operand).__name__}")
         values.append(value)
     if not any(isinstance(v, SSAValue) for v in values):
-        raise TessError(f"`{name}` needs at least one tensor operand")
+        raise TessError(f"`{getattr(name, '__name__', name)}` needs at least one tensor operand")
+    if not isinstance(name, str):
+        return Tensor(name(trace.builder, *values, **options), trace)
     return Tensor(getattr(trace.builder, name)(*values, **options), trace)
 
 
@@ -209,15 +214,17 @@ def _shape_args(shape: tuple[Any, ...]) -> tuple[int, ...]:
     return tuple(int(d) for d in shape)
 
 
-def _binary_method(name: str, reverse: bool = False) -> Callable[[Tensor, Any], Tensor]:
+def _binary_method(
+    name: str | Callable[..., SSAValue], reverse: bool = False
+) -> Callable[[Tensor, Any], Tensor]:
     """A Tensor method (or reflected operator) building `builder.<name>(self, other)`."""
 
     @located
     def method(self: Tensor, other: Any) -> Tensor:
         return self._zip(name, other, reverse)
 
-    method.__name__ = name
-    method.__doc__ = f"`{name}` (tess.{name}), broadcasting; numbers take this dtype."
+    method.__name__ = getattr(name, "__name__", name)
+    method.__doc__ = f"`{method.__name__}`, broadcasting; numbers take this dtype."
     return method
 
 
@@ -314,7 +321,9 @@ class Tensor:
 
     # -- operators and elementwise methods -------------------------------------------------
 
-    def _zip(self, name: str, other: Any, reverse: bool = False) -> Tensor:
+    def _zip(
+        self, name: str | Callable[..., SSAValue], other: Any, reverse: bool = False
+    ) -> Tensor:
         if not _is_operand(other):
             return NotImplemented
         return _apply(name, other, self) if reverse else _apply(name, self, other)
@@ -327,8 +336,13 @@ class Tensor:
     __rmul__ = _binary_method("mul", reverse=True)
     __truediv__ = _binary_method("div")
     __rtruediv__ = _binary_method("div", reverse=True)
-    __pow__ = _binary_method("pow")
-    __rpow__ = _binary_method("pow", reverse=True)
+    # `**`, `//`, `%`: integers stay integers (NumPy's promotion; `composites`)
+    __pow__ = _binary_method(composites.power)
+    __rpow__ = _binary_method(composites.power, reverse=True)
+    __floordiv__ = _binary_method(composites.floor_divide)
+    __rfloordiv__ = _binary_method(composites.floor_divide, reverse=True)
+    __mod__ = _binary_method(composites.remainder)
+    __rmod__ = _binary_method(composites.remainder, reverse=True)
     __matmul__ = _binary_method("matmul")
     __rmatmul__ = _binary_method("matmul", reverse=True)
     __lt__ = _binary_method("lt")
@@ -343,7 +357,7 @@ class Tensor:
     __ror__ = _binary_method("logical_or", reverse=True)
     __xor__ = logical_xor = _binary_method("logical_xor")
     __rxor__ = _binary_method("logical_xor", reverse=True)
-    pow = _binary_method("pow")
+    pow = _binary_method(composites.power)
     matmul = _binary_method("matmul")
     maximum = _binary_method("maximum")
     minimum = _binary_method("minimum")
@@ -422,13 +436,25 @@ class Tensor:
         return _apply("mean", self, dims=dim, keepdim=keepdim)
 
     @located
-    def max(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
-        """The max over `dim` (values only; the elementwise max is `maximum`)."""
+    def max(self, dim: Any = None, keepdim: bool = False, **aliases: Any) -> Any:
+        """PyTorch's `max`: over all elements, the max; over one `dim`, the named tuple
+        `(values, indices)`; with a Tensor, the elementwise `maximum`. (Several dims:
+        `amax`; NumPy's `axis=` spelling is refused, as NumPy's max returns values only.)"""
+        return _max_or_min(self, "max", dim, keepdim, aliases)
+
+    @located
+    def min(self, dim: Any = None, keepdim: bool = False, **aliases: Any) -> Any:
+        """PyTorch's `min` (see `max`)."""
+        return _max_or_min(self, "min", dim, keepdim, aliases)
+
+    @located
+    def amax(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
+        """The max over `dim` (an int, a tuple, or None for all): values only."""
         dim, keepdim = _axis_aliases(dim, keepdim, aliases)
         return _apply("reduce_max", self, dims=dim, keepdim=keepdim)
 
     @located
-    def min(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
+    def amin(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
         dim, keepdim = _axis_aliases(dim, keepdim, aliases)
         return _apply("reduce_min", self, dims=dim, keepdim=keepdim)
 
@@ -439,25 +465,23 @@ class Tensor:
         return _apply("prod", self, dims=dim, keepdim=keepdim)
 
     @located
-    def var(
-        self, dim: DimsLike = None, keepdim: bool = False, *, ddof: int = 0, **aliases: Any
-    ) -> Tensor:
-        """The variance over `dim`: the mean squared deviation, divided by `n - ddof` (NumPy's
-        default ddof=0; torch's `var` is ddof=1, `correction=` is accepted for it)."""
-        ddof = aliases.pop("correction", ddof)
-        dim, keepdim = _axis_aliases(dim, keepdim, aliases)
+    def var(self, dim: DimsLike = None, keepdim: bool = False, **options: Any) -> Tensor:
+        """PyTorch's `var`: the squared deviations summed over `dim` and divided by
+        `n - correction`, `correction=1` by default (`unbiased=False` is 0; NumPy's `ddof=`
+        is accepted when given). NumPy's `axis=` without `correction`/`ddof` is refused:
+        NumPy's default divides by n."""
+        correction = _correction(options)
+        dim, keepdim = _axis_aliases(dim, keepdim, options)
         x = self if self.dtype.kind == "f" else self.astype(np.float32)
         centered = x - x.mean(dim, keepdim=True)
         squares = (centered * centered).sum(dim, keepdim=keepdim)
         count = x.size // max(_kept_size(x, dim), 1)
-        return squares / float(count - ddof)
+        return squares / float(count - correction)
 
     @located
-    def std(
-        self, dim: DimsLike = None, keepdim: bool = False, *, ddof: int = 0, **aliases: Any
-    ) -> Tensor:
-        """The square root of `var` (same arguments)."""
-        return self.var(dim, keepdim, ddof=ddof, **aliases).sqrt()
+    def std(self, dim: DimsLike = None, keepdim: bool = False, **options: Any) -> Tensor:
+        """The square root of `var` (same arguments, `correction=1` by default)."""
+        return self.var(dim, keepdim, **options).sqrt()
 
     # -- shape ----------------------------------------------------------------------------
 
@@ -466,23 +490,35 @@ class Tensor:
         """A view: `x.reshape(4, -1)` or `x.reshape((4, -1))`."""
         return _apply("reshape", self, shape=_shape_args(shape))
 
-    view = reshape
+    @located
+    def view(self, *shape: Any) -> Tensor:
+        """PyTorch's `view(*shape)`: `reshape` (tess values have no layout to respect).
+        `view(dtype)`, a reinterpretation of the bits, is refused."""
+        if len(shape) == 1 and not isinstance(shape[0], Sequence | int | np.integer):
+            raise TessError(
+                f"view({shape[0]!r}): reinterpreting the bits as another dtype is not "
+                "supported; convert the values with astype"
+            )
+        return _apply("reshape", self, shape=_shape_args(shape))
 
     @located
     def permute(self, *dims: Any) -> Tensor:
         return _apply("permute", self, dims=_shape_args(dims))
 
     @located
-    def transpose(self, *axes: Any) -> Tensor:
-        """`x.transpose(1, 0, 2)` or `x.transpose((1, 0, 2))` permutes the dims (NumPy);
-        `x.transpose(d0, d1)` on a tensor of rank > 2 swaps two (PyTorch); `x.transpose()`
-        swaps the last two (the reversal for a matrix; `.T` reverses all dims)."""
-        if not axes:
-            return _apply("transpose", self)
-        dims = _shape_args(axes)
-        if len(dims) == 2 and self.ndim != 2:
-            return _apply("transpose", self, dim0=dims[0], dim1=dims[1])
-        return _apply("permute", self, dims=dims)
+    def transpose(self, *dims: Any) -> Tensor:
+        """PyTorch's `transpose(dim0, dim1)`: dims `dim0` and `dim1` swapped. Any other
+        arguments are refused: `permute(*dims)` reorders all dims, `ts.transpose(x, axes)`
+        is NumPy's."""
+        if len(dims) != 2 or not all(_is_int(d) for d in dims):
+            raise TessError(
+                f"Tensor.transpose(dim0, dim1) swaps two dims (PyTorch), got "
+                f"transpose{tuple(dims)!r}; to reorder all dims use x.permute(*dims) or "
+                "tessc.transpose(x, axes) (NumPy)"
+            )
+        return _apply("transpose", self, dim0=int(dims[0]), dim1=int(dims[1]))
+
+    swapaxes = swapdims = transpose
 
     @located
     def squeeze(self, dim: DimsLike = None, *, axis: DimsLike = None) -> Tensor:
@@ -491,7 +527,14 @@ class Tensor:
 
     @located
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-        """Dims `start_dim..end_dim` merged into one (all: a 1-D tensor, NumPy's flatten)."""
+        """PyTorch's `flatten`: dims `start_dim..end_dim` merged into one (all by default:
+        a 1-D tensor, as NumPy's `flatten()`). NumPy's `order=` is refused."""
+        for name, value in (("start_dim", start_dim), ("end_dim", end_dim)):
+            if not _is_int(value):
+                raise TessError(
+                    f"flatten: {name} must be an int (PyTorch's flatten(start_dim, end_dim)), "
+                    f"got {value!r}; NumPy's order= is not supported"
+                )
         return _apply("flatten", self, start=start_dim, end=end_dim)
 
     ravel = flatten
@@ -499,10 +542,41 @@ class Tensor:
     @property
     @located
     def T(self) -> Tensor:
-        """All dims reversed (NumPy's `.T`); rank 0 and 1 are returned unchanged."""
+        """All dims reversed, as in PyTorch (and NumPy); rank 0 and 1 unchanged. On other
+        ranks than 2, PyTorch warns that `.T` is deprecated; so does this."""
+        if self.ndim != 2:
+            warnings.warn(
+                "x.T on a tensor of rank other than 2 reverses its dims, which PyTorch "
+                "deprecates: use x.mT to transpose the last two dims, or x.permute(...)",
+                UserWarning,
+                stacklevel=3,
+            )
         if self.ndim < 2:
             return self
         return _apply("permute", self, dims=tuple(reversed(range(self.ndim))))
+
+    @property
+    @located
+    def mT(self) -> Tensor:
+        """The last two dims swapped (PyTorch's `.mT`: a batch of matrices transposed)."""
+        if self.ndim < 2:
+            raise TessError(f"x.mT needs a tensor of rank 2 or more, got rank {self.ndim}")
+        return _apply("transpose", self, dim0=-2, dim1=-1)
+
+    @located
+    def repeat(self, *sizes: Any) -> Tensor:
+        """PyTorch's `repeat`: the tensor tiled `sizes[i]` times along dim i (NumPy's `tile`;
+        NumPy's `repeat` is `repeat_interleave`)."""
+        return _apply(composites.tile, self, reps=_shape_args(sizes))
+
+    @located
+    def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
+        """Each element repeated `repeats` times along `dim` (the flattened tensor if None):
+        PyTorch's `repeat_interleave` with an int, NumPy's `repeat`."""
+        if not _is_int(repeats):
+            raise TessError(f"repeat_interleave: repeats must be an int, got {repeats!r}")
+        x = self.flatten() if dim is None else self
+        return _apply(composites.repeat_elements, x, repeats=int(repeats), dim=dim or 0)
 
     @located
     def broadcast_to(self, *shape: Any) -> Tensor:
@@ -518,6 +592,67 @@ class Tensor:
 # ---------------------------------------------------------------------------------------
 # Tensor helpers
 # ---------------------------------------------------------------------------------------
+
+
+class ValuesIndices(NamedTuple):
+    """What `Tensor.max(dim)` and `Tensor.min(dim)` return (PyTorch's
+    `torch.return_types.max`): the extreme values and the index of the first of each."""
+
+    values: Tensor
+    indices: Tensor
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
+def _max_or_min(x: Tensor, which: str, dim: Any, keepdim: bool, aliases: dict[str, Any]) -> Any:
+    """`Tensor.max`/`Tensor.min` (their docstring)."""
+    if isinstance(dim, Tensor):
+        if keepdim or aliases:
+            raise TessError(f"x.{which}(other) is elementwise; it takes no other arguments")
+        return _apply("maximum" if which == "max" else "minimum", x, dim)
+    numpy_spelling = sorted(set(aliases) & {"axis", "keepdims"})
+    if numpy_spelling:
+        raise TessError(
+            f"x.{which}({numpy_spelling[0]}=...) is ambiguous: Tensor.{which} follows PyTorch "
+            f"(over a dim it returns (values, indices)), NumPy's {which} returns the values: "
+            f"use x.a{which}(dim) or tessc.{which}(x, axis) for the values, "
+            f"x.{which}(dim) for both"
+        )
+    dim, keepdim = _axis_aliases(dim, keepdim, aliases)
+    reduce = "reduce_max" if which == "max" else "reduce_min"
+    if dim is None:
+        if keepdim:
+            raise TessError(f"x.{which}(keepdim=True) needs a dim")
+        return _apply(reduce, x, dims=None, keepdim=False)
+    if not _is_int(dim):
+        raise TessError(
+            f"x.{which}(dim) takes one int dim (PyTorch), got {dim!r}; over several dims "
+            f"use x.a{which}(dims)"
+        )
+    values = _apply(reduce, x, dims=dim, keepdim=keepdim)
+    indices = _apply("argmax" if which == "max" else "argmin", x, dim=dim, keepdim=keepdim)
+    return ValuesIndices(values, indices)
+
+
+def _correction(options: dict[str, Any]) -> float:
+    """`var`'s divisor offset from `correction=`, `unbiased=` or `ddof=` (popped from
+    `options`): 1 by default (PyTorch); NumPy's `axis=` alone is ambiguous."""
+    given = {k: options.pop(k) for k in ("correction", "unbiased", "ddof") if k in options}
+    if len(given) > 1:
+        raise TessError(f"var/std: pass one of {' and '.join(sorted(given))}, not both")
+    if "unbiased" in given:
+        return 1 if given["unbiased"] else 0
+    if given:
+        return float(next(iter(given.values())))
+    if "axis" in options or "keepdims" in options:
+        raise TessError(
+            "x.var(axis=...)/x.std(axis=...) is ambiguous: Tensor.var follows PyTorch "
+            "(divides by n - 1) and NumPy's var divides by n; pass correction=1 "
+            "(PyTorch) or ddof=0 (NumPy), or use tessc.var(x, axis) (NumPy's)"
+        )
+    return 1
 
 
 def _axis_aliases(dim: Any, keepdim: bool, aliases: dict[str, Any]) -> tuple[Any, bool]:
