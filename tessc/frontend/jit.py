@@ -42,7 +42,9 @@ from typing import Any
 import numpy as np
 
 from tessc import timing
+from tessc.frontend import donation
 from tessc.frontend.call_plan import MISS, compile_call_plan
+from tessc.frontend.donation import DONATED, donated_to
 from tessc.frontend.pytree import TreeDef, flatten_tree, match_tree, tree_builder, unflatten_tree
 from tessc.frontend.trace_function import (
     ARRAY_DTYPES,
@@ -82,7 +84,10 @@ class _FastPath:
 
     @staticmethod
     def of(
-        traced: TracedFunction, compiled: Callable[..., Any], constants: tuple[Any, ...]
+        traced: TracedFunction,
+        compiled: Callable[..., Any],
+        constants: tuple[Any, ...],
+        name: str = "",
     ) -> _FastPath:
         call = compiled
         checked = getattr(compiled, "call_checked", None)
@@ -97,7 +102,14 @@ class _FastPath:
         plan = None
         if call is checked and runner is not None and not device:
             plan = compile_call_plan(
-                traced.signature.tree[2], array_types, constants, traced.output_tree, runner()
+                traced.signature.tree[2],
+                array_types,
+                constants,
+                traced.output_tree,
+                runner(),
+                traced.signature.donated,
+                _returned_in_place(compiled, traced.signature.donated),
+                name,
             )
         return _FastPath(
             traced.signature,
@@ -120,6 +132,14 @@ class _FastPath:
                 return None
         if len(leaves) != len(self.array_types):
             return None
+        if DONATED and any(donated_to(a) for a in leaves):
+            return None  # the general path raises
+        donated = self.signature.donated
+        if donated and (
+            len({id(a) for a in leaves}) != len(leaves)
+            or any(getattr(leaves[d], "base", None) is not None for d in donated)
+        ):
+            return None  # the general path refuses aliases
         for array, (shape, dtype) in zip(leaves, self.array_types, strict=True):
             if type(array) is not np.ndarray:  # a device array: the cuda target takes them
                 if not self.takes_device_arrays or leaf_type(array) != (shape, dtype):
@@ -251,7 +271,7 @@ class JitFunction:
             self.trace_count += 1
             if self.trace_count == RETRACE_WARNING:
                 warnings.warn(RetraceWarning(self._retrace_message()), stacklevel=3)
-        return traced, [array for _, array in arrays]
+        return traced, [array for _, array in arrays], [path for path, _ in arrays]
 
     def _retrace_message(self) -> str:
         """Why a function was traced `RETRACE_WARNING` times, and what to do about it."""
@@ -290,13 +310,22 @@ class JitFunction:
             leaves = fast.leaves(args)
             if leaves is not None:
                 outputs = fast.call(*leaves, *fast.constants)
+                for d in fast.signature.donated:
+                    if not any(leaves[d] is output for output in outputs):
+                        donation.mark(leaves[d], getattr(self.fn, "__name__", "?"))
                 return fast.build_output(iter(outputs))
         if _holds_tensor(args, kwargs):
             # Called while an outer jit traces (`jit(jit(f))`, or a jitted helper called
             # from a jitted function): trace through, as JAX does, into the outer program.
             return self.fn(*args, **kwargs)
+        name = getattr(self.fn, "__name__", "?")
         with timing.report_if_enabled(f"jit {getattr(self.fn, '__qualname__', '?')}"):
-            traced, arrays = self._lookup(args, kwargs)
+            traced, arrays, paths = self._lookup(args, kwargs)
+            if DONATED:
+                donation.check(arrays, paths)
+            donated = traced.signature.donated
+            if donated:
+                donation.refuse_aliases(arrays, paths, donated, name)
             compiled = self._compiled.get(traced.signature)
             first_call = compiled is None
             if compiled is None:
@@ -318,14 +347,30 @@ class JitFunction:
             inputs = [a if is_device_array(a) else np.asarray(a, order="C") for a in arrays]
             with timing.phase("first call (Numba: compile or load, run)" if first_call else "call"):
                 outputs = compiled(*inputs, *constants)
+            for d in donated:  # its buffer may now hold an output, or scratch
+                if not any(arrays[d] is output for output in outputs):
+                    donation.mark(arrays[d], name)
         if (
             not kwargs
             and len(args) == self._arity
             and (fast is None or fast.signature is not traced.signature)
         ):
-            self._fast = _FastPath.of(traced, compiled, constants)
+            self._fast = _FastPath.of(traced, compiled, constants, name)
             self.plan_builds += 1
         return unflatten_tree(traced.output_tree, list(outputs))
+
+
+def _returned_in_place(compiled: Any, donated: Sequence[int]) -> frozenset[int] | None:
+    """The donated leaves the compiled program returns as themselves (its memory plan
+    computes an output in them: `output_aliases`), or None where that is not known."""
+    aliases = getattr(compiled, "output_aliases", None)
+    if (
+        aliases is None
+        or getattr(compiled, "input_slots", ())
+        or getattr(compiled, "output_slots", ())
+    ):
+        return None
+    return frozenset(k for k in aliases if k is not None and k in donated)
 
 
 def _holds_tensor(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
@@ -344,7 +389,7 @@ def _leaf_parameters(tree: TreeDef) -> list[str]:
             return 1
         if kind == "static":
             return 0
-        children = node[2] if kind is dict else node[1]
+        children = node[3] if kind == "object" else node[2] if kind is dict else node[1]
         return sum(count(child) for child in children)
 
     return [name for name, child in zip(tree[1], tree[2], strict=True) for _ in range(count(child))]
@@ -408,5 +453,28 @@ def jit(
         "static_argnames": static_argnames,
     }
     if fn is None:
-        return lambda f: JitFunction(f, **options)
+        return lambda f: jit(f, **options)
+    if inspect.ismethod(fn) and not isinstance(fn.__self__, type):
+        return BoundMethodJit(fn, **options)
     return JitFunction(fn, **options)
+
+
+class BoundMethodJit(JitFunction):
+    """`jit(obj.method)`: the method's function, with `obj` passed as its first argument
+    at every call, so the arrays `obj` holds are read then (`pytree`'s object nodes), not
+    baked in at the first trace. Argument numbers count from the method's own first
+    parameter after `self`, as the bound method is called."""
+
+    def __init__(self, method: Any, **options: Any):
+        for option in ("donate_argnums", "static_argnums"):
+            numbers = options.get(option, ())
+            numbers = (numbers,) if isinstance(numbers, int) else tuple(numbers)
+            options[option] = tuple(n + 1 if n >= 0 else n for n in numbers)
+        super().__init__(method.__func__, **options)
+        self.instance = method.__self__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return super().__call__(self.instance, *args, **kwargs)
+
+    def trace(self, *args: Any, **kwargs: Any) -> TracedFunction:
+        return super().trace(self.instance, *args, **kwargs)

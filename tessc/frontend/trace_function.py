@@ -23,7 +23,15 @@ from xdsl.dialects.builtin import ArrayAttr, ModuleOp
 
 from tessc.dialects import contract
 from tessc.dialects.builder import finish_function
-from tessc.frontend.pytree import CONTAINERS, TreeDef, flatten_tree, is_weak_scalar, unflatten_tree
+from tessc.frontend.pytree import (
+    CONTAINERS,
+    SIMPLE_STATICS,
+    TreeDef,
+    flatten_tree,
+    is_weak_scalar,
+    object_fields,
+    unflatten_tree,
+)
 from tessc.frontend.tracer import Tensor, Trace
 from tessc.runtime.cuda import is_device_array
 
@@ -45,6 +53,15 @@ def leaf_type(leaf: Any) -> tuple[tuple[int, ...], np.dtype]:
     if interface is not None and not getattr(type(leaf), "__cuda_ndarray__", False):
         return tuple(interface["shape"]), np.dtype(interface["typestr"])
     return tuple(leaf.shape), np.dtype(leaf.dtype)
+
+
+def _is_output_leaf(value: Any) -> bool:
+    """A function's result is Tensors in containers and objects (a dataclass, or an
+    instance holding Tensors: `pytree`'s object nodes); plain values in them come back as
+    they are."""
+    return isinstance(value, Tensor) or not (
+        isinstance(value, (*CONTAINERS, *SIMPLE_STATICS)) or object_fields(value) is not None
+    )
 
 
 def _ssa_name(path: str) -> str:
@@ -129,7 +146,7 @@ def _typed_weak(tree: TreeDef, float_dtype: np.dtype) -> TreeDef:
     kind = tree[0]
     if kind == "weak":
         return ("weak", tree[1], float_dtype if tree[1] is float else np.dtype(np.int64))
-    if kind in ("leaf", "static"):
+    if kind in ("leaf", "static", "object"):  # an object's numbers are static
         return tree
     if kind == "arguments" or kind is dict:
         return (kind, tree[1], tuple(_typed_weak(c, float_dtype) for c in tree[2]))
@@ -217,7 +234,7 @@ def trace_signature(fn: Callable, signature: Signature, names: Sequence[str]) ->
                 arg.index for arg in tracer.block.args if arg in tracer.concretized
             ]
             raise
-    output_tree, outputs = flatten_tree(result, lambda v: not isinstance(v, CONTAINERS), "result")
+    output_tree, outputs = flatten_tree(result, _is_output_leaf, "result")
     if not outputs or not all(isinstance(tensor, Tensor) for _, tensor in outputs):
         found = ", ".join(type(v).__name__ for _, v in outputs) or "nothing"
         raise TypeError(
