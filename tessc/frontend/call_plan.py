@@ -193,6 +193,13 @@ def compile_call_plan(
     if donated:
         views = " or ".join(f"{leaves[d]}.base is not None" for d in donated)
         writer.lines.append(f"if {views}: return MISS")
+        # A donated array owns its memory (just checked): another argument overlaps it
+        # only as that very array or as a view of it (NumPy points `base` at the owner).
+        owners = " or ".join(f"b is {leaves[d]}" for d in donated)
+        for k, v in enumerate(leaves):
+            if k not in donated:
+                writer.lines.append(f"b = {v}.base")
+                writer.lines.append(f"if b is not None and ({owners}): return MISS")
         ids = ", ".join(f"id({v})" for v in leaves)
         writer.lines.append(f"if len({{{ids}}}) != {len(leaves)}: return MISS")
         writer.globals["mark"] = mark

@@ -138,8 +138,9 @@ class _FastPath:
         if donated and (
             len({id(a) for a in leaves}) != len(leaves)
             or any(getattr(leaves[d], "base", None) is not None for d in donated)
+            or any(any(getattr(a, "base", None) is leaves[d] for d in donated) for a in leaves)
         ):
-            return None  # the general path refuses aliases
+            return None  # the general path refuses aliases (see `compile_call_plan`)
         for array, (shape, dtype) in zip(leaves, self.array_types, strict=True):
             if type(array) is not np.ndarray:  # a device array: the cuda target takes them
                 if not self.takes_device_arrays or leaf_type(array) != (shape, dtype):
@@ -338,12 +339,15 @@ class JitFunction:
                 constants = resident(traced.constants) if resident else traced.constants
                 self._constants[traced.signature] = constants
             constants = self._constants[traced.signature]
-            if not hasattr(compiled, "resident") and any(map(is_device_array, arrays)):
-                raise TypeError(
-                    f"a device array was passed to `{getattr(self.fn, '__name__', self.fn)}`, "
-                    f"compiled for target '{self.target}': use target=\"cuda\" (or copy it "
-                    "to the host first)"
-                )
+            if not hasattr(compiled, "resident"):
+                for path, array in zip(paths, arrays, strict=True):
+                    if is_device_array(array):
+                        raise TypeError(
+                            f"argument `{path}` ({type(array).__module__.split('.')[0]}."
+                            f"{type(array).__qualname__}) is an array on a GPU, passed to "
+                            f"`{name}`, compiled for target '{self.target}': use "
+                            'target="cuda", or copy it to the host first'
+                        )
             inputs = [a if is_device_array(a) else np.asarray(a, order="C") for a in arrays]
             with timing.phase("first call (Numba: compile or load, run)" if first_call else "call"):
                 outputs = compiled(*inputs, *constants)
