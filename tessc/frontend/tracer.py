@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextvars
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 from xdsl.ir import Block, SSAValue
@@ -42,6 +42,7 @@ from tessc.dialects.builder_types import (
 )
 from tessc.dialects.tess import element_type_of
 from tessc.frontend import composites
+from tessc.frontend.torch_semantics import is_int, max_or_min, var_correction
 from tessc.frontend.user_location import located
 
 # ---------------------------------------------------------------------------------------
@@ -440,12 +441,16 @@ class Tensor:
         """PyTorch's `max`: over all elements, the max; over one `dim`, the named tuple
         `(values, indices)`; with a Tensor, the elementwise `maximum`. (Several dims:
         `amax`; NumPy's `axis=` spelling is refused, as NumPy's max returns values only.)"""
-        return _max_or_min(self, "max", dim, keepdim, aliases)
+        if isinstance(dim, Tensor):
+            return _elementwise_extreme(self, "max", dim, keepdim, aliases)
+        return max_or_min(self, "max", dim, keepdim, aliases)
 
     @located
     def min(self, dim: Any = None, keepdim: bool = False, **aliases: Any) -> Any:
         """PyTorch's `min` (see `max`)."""
-        return _max_or_min(self, "min", dim, keepdim, aliases)
+        if isinstance(dim, Tensor):
+            return _elementwise_extreme(self, "min", dim, keepdim, aliases)
+        return max_or_min(self, "min", dim, keepdim, aliases)
 
     @located
     def amax(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
@@ -470,7 +475,7 @@ class Tensor:
         `n - correction`, `correction=1` by default (`unbiased=False` is 0; NumPy's `ddof=`
         is accepted when given). NumPy's `axis=` without `correction`/`ddof` is refused:
         NumPy's default divides by n."""
-        correction = _correction(options)
+        correction = var_correction(options)
         dim, keepdim = _axis_aliases(dim, keepdim, options)
         x = self if self.dtype.kind == "f" else self.astype(np.float32)
         centered = x - x.mean(dim, keepdim=True)
@@ -510,7 +515,7 @@ class Tensor:
         """PyTorch's `transpose(dim0, dim1)`: dims `dim0` and `dim1` swapped. Any other
         arguments are refused: `permute(*dims)` reorders all dims, `ts.transpose(x, axes)`
         is NumPy's."""
-        if len(dims) != 2 or not all(_is_int(d) for d in dims):
+        if len(dims) != 2 or not all(is_int(d) for d in dims):
             raise TessError(
                 f"Tensor.transpose(dim0, dim1) swaps two dims (PyTorch), got "
                 f"transpose{tuple(dims)!r}; to reorder all dims use x.permute(*dims) or "
@@ -530,7 +535,7 @@ class Tensor:
         """PyTorch's `flatten`: dims `start_dim..end_dim` merged into one (all by default:
         a 1-D tensor, as NumPy's `flatten()`). NumPy's `order=` is refused."""
         for name, value in (("start_dim", start_dim), ("end_dim", end_dim)):
-            if not _is_int(value):
+            if not is_int(value):
                 raise TessError(
                     f"flatten: {name} must be an int (PyTorch's flatten(start_dim, end_dim)), "
                     f"got {value!r}; NumPy's order= is not supported"
@@ -573,7 +578,7 @@ class Tensor:
     def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
         """Each element repeated `repeats` times along `dim` (the flattened tensor if None):
         PyTorch's `repeat_interleave` with an int, NumPy's `repeat`."""
-        if not _is_int(repeats):
+        if not is_int(repeats):
             raise TessError(f"repeat_interleave: repeats must be an int, got {repeats!r}")
         x = self.flatten() if dim is None else self
         return _apply(composites.repeat_elements, x, repeats=int(repeats), dim=dim or 0)
@@ -594,65 +599,13 @@ class Tensor:
 # ---------------------------------------------------------------------------------------
 
 
-class ValuesIndices(NamedTuple):
-    """What `Tensor.max(dim)` and `Tensor.min(dim)` return (PyTorch's
-    `torch.return_types.max`): the extreme values and the index of the first of each."""
-
-    values: Tensor
-    indices: Tensor
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int | np.integer) and not isinstance(value, bool)
-
-
-def _max_or_min(x: Tensor, which: str, dim: Any, keepdim: bool, aliases: dict[str, Any]) -> Any:
-    """`Tensor.max`/`Tensor.min` (their docstring)."""
-    if isinstance(dim, Tensor):
-        if keepdim or aliases:
-            raise TessError(f"x.{which}(other) is elementwise; it takes no other arguments")
-        return _apply("maximum" if which == "max" else "minimum", x, dim)
-    numpy_spelling = sorted(set(aliases) & {"axis", "keepdims"})
-    if numpy_spelling:
-        raise TessError(
-            f"x.{which}({numpy_spelling[0]}=...) is ambiguous: Tensor.{which} follows PyTorch "
-            f"(over a dim it returns (values, indices)), NumPy's {which} returns the values: "
-            f"use x.a{which}(dim) or tessc.{which}(x, axis) for the values, "
-            f"x.{which}(dim) for both"
-        )
-    dim, keepdim = _axis_aliases(dim, keepdim, aliases)
-    reduce = "reduce_max" if which == "max" else "reduce_min"
-    if dim is None:
-        if keepdim:
-            raise TessError(f"x.{which}(keepdim=True) needs a dim")
-        return _apply(reduce, x, dims=None, keepdim=False)
-    if not _is_int(dim):
-        raise TessError(
-            f"x.{which}(dim) takes one int dim (PyTorch), got {dim!r}; over several dims "
-            f"use x.a{which}(dims)"
-        )
-    values = _apply(reduce, x, dims=dim, keepdim=keepdim)
-    indices = _apply("argmax" if which == "max" else "argmin", x, dim=dim, keepdim=keepdim)
-    return ValuesIndices(values, indices)
-
-
-def _correction(options: dict[str, Any]) -> float:
-    """`var`'s divisor offset from `correction=`, `unbiased=` or `ddof=` (popped from
-    `options`): 1 by default (PyTorch); NumPy's `axis=` alone is ambiguous."""
-    given = {k: options.pop(k) for k in ("correction", "unbiased", "ddof") if k in options}
-    if len(given) > 1:
-        raise TessError(f"var/std: pass one of {' and '.join(sorted(given))}, not both")
-    if "unbiased" in given:
-        return 1 if given["unbiased"] else 0
-    if given:
-        return float(next(iter(given.values())))
-    if "axis" in options or "keepdims" in options:
-        raise TessError(
-            "x.var(axis=...)/x.std(axis=...) is ambiguous: Tensor.var follows PyTorch "
-            "(divides by n - 1) and NumPy's var divides by n; pass correction=1 "
-            "(PyTorch) or ddof=0 (NumPy), or use tessc.var(x, axis) (NumPy's)"
-        )
-    return 1
+def _elementwise_extreme(
+    x: Tensor, which: str, other: Tensor, keepdim: bool, aliases: dict[str, Any]
+) -> Tensor:
+    """PyTorch's `x.max(other)`: the elementwise `maximum` (`minimum`)."""
+    if keepdim or aliases:
+        raise TessError(f"x.{which}(other) is elementwise; it takes no other arguments")
+    return _apply("maximum" if which == "max" else "minimum", x, other)
 
 
 def _axis_aliases(dim: Any, keepdim: bool, aliases: dict[str, Any]) -> tuple[Any, bool]:
