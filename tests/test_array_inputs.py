@@ -111,3 +111,12 @@ def test_a_gpu_array_given_to_a_cpu_function_names_the_argument():
 def test_numpy_integers_stay_static():
     f = ts.jit(lambda x, n: x.reshape(n, -1))
     assert f(W, np.int64(2)).shape == (2, 6)
+
+
+def test_a_dlpack_array_on_another_device_names_the_argument():
+    class OnGPU(DLPackOnly):
+        def __dlpack_device__(self):
+            return (2, 0)  # kDLCUDA
+
+    with pytest.raises(TypeError, match=r"argument `b` \(.*OnGPU\) is an array on device"):
+        ts.jit(affine)(W, OnGPU(np.ones(4, np.float32)))

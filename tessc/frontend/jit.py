@@ -9,7 +9,9 @@ the arrays. Every operator and method of a `Tensor` emits one `tess` op, so the 
 calls with the same signature run the compiled program directly. Constants the trace
 captured are passed, after the user's arrays, on every call.
 
-Arguments may be arrays or (nested) tuples, lists and dicts of them. Python ints and
+Arguments may be arrays (NumPy's; on the CPU also PyTorch's, JAX's and any `__dlpack__` or
+`__array_interface__` exporter's, read without a copy) or (nested) tuples, lists, dicts,
+dataclasses and array-holding objects of them. Python ints and
 floats are traced as weakly typed 0-d arrays (JAX's rule: no retrace when a step count
 changes) unless named by `static_argnums`/`static_argnames` or used as Python values; any
 other argument (a string, None, a bool) is static: its value is part of the signature and
@@ -184,10 +186,15 @@ class JitFunction:
     func arguments carry `{tess.donated}`, an output of the same type may be computed in
     the donated array itself, and the call may return that very array object. After the
     call, a donated array's contents are undefined (it may hold an output, or scratch);
-    use only what the call returned. Donation is a permission, not a promise: an output
-    may still be a new array (the `reference` target never aliases), and a donated array
-    that is also passed as another argument is copied first, so results never change.
-    The donated positions are part of each signature (`Signature.donated`).
+    use only what the call returned: a donated array the call did not return is marked,
+    and passing it again raises (`tessc.frontend.donation`), as JAX's deleted arrays do.
+    Donation is a permission, not a promise: an output may still be a new array (the
+    `reference` target never aliases). A donated array that shares memory with another
+    argument is refused. The donated positions are part of each signature
+    (`Signature.donated`).
+
+    On a method (`@jit` in a class body, or `jit(obj.method)`), `self` is an argument: an
+    instance holding arrays is a pytree node (`pytree`), read at every call.
     """
 
     def __init__(

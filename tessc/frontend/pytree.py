@@ -77,7 +77,7 @@ def _flatten_object(
     ancestors: frozenset,
 ) -> tuple[TreeDef, list] | None:
     """An `("object", ...)` node for `obj`, or None where it stays a static value: it holds
-    no array (and is not a dataclass), or is its own ancestor (a cycle)."""
+    no array, or is its own ancestor (a cycle)."""
     if id(obj) in ancestors:
         return None
     inner = ancestors | {id(obj)}
@@ -95,7 +95,7 @@ def _flatten_object(
             "arrays as arguments)"
         ) from None
     leaves = [x for c in children for x in c[1]]
-    if not leaves and not dataclasses.is_dataclass(obj):
+    if not leaves:  # a static value, compared by `==` as before (an enum member stays itself)
         return None
     return ("object", type(obj), names, tuple(c[0] for c in children)), leaves
 

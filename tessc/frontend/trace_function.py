@@ -66,6 +66,13 @@ def host_array(value: Any, path: str) -> np.ndarray:
     if type(value) is np.ndarray:
         return value
     if hasattr(type(value), "__dlpack__") and not isinstance(value, np.generic):
+        device = getattr(value, "__dlpack_device__", None)
+        if device is not None and int(device()[0]) not in (1, 3):  # kDLCPU, kDLCUDAHost
+            raise TypeError(
+                f"argument `{path}` ({_type_name(value)}) is an array on device "
+                f"{device()}, not on the host: copy it to the host first, or, for a CUDA "
+                'array, use target="cuda"'
+            )
         try:
             return np.from_dlpack(value)
         except (BufferError, RuntimeError, TypeError, ValueError) as error:
