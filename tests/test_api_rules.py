@@ -216,3 +216,12 @@ def test_nn_softmax_still_takes_the_row_max():
     result = run(lambda z: ts.nn.softmax(z, dim=1), logits)
     expected = np.exp(logits - logits.max(1, keepdims=True))
     np.testing.assert_allclose(result, expected / expected.sum(1, keepdims=True), rtol=1e-5)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed")
+@pytest.mark.parametrize("row", sorted(r for r in FUNCTION_ROWS if FUNCTION_ROWS[r][0]))
+def test_function_follows_jax_numpy(row):
+    import jax.numpy as jnp
+
+    _, fn, x = FUNCTION_ROWS[row]
+    assert_same(run(lambda t: fn(ts, t), x), np.asarray(fn(jnp, x)))

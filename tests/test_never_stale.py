@@ -165,3 +165,15 @@ def test_dataclass_pytrees_in_and_out_like_named_tuples():
     gradient = ts.grad(lambda p, x: ((x @ p.w + p.b) ** 2).sum())(params, X)
     assert isinstance(gradient, Params)
     np.testing.assert_allclose(gradient.b, 2 * (X @ params.w + params.b).sum(0))
+
+
+def test_an_optimizer_step_reads_a_changed_learning_rate():
+    opt = ts.optim.SGD(lr=0.5)
+    params = {"w": np.ones(4)}
+    grads = {"w": np.ones(4)}
+    state = opt.init(params)
+    params, state = opt.step(params, grads, state)
+    np.testing.assert_allclose(params["w"], 0.5)
+    opt.lr = 0.25
+    params, state = opt.step(params, grads, state)
+    np.testing.assert_allclose(params["w"], 0.25)
