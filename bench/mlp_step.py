@@ -40,7 +40,7 @@ def logits(params, x):
 
 def loss_fn(params, x, y):
     z = logits(params, x)
-    z = z - z.max(dim=1, keepdim=True)  # log-sum-exp stays a composite of tess ops
+    z = z - z.amax(dim=1, keepdim=True)  # log-sum-exp stays a composite of tess ops
     log_probs = z - z.exp().sum(dim=1, keepdim=True).log()
     return -(log_probs * y).sum() / x.shape[0]
 

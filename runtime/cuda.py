@@ -75,10 +75,24 @@ def require_cuda() -> None:
 
 def is_device_array(value: object) -> bool:
     """Whether `value` is an array on a CUDA device: a Numba device array (the simulator's
-    too) or an object exporting `__cuda_array_interface__`."""
-    return bool(getattr(type(value), "__cuda_ndarray__", False)) or hasattr(
-        type(value), "__cuda_array_interface__"
-    )
+    too) or an object exporting `__cuda_array_interface__` (PyTorch's and JAX's classes
+    define it for every array: their DLPack device, or the interface itself, tells a CPU
+    one apart)."""
+    kind = type(value)
+    if getattr(kind, "__cuda_ndarray__", False):
+        return True
+    if not hasattr(kind, "__cuda_array_interface__"):
+        return False
+    dlpack_device = getattr(value, "__dlpack_device__", None)
+    if dlpack_device is not None:
+        try:
+            return int(dlpack_device()[0]) not in (1, 3)  # kDLCPU, kDLCUDAHost
+        except Exception:  # noqa: BLE001 - an exporter's own error: ask the interface
+            pass
+    try:
+        return value.__cuda_array_interface__ is not None  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - e.g. "only defined for GPU buffers"
+        return False
 
 
 def _c_contiguous(array: np.ndarray) -> np.ndarray:

@@ -13,8 +13,11 @@ tessc: a small multi-level tensor compiler on xDSL, lowering to Numba kernels.
     print(mlp.ir(x, w1, b1, w2, stage="tess"))   # "tess", "fused", "buffers", "loops", "numba"
 
 The function forms (`ts.exp(x)`, `ts.sum(x, dim=1)`, `ts.maximum(a, b)`, ...) are the
-`Tensor` methods of the same name; `ts.max`/`ts.min` reduce (like `Tensor.max`), the
-elementwise forms are `ts.maximum`/`ts.minimum`. `ts.where(c, a, b)` selects.
+`Tensor` methods of the same name; `ts.max`/`ts.min` reduce (values only), the
+elementwise forms are `ts.maximum`/`ts.minimum`. `ts.where(c, a, b)` selects. Where NumPy
+and PyTorch disagree, the function is NumPy's and the method PyTorch's (`ts.transpose(x,
+axes)` vs `x.transpose(d0, d1)`, `ts.var(x, axis, ddof=0)` vs `x.var(dim)`, `ts.max(x, axis)`
+vs `x.max(dim)`: `tessc.frontend.numpy_forms`, README "NumPy or PyTorch").
 `ts.parse_tess(text, filename)` reads the `.tess` language into the same `tess` IR.
 `ts.arena(arrays)` copies arrays into one contiguous buffer and returns views of it, the
 layout a horizontally fused optimizer step (`tess-fuse-horizontal`) reads without a copy.
@@ -33,6 +36,7 @@ from typing import Any
 _JIT = "tessc.frontend.jit"
 _TRACER = "tessc.frontend.tracer"
 _FORMS = "tessc.frontend.function_forms"
+_NUMPY_FORMS = "tessc.frontend.numpy_forms"
 _BUILDER = "tessc.dialects.builder"
 _GRAD = "tessc.frontend.grad"
 _TESS_LANG = "tessc.frontend.tess_lang"
@@ -54,6 +58,14 @@ _EXPORTS: dict[str, str] = {
     "full": _FORMS,
     "zeros": _FORMS,
     "ones": _FORMS,
+    # NumPy's meaning where PyTorch's differs (the Tensor method of the name is PyTorch's)
+    "transpose": _NUMPY_FORMS,
+    "var": _NUMPY_FORMS,
+    "std": _NUMPY_FORMS,
+    "max": _NUMPY_FORMS,
+    "min": _NUMPY_FORMS,
+    "repeat": _NUMPY_FORMS,
+    "tile": _NUMPY_FORMS,
     "TessBuilder": _BUILDER,
     "TessError": "tessc.dialects.builder_types",
     "build_function": _BUILDER,
@@ -70,8 +82,9 @@ _EXPORTS: dict[str, str] = {
 _FUNCTION_FORMS = (
     "exp", "log", "relu", "sigmoid", "tanh", "sqrt", "abs", "neg", "reciprocal", "sin", "cos",
     "pow", "maximum", "minimum", "matmul",
-    "sum", "mean", "max", "min", "prod", "argmax", "argmin", "var", "std", "astype",
-    "reshape", "view", "permute", "transpose", "broadcast_to", "unsqueeze", "squeeze", "flatten",
+    "sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "astype",
+    "reshape", "view", "permute", "swapaxes", "broadcast_to", "unsqueeze", "squeeze", "flatten",
+    "repeat_interleave",
 )  # fmt: skip
 
 

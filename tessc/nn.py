@@ -68,7 +68,7 @@ def logsumexp(x: Any, dim: int = -1, keepdim: bool = False, *, axis: int | None 
     """`log(sum(exp(x), dim))`, computed as `m + log(sum(exp(x - m)))` with `m` the max."""
     x = _tensor(x)
     d = _dim(dim, axis)
-    shift = stop_gradient(x.max(d, keepdim=True))
+    shift = stop_gradient(x.amax(d, keepdim=True))
     result = shift + (x - shift).exp().sum(d, keepdim=True).log()
     return result if keepdim else result.sum(d)  # a sum over one element: drops the dim
 
@@ -77,7 +77,7 @@ def logsumexp(x: Any, dim: int = -1, keepdim: bool = False, *, axis: int | None 
 def softmax(x: Any, dim: int = -1, *, axis: int | None = None) -> Tensor:
     x = _tensor(x)
     d = _dim(dim, axis)
-    e = (x - stop_gradient(x.max(d, keepdim=True))).exp()
+    e = (x - stop_gradient(x.amax(d, keepdim=True))).exp()
     return e / e.sum(d, keepdim=True)
 
 

@@ -97,6 +97,7 @@ class Optimizer:
 
     def __init__(self) -> None:
         self._compiled: dict[str, JitFunction] = {}
+        self._compiled_settings: dict[str, tuple] = {}  # the hyperparameters it was traced with
         """The standalone step, per target (`cuda` for device arrays, else `cpu`)."""
 
     # -- the per-parameter math (subclasses) -------------------------------------------
@@ -149,10 +150,17 @@ class Optimizer:
         if any(isinstance(leaf, Tensor) for leaf in leaves):
             return self._traced_step(params, grads, state)
         target = "cuda" if any(is_device_array(leaf) for leaf in leaves) else "cpu"
+        # The hyperparameters are read when the step is traced: a changed `opt.lr` is a
+        # new compiled step, never the old value (issue 22, "never stale").
+        settings = tuple(
+            (name, value)
+            for name, value in vars(self).items()
+            if isinstance(value, int | float | bool | tuple | str)
+        )
         compiled = self._compiled.get(target)
-        if compiled is None:
+        if compiled is None or self._compiled_settings[target] != settings:
             compiled = jit(self._standalone(), target=target, donate_argnums=(0, 2))
-            self._compiled[target] = compiled
+            self._compiled[target], self._compiled_settings[target] = compiled, settings
         return compiled(params, grads, state)
 
     def _standalone(self) -> Callable[..., Any]:

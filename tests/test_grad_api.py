@@ -33,7 +33,7 @@ def mlp_loss(w1, b1, w2, b2, x, labels):  # type: ignore[no-untyped-def]
     """Mean softmax cross-entropy of a 2-layer MLP (the frontend's Tensor API)."""
     hidden = (x @ w1 + b1).relu()
     logits = hidden @ w2 + b2
-    shifted = logits - logits.max(dim=1, keepdim=True)
+    shifted = logits - logits.amax(dim=1, keepdim=True)
     log_probs = shifted - shifted.exp().sum(dim=1, keepdim=True).log()
     return -(labels * log_probs).sum(dim=1).mean()
 

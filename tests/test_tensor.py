@@ -121,15 +121,15 @@ REDUCTION_CASES = {
     "x.mean()": (lambda x: x.mean(), lambda x: x.mean()),
     "x.mean(dim=[0, 1])": (lambda x: x.mean(dim=[0, 1]), lambda x: x.mean((0, 1))),
     "x.max()": (lambda x: x.max(), lambda x: x.max()),
-    "x.max(1, keepdim=True)": (
-        lambda x: x.max(1, keepdim=True),
+    "x.max(1, keepdim=True).values": (
+        lambda x: x.max(1, keepdim=True).values,
         lambda x: x.max(1, keepdims=True),
     ),
-    "x.min(-2)": (lambda x: x.min(-2), lambda x: x.min(-2)),
+    "x.amin(-2)": (lambda x: x.amin(-2), lambda x: x.min(-2)),
     "ts.sum": (lambda x: ts.sum(x, dim=2), lambda x: x.sum(2)),
     "ts.mean": (lambda x: ts.mean(x, 0), lambda x: x.mean(0)),
     "ts.max": (lambda x: ts.max(x), lambda x: x.max()),
-    "ts.min": (lambda x: ts.min(x, dim=(1, 2)), lambda x: x.min((1, 2))),
+    "ts.min": (lambda x: ts.min(x, axis=(1, 2)), lambda x: x.min((1, 2))),
 }
 
 
@@ -148,21 +148,22 @@ SHAPE_CASES = {
     "reshape(-1)": (lambda x: x.reshape((-1, 3)), lambda x: x.reshape(-1, 3)),
     "permute": (lambda x: x.permute(2, 0, 1), lambda x: x.transpose(2, 0, 1)),
     "permute(negative)": (lambda x: x.permute((-1, 0, 1)), lambda x: x.transpose(2, 0, 1)),
-    "T": (lambda x: x.T, lambda x: x.T),
+    "T": (lambda x: x.sum(0).T, lambda x: x.sum(0).T),
+    "mT": (lambda x: x.mT, lambda x: np.swapaxes(x, 1, 2)),
     "transpose": (lambda x: x.transpose(0, 2), lambda x: np.swapaxes(x, 0, 2)),
     "broadcast_to": (
         lambda x: x.sum(0).broadcast_to(5, 3, 4),
         lambda x: np.broadcast_to(x.sum(0), (5, 3, 4)),
     ),
     "expand": (
-        lambda x: x.max(1, keepdim=True).expand((2, 3, 4)),
+        lambda x: x.amax(1, keepdim=True).expand((2, 3, 4)),
         lambda x: np.broadcast_to(x.max(1, keepdims=True), (2, 3, 4)),
     ),
     "unsqueeze": (lambda x: x.unsqueeze(1), lambda x: x[:, None]),
     "ts.reshape": (lambda x: ts.reshape(x, (24,)), lambda x: x.reshape(24)),
     "ts.view": (lambda x: ts.view(x, (6, 4)), lambda x: x.reshape(6, 4)),
     "ts.permute": (lambda x: ts.permute(x, (1, 2, 0)), lambda x: x.transpose(1, 2, 0)),
-    "ts.transpose": (lambda x: ts.transpose(x), lambda x: np.swapaxes(x, 1, 2)),
+    "ts.transpose": (lambda x: ts.transpose(x), lambda x: np.transpose(x)),
     "ts.broadcast_to": (
         lambda x: ts.broadcast_to(x, (2, 2, 3, 4)),
         lambda x: np.broadcast_to(x, (2, 2, 3, 4)),

@@ -133,7 +133,7 @@ EQUIVALENT = {
     "sum(x, dim=1)": lambda x, y, z: x.sum(dim=1),
     "x.sum(dim=(0, 1), keepdim=True)": lambda x, y, z: x.sum(dim=(0, 1), keepdim=True),
     "mean(x, 0)": lambda x, y, z: x.mean(0),
-    "max(x, dim=-1)": lambda x, y, z: x.max(dim=-1),
+    "max(x, dim=-1)": lambda x, y, z: x.amax(dim=-1),
     "min(x)": lambda x, y, z: x.min(),
     "reshape(x, [3, 2])": lambda x, y, z: x.reshape(3, 2),
     "x.view(6)": lambda x, y, z: x.view(6),

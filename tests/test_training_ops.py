@@ -91,7 +91,7 @@ def indexing(x, i, labels):
         x[::-2, 1:3][:, None],
         ts.concatenate([x, x[i][:2]], 0),
         ts.stack([x[0], x[1], x[2]], dim=1),
-        x.var(axis=0),
+        x.var(axis=0, ddof=0),
         x.std(1, keepdim=True, ddof=1),
     )
 
@@ -166,8 +166,8 @@ def numpy_habits(x, v, b):
         np.concatenate([x, x], axis=0),
         np.where(x > 0, x, 0.0),
         np.argmax(x, axis=1),
-        b.transpose(2, 0, 1),
-        b.transpose(0, 2),  # two dims of a rank-3 tensor: swapped, as in PyTorch
+        np.transpose(b, (2, 0, 1)),  # NumPy's function: axes
+        b.transpose(0, 2),  # the method is PyTorch's: two dims swapped
         b[:, :1].squeeze(),
         b.flatten(),
         b.flatten(1),

@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from tessc.frontend.pytree import SIMPLE_STATICS, static_key
+from tessc.frontend.donation import DONATED, mark
+from tessc.frontend.pytree import SIMPLE_STATICS, make_object, object_fields, static_key
 
 MISS = object()
 """What a plan returns when the call does not have its signature."""
@@ -107,6 +108,18 @@ class _Writer:
                 f"if type({expr}) is not {typ} or len({expr}) != {len(node[1])}: return MISS"
             )
             return all(self.match(child, f"{expr}[{i}]", types) for i, child in enumerate(node[1]))
+        if kind == "object":  # its attributes, read at every call
+            if not all(name.isidentifier() for name in node[2]):
+                return False
+            typ, names = self.constant("Y", node[1]), self.constant("N", node[2])
+            self.globals["fields"] = object_fields
+            self.lines.append(
+                f"if type({expr}) is not {typ} or fields({expr}) != {names}: return MISS"
+            )
+            return all(
+                self.match(child, f"{expr}.{name}", types)
+                for name, child in zip(node[2], node[3], strict=True)
+            )
         return False  # traced numbers, named tuples, anything rarer: the general path
 
     def build(self, node: tuple[Any, ...], counter: list[int]) -> str | None:
@@ -124,6 +137,13 @@ class _Writer:
             if any(v is None for _, v in items):
                 return None
             return "{" + ", ".join(f"{key!r}: {v}" for key, v in items) + "}"
+        if kind == "object":
+            parts = [self.build(child, counter) for child in node[3]]
+            if any(p is None for p in parts):
+                return None
+            self.globals["make_object"] = make_object
+            cls, names = self.constant("Y", node[1]), self.constant("N", node[2])
+            return f"make_object({cls}, {names}, [{', '.join(parts)}])"
         if kind in (tuple, list):
             parts = [self.build(child, counter) for child in node[1]]
             if any(p is None for p in parts):
@@ -139,9 +159,18 @@ def compile_call_plan(
     constants: Sequence[Any],
     output_tree: tuple[Any, ...],
     run: Callable[..., Sequence[Any]],
+    donated: Sequence[int] = (),
+    returned: frozenset[int] | None = None,
+    function: str = "",
 ) -> Callable[..., Any] | None:
     """`plan(*args)`: the call's result, or `MISS` (module docstring); None when the
-    structure is one a plan does not cover."""
+    structure is one a plan does not cover.
+
+    `donated` leaves (`tessc.frontend.donation`): a call passing an array donated before,
+    or a donated array that is a view or another argument too, is a `MISS` (the general
+    path raises or copies); after the run, a donated array not returned as an output is
+    marked, statically where `returned` (the donated leaves the program returns as
+    themselves) is known, else by identity against the outputs."""
     writer = _Writer()
     params = [f"a{i}" for i in range(len(argument_trees))]
     if not all(
@@ -155,14 +184,40 @@ def compile_call_plan(
         return None
     writer.globals["run"] = run
     names = [*writer.leaves, *(writer.constant("C", c) for c in constants)]
-    body = "\n".join(f"        {line}" for line in writer.lines) or "        pass"
+    leaves = writer.leaves
+    writer.globals["DONATED"] = DONATED
+    writer.lines.append(
+        f"if DONATED and ({' or '.join(f'id({v}) in DONATED' for v in leaves)}): return MISS"
+    )
+    marks: list[str] = []
+    if donated:
+        views = " or ".join(f"{leaves[d]}.base is not None" for d in donated)
+        writer.lines.append(f"if {views}: return MISS")
+        # A donated array owns its memory (just checked): another argument overlaps it
+        # only as that very array or as a view of it (NumPy points `base` at the owner).
+        owners = " or ".join(f"b is {leaves[d]}" for d in donated)
+        for k, v in enumerate(leaves):
+            if k not in donated:
+                writer.lines.append(f"b = {v}.base")
+                writer.lines.append(f"if b is not None and ({owners}): return MISS")
+        ids = ", ".join(f"id({v})" for v in leaves)
+        writer.lines.append(f"if len({{{ids}}}) != {len(leaves)}: return MISS")
+        writer.globals["mark"] = mark
+        name = writer.constant("F", function)
+        for d in donated:
+            if returned is None:
+                marks.append(f"if not any({leaves[d]} is x for x in o): mark({leaves[d]}, {name})")
+            elif d not in returned:
+                marks.append(f"mark({leaves[d]}, {name})")
+    body = "\n".join(f"        {line}" for line in writer.lines)
     source = (
         f"def plan({', '.join(params)}):\n"
         f"    try:\n{body}\n"
-        "    except (KeyError, IndexError):\n"
+        "    except (KeyError, IndexError, AttributeError):\n"
         "        return MISS\n"
         f"    o = run({', '.join(names)})\n"
-        f"    return {result}\n"
+        + "".join(f"    {line}\n" for line in marks)
+        + f"    return {result}\n"
     )
     namespace = dict(writer.globals)
     exec(compile(source, "<tessc call plan>", "exec"), namespace)

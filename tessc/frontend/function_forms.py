@@ -20,6 +20,7 @@ import numpy as np
 from xdsl.ir import SSAValue
 
 from tessc.dialects.builder_types import DTypeLike, TessError
+from tessc.frontend import composites
 from tessc.frontend.tracer import (
     Tensor,
     Trace,
@@ -31,7 +32,7 @@ from tessc.frontend.user_location import located
 
 
 # NumPy ufunc name -> the tessc function (a Tensor method or a module-level form) it is.
-def _binary_ufunc(name: str) -> Callable[[Any, Any], Tensor]:
+def _binary_ufunc(name: str | Callable[..., SSAValue]) -> Callable[[Any, Any], Tensor]:
     """The builder's `name` on two operands, one a Tensor (a number stays weakly typed)."""
 
     def function(a: Any, b: Any) -> Tensor:
@@ -49,7 +50,9 @@ NUMPY_UFUNCS: dict[str, Callable[..., Any]] = {
             ("multiply", "mul"),
             ("true_divide", "div"),
             ("divide", "div"),
-            ("power", "pow"),
+            ("power", composites.power),
+            ("floor_divide", composites.floor_divide),
+            ("remainder", composites.remainder),
             ("matmul", "matmul"),
             ("maximum", "maximum"),
             ("minimum", "minimum"),
@@ -85,20 +88,25 @@ NUMPY_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "sum": lambda a, axis=None, keepdims=False: a.sum(axis=axis, keepdims=keepdims),
     "prod": lambda a, axis=None, keepdims=False: a.prod(axis=axis, keepdims=keepdims),
     "mean": lambda a, axis=None, keepdims=False: a.mean(axis=axis, keepdims=keepdims),
-    "max": lambda a, axis=None, keepdims=False: a.max(axis=axis, keepdims=keepdims),
-    "amax": lambda a, axis=None, keepdims=False: a.max(axis=axis, keepdims=keepdims),
-    "min": lambda a, axis=None, keepdims=False: a.min(axis=axis, keepdims=keepdims),
-    "amin": lambda a, axis=None, keepdims=False: a.min(axis=axis, keepdims=keepdims),
+    "max": lambda a, axis=None, keepdims=False: a.amax(axis=axis, keepdims=keepdims),
+    "amax": lambda a, axis=None, keepdims=False: a.amax(axis=axis, keepdims=keepdims),
+    "min": lambda a, axis=None, keepdims=False: a.amin(axis=axis, keepdims=keepdims),
+    "amin": lambda a, axis=None, keepdims=False: a.amin(axis=axis, keepdims=keepdims),
     "var": lambda a, axis=None, keepdims=False, ddof=0: a.var(
         axis=axis, keepdims=keepdims, ddof=ddof
     ),
     "std": lambda a, axis=None, keepdims=False, ddof=0: a.std(
         axis=axis, keepdims=keepdims, ddof=ddof
     ),
+    "swapaxes": lambda a, axis1, axis2: a.transpose(axis1, axis2),
+    "repeat": lambda a, repeats, axis=None: a.repeat_interleave(repeats, axis),
+    "tile": lambda a, reps: a.repeat(*(1,) * (a.ndim - len(_reps(reps))), *_reps(reps)),
     "argmax": lambda a, axis=None, keepdims=False: a.argmax(axis=axis, keepdims=keepdims),
     "argmin": lambda a, axis=None, keepdims=False: a.argmin(axis=axis, keepdims=keepdims),
     "reshape": lambda a, shape, *rest: a.reshape(shape),
-    "transpose": lambda a, axes=None: a.T if axes is None else a.transpose(*axes),
+    "transpose": lambda a, axes=None: a.permute(
+        tuple(reversed(range(a.ndim))) if axes is None else axes
+    ),
     "squeeze": lambda a, axis=None: a.squeeze(axis=axis),
     "expand_dims": lambda a, axis: a.unsqueeze(axis),
     "ravel": lambda a: a.flatten(),
@@ -113,6 +121,10 @@ NUMPY_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "dot": lambda a, b: lift(a, (b,)) @ b,
     "broadcast_to": lambda a, shape: lift(a, ()).broadcast_to(shape),
 }
+
+
+def _reps(reps: Any) -> tuple[int, ...]:
+    return tuple(reps) if isinstance(reps, Sequence) else (reps,)
 
 
 def numpy_ufunc(ufunc: Any, method: str, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -60,6 +60,8 @@ def _contains_tensor(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
 def _has_static(tree: tuple[Any, ...]) -> bool:
     if tree[0] == "static":
         return True
+    if tree[0] == "object":  # its static attributes come back as they are
+        return False
     return any(isinstance(child, tuple) and _has_static(child) for child in tree[1:])
 
 
@@ -125,11 +127,20 @@ class GradFunction:
         if isinstance(fn, JitFunction):
             target = target or fn.target
             fn = fn.fn
+        # A bound method: `self` becomes the first argument, its arrays read at every call
+        # (pytree object nodes), never baked in at the first trace.
+        instance: Any = None
+        if inspect.ismethod(fn) and not isinstance(fn.__self__, type):
+            instance, fn = fn.__self__, fn.__func__
+            numbers = (argnums,) if isinstance(argnums, int | np.integer) else argnums
+            shifted = tuple(int(a) + 1 if a >= 0 else int(a) for a in numbers)  # type: ignore[union-attr]
+            argnums = shifted[0] if isinstance(argnums, int | np.integer) else shifted
         if not callable(fn):
             raise TypeError(f"grad expects a function, got {type(fn).__name__}")
         # First, as it copies `fn.__dict__` (a GradFunction's own fields, for grad of grad).
         functools.update_wrapper(self, fn)
         self.fn = fn
+        self.instance = instance
         self.single = isinstance(argnums, int | np.integer)
         self.argnums = (int(argnums),) if self.single else tuple(int(a) for a in argnums)  # type: ignore[arg-type, union-attr]
         if not self.argnums:
@@ -152,13 +163,21 @@ class GradFunction:
         kind = "value_and_grad" if self.with_value else "grad"
         return f"<tessc.{kind} {getattr(self.fn, '__qualname__', self.fn)} argnums={self.argnums}>"
 
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        """As a method (`@grad` in a class body): `self` is argument 0, as in JAX."""
+        return self if instance is None else functools.partial(self, instance)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.instance is not None:
+            args = (self.instance, *args)
         if _contains_tensor(args, kwargs):
             return self._splice(args, kwargs)
         return self.jit(*args, **kwargs)
 
     def ir(self, *args: Any, stage: str = "tess", **kwargs: Any) -> str:
         """The gradient program for these arrays at `stage`, as `JitFunction.ir`."""
+        if self.instance is not None:
+            args = (self.instance, *args)
         return self.jit.ir(*args, stage=stage, **kwargs)
 
     # -- the work ----------------------------------------------------------------------------

@@ -9,7 +9,9 @@ the arrays. Every operator and method of a `Tensor` emits one `tess` op, so the 
 calls with the same signature run the compiled program directly. Constants the trace
 captured are passed, after the user's arrays, on every call.
 
-Arguments may be arrays or (nested) tuples, lists and dicts of them. Python ints and
+Arguments may be arrays (NumPy's; on the CPU also PyTorch's, JAX's and any `__dlpack__` or
+`__array_interface__` exporter's, read without a copy) or (nested) tuples, lists, dicts,
+dataclasses and array-holding objects of them. Python ints and
 floats are traced as weakly typed 0-d arrays (JAX's rule: no retrace when a step count
 changes) unless named by `static_argnums`/`static_argnames` or used as Python values; any
 other argument (a string, None, a bool) is static: its value is part of the signature and
@@ -42,7 +44,9 @@ from typing import Any
 import numpy as np
 
 from tessc import timing
+from tessc.frontend import donation
 from tessc.frontend.call_plan import MISS, compile_call_plan
+from tessc.frontend.donation import DONATED, donated_to
 from tessc.frontend.pytree import TreeDef, flatten_tree, match_tree, tree_builder, unflatten_tree
 from tessc.frontend.trace_function import (
     ARRAY_DTYPES,
@@ -82,7 +86,10 @@ class _FastPath:
 
     @staticmethod
     def of(
-        traced: TracedFunction, compiled: Callable[..., Any], constants: tuple[Any, ...]
+        traced: TracedFunction,
+        compiled: Callable[..., Any],
+        constants: tuple[Any, ...],
+        name: str = "",
     ) -> _FastPath:
         call = compiled
         checked = getattr(compiled, "call_checked", None)
@@ -97,7 +104,14 @@ class _FastPath:
         plan = None
         if call is checked and runner is not None and not device:
             plan = compile_call_plan(
-                traced.signature.tree[2], array_types, constants, traced.output_tree, runner()
+                traced.signature.tree[2],
+                array_types,
+                constants,
+                traced.output_tree,
+                runner(),
+                traced.signature.donated,
+                _returned_in_place(compiled, traced.signature.donated),
+                name,
             )
         return _FastPath(
             traced.signature,
@@ -120,6 +134,15 @@ class _FastPath:
                 return None
         if len(leaves) != len(self.array_types):
             return None
+        if DONATED and any(donated_to(a) for a in leaves):
+            return None  # the general path raises
+        donated = self.signature.donated
+        if donated and (
+            len({id(a) for a in leaves}) != len(leaves)
+            or any(getattr(leaves[d], "base", None) is not None for d in donated)
+            or any(any(getattr(a, "base", None) is leaves[d] for d in donated) for a in leaves)
+        ):
+            return None  # the general path refuses aliases (see `compile_call_plan`)
         for array, (shape, dtype) in zip(leaves, self.array_types, strict=True):
             if type(array) is not np.ndarray:  # a device array: the cuda target takes them
                 if not self.takes_device_arrays or leaf_type(array) != (shape, dtype):
@@ -163,10 +186,15 @@ class JitFunction:
     func arguments carry `{tess.donated}`, an output of the same type may be computed in
     the donated array itself, and the call may return that very array object. After the
     call, a donated array's contents are undefined (it may hold an output, or scratch);
-    use only what the call returned. Donation is a permission, not a promise: an output
-    may still be a new array (the `reference` target never aliases), and a donated array
-    that is also passed as another argument is copied first, so results never change.
-    The donated positions are part of each signature (`Signature.donated`).
+    use only what the call returned: a donated array the call did not return is marked,
+    and passing it again raises (`tessc.frontend.donation`), as JAX's deleted arrays do.
+    Donation is a permission, not a promise: an output may still be a new array (the
+    `reference` target never aliases). A donated array that shares memory with another
+    argument is refused. The donated positions are part of each signature
+    (`Signature.donated`).
+
+    On a method (`@jit` in a class body, or `jit(obj.method)`), `self` is an argument: an
+    instance holding arrays is a pytree node (`pytree`), read at every call.
     """
 
     def __init__(
@@ -251,7 +279,7 @@ class JitFunction:
             self.trace_count += 1
             if self.trace_count == RETRACE_WARNING:
                 warnings.warn(RetraceWarning(self._retrace_message()), stacklevel=3)
-        return traced, [array for _, array in arrays]
+        return traced, [array for _, array in arrays], [path for path, _ in arrays]
 
     def _retrace_message(self) -> str:
         """Why a function was traced `RETRACE_WARNING` times, and what to do about it."""
@@ -290,13 +318,22 @@ class JitFunction:
             leaves = fast.leaves(args)
             if leaves is not None:
                 outputs = fast.call(*leaves, *fast.constants)
+                for d in fast.signature.donated:
+                    if not any(leaves[d] is output for output in outputs):
+                        donation.mark(leaves[d], getattr(self.fn, "__name__", "?"))
                 return fast.build_output(iter(outputs))
         if _holds_tensor(args, kwargs):
             # Called while an outer jit traces (`jit(jit(f))`, or a jitted helper called
             # from a jitted function): trace through, as JAX does, into the outer program.
             return self.fn(*args, **kwargs)
+        name = getattr(self.fn, "__name__", "?")
         with timing.report_if_enabled(f"jit {getattr(self.fn, '__qualname__', '?')}"):
-            traced, arrays = self._lookup(args, kwargs)
+            traced, arrays, paths = self._lookup(args, kwargs)
+            if DONATED:
+                donation.check(arrays, paths)
+            donated = traced.signature.donated
+            if donated:
+                donation.refuse_aliases(arrays, paths, donated, name)
             compiled = self._compiled.get(traced.signature)
             first_call = compiled is None
             if compiled is None:
@@ -309,23 +346,42 @@ class JitFunction:
                 constants = resident(traced.constants) if resident else traced.constants
                 self._constants[traced.signature] = constants
             constants = self._constants[traced.signature]
-            if not hasattr(compiled, "resident") and any(map(is_device_array, arrays)):
-                raise TypeError(
-                    f"a device array was passed to `{getattr(self.fn, '__name__', self.fn)}`, "
-                    f"compiled for target '{self.target}': use target=\"cuda\" (or copy it "
-                    "to the host first)"
-                )
+            if not hasattr(compiled, "resident"):
+                for path, array in zip(paths, arrays, strict=True):
+                    if is_device_array(array):
+                        raise TypeError(
+                            f"argument `{path}` ({type(array).__module__.split('.')[0]}."
+                            f"{type(array).__qualname__}) is an array on a GPU, passed to "
+                            f"`{name}`, compiled for target '{self.target}': use "
+                            'target="cuda", or copy it to the host first'
+                        )
             inputs = [a if is_device_array(a) else np.asarray(a, order="C") for a in arrays]
             with timing.phase("first call (Numba: compile or load, run)" if first_call else "call"):
                 outputs = compiled(*inputs, *constants)
+            for d in donated:  # its buffer may now hold an output, or scratch
+                if not any(arrays[d] is output for output in outputs):
+                    donation.mark(arrays[d], name)
         if (
             not kwargs
             and len(args) == self._arity
             and (fast is None or fast.signature is not traced.signature)
         ):
-            self._fast = _FastPath.of(traced, compiled, constants)
+            self._fast = _FastPath.of(traced, compiled, constants, name)
             self.plan_builds += 1
         return unflatten_tree(traced.output_tree, list(outputs))
+
+
+def _returned_in_place(compiled: Any, donated: Sequence[int]) -> frozenset[int] | None:
+    """The donated leaves the compiled program returns as themselves (its memory plan
+    computes an output in them: `output_aliases`), or None where that is not known."""
+    aliases = getattr(compiled, "output_aliases", None)
+    if (
+        aliases is None
+        or getattr(compiled, "input_slots", ())
+        or getattr(compiled, "output_slots", ())
+    ):
+        return None
+    return frozenset(k for k in aliases if k is not None and k in donated)
 
 
 def _holds_tensor(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
@@ -344,7 +400,7 @@ def _leaf_parameters(tree: TreeDef) -> list[str]:
             return 1
         if kind == "static":
             return 0
-        children = node[2] if kind is dict else node[1]
+        children = node[3] if kind == "object" else node[2] if kind is dict else node[1]
         return sum(count(child) for child in children)
 
     return [name for name, child in zip(tree[1], tree[2], strict=True) for _ in range(count(child))]
@@ -408,5 +464,28 @@ def jit(
         "static_argnames": static_argnames,
     }
     if fn is None:
-        return lambda f: JitFunction(f, **options)
+        return lambda f: jit(f, **options)
+    if inspect.ismethod(fn) and not isinstance(fn.__self__, type):
+        return BoundMethodJit(fn, **options)
     return JitFunction(fn, **options)
+
+
+class BoundMethodJit(JitFunction):
+    """`jit(obj.method)`: the method's function, with `obj` passed as its first argument
+    at every call, so the arrays `obj` holds are read then (`pytree`'s object nodes), not
+    baked in at the first trace. Argument numbers count from the method's own first
+    parameter after `self`, as the bound method is called."""
+
+    def __init__(self, method: Any, **options: Any):
+        for option in ("donate_argnums", "static_argnums"):
+            numbers = options.get(option, ())
+            numbers = (numbers,) if isinstance(numbers, int) else tuple(numbers)
+            options[option] = tuple(n + 1 if n >= 0 else n for n in numbers)
+        super().__init__(method.__func__, **options)
+        self.instance = method.__self__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return super().__call__(self.instance, *args, **kwargs)
+
+    def trace(self, *args: Any, **kwargs: Any) -> TracedFunction:
+        return super().trace(self.instance, *args, **kwargs)

@@ -10,10 +10,18 @@ its bits, so `-0.0` and `0.0` are different signatures), and the container nodes
 `unflatten_tree` convert both ways; `match_tree` checks a call's arguments against a known
 structure in one walk and `tree_builder` turns a structure into a closure that rebuilds it,
 both for `jit`'s steady-state call.
+
+Objects are nodes too, `("object", type, names, children)`: a dataclass by its fields (as a
+NamedTuple), and any other instance that holds arrays by its attributes (`vars`), so that
+a jitted method reads `self.w` at every call rather than baking in the array it saw first.
+An object holding no array stays a static value (hashed, as before). Rebuilding one makes
+an instance without calling `__init__` and sets the attributes, as JAX's dataclass nodes.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import types
 from collections.abc import Callable, Iterator
 from typing import Any, TypeAlias
 
@@ -33,25 +41,99 @@ def is_weak_scalar(obj: Any) -> bool:
     return type(obj) is int and -(2**63) <= obj < 2**63
 
 
+def object_fields(obj: Any) -> tuple[str, ...] | None:
+    """The attributes an object is flattened by (a dataclass's fields, else its `vars`),
+    or None for what is never an object node (functions, types, modules, anything without
+    a `__dict__`)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return tuple(field.name for field in dataclasses.fields(obj))
+    if callable(obj) or isinstance(obj, types.ModuleType):
+        return None
+    attributes = getattr(obj, "__dict__", None)
+    return tuple(attributes) if type(attributes) is dict else None
+
+
+def _holds_leaf(obj: Any, is_leaf: Callable[[Any], bool], depth: int = 4) -> bool:
+    """Whether a leaf is reachable in `obj` through containers and object attributes."""
+    if is_leaf(obj):
+        return True
+    if depth == 0:
+        return False
+    if isinstance(obj, tuple | list):
+        return any(_holds_leaf(item, is_leaf, depth - 1) for item in obj)
+    if isinstance(obj, dict):
+        return any(_holds_leaf(item, is_leaf, depth - 1) for item in obj.values())
+    names = object_fields(obj)
+    return names is not None and any(
+        _holds_leaf(getattr(obj, name, None), is_leaf, depth - 1) for name in names
+    )
+
+
+def _flatten_object(
+    obj: Any,
+    names: tuple[str, ...],
+    is_leaf: Callable[[Any], bool],
+    path: str,
+    ancestors: frozenset,
+) -> tuple[TreeDef, list] | None:
+    """An `("object", ...)` node for `obj`, or None where it stays a static value: it holds
+    no array, or is its own ancestor (a cycle)."""
+    if id(obj) in ancestors:
+        return None
+    inner = ancestors | {id(obj)}
+    try:
+        children = [
+            flatten_tree(getattr(obj, name), is_leaf, f"{path}_{name}", _ancestors=inner)
+            for name in names
+        ]
+    except TypeError as error:
+        if not _holds_leaf(obj, is_leaf):
+            return None
+        raise TypeError(
+            f"{error}: `{path}` is a {type(obj).__name__} holding arrays, which jit reads "
+            "at every call; its other attributes must be hashable values (or pass the "
+            "arrays as arguments)"
+        ) from None
+    leaves = [x for c in children for x in c[1]]
+    if not leaves:  # a static value, compared by `==` as before (an enum member stays itself)
+        return None
+    return ("object", type(obj), names, tuple(c[0] for c in children)), leaves
+
+
 def flatten_tree(
-    obj: Any, is_leaf: Callable[[Any], bool], path: str, scalars: bool = False
+    obj: Any,
+    is_leaf: Callable[[Any], bool],
+    path: str,
+    scalars: bool = False,
+    *,
+    _ancestors: frozenset = frozenset(),
 ) -> tuple[TreeDef, list]:
-    """(structure, [(path, leaf), ...]) of a nest of tuples, lists and dicts; with
-    `scalars`, Python ints and floats are leaves too (`("weak", type)` nodes)."""
+    """(structure, [(path, leaf), ...]) of a nest of tuples, lists, dicts and objects
+    (module docstring); with `scalars`, Python ints and floats are leaves too (`("weak",
+    type)` nodes; never inside an object, whose numbers are static)."""
     if is_leaf(obj):
         return ("leaf",), [(path, obj)]
     if scalars and is_weak_scalar(obj):
         return ("weak", type(obj)), [(path, obj)]
     if isinstance(obj, tuple | list):
         children = [
-            flatten_tree(item, is_leaf, f"{path}_{i}", scalars) for i, item in enumerate(obj)
+            flatten_tree(item, is_leaf, f"{path}_{i}", scalars, _ancestors=_ancestors)
+            for i, item in enumerate(obj)
         ]
         return (type(obj), tuple(c[0] for c in children)), [x for c in children for x in c[1]]
     if isinstance(obj, dict):
         keys = sorted(obj, key=repr)
-        children = [flatten_tree(obj[k], is_leaf, f"{path}_{k}", scalars) for k in keys]
+        children = [
+            flatten_tree(obj[k], is_leaf, f"{path}_{k}", scalars, _ancestors=_ancestors)
+            for k in keys
+        ]
         tree = (dict, tuple(keys), tuple(c[0] for c in children))
         return tree, [x for c in children for x in c[1]]
+    names = object_fields(obj)
+    if names is not None:
+        node = _flatten_object(obj, names, is_leaf, path, _ancestors)
+        if node is not None:
+            return node
     try:
         hash(obj)
     except TypeError:
@@ -85,10 +167,21 @@ def unflatten_tree(tree: TreeDef, leaves: list[Any]) -> Any:
             return {k: build(child) for k, child in zip(node[1], node[2], strict=True)}
         if kind == "arguments":
             return [build(child) for child in node[2]]
+        if kind == "object":
+            return make_object(node[1], node[2], [build(child) for child in node[3]])
         children = [build(child) for child in node[1]]
         return kind(*children) if hasattr(kind, "_fields") else kind(children)
 
     return build(tree)
+
+
+def make_object(cls: type, names: tuple[str, ...], values: list[Any]) -> Any:
+    """An instance of `cls` with attributes `names` set to `values`, `__init__` not run
+    (frozen dataclasses included)."""
+    obj = object.__new__(cls)
+    for name, value in zip(names, values, strict=True):
+        object.__setattr__(obj, name, value)
+    return obj
 
 
 SIMPLE_STATICS = (int, float, complex, str, bytes, bool, type(None))
@@ -127,6 +220,13 @@ def match_tree(node: TreeDef, obj: Any, leaves: list[np.ndarray]) -> bool:
             if key not in obj or not match_tree(child, obj[key], leaves):
                 return False
         return True
+    if kind == "object":
+        if type(obj) is not node[1] or object_fields(obj) != node[2]:
+            return False
+        return all(
+            match_tree(child, getattr(obj, name), leaves)
+            for name, child in zip(node[2], node[3], strict=True)
+        )
     if type(obj) is not kind or len(obj) != len(node[1]):
         return False
     return all(match_tree(child, item, leaves) for child, item in zip(node[1], obj, strict=True))
@@ -144,6 +244,10 @@ def tree_builder(node: TreeDef) -> Callable[[Iterator[Any]], Any]:
         keys = node[1]
         dict_children = [tree_builder(child) for child in node[2]]
         return lambda it: {k: build(it) for k, build in zip(keys, dict_children, strict=True)}
+    if kind == "object":
+        cls, names = node[1], node[2]
+        object_children = [tree_builder(child) for child in node[3]]
+        return lambda it: make_object(cls, names, [build(it) for build in object_children])
     children = [tree_builder(child) for child in node[1]]
     if hasattr(kind, "_fields"):
         return lambda it: kind(*[build(it) for build in children])

@@ -23,7 +23,15 @@ from xdsl.dialects.builtin import ArrayAttr, ModuleOp
 
 from tessc.dialects import contract
 from tessc.dialects.builder import finish_function
-from tessc.frontend.pytree import CONTAINERS, TreeDef, flatten_tree, is_weak_scalar, unflatten_tree
+from tessc.frontend.pytree import (
+    CONTAINERS,
+    SIMPLE_STATICS,
+    TreeDef,
+    flatten_tree,
+    is_weak_scalar,
+    object_fields,
+    unflatten_tree,
+)
 from tessc.frontend.tracer import Tensor, Trace
 from tessc.runtime.cuda import is_device_array
 
@@ -32,7 +40,52 @@ ARRAY_DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.
 
 
 def _is_array(value: Any) -> bool:
-    return isinstance(value, np.ndarray | np.floating) or is_device_array(value)
+    """An array leaf: a NumPy array or float, a device array, or another library's array
+    (PyTorch, JAX, anything exporting `__dlpack__` or `__array_interface__`)."""
+    if isinstance(value, np.ndarray | np.generic):
+        return isinstance(value, np.ndarray | np.floating)  # NumPy ints stay static
+    kind = type(value)
+    return (
+        hasattr(kind, "__dlpack__")
+        or hasattr(value, "__array_interface__")  # may be an instance attribute
+        or hasattr(kind, "__cuda_array_interface__")
+        or is_device_array(value)
+    )
+
+
+def _type_name(value: Any) -> str:
+    kind = type(value)
+    return f"{kind.__module__.split('.')[0]}.{kind.__qualname__}"
+
+
+def host_array(value: Any, path: str) -> np.ndarray:
+    """A host array leaf as a NumPy array, without a copy where its layout allows: through
+    DLPack (PyTorch and JAX CPU arrays) or `__array_interface__`. An array that cannot be
+    read so (one that requires grad, an unsupported dtype) is a TypeError naming the
+    argument, its type and what to do."""
+    if type(value) is np.ndarray:
+        return value
+    if hasattr(type(value), "__dlpack__") and not isinstance(value, np.generic):
+        device = getattr(value, "__dlpack_device__", None)
+        if device is not None and int(device()[0]) not in (1, 3):  # kDLCPU, kDLCUDAHost
+            raise TypeError(
+                f"argument `{path}` ({_type_name(value)}) is an array on device "
+                f"{device()}, not on the host: copy it to the host first, or, for a CUDA "
+                'array, use target="cuda"'
+            )
+        try:
+            return np.from_dlpack(value)
+        except (BufferError, RuntimeError, TypeError, ValueError) as error:
+            hint = (
+                "pass x.detach()"
+                if "gradient" in str(error)
+                else "convert it to float32, float64, int32, int64 or bool first"
+            )
+            raise TypeError(
+                f"argument `{path}` ({_type_name(value)}) cannot be read as a NumPy array "
+                f"without a copy: {error}; {hint}"
+            ) from None
+    return np.asarray(value)
 
 
 def leaf_type(leaf: Any) -> tuple[tuple[int, ...], np.dtype]:
@@ -45,6 +98,26 @@ def leaf_type(leaf: Any) -> tuple[tuple[int, ...], np.dtype]:
     if interface is not None and not getattr(type(leaf), "__cuda_ndarray__", False):
         return tuple(interface["shape"]), np.dtype(interface["typestr"])
     return tuple(leaf.shape), np.dtype(leaf.dtype)
+
+
+def _is_output_leaf(value: Any) -> bool:
+    """A function's result is Tensors in containers and objects (a dataclass, or an
+    instance holding Tensors: `pytree`'s object nodes); plain values in them come back as
+    they are."""
+    return isinstance(value, Tensor) or not (
+        isinstance(value, (*CONTAINERS, *SIMPLE_STATICS)) or object_fields(value) is not None
+    )
+
+
+def _static_outside_objects(tree: TreeDef) -> bool:
+    """Whether a result has a plain value other than in an object's fields."""
+    kind = tree[0]
+    if kind == "static":
+        return True
+    if kind in ("leaf", "object"):
+        return False
+    children = tree[2] if kind is dict else tree[1]
+    return any(_static_outside_objects(child) for child in children)
 
 
 def _ssa_name(path: str) -> str:
@@ -129,7 +202,7 @@ def _typed_weak(tree: TreeDef, float_dtype: np.dtype) -> TreeDef:
     kind = tree[0]
     if kind == "weak":
         return ("weak", tree[1], float_dtype if tree[1] is float else np.dtype(np.int64))
-    if kind in ("leaf", "static"):
+    if kind in ("leaf", "static", "object"):  # an object's numbers are static
         return tree
     if kind == "arguments" or kind is dict:
         return (kind, tree[1], tuple(_typed_weak(c, float_dtype) for c in tree[2]))
@@ -171,8 +244,11 @@ def flatten_arguments(
     arrays: list[tuple[str, np.ndarray]] = []
     types: list[tuple[tuple[int, ...], str]] = []
     for path, leaf in leaves:
+        original = leaf
         if is_weak_scalar(leaf):
             leaf = np.asarray(leaf, float_dtype if type(leaf) is float else np.int64)
+        elif type(leaf) is not np.ndarray and not is_device_array(leaf):
+            leaf = host_array(leaf, path)
         shape, dtype = leaf_type(leaf)
         if dtype.byteorder not in ("=", "|") and dtype.newbyteorder("=") in ARRAY_DTYPES:
             # A byte-swapped (big-endian) array: computed on in native order.
@@ -180,8 +256,8 @@ def flatten_arguments(
             dtype = leaf.dtype
         if dtype not in ARRAY_DTYPES:
             raise TypeError(
-                f"argument `{path}` has dtype {dtype}; tessc computes in float32, float64, "
-                "int32, int64 and bool (convert it with .astype)"
+                f"argument `{path}` has dtype {dtype} ({_type_name(original)}); tessc "
+                "computes in float32, float64, int32, int64 and bool (convert it with .astype)"
             )
         # Device arrays (the cuda target's) stay where they are.
         arrays.append((path, leaf if is_device_array(leaf) else np.asarray(leaf)))
@@ -217,9 +293,15 @@ def trace_signature(fn: Callable, signature: Signature, names: Sequence[str]) ->
                 arg.index for arg in tracer.block.args if arg in tracer.concretized
             ]
             raise
-    output_tree, outputs = flatten_tree(result, lambda v: not isinstance(v, CONTAINERS), "result")
-    if not outputs or not all(isinstance(tensor, Tensor) for _, tensor in outputs):
+    output_tree, outputs = flatten_tree(result, _is_output_leaf, "result")
+    if (
+        not outputs
+        or not all(isinstance(tensor, Tensor) for _, tensor in outputs)
+        or _static_outside_objects(output_tree)
+    ):
         found = ", ".join(type(v).__name__ for _, v in outputs) or "nothing"
+        if _static_outside_objects(output_tree):
+            found += " and a plain value"
         raise TypeError(
             f"`{getattr(fn, '__name__', fn)}` must return a Tensor or a tuple/list/dict of "
             f"Tensors, got {found}"

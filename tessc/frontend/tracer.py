@@ -22,6 +22,7 @@ mlp.py:12".
 from __future__ import annotations
 
 import contextvars
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -40,6 +41,8 @@ from tessc.dialects.builder_types import (
     tensor_type,
 )
 from tessc.dialects.tess import element_type_of
+from tessc.frontend import composites
+from tessc.frontend.torch_semantics import is_int, max_or_min, var_correction
 from tessc.frontend.user_location import located
 
 # ---------------------------------------------------------------------------------------
@@ -158,8 +161,9 @@ def trace_of(*values: Any) -> Trace:
     return trace
 
 
-def build_in_trace(name: str, *operands: Any, **options: Any) -> Tensor:
-    """`builder.<name>(*operands, **options)` with operands converted in their trace."""
+def build_in_trace(name: str | Callable[..., SSAValue], *operands: Any, **options: Any) -> Tensor:
+    """`builder.<name>(*operands, **options)` with operands converted in their trace (or
+    `name(builder, *operands, **options)` for a `composites` function)."""
     trace = trace_of(*operands)
     if any(isinstance(v, Tensor) and v.weak for v in operands):
         operands = _weak_cast(trace, operands)
@@ -172,7 +176,9 @@ def build_in_trace(name: str, *operands: Any, **options: Any) -> Tensor:
             raise TessError(f"expected a tensor or a number, got {type(operand).__name__}")
         values.append(value)
     if not any(isinstance(v, SSAValue) for v in values):
-        raise TessError(f"`{name}` needs at least one tensor operand")
+        raise TessError(f"`{getattr(name, '__name__', name)}` needs at least one tensor operand")
+    if not isinstance(name, str):
+        return Tensor(name(trace.builder, *values, **options), trace)
     return Tensor(getattr(trace.builder, name)(*values, **options), trace)
 
 
@@ -209,15 +215,17 @@ def shape_args(shape: tuple[Any, ...]) -> tuple[int, ...]:
     return tuple(int(d) for d in shape)
 
 
-def _binary_method(name: str, reverse: bool = False) -> Callable[[Tensor, Any], Tensor]:
+def _binary_method(
+    name: str | Callable[..., SSAValue], reverse: bool = False
+) -> Callable[[Tensor, Any], Tensor]:
     """A Tensor method (or reflected operator) building `builder.<name>(self, other)`."""
 
     @located
     def method(self: Tensor, other: Any) -> Tensor:
         return self._zip(name, other, reverse)
 
-    method.__name__ = name
-    method.__doc__ = f"`{name}` (tess.{name}), broadcasting; numbers take this dtype."
+    method.__name__ = getattr(name, "__name__", name)
+    method.__doc__ = f"`{method.__name__}`, broadcasting; numbers take this dtype."
     return method
 
 
@@ -314,7 +322,9 @@ class Tensor:
 
     # -- operators and elementwise methods -------------------------------------------------
 
-    def _zip(self, name: str, other: Any, reverse: bool = False) -> Tensor:
+    def _zip(
+        self, name: str | Callable[..., SSAValue], other: Any, reverse: bool = False
+    ) -> Tensor:
         if not _is_operand(other):
             return NotImplemented
         return build_in_trace(name, other, self) if reverse else build_in_trace(name, self, other)
@@ -327,8 +337,13 @@ class Tensor:
     __rmul__ = _binary_method("mul", reverse=True)
     __truediv__ = _binary_method("div")
     __rtruediv__ = _binary_method("div", reverse=True)
-    __pow__ = _binary_method("pow")
-    __rpow__ = _binary_method("pow", reverse=True)
+    # `**`, `//`, `%`: integers stay integers (NumPy's promotion; `composites`)
+    __pow__ = _binary_method(composites.power)
+    __rpow__ = _binary_method(composites.power, reverse=True)
+    __floordiv__ = _binary_method(composites.floor_divide)
+    __rfloordiv__ = _binary_method(composites.floor_divide, reverse=True)
+    __mod__ = _binary_method(composites.remainder)
+    __rmod__ = _binary_method(composites.remainder, reverse=True)
     __matmul__ = _binary_method("matmul")
     __rmatmul__ = _binary_method("matmul", reverse=True)
     __lt__ = _binary_method("lt")
@@ -343,7 +358,7 @@ class Tensor:
     __ror__ = _binary_method("logical_or", reverse=True)
     __xor__ = logical_xor = _binary_method("logical_xor")
     __rxor__ = _binary_method("logical_xor", reverse=True)
-    pow = _binary_method("pow")
+    pow = _binary_method(composites.power)
     matmul = _binary_method("matmul")
     maximum = _binary_method("maximum")
     minimum = _binary_method("minimum")
@@ -422,13 +437,29 @@ class Tensor:
         return build_in_trace("mean", self, dims=dim, keepdim=keepdim)
 
     @located
-    def max(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
-        """The max over `dim` (values only; the elementwise max is `maximum`)."""
+    def max(self, dim: Any = None, keepdim: bool = False, **aliases: Any) -> Any:
+        """PyTorch's `max`: over all elements, the max; over one `dim`, the named tuple
+        `(values, indices)`; with a Tensor, the elementwise `maximum`. (Several dims:
+        `amax`; NumPy's `axis=` spelling is refused, as NumPy's max returns values only.)"""
+        if isinstance(dim, Tensor):
+            return _elementwise_extreme(self, "max", dim, keepdim, aliases)
+        return max_or_min(self, "max", dim, keepdim, aliases)
+
+    @located
+    def min(self, dim: Any = None, keepdim: bool = False, **aliases: Any) -> Any:
+        """PyTorch's `min` (see `max`)."""
+        if isinstance(dim, Tensor):
+            return _elementwise_extreme(self, "min", dim, keepdim, aliases)
+        return max_or_min(self, "min", dim, keepdim, aliases)
+
+    @located
+    def amax(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
+        """The max over `dim` (an int, a tuple, or None for all): values only."""
         dim, keepdim = _axis_aliases(dim, keepdim, aliases)
         return build_in_trace("reduce_max", self, dims=dim, keepdim=keepdim)
 
     @located
-    def min(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
+    def amin(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
         dim, keepdim = _axis_aliases(dim, keepdim, aliases)
         return build_in_trace("reduce_min", self, dims=dim, keepdim=keepdim)
 
@@ -439,25 +470,23 @@ class Tensor:
         return build_in_trace("prod", self, dims=dim, keepdim=keepdim)
 
     @located
-    def var(
-        self, dim: DimsLike = None, keepdim: bool = False, *, ddof: int = 0, **aliases: Any
-    ) -> Tensor:
-        """The variance over `dim`: the mean squared deviation, divided by `n - ddof` (NumPy's
-        default ddof=0; torch's `var` is ddof=1, `correction=` is accepted for it)."""
-        ddof = aliases.pop("correction", ddof)
-        dim, keepdim = _axis_aliases(dim, keepdim, aliases)
+    def var(self, dim: DimsLike = None, keepdim: bool = False, **options: Any) -> Tensor:
+        """PyTorch's `var`: the squared deviations summed over `dim` and divided by
+        `n - correction`, `correction=1` by default (`unbiased=False` is 0; NumPy's `ddof=`
+        is accepted when given). NumPy's `axis=` without `correction`/`ddof` is refused:
+        NumPy's default divides by n."""
+        correction = var_correction(options)
+        dim, keepdim = _axis_aliases(dim, keepdim, options)
         x = self if self.dtype.kind == "f" else self.astype(np.float32)
         centered = x - x.mean(dim, keepdim=True)
         squares = (centered * centered).sum(dim, keepdim=keepdim)
         count = x.size // max(_kept_size(x, dim), 1)
-        return squares / float(count - ddof)
+        return squares / float(count - correction)
 
     @located
-    def std(
-        self, dim: DimsLike = None, keepdim: bool = False, *, ddof: int = 0, **aliases: Any
-    ) -> Tensor:
-        """The square root of `var` (same arguments)."""
-        return self.var(dim, keepdim, ddof=ddof, **aliases).sqrt()
+    def std(self, dim: DimsLike = None, keepdim: bool = False, **options: Any) -> Tensor:
+        """The square root of `var` (same arguments, `correction=1` by default)."""
+        return self.var(dim, keepdim, **options).sqrt()
 
     # -- shape ----------------------------------------------------------------------------
 
@@ -466,23 +495,35 @@ class Tensor:
         """A view: `x.reshape(4, -1)` or `x.reshape((4, -1))`."""
         return build_in_trace("reshape", self, shape=shape_args(shape))
 
-    view = reshape
+    @located
+    def view(self, *shape: Any) -> Tensor:
+        """PyTorch's `view(*shape)`: `reshape` (tess values have no layout to respect).
+        `view(dtype)`, a reinterpretation of the bits, is refused."""
+        if len(shape) == 1 and not isinstance(shape[0], Sequence | int | np.integer):
+            raise TessError(
+                f"view({shape[0]!r}): reinterpreting the bits as another dtype is not "
+                "supported; convert the values with astype"
+            )
+        return build_in_trace("reshape", self, shape=shape_args(shape))
 
     @located
     def permute(self, *dims: Any) -> Tensor:
         return build_in_trace("permute", self, dims=shape_args(dims))
 
     @located
-    def transpose(self, *axes: Any) -> Tensor:
-        """`x.transpose(1, 0, 2)` or `x.transpose((1, 0, 2))` permutes the dims (NumPy);
-        `x.transpose(d0, d1)` on a tensor of rank > 2 swaps two (PyTorch); `x.transpose()`
-        swaps the last two (the reversal for a matrix; `.T` reverses all dims)."""
-        if not axes:
-            return build_in_trace("transpose", self)
-        dims = shape_args(axes)
-        if len(dims) == 2 and self.ndim != 2:
-            return build_in_trace("transpose", self, dim0=dims[0], dim1=dims[1])
-        return build_in_trace("permute", self, dims=dims)
+    def transpose(self, *dims: Any) -> Tensor:
+        """PyTorch's `transpose(dim0, dim1)`: dims `dim0` and `dim1` swapped. Any other
+        arguments are refused: `permute(*dims)` reorders all dims, `ts.transpose(x, axes)`
+        is NumPy's."""
+        if len(dims) != 2 or not all(is_int(d) for d in dims):
+            raise TessError(
+                f"Tensor.transpose(dim0, dim1) swaps two dims (PyTorch), got "
+                f"transpose{tuple(dims)!r}; to reorder all dims use x.permute(*dims) or "
+                "tessc.transpose(x, axes) (NumPy)"
+            )
+        return build_in_trace("transpose", self, dim0=int(dims[0]), dim1=int(dims[1]))
+
+    swapaxes = swapdims = transpose
 
     @located
     def squeeze(self, dim: DimsLike = None, *, axis: DimsLike = None) -> Tensor:
@@ -491,7 +532,14 @@ class Tensor:
 
     @located
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-        """Dims `start_dim..end_dim` merged into one (all: a 1-D tensor, NumPy's flatten)."""
+        """PyTorch's `flatten`: dims `start_dim..end_dim` merged into one (all by default:
+        a 1-D tensor, as NumPy's `flatten()`). NumPy's `order=` is refused."""
+        for name, value in (("start_dim", start_dim), ("end_dim", end_dim)):
+            if not is_int(value):
+                raise TessError(
+                    f"flatten: {name} must be an int (PyTorch's flatten(start_dim, end_dim)), "
+                    f"got {value!r}; NumPy's order= is not supported"
+                )
         return build_in_trace("flatten", self, start=start_dim, end=end_dim)
 
     ravel = flatten
@@ -499,10 +547,41 @@ class Tensor:
     @property
     @located
     def T(self) -> Tensor:
-        """All dims reversed (NumPy's `.T`); rank 0 and 1 are returned unchanged."""
+        """All dims reversed, as in PyTorch (and NumPy); rank 0 and 1 unchanged. On other
+        ranks than 2, PyTorch warns that `.T` is deprecated; so does this."""
+        if self.ndim != 2:
+            warnings.warn(
+                "x.T on a tensor of rank other than 2 reverses its dims, which PyTorch "
+                "deprecates: use x.mT to transpose the last two dims, or x.permute(...)",
+                UserWarning,
+                stacklevel=3,
+            )
         if self.ndim < 2:
             return self
         return build_in_trace("permute", self, dims=tuple(reversed(range(self.ndim))))
+
+    @property
+    @located
+    def mT(self) -> Tensor:
+        """The last two dims swapped (PyTorch's `.mT`: a batch of matrices transposed)."""
+        if self.ndim < 2:
+            raise TessError(f"x.mT needs a tensor of rank 2 or more, got rank {self.ndim}")
+        return build_in_trace("transpose", self, dim0=-2, dim1=-1)
+
+    @located
+    def repeat(self, *sizes: Any) -> Tensor:
+        """PyTorch's `repeat`: the tensor tiled `sizes[i]` times along dim i (NumPy's `tile`;
+        NumPy's `repeat` is `repeat_interleave`)."""
+        return build_in_trace(composites.tile, self, reps=shape_args(sizes))
+
+    @located
+    def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
+        """Each element repeated `repeats` times along `dim` (the flattened tensor if None):
+        PyTorch's `repeat_interleave` with an int, NumPy's `repeat`."""
+        if not is_int(repeats):
+            raise TessError(f"repeat_interleave: repeats must be an int, got {repeats!r}")
+        x = self.flatten() if dim is None else self
+        return build_in_trace(composites.repeat_elements, x, repeats=int(repeats), dim=dim or 0)
 
     @located
     def broadcast_to(self, *shape: Any) -> Tensor:
@@ -518,6 +597,15 @@ class Tensor:
 # ---------------------------------------------------------------------------------------
 # Tensor helpers
 # ---------------------------------------------------------------------------------------
+
+
+def _elementwise_extreme(
+    x: Tensor, which: str, other: Tensor, keepdim: bool, aliases: dict[str, Any]
+) -> Tensor:
+    """PyTorch's `x.max(other)`: the elementwise `maximum` (`minimum`)."""
+    if keepdim or aliases:
+        raise TessError(f"x.{which}(other) is elementwise; it takes no other arguments")
+    return build_in_trace("maximum" if which == "max" else "minimum", x, other)
 
 
 def _axis_aliases(dim: Any, keepdim: bool, aliases: dict[str, Any]) -> tuple[Any, bool]:

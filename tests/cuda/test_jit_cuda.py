@@ -63,7 +63,7 @@ def test_float64_and_scalars() -> None:
 
 @pytest.mark.parametrize("n", [1, 32, 33, 64, 513])
 def test_sum_and_max_over_rows(n: int) -> None:
-    check(lambda x: (x.sum(dim=1), x.max(dim=1)), rand(3, n), rtol=1e-4)
+    check(lambda x: (x.sum(dim=1), x.amax(dim=1)), rand(3, n), rtol=1e-4)
 
 
 @pytest.mark.parametrize("n", [1, 33, 513])
@@ -203,7 +203,7 @@ def test_device_arrays_take_the_steady_state_fast_path() -> None:
 
 
 def test_device_array_to_a_cpu_target_is_a_clear_error() -> None:
-    with pytest.raises(TypeError, match="device array was passed to .* target 'cpu'"):
+    with pytest.raises(TypeError, match="argument `x` .* is an array on a GPU.* target .cpu."):
         ts.jit(lambda x: x + 1.0)(cuda.to_device(rand(5)))
 
 
