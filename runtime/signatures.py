@@ -103,7 +103,8 @@ class HostSignature:
     function: str
     inputs: tuple[ArraySpec, ...]
     outputs: tuple[ArraySpec, ...]
-    workspace_bytes: int
+    workspace_bytes: int | None
+    """None: the host takes no workspace (0: it takes an empty one, a zero-size plan)."""
     output_aliases: tuple[int | None, ...]
     arena_inputs: tuple[ArenaSlot, ...]
     """Empty unless the host takes arenas (`"arenas"`)."""
@@ -156,6 +157,10 @@ class HostSignature:
             )
 
 
+def _optional_int(value: object) -> int | None:
+    return None if value is None else int(value)  # type: ignore[call-overload]
+
+
 def _names(entry: dict, kind: str, count: int) -> list[str]:
     singular = kind[:-1]
     return entry.get(f"{singular}_names") or [f"{singular}{k}" for k in range(count)]
@@ -196,7 +201,7 @@ def read_signature(module: types.ModuleType, entry: str) -> HostSignature:
         function=signature.get("function", entry),
         inputs=_specs(signature, "inputs"),
         outputs=outputs,
-        workspace_bytes=int(signature.get("workspace_bytes", 0)),
+        workspace_bytes=_optional_int(signature.get("workspace_bytes")),
         output_aliases=tuple(signature.get("output_aliases") or [None] * len(outputs)),
         arena_inputs=_slots(arenas, "inputs") if arenas is not None else (),
         arena_outputs=_slots(arenas, "outputs") if arenas is not None else (),

@@ -425,12 +425,12 @@ class Tensor:
     def max(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
         """The max over `dim` (values only; the elementwise max is `maximum`)."""
         dim, keepdim = _axis_aliases(dim, keepdim, aliases)
-        return _apply("reduce_max", self, dims=dim, keepdim=keepdim)
+        return _apply("max_over", self, dims=dim, keepdim=keepdim)
 
     @located
     def min(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
         dim, keepdim = _axis_aliases(dim, keepdim, aliases)
-        return _apply("reduce_min", self, dims=dim, keepdim=keepdim)
+        return _apply("min_over", self, dims=dim, keepdim=keepdim)
 
     @located
     def prod(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
