@@ -448,3 +448,76 @@ def test_a_vector_op_given_to_the_numba_target_is_located(tmp_path: Path, capsys
     assert (match.group("line"), match.group("col")) == ("2", "3")
     assert "internal compiler error" not in stderr
     assert "vector<4xf32>" in stderr
+
+
+# -- the cpu pipeline on linalg ops it cannot outline (issue 23, section 4) ---------------
+
+GENERIC_1D = (
+    "linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], "
+    'iterator_types = ["parallel"]}'
+)
+NESTED = {
+    "generic-in-generic": (
+        "func.func @f(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {\n"
+        f"  %0 = {GENERIC_1D} ins(%a : tensor<4xf32>) outs(%b : tensor<4xf32>) {{\n"
+        "  ^bb0(%x: f32, %y: f32):\n"
+        "    %e = tensor.empty() : tensor<2xf32>\n"
+        "    %1 = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>], "
+        'iterator_types = ["parallel"]} outs(%e : tensor<2xf32>) {\n'
+        "    ^bb1(%z: f32):\n"
+        "      linalg.yield %x : f32\n"
+        "    } -> tensor<2xf32>\n"
+        "    linalg.yield %x : f32\n"
+        "  } -> tensor<4xf32>\n"
+        "  func.return %0 : tensor<4xf32>\n"
+        "}\n",
+        "expects linalg ops at the top level of @f, found 'linalg.generic' nested in "
+        "'linalg.generic'",
+        (5, 5),
+    ),
+    "generic-in-scf-for": (
+        "func.func @f(%a: memref<4xf32>, %b: memref<4xf32>) {\n"
+        "  %c0 = arith.constant 0 : index\n"
+        "  %c2 = arith.constant 2 : index\n"
+        "  %c1 = arith.constant 1 : index\n"
+        "  scf.for %i = %c0 to %c2 step %c1 {\n"
+        f"    {GENERIC_1D} ins(%a : memref<4xf32>) outs(%b : memref<4xf32>) {{\n"
+        "    ^bb0(%x: f32, %y: f32):\n"
+        "      linalg.yield %x : f32\n"
+        "    }\n"
+        "  }\n"
+        "  func.return\n"
+        "}\n",
+        "found 'linalg.generic' nested in 'scf.for'",
+        (6, 5),
+    ),
+    "tensor-generic-in-scf-if": (
+        "func.func @f(%a: tensor<4xf32>, %b: tensor<4xf32>, %c: i1) -> tensor<4xf32> {\n"
+        "  %0 = scf.if %c -> (tensor<4xf32>) {\n"
+        f"    %1 = {GENERIC_1D} ins(%a : tensor<4xf32>) outs(%b : tensor<4xf32>) {{\n"
+        "    ^bb0(%x: f32, %y: f32):\n"
+        "      linalg.yield %x : f32\n"
+        "    } -> tensor<4xf32>\n"
+        "    scf.yield %1 : tensor<4xf32>\n"
+        "  } else {\n"
+        "    scf.yield %a : tensor<4xf32>\n"
+        "  }\n"
+        "  func.return %0 : tensor<4xf32>\n"
+        "}\n",
+        "tess-bufferize cannot bufferize 'scf.if'",
+        (2, 3),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NESTED))
+def test_the_cpu_pipeline_locates_linalg_ops_it_cannot_outline(
+    case: str, tmp_path: Path, capsys
+) -> None:
+    from tessc.pipelines import get_pipeline
+
+    content, message, where = NESTED[case]
+    stderr = opt(tmp_path, "nested.mlir", content, "-p", get_pipeline("cpu").spec, capsys=capsys)
+    match = located(stderr)  # was `nested.mlir: error: ...`, no line
+    assert message in match["message"]
+    assert (int(match["line"]), int(match["col"])) == where

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from xdsl.builder import Builder
 from xdsl.context import Context
@@ -107,6 +108,11 @@ def view_type(typ: Attribute, source: SSAValue) -> Attribute:
     shape = typ.get_shape()
     strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
     return MemRefType(typ.element_type, shape, StridedLayoutAttr(strides, offset or 0))
+
+
+def fail_at(op: Operation, message: str) -> NoReturn:
+    """The pass's error, located at `op` (tessc-opt prints the op's source line)."""
+    op.emit_error(message, PassFailedException(message))
 
 
 def has_tensors(op: Operation) -> bool:
@@ -238,7 +244,7 @@ class FunctionBufferizer:
             self.buffers[op.result] = builder.insert(self.subview(op)).result
         elif isinstance(op, tensor.ExpandShapeOp):
             if op.dynamic_output_shape:
-                raise PassFailedException("tess-bufferize supports static shapes only")
+                fail_at(op, "tess-bufferize supports static shapes only")
             view = memref.ExpandShapeOp(
                 operands=[self.buffer(op.src), []],
                 result_types=[view_type(op.result.type, self.buffer(op.src))],
@@ -261,7 +267,7 @@ class FunctionBufferizer:
         elif has_tensors(op) or any(
             isinstance(v.type, TensorType) for r in op.regions for b in r.blocks for v in b.args
         ):
-            raise PassFailedException(f"tess-bufferize cannot bufferize '{op.name}'")
+            fail_at(op, f"tess-bufferize cannot bufferize '{op.name}'")
         else:
             return False
         return True
@@ -269,7 +275,7 @@ class FunctionBufferizer:
     def subview(self, op: tensor.ExtractSliceOp) -> memref.SubviewOp:
         """`memref.subview` of the source's buffer (static offsets, sizes, strides)."""
         if op.offsets or op.sizes or op.strides:
-            raise PassFailedException("tess-bufferize supports static slices only")
+            fail_at(op, "tess-bufferize supports static slices only")
         source = self.buffer(op.source)
         assert isinstance(source.type, MemRefType)
         return memref.SubviewOp.from_static_parameters(
@@ -343,9 +349,7 @@ class FunctionBufferizer:
                 op.detach()
                 inside.insert(op)
             else:
-                raise PassFailedException(
-                    f"tess-bufferize cannot bufferize '{op.name}' inside a kernel.group"
-                )
+                fail_at(op, f"tess-bufferize cannot bufferize '{op.name}' inside a kernel.group")
         for result, value in zip(group.res, group.yield_op.operands, strict=True):
             self.buffers[result] = self.read_buffer(allocs, value)
 

@@ -120,15 +120,16 @@ def outline_host(host: func.FuncOp, module: ModuleOp) -> list[func.FuncOp]:
         if isinstance(op, GroupOp)
         or (isinstance(op, LinalgStructuredOperation) and not isinstance(op.parent_op(), GroupOp))
     ]
-    kernels: list[func.FuncOp] = []
-    for op in linalg_ops:
+    for op in linalg_ops:  # all checked before any moves (a nested op would move too)
         parent = op.parent_op()
         if parent is not host:
-            raise PassFailedException(
+            message = (
                 f"tess-outline-kernels expects linalg ops at the top level of "
-                f"@{host_name}, found '{op.name}' nested in "
-                f"'{parent.name if parent else '?'}'"
+                f"@{host_name}, found '{op.name}' nested in '{parent.name if parent else '?'}'"
             )
+            op.emit_error(message, PassFailedException(message))  # located at `op`
+    kernels: list[func.FuncOp] = []
+    for op in linalg_ops:
         name = f"{host_name}_kernel_{len(kernels)}"
         if SymbolTable.lookup_symbol(module, name) is not None:
             raise PassFailedException(f"tess-outline-kernels: symbol @{name} already exists")
