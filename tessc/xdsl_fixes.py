@@ -26,10 +26,14 @@ from typing import Any, NoReturn
 
 from xdsl.dialects.builtin import Float80Type, Float128Type
 from xdsl.dialects.linalg.ops import GenericOp
-from xdsl.ir import IRNode, Operation
+from xdsl.ir import IRNode, Operation, SSAValue
 from xdsl.parser import Parser
+from xdsl.pattern_rewriter import PatternRewriter
+from xdsl.rewriter import Rewriter
 from xdsl.utils.diagnostic import Diagnostic
 from xdsl.utils.mlir_lexer import MLIRLexer
+
+from tessc.dialects.locations import stamp_location
 
 # ---------------------------------------------------------------------------------------
 # Fixes (process-wide, applied once)
@@ -214,6 +218,60 @@ def extended_float_attributes() -> None:
     for typ, mantissa_bits, explicit_one in ((Float80Type, 64, True), (Float128Type, 112, False)):
         for name, method in _extended_codec(mantissa_bits, explicit_one).items():
             setattr(typ, name, method)
+
+
+def _as_ops(new_ops: Operation | Sequence[Operation]) -> Sequence[Operation]:
+    return (new_ops,) if isinstance(new_ops, Operation) else new_ops
+
+
+_original_static_replace_op = Rewriter.replace_op
+_original_pattern_replace = PatternRewriter.replace
+_original_pattern_rewriter_init = PatternRewriter.__init__
+
+
+def _static_replace_op_keeping_location(
+    op: Operation,
+    new_ops: Operation | Sequence[Operation],
+    new_results: Sequence[SSAValue | None] | None = None,
+    safe_erase: bool = True,
+) -> None:
+    stamp_location(_as_ops(new_ops), op.location)
+    _original_static_replace_op(op, new_ops, new_results, safe_erase)
+
+
+def _pattern_replace_keeping_location(
+    self: PatternRewriter,
+    op: Operation,
+    new_ops: Operation | Sequence[Operation],
+    new_results: Sequence[SSAValue | None] | None = None,
+    safe_erase: bool = True,
+) -> None:
+    stamp_location(_as_ops(new_ops), op.location)
+    _original_pattern_replace(self, op, new_ops, new_results, safe_erase)
+
+
+def _pattern_rewriter_init_stamping(self: PatternRewriter, insert_point: Any) -> None:
+    _original_pattern_rewriter_init(self, insert_point)
+
+    def stamp_matched(op: Operation) -> None:
+        # The walker reuses one rewriter, resetting the matched op: read it at insertion.
+        matched = self._current_operation
+        if matched is not None:
+            stamp_location((op,), matched.location)
+
+    self.operation_insertion_handler.append(stamp_matched)
+
+
+@xdsl_fix
+def rewrites_keep_source_locations() -> None:
+    """Ops a pass creates have no location in xDSL 0.74 (MLIR's builders take the
+    matched op's), so IR a pass broke was reported at no line of the user's file. Now an op
+    replacing another (`Rewriter.replace_op`, `PatternRewriter.replace`) takes the replaced
+    op's location, and an op a pattern inserts takes the matched op's, each with the ops
+    nested in it; ops that already have a location (moved, cloned) keep theirs."""
+    Rewriter.replace_op = staticmethod(_static_replace_op_keeping_location)  # type: ignore[method-assign]
+    PatternRewriter.replace = _pattern_replace_keeping_location  # type: ignore[method-assign]
+    PatternRewriter.__init__ = _pattern_rewriter_init_stamping  # type: ignore[method-assign]
 
 
 # ---------------------------------------------------------------------------------------

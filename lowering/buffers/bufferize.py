@@ -77,6 +77,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
 from tessc.dialects.kernel import GroupOp, yielded_value
+from tessc.dialects.locations import inherit_location
 
 BufferSite = tuple[Operation, int]
 """Where a buffer is created: (generic or call, output index)."""
@@ -226,7 +227,7 @@ class FunctionBufferizer:
 
     def bufferize(self, op: Operation) -> bool:
         """Insert the buffer form of `op` before it; True if `op` is to be erased."""
-        builder = Builder(InsertPoint.before(op))
+        builder = inherit_location(Builder(InsertPoint.before(op)), op)
         if isinstance(op, tensor.EmptyOp):
             return True  # each use allocates its own buffer
         if isinstance(op, GenericOp):

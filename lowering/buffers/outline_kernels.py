@@ -38,6 +38,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
 from tessc.dialects.kernel import GroupOp
+from tessc.dialects.locations import stamp_location
 
 
 def is_kernel(function: func.FuncOp) -> bool:
@@ -70,6 +71,7 @@ def outline(op: Operation, host: func.FuncOp, kernel_name: str) -> func.FuncOp:
             f"tess-outline-kernels expects linalg ops on memrefs (run tess-bufferize "
             f"first), got '{op.name}' on tensors in @{host.sym_name.data}"
         )
+    location = op.location
     captured = captured_values(op)
     arguments: list[SSAValue] = []
     for value in (*op.operands, *captured):
@@ -109,6 +111,7 @@ def outline(op: Operation, host: func.FuncOp, kernel_name: str) -> func.FuncOp:
         visibility="private",
     )
     contract.KERNEL.set(kernel)
+    stamp_location([kernel], location)  # the kernel, its return and cloned constants
     return kernel
 
 
