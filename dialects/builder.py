@@ -381,6 +381,21 @@ class TessBuilder(IndexBuilder):
     def reduce_max(self, x: SSAValue, dims: DimsLike = None, keepdim: bool = False) -> SSAValue:
         return self.reduce(tess.ReduceMaxOp, x, dims, keepdim)
 
+    def max_over(self, x: SSAValue, dims: DimsLike = None, keepdim: bool = False) -> SSAValue:
+        """The user's max over `dims`: over an empty dim a TessError, as NumPy raises
+        (`reduce_max` itself gives its identity there, -inf)."""
+        self.check_nonempty("max", x, dims)
+        return self.reduce_max(x, dims, keepdim)
+
+    def min_over(self, x: SSAValue, dims: DimsLike = None, keepdim: bool = False) -> SSAValue:
+        self.check_nonempty("min", x, dims)
+        return self.reduce_min(x, dims, keepdim)
+
+    def check_nonempty(self, name: str, x: SSAValue, dims: DimsLike) -> None:
+        shape = shape_of(x)
+        if any(shape[d] == 0 for d in normalize_dims(dims, len(shape))):
+            raise TessError(f"{name} of an empty dim has no identity: {describe(x)}")
+
     def reduce_min(self, x: SSAValue, dims: DimsLike = None, keepdim: bool = False) -> SSAValue:
         """`-reduce_max(-x)`: tess has no min reduction."""
         if element_type_of(x) == i1:

@@ -81,6 +81,8 @@ class IndexBuilder:
         if element_type_of(x) == i1:
             x = self.cast(x, i32)
         if dim is None:
+            if numel(shape_of(x)) == 0:
+                raise TessError(f"{op.name[5:]} of an empty tensor: {describe(x)}")
             flat = self.reshape(x, (numel(shape_of(x)),))
             result = self.insert(op(flat, 0, False))
             return self.reshape(result, (1,) * len(shape_of(x))) if keepdim else result

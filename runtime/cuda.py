@@ -159,7 +159,9 @@ class CudaExecutable:
         if "buffers" not in state:
             state["buffers"] = {}
             size = self.workspace_bytes
-            state["workspace"] = _cuda().device_array(size, dtype=np.uint8) if size else None
+            state["workspace"] = (
+                _cuda().device_array(size, dtype=np.uint8) if size is not None else None
+            )
         return state["buffers"], state["workspace"]
 
     def resident(self, arrays: Sequence[np.ndarray]) -> tuple[Resident, ...]:
@@ -268,7 +270,7 @@ class CudaExecutable:
                 zero_copy.discard(alias)
             outputs.append(array)
         buffers, workspace = self._state()
-        extra = [workspace] if self.workspace_bytes else []
+        extra = [workspace] if self.workspace_bytes is not None else []
         self.function(*inputs, *outputs, *extra, buffers)
         if self.output_slots:
             results = self._unpack(outputs, inputs, device, zero_copy)

@@ -251,7 +251,7 @@ class Executable:
         """This thread's arena of `workspace_bytes` bytes, allocated on first use."""
         arena = getattr(self._per_thread, "workspace", None)
         if arena is None:
-            arena = self._per_thread.workspace = workspace_buffer(self.workspace_bytes)
+            arena = self._per_thread.workspace = workspace_buffer(self.workspace_bytes or 0)
         return arena
 
     def donated(
@@ -332,7 +332,7 @@ class Executable:
             outputs.append(f"r{h}")
         names["empty"] = np.empty
         arguments = [*params, *outputs]
-        if self.workspace_bytes:
+        if self.workspace_bytes is not None:
             names["workspace"] = self.workspace
             arguments.append("workspace()")
         lines.append(f"    function({', '.join(arguments)})")
@@ -357,7 +357,7 @@ class Executable:
             else self.donated(inputs, alias, owners)
             for spec, alias in zip(self.host_outputs, self.output_aliases, strict=True)
         ]
-        if self.workspace_bytes:
+        if self.workspace_bytes is not None:
             self.function(*inputs, *outputs, self.workspace())
         else:
             self.function(*inputs, *outputs)

@@ -105,7 +105,8 @@ class HostSignature:
     function: str
     inputs: tuple[ArraySpec, ...]
     outputs: tuple[ArraySpec, ...]
-    workspace_bytes: int
+    workspace_bytes: int | None
+    """None: the host takes no workspace (0: it takes an empty one, a zero-size plan)."""
     output_aliases: tuple[int | None, ...]
     arena_inputs: tuple[ArenaSlot, ...]
     """Empty unless the host takes arenas (`"arenas"`)."""
@@ -158,6 +159,10 @@ class HostSignature:
             )
 
 
+def _optional_int(value: object) -> int | None:
+    return None if value is None else int(value)  # type: ignore[call-overload]
+
+
 def _names(entry: dict, kind: str, count: int) -> list[str]:
     singular = kind[:-1]
     key = {abi.INPUTS: abi.INPUT_NAMES, abi.OUTPUTS: abi.OUTPUT_NAMES}[kind]
@@ -199,7 +204,7 @@ def read_signature(module: types.ModuleType, entry: str) -> HostSignature:
         function=signature.get(abi.FUNCTION, entry),
         inputs=_specs(signature, abi.INPUTS),
         outputs=outputs,
-        workspace_bytes=int(signature.get(abi.WORKSPACE_BYTES, 0)),
+        workspace_bytes=_optional_int(signature.get(abi.WORKSPACE_BYTES)),
         output_aliases=tuple(signature.get(abi.OUTPUT_ALIASES) or [None] * len(outputs)),
         arena_inputs=_slots(arenas, abi.INPUTS) if arenas is not None else (),
         arena_outputs=_slots(arenas, abi.OUTPUTS) if arenas is not None else (),

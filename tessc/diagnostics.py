@@ -4,8 +4,9 @@ the user's file, and how it is printed.
 
 They work like MLIR's: the parser stamps every op it reads with a `loc("file":line:col)`
 (`LocatingParser`; an explicit `loc(...)` in the source wins), so an op keeps its source
-position through every pass that keeps the op. When a verifier or a pass fails, the failing
-op is found and its location printed as
+position through every pass that keeps the op, and an op a pass creates takes the position
+of the op it replaces or was matched at (`tessc.dialects.locations`). When a verifier or a
+pass fails, the failing op is found and its location printed as
 
     file:line:col: error: message
       <source line>

@@ -38,6 +38,14 @@ def _dim(dim: int, axis: int | None) -> int:
     return dim if axis is None else axis
 
 
+def _shift(x: Tensor, dim: int) -> Any:
+    """The max over `dim` that the stable forms subtract; 0 over an empty dim, which has
+    no max (and then no element to shift)."""
+    if -x.ndim <= dim < x.ndim and x.shape[dim] == 0:
+        return 0.0
+    return stop_gradient(x.amax(dim, keepdim=True))
+
+
 def _reduce(loss: Tensor, reduction: str) -> Tensor:
     if reduction not in _REDUCTIONS:
         raise TessError(f"reduction must be one of {', '.join(_REDUCTIONS)}, got {reduction!r}")
@@ -68,7 +76,7 @@ def logsumexp(x: Any, dim: int = -1, keepdim: bool = False, *, axis: int | None 
     """`log(sum(exp(x), dim))`, computed as `m + log(sum(exp(x - m)))` with `m` the max."""
     x = _tensor(x)
     d = _dim(dim, axis)
-    shift = stop_gradient(x.amax(d, keepdim=True))
+    shift = _shift(x, d)
     result = shift + (x - shift).exp().sum(d, keepdim=True).log()
     return result if keepdim else result.sum(d)  # a sum over one element: drops the dim
 
@@ -77,7 +85,7 @@ def logsumexp(x: Any, dim: int = -1, keepdim: bool = False, *, axis: int | None 
 def softmax(x: Any, dim: int = -1, *, axis: int | None = None) -> Tensor:
     x = _tensor(x)
     d = _dim(dim, axis)
-    e = (x - stop_gradient(x.amax(d, keepdim=True))).exp()
+    e = (x - _shift(x, d)).exp()
     return e / e.sum(d, keepdim=True)
 
 

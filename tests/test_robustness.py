@@ -9,9 +9,20 @@ import sys
 from pathlib import Path
 
 import pytest
+from xdsl.dialects import scf
+from xdsl.dialects.builtin import TensorType, f32
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+from xdsl.rewriter import Rewriter
 
 from tessc.cli.opt import main as tessc_opt
+from tessc.dialects.tess import AddOp, NegOp
 
 LOCATED = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): error: (?P<message>.*)$")
 
@@ -303,6 +314,80 @@ class BreakingPass(ModulePass):
                 return
 
 
+def _bad_add(value: SSAValue) -> Operation:
+    """A `tess.add` whose result shape is wrong: it does not verify."""
+    return AddOp.create(operands=[value, value], result_types=[TensorType(f32, [7])])
+
+
+class ReplaceNegBadly(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: NegOp, rewriter: PatternRewriter) -> None:
+        rewriter.replace(op, _bad_add(op.operands[0]), safe_erase=False)
+
+
+class InsertBeforeNeg(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: NegOp, rewriter: PatternRewriter) -> None:
+        if not isinstance(op.prev_op, AddOp):  # once
+            rewriter.insert(_bad_add(op.operands[0]))
+
+
+class ReplacingPass(ModulePass):
+    """A pass with a bug: it rewrites each tess.neg into an invalid op (test-only)."""
+
+    name = "tess-test-invalid-replace"
+
+    def apply(self, ctx, op) -> None:
+        PatternRewriteWalker(ReplaceNegBadly()).rewrite_module(op)
+
+
+class InsertingPass(ModulePass):
+    """A pass with a bug: matching a tess.neg, it inserts an invalid op (test-only)."""
+
+    name = "tess-test-invalid-insert"
+
+    def apply(self, ctx, op) -> None:
+        PatternRewriteWalker(InsertBeforeNeg()).rewrite_module(op)
+
+
+class StaticReplacingPass(ModulePass):
+    """A pass with a bug: `Rewriter.replace_op` of each tess.neg by an op holding an
+    invalid op in its region (test-only)."""
+
+    name = "tess-test-invalid-nested"
+
+    def apply(self, ctx, op) -> None:
+        for neg in [o for o in op.walk() if isinstance(o, NegOp)]:
+            inner = Block([_bad_add(neg.operands[0])])
+            inner.add_op(scf.YieldOp(neg.operands[0]))
+            wrapper = scf.ExecuteRegionOp([neg.result.type], Region(inner))
+            Rewriter.replace_op(neg, wrapper)
+
+
+INVALID_REWRITES = {
+    "tess-test-invalid-replace": ReplacingPass,
+    "tess-test-invalid-insert": InsertingPass,
+    "tess-test-invalid-nested": StaticReplacingPass,
+}
+
+NEG = f"""func.func @f(%a: {T}) -> {T} {{
+  %0 = tess.exp %a : {T}
+  %1 = tess.neg %0 : {T}
+  func.return %1 : {T}
+}}
+"""
+
+
+@pytest.mark.parametrize("name", sorted(INVALID_REWRITES))
+def test_invalid_ir_from_a_pass_is_reported_at_the_rewritten_users_line(
+    name: str, test_passes, tmp_path: Path, capsys
+) -> None:
+    stderr = opt(tmp_path, "neg.mlir", NEG, "-p", name, capsys=capsys)
+    match = located(stderr)  # was `neg.mlir: error: ...`: a new op had no location
+    assert (match["line"], match["col"]) == ("3", "3")  # the tess.neg
+    assert f"IR produced by pass '{name}' does not verify" in match["message"]
+
+
 def reproducer_in(text: str) -> Path:
     match = re.search(r"saved in (\S+\.mlir)", text)
     assert match, text
@@ -317,6 +402,8 @@ def test_passes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
     monkeypatch.setitem(TESS_PASSES, "tess-test-crash", "tests.test_robustness:CrashingPass")
     monkeypatch.setitem(TESS_PASSES, "tess-test-break", "tests.test_robustness:BreakingPass")
+    for name, cls in INVALID_REWRITES.items():
+        monkeypatch.setitem(TESS_PASSES, name, f"tests.test_robustness:{cls.__name__}")
     monkeypatch.setenv("TESSC_REPRODUCER_DIR", str(tmp_path / "reproducers"))
     # A fresh kernel cache: a warm-start hit would run no pass at all.
     monkeypatch.setenv("TESSC_CACHE_DIR", str(tmp_path / "cache"))
@@ -448,3 +535,76 @@ def test_a_vector_op_given_to_the_numba_target_is_located(tmp_path: Path, capsys
     assert (match.group("line"), match.group("col")) == ("2", "3")
     assert "internal compiler error" not in stderr
     assert "vector<4xf32>" in stderr
+
+
+# -- the cpu pipeline on linalg ops it cannot outline (issue 23, section 4) ---------------
+
+GENERIC_1D = (
+    "linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>], "
+    'iterator_types = ["parallel"]}'
+)
+NESTED = {
+    "generic-in-generic": (
+        "func.func @f(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {\n"
+        f"  %0 = {GENERIC_1D} ins(%a : tensor<4xf32>) outs(%b : tensor<4xf32>) {{\n"
+        "  ^bb0(%x: f32, %y: f32):\n"
+        "    %e = tensor.empty() : tensor<2xf32>\n"
+        "    %1 = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>], "
+        'iterator_types = ["parallel"]} outs(%e : tensor<2xf32>) {\n'
+        "    ^bb1(%z: f32):\n"
+        "      linalg.yield %x : f32\n"
+        "    } -> tensor<2xf32>\n"
+        "    linalg.yield %x : f32\n"
+        "  } -> tensor<4xf32>\n"
+        "  func.return %0 : tensor<4xf32>\n"
+        "}\n",
+        "expects linalg ops at the top level of @f, found 'linalg.generic' nested in "
+        "'linalg.generic'",
+        (5, 5),
+    ),
+    "generic-in-scf-for": (
+        "func.func @f(%a: memref<4xf32>, %b: memref<4xf32>) {\n"
+        "  %c0 = arith.constant 0 : index\n"
+        "  %c2 = arith.constant 2 : index\n"
+        "  %c1 = arith.constant 1 : index\n"
+        "  scf.for %i = %c0 to %c2 step %c1 {\n"
+        f"    {GENERIC_1D} ins(%a : memref<4xf32>) outs(%b : memref<4xf32>) {{\n"
+        "    ^bb0(%x: f32, %y: f32):\n"
+        "      linalg.yield %x : f32\n"
+        "    }\n"
+        "  }\n"
+        "  func.return\n"
+        "}\n",
+        "found 'linalg.generic' nested in 'scf.for'",
+        (6, 5),
+    ),
+    "tensor-generic-in-scf-if": (
+        "func.func @f(%a: tensor<4xf32>, %b: tensor<4xf32>, %c: i1) -> tensor<4xf32> {\n"
+        "  %0 = scf.if %c -> (tensor<4xf32>) {\n"
+        f"    %1 = {GENERIC_1D} ins(%a : tensor<4xf32>) outs(%b : tensor<4xf32>) {{\n"
+        "    ^bb0(%x: f32, %y: f32):\n"
+        "      linalg.yield %x : f32\n"
+        "    } -> tensor<4xf32>\n"
+        "    scf.yield %1 : tensor<4xf32>\n"
+        "  } else {\n"
+        "    scf.yield %a : tensor<4xf32>\n"
+        "  }\n"
+        "  func.return %0 : tensor<4xf32>\n"
+        "}\n",
+        "tess-bufferize cannot bufferize 'scf.if'",
+        (2, 3),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NESTED))
+def test_the_cpu_pipeline_locates_linalg_ops_it_cannot_outline(
+    case: str, tmp_path: Path, capsys
+) -> None:
+    from tessc.pipelines import get_pipeline
+
+    content, message, where = NESTED[case]
+    stderr = opt(tmp_path, "nested.mlir", content, "-p", get_pipeline("cpu").spec, capsys=capsys)
+    match = located(stderr)  # was `nested.mlir: error: ...`, no line
+    assert message in match["message"]
+    assert (int(match["line"]), int(match["col"])) == where

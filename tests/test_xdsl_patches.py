@@ -408,8 +408,8 @@ def test_stock_op_errors_do_not_keep_the_failing_op() -> None:
 
 def test_every_patch_is_registered_with_its_kind_version_and_upstream_change() -> None:
     every = (*PATCHES, *SCOPED_PATCHES)
-    assert len(every) == 19 and len({patch.name for patch in every}) == 19
-    assert [p.kind for p in PATCHES].count("fix") == 3 and len(SPEEDUPS) == 15
+    assert len(every) == 32 and len({patch.name for patch in every}) == 32
+    assert [p.kind for p in PATCHES].count("fix") == 16 and len(SPEEDUPS) == 15
     assert [p.kind for p in SCOPED_PATCHES] == ["fix"]
     for patch in every:
         assert patch.name.startswith("xdsl.")

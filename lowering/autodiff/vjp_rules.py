@@ -13,6 +13,7 @@ lowering/autodiff/README.md.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 from xdsl.dialects import arith
@@ -404,7 +405,8 @@ def _mean_rule(
     shape = tensor_shape(op.input)
     count = numel([shape[d] for d in op.reduced_dims])
     kept = _grad_with_kept_dims(emit, op, grad)
-    scaled = emit.mul(kept, emit.scalar(1.0 / count, kept))
+    # An empty mean (0/0, NaN) broadcasts its gradient to no element: any scale will do.
+    scaled = emit.mul(kept, emit.scalar(1.0 / count if count else math.nan, kept))
     return [emit.broadcast_to(scaled, shape)]
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from xdsl.builder import Builder
 from xdsl.context import Context
@@ -37,6 +38,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
 from tessc.dialects.kernel import GroupOp, yielded_value
+from tessc.dialects.locations import inherit_location
 
 BufferSite = tuple[Operation, int]
 """Where a buffer is created: (generic or call, output index)."""
@@ -73,6 +75,11 @@ def view_type(typ: Attribute, source: SSAValue) -> Attribute:
     shape = typ.get_shape()
     strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
     return MemRefType(typ.element_type, shape, StridedLayoutAttr(strides, offset or 0))
+
+
+def fail_at(op: Operation, message: str) -> NoReturn:
+    """The pass's error, located at `op` (tessc-opt prints the op's source line)."""
+    op.emit_error(message, PassFailedException(message))
 
 
 def has_tensors(op: Operation) -> bool:
@@ -186,7 +193,7 @@ class FunctionBufferizer:
 
     def bufferize(self, op: Operation) -> bool:
         """Insert the buffer form of `op` before it; True if `op` is to be erased."""
-        builder = Builder(InsertPoint.before(op))
+        builder = inherit_location(Builder(InsertPoint.before(op)), op)
         if isinstance(op, tensor.EmptyOp):
             return True  # each use allocates its own buffer
         if isinstance(op, GenericOp):
@@ -204,7 +211,7 @@ class FunctionBufferizer:
             self.buffers[op.result] = builder.insert(self.subview(op)).result
         elif isinstance(op, tensor.ExpandShapeOp):
             if op.dynamic_output_shape:
-                raise PassFailedException("tess-bufferize supports static shapes only")
+                fail_at(op, "tess-bufferize supports static shapes only")
             view = memref.ExpandShapeOp(
                 operands=[self.buffer(op.src), []],
                 result_types=[view_type(op.result.type, self.buffer(op.src))],
@@ -227,7 +234,7 @@ class FunctionBufferizer:
         elif has_tensors(op) or any(
             isinstance(v.type, TensorType) for r in op.regions for b in r.blocks for v in b.args
         ):
-            raise PassFailedException(f"tess-bufferize cannot bufferize '{op.name}'")
+            fail_at(op, f"tess-bufferize cannot bufferize '{op.name}'")
         else:
             return False
         return True
@@ -235,7 +242,7 @@ class FunctionBufferizer:
     def subview(self, op: tensor.ExtractSliceOp) -> memref.SubviewOp:
         """`memref.subview` of the source's buffer (static offsets, sizes, strides)."""
         if op.offsets or op.sizes or op.strides:
-            raise PassFailedException("tess-bufferize supports static slices only")
+            fail_at(op, "tess-bufferize supports static slices only")
         source = self.buffer(op.source)
         assert isinstance(source.type, MemRefType)
         return memref.SubviewOp.from_static_parameters(
@@ -309,9 +316,7 @@ class FunctionBufferizer:
                 op.detach()
                 inside.insert(op)
             else:
-                raise PassFailedException(
-                    f"tess-bufferize cannot bufferize '{op.name}' inside a kernel.group"
-                )
+                fail_at(op, f"tess-bufferize cannot bufferize '{op.name}' inside a kernel.group")
         for result, value in zip(group.res, group.yield_op.operands, strict=True):
             self.buffers[result] = self.read_buffer(allocs, value)
 

@@ -27,6 +27,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
 from tessc.dialects.kernel import GroupOp
+from tessc.dialects.locations import stamp_location
 
 
 def is_kernel(function: func.FuncOp) -> bool:
@@ -59,6 +60,7 @@ def outline(op: Operation, host: func.FuncOp, kernel_name: str) -> func.FuncOp:
             f"tess-outline-kernels expects linalg ops on memrefs (run tess-bufferize "
             f"first), got '{op.name}' on tensors in @{host.sym_name.data}"
         )
+    location = op.location
     captured = captured_values(op)
     arguments: list[SSAValue] = []
     for value in (*op.operands, *captured):
@@ -98,6 +100,7 @@ def outline(op: Operation, host: func.FuncOp, kernel_name: str) -> func.FuncOp:
         visibility="private",
     )
     contract.KERNEL.set(kernel)
+    stamp_location([kernel], location)  # the kernel, its return and cloned constants
     return kernel
 
 
@@ -109,15 +112,16 @@ def outline_host(host: func.FuncOp, module: ModuleOp) -> list[func.FuncOp]:
         if isinstance(op, GroupOp)
         or (isinstance(op, LinalgStructuredOperation) and not isinstance(op.parent_op(), GroupOp))
     ]
-    kernels: list[func.FuncOp] = []
-    for op in linalg_ops:
+    for op in linalg_ops:  # all checked before any moves (a nested op would move too)
         parent = op.parent_op()
         if parent is not host:
-            raise PassFailedException(
+            message = (
                 f"tess-outline-kernels expects linalg ops at the top level of "
-                f"@{host_name}, found '{op.name}' nested in "
-                f"'{parent.name if parent else '?'}'"
+                f"@{host_name}, found '{op.name}' nested in '{parent.name if parent else '?'}'"
             )
+            op.emit_error(message, PassFailedException(message))  # located at `op`
+    kernels: list[func.FuncOp] = []
+    for op in linalg_ops:
         name = f"{host_name}_kernel_{len(kernels)}"
         if SymbolTable.lookup_symbol(module, name) is not None:
             raise PassFailedException(f"tess-outline-kernels: symbol @{name} already exists")

@@ -163,7 +163,9 @@ class FunctionEmitter(OpEmitter):
             if pairs:
                 targets = ", ".join(t for t, _ in pairs)
                 self.line(f"{targets} = {', '.join(v for _, v in pairs)}")
-        if len(self.lines) == start:
+        # A body of comments only (a kernel emitted at its call whose loops never run: a
+        # zero-size tensor) is no Python block.
+        if all(line.lstrip().startswith("#") for line in self.lines[start:]):
             self.line("pass")
         self.indent -= 1
 

@@ -253,10 +253,8 @@ class _CudaEmitter(FunctionEmitter):
             self.emit_host_alloc(op)
         elif isinstance(op, memref.ViewOp) and self.emit_workspace_view(op):
             pass
-        elif isinstance(op, memref.CopyOp):
-            self.line(f"{self.expr(op.destination)}.copy_to_device({self.expr(op.source)})")
-        elif isinstance(op, gpu.MemcpyOp):
-            self.line(f"{self.expr(op.destination)}.copy_to_device({self.expr(op.source)})")
+        elif isinstance(op, memref.CopyOp | gpu.MemcpyOp):
+            self.emit_copy(op.source, op.destination)
         elif isinstance(op, memref.DeallocOp | gpu.DeallocOp | gpu.WaitOp):
             pass  # buffers live as long as the program; launches are synchronous
         elif isinstance(op, memref.LoadOp | memref.StoreOp | memref.AllocaOp):
@@ -295,11 +293,24 @@ class _CudaEmitter(FunctionEmitter):
         self.indent -= 1
         return True
 
+    def emit_copy(self, source: SSAValue, destination: SSAValue) -> None:
+        typ = destination.type
+        if isinstance(typ, MemRefType) and 0 in typ.get_shape():
+            # Nothing to copy; and the views of an empty array may differ in strides, which
+            # `copy_to_device` checks.
+            return
+        self.line(f"{self.expr(destination)}.copy_to_device({self.expr(source)})")
+
     def emit_launch(self, op: gpu.LaunchFuncOp) -> None:
         target = (op.kernel.root_reference.data, op.kernel.nested_references.data[-1].data)
         if len(op.kernel.nested_references.data) != 1 or target not in self.kernel_names:
             raise UnsupportedOpError(op, f"launch of {op.kernel}, which the module does not define")
-        grid = ", ".join(self.expr(v) for v in (op.gridSizeX, op.gridSizeY, op.gridSizeZ))
+        grid_sizes = (op.gridSizeX, op.gridSizeY, op.gridSizeZ)
+        if any(constant_int(v) == 0 for v in grid_sizes):
+            # A zero-size tensor: nothing to run, and CUDA refuses an empty grid.
+            self.line(f"# {self.kernel_names[target]}: an empty grid, not launched")
+            return
+        grid = ", ".join(self.expr(v) for v in grid_sizes)
         block = ", ".join(self.expr(v) for v in (op.blockSizeX, op.blockSizeY, op.blockSizeZ))
         config = f"({grid}), ({block})"
         if op.dynamicSharedMemorySize is not None:

@@ -139,6 +139,8 @@ def reduce_kernel(kernel: func.FuncOp, module: ModuleOp) -> bool:
     def lanes_from(threads: int) -> Callable[[Body, SSAValue, SSAValue], tuple[SSAValue, SSAValue]]:
         return lambda b, p, tx: (tx, b.c(threads))
 
+    if steps == 0 or outputs == 0:
+        return False  # no step (the identity) or no output: `tess-gpu-map`'s loop is enough
     if steps < MIN_STEPS and outputs > 1:
         return False  # a thread per output folds a few steps faster than a block would
     threads = pow2_threads(steps)

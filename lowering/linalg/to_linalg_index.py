@@ -395,6 +395,9 @@ class ConcatToLinalg(RewritePattern):
         rank, dim = result_type.get_num_dims(), op.axis
         sizes = [tensor_shape(v)[dim] for v in op.inputs]
         starts = [sum(sizes[:k]) for k in range(len(sizes))]
+        if not any(sizes):  # empty operands, an empty result: nothing to read
+            rewriter.replace(op, tensor.EmptyOp([], result_type))
+            return
 
         def body(b: Builder, args: Sequence[SSAValue]) -> SSAValue:
             indices = [loop_index(b, d) for d in range(rank)]

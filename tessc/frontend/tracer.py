@@ -456,12 +456,12 @@ class Tensor:
     def amax(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
         """The max over `dim` (an int, a tuple, or None for all): values only."""
         dim, keepdim = _axis_aliases(dim, keepdim, aliases)
-        return build_in_trace("reduce_max", self, dims=dim, keepdim=keepdim)
+        return build_in_trace("max_over", self, dims=dim, keepdim=keepdim)
 
     @located
     def amin(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
         dim, keepdim = _axis_aliases(dim, keepdim, aliases)
-        return build_in_trace("reduce_min", self, dims=dim, keepdim=keepdim)
+        return build_in_trace("min_over", self, dims=dim, keepdim=keepdim)
 
     @located
     def prod(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:

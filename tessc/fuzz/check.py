@@ -247,8 +247,11 @@ def _central_differences(
     full = [np.ones(s) if int(np.prod(s)) == 1 else next(weights) for s in out_shapes]
 
     def objective(args: list[np.ndarray]) -> float:
+        # Without the non-finite outputs: the mean of an empty tensor is NaN whatever the
+        # inputs, and its gradient flows to no element (autodiff's too).
         outs = interpret(module, entry, args)
-        return float(sum(np.sum(o * w) for o, w in zip(outs, full, strict=True)))
+        terms = [np.where(np.isfinite(o), o * w, 0.0) for o, w in zip(outs, full, strict=True)]
+        return float(sum(np.sum(t) for t in terms))
 
     step = 1e-6
     result = []

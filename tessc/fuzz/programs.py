@@ -3,7 +3,11 @@ Random `tess` programs: DAGs of broadcasting zips, maps, reductions (with and wi
 `keepdim`), matmul and batched matmul, reshape/permute/broadcast_to, slices (negative
 strides too) and concatenation, fills and selects; integer inputs (`i32`/`i64`) and integer
 zips, casts (float -> int -> float, f32 <-> f64), gathers (`take`, whose indices may be
-negative, repeated or out of range: clamped), `one_hot` and `argmax`/`argmin`.
+negative, repeated or out of range: clamped), `one_hot` and `argmax`/`argmin`. Now and then
+a shape has a zero-size dim (`ZERO_DIM_CHANCE`), which broadcasting, matmuls, reductions
+and reshapes carry on; a reduction over an empty dim is a sum (0: the mean, NaN, and the
+max, -inf, are not tame); `take` and the arg-reductions, which the verifier refuses on an
+empty dim, use a non-empty one.
 
 Every value but the integer ones has the program's float type. A float -> int cast and an
 arg-reduction only read arguments: a value computed in two orders may differ in its last
@@ -36,6 +40,8 @@ REDUCE = ("sum", "mean", "reduce_max")
 INTEGER_BINARY = ("add", "sub", "mul", "max", "min")
 INTEGER_TYPES = ("i32", "i64")
 SMOOTH_UNARY = ("neg", "sigmoid", "tanh")  # for gradient programs: no kinks
+ZERO_DIM_CHANCE = 0.04
+"""The chance that a new shape (of rank >= 1) has one dim of size 0."""
 
 
 @dataclass(frozen=True)
@@ -159,7 +165,7 @@ def broadcast(a: Shape, b: Shape) -> Shape | None:
         y = b[-k] if k <= len(b) else 1
         if x != y and 1 not in (x, y):
             return None
-        out.append(max(x, y))
+        out.append(y if x == 1 else x)  # a 1 stretches to the other size, 0 included
     return tuple(reversed(out))
 
 
@@ -176,7 +182,10 @@ class ProgramBuilder:
 
     def random_shape(self, rank: int | None = None) -> Shape:
         rank = self.rng.choice((0, 1, 2, 2, 3, 3)) if rank is None else rank
-        return tuple(self.rng.choice((1, 2, 3, 4, 5)) for _ in range(rank))
+        shape = [self.rng.choice((1, 2, 3, 4, 5)) for _ in range(rank)]
+        if shape and self.rng.random() < ZERO_DIM_CHANCE:
+            shape[self.rng.randrange(rank)] = 0
+        return tuple(shape)
 
     def new_arg(self, shape: Shape, dtype: str | None = None) -> str:
         name = f"a{len(self.args)}"
@@ -309,6 +318,10 @@ class ProgramBuilder:
         keep = self.rng.random() < 0.4
         out = tuple(1 if k in dims else d for k, d in enumerate(shape) if keep or k not in dims)
         kinds = ("sum", "mean") if self.smooth else REDUCE
+        if any(shape[k] == 0 for k in dims):
+            # Over no element: sum 0; mean NaN and max -inf are not tame (fast-math may turn
+            # `nan - nan` into 0, as it may reassociate).
+            kinds = ("sum",)
         self.emit(self.rng.choice(kinds), [x], out, dims=tuple(dims), keepdim=keep)
 
     def _matmul(self) -> None:
@@ -335,6 +348,8 @@ class ProgramBuilder:
             size *= d
         factors: list[int] = []
         rest = size
+        if size == 0:  # an empty tensor: any shape with a 0
+            factors, rest = [0, *self.rng.sample((1, 2, 3), self.rng.randint(0, 2))], 1
         while rest > 1 and len(factors) < 3:
             divisors = [d for d in range(2, rest + 1) if rest % d == 0]
             d = self.rng.choice(divisors)
@@ -400,9 +415,10 @@ class ProgramBuilder:
     def _take(self) -> None:
         x = self.value()
         shape = self.shapes[x]
-        if not shape:
+        gatherable = [k for k, n in enumerate(shape) if n > 0]  # not from an empty dim
+        if not gatherable:
             return self._unary()
-        dim = self.rng.randrange(len(shape))
+        dim = self.rng.choice(gatherable)
         indices = self.int_value()
         out = (*shape[:dim], *self.shapes[indices], *shape[dim + 1 :])
         self.emit("take", [x, indices], out, dim=dim)
@@ -419,7 +435,10 @@ class ProgramBuilder:
     def _arg_reduce(self) -> None:
         x = self.float_arg()
         shape = self.shapes[x]
-        dim = self.rng.randrange(len(shape))
+        nonempty = [k for k, n in enumerate(shape) if n > 0]  # an empty dim has no index
+        if not nonempty:
+            return self._unary()
+        dim = self.rng.choice(nonempty)
         keep = self.rng.random() < 0.3
         out = tuple(1 if k == dim else d for k, d in enumerate(shape) if keep or k != dim)
         kind = self.rng.choice(("argmax", "argmin"))

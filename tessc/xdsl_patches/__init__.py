@@ -19,6 +19,8 @@ import warnings
 from tessc.xdsl_patches import (
     failing_ops,
     fixes,
+    fixes_extended_floats,
+    fixes_locations,
     registry,
     speedups_construction,
     speedups_effects,
@@ -29,6 +31,8 @@ from tessc.xdsl_patches.registry import Patch, XdslPatchSkipped
 
 PATCHES: tuple[Patch, ...] = (
     *fixes.PATCHES,
+    *fixes_extended_floats.PATCHES,
+    *fixes_locations.PATCHES,
     *speedups_effects.PATCHES,
     *speedups_traits.PATCHES,
     *speedups_construction.PATCHES,

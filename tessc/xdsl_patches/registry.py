@@ -14,6 +14,10 @@ from importlib.metadata import PackageNotFoundError, version
 from types import ModuleType
 from typing import Any, Literal
 
+INHERITED = type("Inherited", (), {"__repr__": lambda self: "INHERITED"})()
+"""`Patch.original` of a name the owner inherits (stock xDSL defines it on a base class):
+reverting the patch deletes the owner's own definition."""
+
 XDSL_0_74 = ("0.74",)
 """The xDSL releases every patch here was written against: 0.74.x (pyproject pins it)."""
 
@@ -57,7 +61,7 @@ class Patch:
     original: Any = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "original", vars(self.owner)[self.attribute])
+        object.__setattr__(self, "original", vars(self.owner).get(self.attribute, INHERITED))
 
     @property
     def name(self) -> str:
@@ -72,36 +76,44 @@ class Patch:
         )
 
     def is_applied(self) -> bool:
-        return vars(self.owner)[self.attribute] is self.replacement
+        return vars(self.owner).get(self.attribute, INHERITED) is self.replacement
+
+    def _put(self, value: Any) -> None:
+        if value is INHERITED:
+            if self.attribute in vars(self.owner):
+                delattr(self.owner, self.attribute)
+        else:
+            setattr(self.owner, self.attribute, value)
 
     def apply(self) -> None:
         setattr(self.owner, self.attribute, self.replacement)
 
     def revert(self) -> None:
-        setattr(self.owner, self.attribute, self.original)
+        self._put(self.original)
 
     @contextmanager
     def applied(self) -> Iterator[None]:
         """The patch in place for a `with` block, then whatever was there before."""
-        before = vars(self.owner)[self.attribute]
+        before = vars(self.owner).get(self.attribute, INHERITED)
         self.apply()
         try:
             yield
         finally:
-            setattr(self.owner, self.attribute, before)
+            self._put(before)
 
     @contextmanager
     def stock(self) -> Iterator[None]:
         """Stock xDSL's for a `with` block (tests compare the two), then what was there."""
-        before = vars(self.owner)[self.attribute]
+        before = vars(self.owner).get(self.attribute, INHERITED)
         self.revert()
         try:
             yield
         finally:
-            setattr(self.owner, self.attribute, before)
+            self._put(before)
 
 
 __all__ = [
+    "INHERITED",
     "XDSL_0_74",
     "Patch",
     "XdslPatchSkipped",
