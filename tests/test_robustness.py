@@ -601,10 +601,9 @@ NESTED = {
 def test_the_cpu_pipeline_locates_linalg_ops_it_cannot_outline(
     case: str, tmp_path: Path, capsys
 ) -> None:
-    from tessc.pipelines import get_pipeline
 
     content, message, where = NESTED[case]
-    stderr = opt(tmp_path, "nested.mlir", content, "-p", get_pipeline("cpu").spec, capsys=capsys)
+    stderr = opt(tmp_path, "nested.mlir", content, "-p", "cpu", capsys=capsys)
     match = located(stderr)  # was `nested.mlir: error: ...`, no line
     assert message in match["message"]
     assert (int(match["line"]), int(match["col"])) == where

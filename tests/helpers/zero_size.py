@@ -49,7 +49,7 @@ CASES: dict[str, Case] = {
     "mean_empty_dim": (lambda t: t.mean(0), [EMPTY]),
     "mean_full_dim": (lambda t: t.mean(1), [EMPTY]),
     "var_full_dim": (lambda t: t.var(1), [EMPTY]),
-    "max_full_dim": (lambda t: t.max(1), [EMPTY]),
+    "max_full_dim": (lambda t: t.amax(1), [EMPTY]),
     "argmax_full_dim": (lambda t: t.argmax(1), [EMPTY]),
     "matmul_empty_contraction": (lambda a, b: a @ b, [rand(3, 0), rand(0, 4)]),
     "matmul_empty_contraction_epilogue": (
@@ -99,7 +99,7 @@ GRADIENTS: dict[str, Gradient] = {
     "matmul_empty_rows": (lambda a, b: (a @ b).sum(), (0, 1), [EMPTY, rand(3, 4)]),
     "take_no_indices": (lambda t, i: t.take(i, 0).sum(), (0,), [rand(4, 3), NO_LABELS]),
     "softmax": (lambda t: (nn.softmax(t) * t).sum(), (0,), [EMPTY]),
-    "max_full_dim": (lambda t: t.max(1).sum(), (0,), [EMPTY]),
+    "max_full_dim": (lambda t: t.amax(1).sum(), (0,), [EMPTY]),
     "mean": (lambda t: t.mean(), (0,), [EMPTY]),
     "mean_full_dim": (lambda t: t.mean(1).sum(), (0,), [EMPTY]),
     "prod_empty_dim": (lambda t: t.prod(0).sum(), (0,), [EMPTY]),
