@@ -158,6 +158,9 @@ def parse_printed(stdout: str, function: func.FuncOp) -> list[np.ndarray]:
     results = []
     for chunk, typ in zip(chunks, types, strict=True):
         shape, dtype = shape_and_dtype(typ)
+        if 0 in shape:  # printMemref prints no elements (and its brackets hold no data)
+            results.append(np.zeros(shape, dtype))
+            continue
         ints = [int(v) for v in re.findall(r"-?\d+", chunk)]
         if dtype == np.bool_:
             results.append(np.array(ints, dtype=np.int32).astype(np.bool_).reshape(shape))
