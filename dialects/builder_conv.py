@@ -38,7 +38,7 @@ class ConvBuilder:
         if not len(low) == len(high) == rank:
             raise TessError(f"pad needs a (before, after) pair per dim of {describe(x)}")
         if min((*low, *high), default=0) < 0:
-            raise TessError(f"pad widths must be non-negative, got {list(zip(low, high))}")
+            raise TessError(f"pad widths must be non-negative, got {list(low)} and {list(high)}")
         if not any(low) and not any(high):
             return x
         return self.insert(tess_conv.PadOp(x, low, high, value))

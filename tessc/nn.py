@@ -11,9 +11,9 @@ fused kernel, rather than that plus the tie-splitting terms of `max`.
     loss = ts.nn.cross_entropy(logits, labels)          # labels: integer class indices
 
 The names and defaults follow `torch.nn.functional` (`dim=-1`, `reduction="mean"`), with
-`axis=` accepted where NumPy/JAX spell it so. Convolution, pooling and `pad` (torch's
-last-dim-first form) are `tessc/nn_conv.py`'s, on the `tess_conv` ops. `gelu` is the tanh approximation (JAX's
-default, torch's `approximate="tanh"`): tess has no `erf`.
+`axis=` accepted where NumPy/JAX spell it so. `gelu` is the tanh approximation (JAX's
+default, torch's `approximate="tanh"`): tess has no `erf`. Convolution, pooling and `pad`
+(torch's last-dim-first form) are `tessc/nn_conv.py`'s, on the `tess_conv` ops.
 """
 
 from __future__ import annotations
