@@ -12,8 +12,7 @@
 // CHECK:         tensor.extract %x[
 // CHECK:         arith.andi
 // CHECK:         arith.select %{{.*}}, %{{.*}}, %{{.*}} : f32
-// CHECK:       linalg.generic {indexing_maps = [
-// CHECK-SAME:    affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d4, ((d2 * 2) + d5), ((d3 * 2) + (d6 * 2)))>,
+// CHECK:       linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d4, ((d2 * 2) + d5), ((d3 * 2) + (d6 * 2)))>,
 // CHECK-SAME:    affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1, d4, d5, d6)>,
 // CHECK-SAME:    affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d3)>],
 // CHECK-SAME:    iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
@@ -29,8 +28,7 @@ func.func @conv2d(%x: tensor<2x3x7x7xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<2x
 // CHECK-LABEL: func.func @grouped
 // CHECK:       %[[X:.*]] = tensor.expand_shape %x {{\[}}[0 : i64], [1 : i64, 2 : i64], [3 : i64]] output_shape [1, 2, 2, 5]
 // CHECK:       %[[W:.*]] = tensor.expand_shape %w {{\[}}[0 : i64, 1 : i64], [2 : i64], [3 : i64]] output_shape [2, 3, 2, 3]
-// CHECK:       %[[Y:.*]] = linalg.generic {indexing_maps = [
-// CHECK-SAME:    affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d4, (d3 + d5))>,
+// CHECK:       %[[Y:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d4, (d3 + d5))>,
 // CHECK-SAME:    affine_map<(d0, d1, d2, d3, d4, d5) -> (d1, d2, d4, d5)>,
 // CHECK-SAME:    affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3)>],
 // CHECK-SAME:    ins(%[[X]], %[[W]] : tensor<1x2x2x5xf32>, tensor<2x3x2x3xf32>)
@@ -42,8 +40,7 @@ func.func @grouped(%x: tensor<1x4x5xf32>, %w: tensor<6x2x3xf32>) -> tensor<1x6x3
 
 // CHECK-LABEL: func.func @max_pool
 // CHECK:       %[[WINDOW:.*]] = tensor.empty() : tensor<2x2xf32>
-// CHECK:       linalg.generic {indexing_maps = [
-// CHECK-SAME:    affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, ((d2 * 2) + d4), ((d3 * 2) + d5))>,
+// CHECK:       linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, ((d2 * 2) + d4), ((d3 * 2) + d5))>,
 // CHECK-SAME:    affine_map<(d0, d1, d2, d3, d4, d5) -> (d4, d5)>,
 // CHECK-SAME:    affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3)>],
 // CHECK-SAME:    ins(%x, %[[WINDOW]] : tensor<1x2x5x5xf32>, tensor<2x2xf32>)
