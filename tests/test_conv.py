@@ -218,3 +218,21 @@ def test_tess_language_spelling_prints_the_same_ir() -> None:
     (got,) = interpret(parse_module(text), "f", [x, w])
     want = F.max_pool2d(F.conv2d(torch.tensor(x), torch.tensor(w), padding=1, stride=2), 2)
     np.testing.assert_allclose(got, want.numpy(), rtol=1e-12)
+
+
+def test_both_frontends_print_the_same_ops() -> None:
+    def features(x: Any, w: Any, b: Any) -> Any:
+        return ts.nn.max_pool2d(ts.nn.conv2d(x, w, b, padding=1).relu(), 2)
+
+    x, w, b = np.zeros((2, 1, 8, 8)), np.zeros((4, 1, 3, 3)), np.zeros(4)
+    source = (
+        "def features(x: f64[2, 1, 8, 8], w: f64[4, 1, 3, 3], b: f64[4]) -> f64[2, 4, 4, 4]:\n"
+        "    return max_pool2d(relu(conv2d(x, w, b, padding=1)), 2)\n"
+    )
+
+    def ops(text: str) -> list[str]:
+        return [line.strip() for line in text.splitlines() if "tess." in line]
+
+    traced = ts.jit(features).ir(x, w, b, stage="tess")
+    assert ops(str(traced)) == ops(str(ts.parse_tess(source, "f.tess")))
+    assert any("tess.conv" in line for line in ops(str(traced)))
