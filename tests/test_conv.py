@@ -93,6 +93,53 @@ def test_conv1d(target: str, case: int) -> None:
     )
 
 
+def random_conv(seed: int) -> tuple[tuple[int, ...], tuple[int, ...], dict[str, Any]]:
+    """A random conv1d/conv2d configuration: groups, stride, dilation, padding of every
+    form, odd sizes."""
+    rng = np.random.default_rng(seed)
+    spatial = int(rng.integers(1, 3))
+    groups, cg, fg = (int(v) for v in rng.integers(1, [4, 3, 3]))
+    kernel = [int(k) for k in rng.integers(1, 4, spatial)]
+    dilation = [int(d) for d in rng.integers(1, 3, spatial)]
+    stride = [int(s) for s in rng.integers(1, 4, spatial)]
+    form = rng.integers(0, 4)
+    if form == 0 and stride == [1] * spatial:
+        padding: Any = "same"
+    elif form == 1:
+        padding = "valid"
+    elif form == 2:
+        padding = int(rng.integers(0, 3))
+    else:
+        padding = tuple(int(p) for p in rng.integers(0, 3, spatial))
+    pads = (
+        [0] * spatial
+        if isinstance(padding, str)
+        else [int(p) for p in np.broadcast_to(padding, spatial)]
+    )
+    sizes = [
+        max(d * (k - 1) + 1 - 2 * p, 1) + int(rng.integers(0, 5))
+        for k, d, p in zip(kernel, dilation, pads, strict=True)
+    ]
+    x_shape = (int(rng.integers(1, 3)), groups * cg, *sizes)
+    w_shape = (groups * fg, cg, *kernel)
+    kw = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
+    return x_shape, w_shape, kw
+
+
+@pytest.mark.parametrize("target", ["reference", "cpu"])
+@pytest.mark.parametrize("seed", range(6))
+def test_random_conv_configurations(target: str, seed: int) -> None:
+    x_shape, w_shape, kw = random_conv(seed)
+    name = "conv1d" if len(x_shape) == 3 else "conv2d"
+    x, w, b = seeded(x_shape, seed), seeded(w_shape, seed + 1), seeded(w_shape[:1], seed + 2)
+    check_against_torch(
+        target,
+        lambda x, w, b: getattr(ts.nn, name)(x, w, b, **kw),
+        lambda x, w, b: getattr(F, name)(x, w, b, **kw),
+        x, w, b,
+    )  # fmt: skip
+
+
 POOLS = [
     ("max_pool2d", (2, 3, 7, 6), (3, 2, 1)),
     ("avg_pool2d", (2, 3, 7, 6), (3, 2, 1)),
