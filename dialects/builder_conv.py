@@ -14,10 +14,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from xdsl.dialects.builtin import i1
 from xdsl.ir import SSAValue
 
 from tessc.dialects import tess_conv
 from tessc.dialects.builder_types import TessError, describe, shape_of
+from tessc.dialects.tess_base import element_type_of
 
 if TYPE_CHECKING:
     from tessc.dialects.builder import TessBuilder
@@ -41,6 +43,8 @@ class ConvBuilder:
             raise TessError(f"pad widths must be non-negative, got {list(low)} and {list(high)}")
         if not any(low) and not any(high):
             return x
+        if element_type_of(x) == i1:
+            raise TessError(f"pad takes numbers, not booleans: {describe(x)}")
         return self.insert(tess_conv.PadOp(x, low, high, value))
 
     def conv(

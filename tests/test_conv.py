@@ -246,6 +246,15 @@ def test_pool_and_pad_errors() -> None:
         ts.jit(lambda x: ts.pad(x, -1))(np.zeros((2, 2)))
     with pytest.raises(TessError, match="does not give a pair per dim"):
         ts.jit(lambda x: ts.pad(x, ((1, 1), (1, 1), (1, 1))))(np.zeros((2, 2)))
+    with pytest.raises(TessError, match="not booleans"):
+        ts.jit(lambda x: ts.pad(x > 0, 1))(np.zeros((2, 2)))
+
+
+@pytest.mark.parametrize("target", ["reference", "cpu"])
+def test_pad_of_integers(target: str) -> None:
+    x = np.arange(6).reshape(2, 3)
+    got = ts.jit(lambda x: ts.pad(x, ((1, 0), (0, 2)), constant_values=7), target=target)(x)
+    np.testing.assert_array_equal(got, np.pad(x, ((1, 0), (0, 2)), constant_values=7))
 
 
 def test_shape_rules() -> None:
