@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from xdsl.utils.exceptions import PassFailedException
 
 import tessc as ts
 from tessc.dialects.builder_types import TessError
@@ -292,3 +293,14 @@ def test_both_frontends_print_the_same_ops() -> None:
     traced = ts.jit(features).ir(x, w, b, stage="tess")
     assert ops(str(traced)) == ops(str(ts.parse_tess(source, "f.tess")))
     assert any("tess.conv" in line for line in ops(str(traced)))
+
+
+def test_second_derivative_of_max_pooling_is_refused() -> None:
+    def f(x: Any) -> Any:
+        return (ts.nn.max_pool1d(x, 2) ** 2).sum()
+
+    def g(x: Any) -> Any:
+        return (ts.grad(f)(x) ** 2).sum()
+
+    with pytest.raises(PassFailedException, match="max pooling's gradient"):
+        ts.jit(ts.grad(g), target="reference")(np.arange(8.0).reshape(1, 1, 8))

@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from xdsl.ir import Operation, SSAValue
+from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects.builder import TessBuilder
-from tessc.dialects.builder_types import TessError
 from tessc.dialects.tess_base import tensor_shape
 from tessc.dialects.tess_conv import ConvOp, PadOp, PoolOp, UnpoolOp
 from tessc.dialects.tess_index import UnsliceOp
@@ -142,7 +142,9 @@ def _unpool_rule(
 ) -> Contributions:
     assert isinstance(op, UnpoolOp)
     if op.indices is not None:
-        raise TessError("the gradient of max pooling's gradient is not available")
+        message = "tess-autodiff: the gradient of max pooling's gradient is not available"
+        op.emit_error(message, PassFailedException(message))  # located where tessc-opt runs
+        raise PassFailedException(message)
     # Each window sums the gradient at its taps: an avg pool times the window size.
     count = 1
     for k in op.static_kernel:
