@@ -29,7 +29,8 @@ the same way.
 
 The dtype and shape rules (`TessError`, `element_type`, `promote_types`, `shape_of`, ...)
 are in `builder_types.py`, which the frontends use on their own; the methods that build
-`tess_index` ops are the mixin `IndexBuilder` (`builder_index.py`).
+`tess_index` ops are the mixin `IndexBuilder` (`builder_index.py`), those that build
+`tess_conv` ops the mixin `ConvBuilder` (`builder_conv.py`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from tessc.dialects import tess
+from tessc.dialects.builder_conv import ConvBuilder
 from tessc.dialects.builder_index import IndexBuilder
 from tessc.dialects.builder_types import (
     DimsLike,
@@ -72,7 +74,7 @@ from tessc.dialects.tess_base import (
 )
 
 
-class TessBuilder(IndexBuilder):
+class TessBuilder(IndexBuilder, ConvBuilder):
     """Emits `tess` ops at an insertion point; every method returns the new SSAValue."""
 
     def __init__(self, at: InsertPoint | Builder):

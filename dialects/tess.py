@@ -26,7 +26,8 @@ Broadcasting follows the three seed rules: a size-1 dim broadcasts with anything
 shape is padded with leading 1s, and everything else must match.
 
 Indexing ops (gather, one-hot, arg-reductions, slices, concatenation) live in
-`tessc.dialects.tess_index`, registered in the same `Tess` dialect.
+`tessc.dialects.tess_index`, the convolution ops (pad, conv, pool, unpool) in
+`tessc.dialects.tess_conv`, registered in the same `Tess` dialect.
 
 Each op carries a `PATTERN_KIND` (TVM's FuseOps classification) for the fusion passes.
 xDSL has no tensor dialect with implicit broadcasting, hence this one.
@@ -117,9 +118,10 @@ def __getattr__(name: str) -> Dialect:
     use (PEP 562), so that importing `tess` does not import `tess_index`."""
     if name != "Tess":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from tessc.dialects.tess_conv import CONV_OPS
     from tessc.dialects.tess_index import INDEX_OPS
 
-    dialect = Dialect("tess", [*CORE_OPS, *INDEX_OPS])
+    dialect = Dialect("tess", [*CORE_OPS, *INDEX_OPS, *CONV_OPS])
     globals()["Tess"] = dialect
     return dialect
 

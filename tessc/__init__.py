@@ -74,6 +74,7 @@ _EXPORTS: dict[str, str] = {
     "TessSourceError": _TESS_LANG,
     "grad": _GRAD,
     "value_and_grad": _GRAD,
+    "pad": "tessc.nn_conv",
     "arena": _ARENA,
     "arena_buffer": _ARENA,
 }

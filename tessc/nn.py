@@ -12,7 +12,8 @@ fused kernel, rather than that plus the tie-splitting terms of `max`.
 
 The names and defaults follow `torch.nn.functional` (`dim=-1`, `reduction="mean"`), with
 `axis=` accepted where NumPy/JAX spell it so. `gelu` is the tanh approximation (JAX's
-default, torch's `approximate="tanh"`): tess has no `erf`.
+default, torch's `approximate="tanh"`): tess has no `erf`. Convolution, pooling and `pad`
+(torch's last-dim-first form) are `tessc/nn_conv.py`'s, on the `tess_conv` ops.
 """
 
 from __future__ import annotations
@@ -26,6 +27,15 @@ from tessc.dialects.builder_types import TessError
 from tessc.frontend.function_forms import lift, one_hot, stop_gradient
 from tessc.frontend.tracer import Tensor
 from tessc.frontend.user_location import located
+from tessc.nn_conv import (
+    avg_pool1d,
+    avg_pool2d,
+    conv1d,
+    conv2d,
+    max_pool1d,
+    max_pool2d,
+)
+from tessc.nn_conv import torch_pad as pad
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -141,12 +151,19 @@ def mse_loss(prediction: Any, target: Any, reduction: str = "mean") -> Tensor:
 
 
 __all__ = [
+    "avg_pool1d",
+    "avg_pool2d",
+    "conv1d",
+    "conv2d",
     "cross_entropy",
     "gelu",
     "log_softmax",
     "logsumexp",
+    "max_pool1d",
+    "max_pool2d",
     "mse_loss",
     "nll_loss",
+    "pad",
     "relu",
     "softmax",
 ]

@@ -41,7 +41,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.parser import Parser
 
-from tessc.dialects import tess, tess_index
+from tessc.dialects import tess, tess_conv, tess_index
 from tessc.dialects.functions import lookup_function, module_functions
 from tessc.dialects.tess import format_shape
 
@@ -298,6 +298,84 @@ def _unslice(op: tess_index.UnsliceOp, operands: list[np.ndarray]) -> np.ndarray
 @_implements(tess_index.ConcatOp)
 def _concat(op: tess_index.ConcatOp, operands: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(operands, axis=op.axis)
+
+
+def _window(
+    kernel_offset: Sequence[int],
+    dilations: Sequence[int],
+    strides: Sequence[int],
+    out: Sequence[int],
+) -> tuple[slice, ...]:
+    """The padded-input elements tap `kernel_offset` reads for every output position."""
+    return tuple(
+        slice(k * d, k * d + (o - 1) * s + 1, s)
+        for k, d, s, o in zip(kernel_offset, dilations, strides, out, strict=True)
+    )
+
+
+def _padded(x: np.ndarray, low: Sequence[int], high: Sequence[int], value: float) -> np.ndarray:
+    """`x` padded on its last `len(low)` dims."""
+    lead = [(0, 0)] * (x.ndim - len(low))
+    return np.pad(x, [*lead, *zip(low, high, strict=True)], constant_values=value)
+
+
+@_implements(tess_conv.PadOp)
+def _pad(op: tess_conv.PadOp, operands: list[np.ndarray]) -> np.ndarray:
+    return _padded(operands[0], op.static_low, op.static_high, op.pad_value)
+
+
+@_implements(tess_conv.ConvOp)
+def _conv(op: tess_conv.ConvOp, operands: list[np.ndarray]) -> np.ndarray:
+    x, w = operands
+    shape, _ = shape_and_dtype(op.result.type)
+    xp = _padded(x, op.static_low, op.static_high, 0.0)
+    groups = op.group_count
+    cg, fg = x.shape[1] // groups, w.shape[0] // groups
+    result = np.zeros(shape, x.dtype)
+    for g in range(groups):
+        xg, wg = xp[:, g * cg : (g + 1) * cg], w[g * fg : (g + 1) * fg]
+        for k in np.ndindex(*w.shape[2:]):
+            taps = _window(k, op.static_dilations, op.static_strides, shape[2:])
+            patch = xg[(slice(None), slice(None), *taps)]  # (N, C/G, *out)
+            result[:, g * fg : (g + 1) * fg] += np.einsum("nc...,fc->nf...", patch, wg[(..., *k)])
+    return result
+
+
+def _windows(op: tess_conv.PoolOp | tess_conv.UnpoolOp, out: Sequence[int]) -> list[tuple]:
+    """For each kernel offset, in row-major order, the index of its taps in the padded
+    input for every output position."""
+    kernel = op.static_kernel
+    lead = (slice(None),) * (len(out) - len(kernel))
+    return [
+        (*lead, *_window(k, [1] * len(kernel), op.static_strides, out[len(out) - len(kernel) :]))
+        for k in np.ndindex(*kernel)
+    ]
+
+
+@_implements(tess_conv.PoolOp)
+def _pool(op: tess_conv.PoolOp, operands: list[np.ndarray]) -> np.ndarray:
+    shape, _ = shape_and_dtype(op.result.type)
+    fill = 0.0 if op.pool_kind == "avg" else -np.inf
+    xp = _padded(operands[0], op.static_low, op.static_high, fill)
+    taps = np.stack([xp[index] for index in _windows(op, shape)], axis=-1)
+    if op.pool_kind == "avg":
+        return taps.sum(-1) / taps.shape[-1]
+    if op.pool_kind == "max":
+        return taps.max(-1)
+    return taps.argmax(-1)  # the first maximum
+
+
+@_implements(tess_conv.UnpoolOp)
+def _unpool(op: tess_conv.UnpoolOp, operands: list[np.ndarray]) -> np.ndarray:
+    grad = operands[0]
+    shape, dtype = shape_and_dtype(op.result.type)
+    padded = _padded(np.zeros(shape, dtype), op.static_low, op.static_high, 0.0)
+    for offset, index in enumerate(_windows(op, grad.shape)):
+        routed = grad if len(operands) == 1 else np.where(operands[1] == offset, grad, 0)
+        padded[index] += routed
+    spatial = len(op.static_kernel)
+    unpad = tuple(slice(lo, lo + n) for lo, n in zip(op.static_low, shape[-spatial:], strict=True))
+    return padded[(..., *unpad)]
 
 
 @_implements(arith.ConstantOp)

@@ -480,6 +480,35 @@ func.func @main(%x: tensor<6x5xf32>, %y: tensor<2x5xf32>) -> (tensor<3x5xf32>, t
   %2 = tess.concat %3, %x dim = [0] : tensor<2x5xf32>, tensor<6x5xf32> -> tensor<8x5xf32>
   func.return %0, %1, %2 : tensor<3x5xf32>, tensor<6x5xf32>, tensor<8x5xf32>
 }""",
+    "conv_pool_pad": """
+func.func @main(%x: tensor<2x4x7x6xf64>, %w: tensor<6x2x3x2xf64>, %i: tensor<2x4x3x3xi64>)
+    -> (tensor<2x6x4x4xf64>, tensor<2x4x4x3xf64>, tensor<2x4x4x3xi64>, tensor<2x4x3x3xf64>,
+    tensor<2x4x7x6xf64>, tensor<2x4x7x6xf64>, tensor<2x5x7x9xf64>) {
+  %0 = tess.conv %x, %w strides = [2, 2] dilations = [1, 2]
+      padding_low = [1, 1] padding_high = [1, 2] groups = 2
+      : tensor<2x4x7x6xf64>, tensor<6x2x3x2xf64> -> tensor<2x6x4x4xf64>
+  %1 = tess.pool %x kind = "max" kernel = [3, 3] strides = [2, 2]
+      padding_low = [1, 1] padding_high = [1, 1]
+      : tensor<2x4x7x6xf64> -> tensor<2x4x4x3xf64>
+  %2 = tess.pool %x kind = "argmax" kernel = [3, 3] strides = [2, 2]
+      padding_low = [1, 1] padding_high = [1, 1]
+      : tensor<2x4x7x6xf64> -> tensor<2x4x4x3xi64>
+  %3 = tess.pool %x kind = "avg" kernel = [2, 2] strides = [2, 2]
+      padding_low = [0, 0] padding_high = [0, 0]
+      : tensor<2x4x7x6xf64> -> tensor<2x4x3x3xf64>
+  %4 = tess.unpool %3, %i kernel = [2, 2] strides = [2, 2]
+      padding_low = [0, 0] padding_high = [0, 0]
+      : tensor<2x4x3x3xf64>, tensor<2x4x3x3xi64> -> tensor<2x4x7x6xf64>
+  %5 = tess.unpool %1 kernel = [3, 3] strides = [2, 2]
+      padding_low = [1, 1] padding_high = [1, 1]
+      : tensor<2x4x4x3xf64> -> tensor<2x4x7x6xf64>
+  %6 = tess.pad %x low = [0, 1, 0, 1] high = [0, 0, 0, 2]
+      value = 2.5
+      : tensor<2x4x7x6xf64> -> tensor<2x5x7x9xf64>
+  func.return %0, %1, %2, %3, %4, %5, %6 : tensor<2x6x4x4xf64>, tensor<2x4x4x3xf64>,
+      tensor<2x4x4x3xi64>, tensor<2x4x3x3xf64>, tensor<2x4x7x6xf64>, tensor<2x4x7x6xf64>,
+      tensor<2x5x7x9xf64>
+}""",
 }
 
 

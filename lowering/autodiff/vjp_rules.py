@@ -74,6 +74,7 @@ from tessc.dialects.tess_index import (
     TakeOp,
     UnsliceOp,
 )
+from tessc.lowering.autodiff.vjp_conv import CONV_VJP_RULES
 
 Shape = tuple[int, ...]
 Contributions = list[SSAValue | None]
@@ -559,5 +560,7 @@ def _concat_rule(
         start += part[dim]
     return contributions
 
+
+VJP_RULES.update(CONV_VJP_RULES)  # pad, conv, pool, unpool: vjp_conv.py
 
 __all__ = ["VJP_RULES", "ZERO_GRADIENT_OPS", "GradEmitter", "VjpRule"]

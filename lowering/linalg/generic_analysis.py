@@ -7,7 +7,8 @@ and both name ops in their reports by `labels` (`tess.fused`, else `tess.op`).
 `tess-fuse-horizontal` refuses bodies that read captured tensors or loop indices;
 `BodyFacts` keeps what the rules ask of a body so that a fusion pass carries it forward
 instead of walking fused bodies again. An input map may read a loop backwards (`c - d`,
-`is_view_map`: a reversed slice's copy), which keeps the op injective, never opaque.
+`is_view_map`: a reversed slice's copy), which keeps the op injective, never opaque; a
+reduction's input may read a window (`o * s + k * d`, `is_window_map`: a conv or pool).
 No IR is changed here.
 """
 
@@ -97,6 +98,38 @@ def is_view_map(m: AffineMap) -> bool:
     return not m.num_symbols and len(set(dims)) == len(dims)
 
 
+def _window_dims(expr: AffineExpr) -> list[int] | None:
+    """The loops of `d0 * s + d1 * t + ...` (positive coefficients), else None."""
+    if isinstance(expr, AffineDimExpr):
+        return [expr.position]
+    if isinstance(expr, AffineBinaryOpExpr):
+        if expr.kind == AffineBinaryOpKind.Add:
+            lhs, rhs = _window_dims(expr.lhs), _window_dims(expr.rhs)
+            return None if lhs is None or rhs is None else [*lhs, *rhs]
+        if (
+            expr.kind == AffineBinaryOpKind.Mul
+            and isinstance(expr.rhs, AffineConstantExpr)
+            and expr.rhs.value > 0
+        ):
+            return _window_dims(expr.lhs)
+    return None
+
+
+def is_window_map(m: AffineMap) -> bool:
+    """A view map (`is_view_map`) whose results may also be sums of scaled loops, each loop
+    read once (`o * s + k * d`): a convolution's or pooling's input, a contraction's
+    operand for `pattern_kind`."""
+    dims: list[int] = []
+    for r in m.results:
+        if isinstance(r, AffineConstantExpr) and r.value == 0:
+            continue
+        window = _window_dims(r)
+        if window is None:
+            return False
+        dims.extend(window)
+    return not m.num_symbols and len(set(dims)) == len(dims)
+
+
 def reads_backwards(m: AffineMap) -> bool:
     """Whether the view map `m` reads some loop dim backwards."""
     return any(reversed_dim(r) is not None for r in m.results)
@@ -136,8 +169,12 @@ def pattern_kind(op: Operation, *, captured: bool | None = None) -> PatternKind:
     maps = generic_maps(op)
     n_inputs = len(op.inputs)
     inputs, out_maps = maps[:n_inputs], maps[n_inputs:]
-    if not all(is_projection(m) for m in out_maps) or not all(is_view_map(m) for m in inputs):
+    if not all(is_projection(m) for m in out_maps):
         return PatternKind.OPAQUE
+    if not all(is_view_map(m) for m in inputs):
+        # Windows (a conv's `o * s + k * d`) are read by contractions and reductions only.
+        if not is_reduction(op) or not all(is_window_map(m) for m in inputs):
+            return PatternKind.OPAQUE
     if is_reduction(op):
         # A contraction (matmul-like) reduces two inputs that each carry a parallel dim the
         # other lacks, as (i,k) and (k,j) do; anything else is a plain reduction.

@@ -65,6 +65,7 @@ from tessc.lowering.linalg.builders import (
     typed_body,
     unit_dims_map,
 )
+from tessc.lowering.linalg.to_linalg_conv import conv_patterns
 from tessc.lowering.linalg.to_linalg_index import index_patterns
 
 # ---------------------------------------------------------------------------------------
@@ -494,6 +495,7 @@ class TessToLinalgPass(ModulePass):
                     MatmulToLinalg(),
                     ReshapeToLinalg(),
                     *index_patterns(),
+                    *conv_patterns(),
                 ],
                 dce_enabled=False,
             ),

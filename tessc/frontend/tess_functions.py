@@ -108,6 +108,12 @@ NN_FUNCTIONS = (
     "nll_loss",
     "mse_loss",
     "gelu",
+    "conv1d",
+    "conv2d",
+    "max_pool1d",
+    "max_pool2d",
+    "avg_pool1d",
+    "avg_pool2d",
 )
 
 
@@ -128,6 +134,7 @@ TENSOR_FUNCTIONS = (
     "concatenate",
     "stack",
     "stop_gradient",
+    "pad",
 )
 """The tracer's function forms offered as they are (`tessc.<name>`)."""
 

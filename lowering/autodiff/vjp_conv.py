@@ -1,0 +1,163 @@
+"""
+The VJP rules of the convolution ops (`tessc.dialects.tess_conv`), merged into
+`vjp_rules.VJP_RULES`. Each adjoint is built of tess ops, so it lowers and fuses like the
+forward:
+
+- conv, input: a transposed convolution as a `tess.conv`: the output gradient dilated by
+  the stride and padded by `d*(k-1)` (one `tess.unslice`), convolved with the kernel
+  flipped (`tess.slice`, stride -1) and its channels swapped per group, then cropped to
+  the input (a slice, only where the forward padding exceeds `d*(k-1)`);
+- conv, weight: a correlation of input and output gradient as a `tess.conv`, with the
+  batch as the reduced channels: `dw[f, c, k] = sum_{n,o} xp[n, g*C/G + c, o*s + k*d] *
+  dy[n, f, o]`, i.e. stride and dilation swapped; the bias gradient is the sum the
+  broadcast add's rule makes;
+- max pool: `tess.unpool` routed by the first maximum of each window (`tess.pool` kind
+  argmax), as PyTorch; avg pool: `tess.unpool` spreading `dy / window size`;
+- pad: the slice of the gradient at the input's position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xdsl.ir import Operation, SSAValue
+from xdsl.utils.exceptions import PassFailedException
+
+from tessc.dialects.builder import TessBuilder
+from tessc.dialects.tess_base import tensor_shape
+from tessc.dialects.tess_conv import ConvOp, PadOp, PoolOp, UnpoolOp
+from tessc.dialects.tess_index import UnsliceOp
+
+Contributions = list[SSAValue | None]
+Rule = Callable[[TessBuilder, Operation, SSAValue, tuple[bool, ...]], Contributions]
+
+
+def _conv_input_gradient(emit: TessBuilder, op: ConvOp, grad: SSAValue) -> SSAValue:
+    x_shape, w_shape = tensor_shape(op.input), tensor_shape(op.weight)
+    out_shape = tensor_shape(grad)
+    groups = op.group_count
+    features, cg = w_shape[0], w_shape[1]
+    kernel = w_shape[2:]
+    spatial = len(kernel)
+    offsets, lengths, crops = [0, 0], list(out_shape[:2]), [0] * spatial
+    for i in range(spatial):
+        n, k, d = x_shape[2 + i], kernel[i], op.static_dilations[i]
+        lo, hi = op.static_low[i], op.static_high[i]
+        reach = d * (k - 1)
+        if lo <= reach and hi <= reach:  # the padding is inside the transposed conv's
+            offsets.append(reach - lo)
+            lengths.append(n + reach)
+        else:  # the gradient of the whole padded input, then cropped
+            offsets.append(reach)
+            lengths.append(n + lo + hi + reach)
+            crops[i] = lo
+    strides = [1, 1, *op.static_strides]
+    dilated = emit.insert(UnsliceOp(grad, offsets, strides, lengths))
+    # (F, C/G, k) -> (G, F/G, C/G, k) -> (G, C/G, F/G, k) -> (C, F/G, k), k reversed.
+    w = emit.reshape(op.weight, (groups, features // groups, cg, *kernel))
+    w = emit.permute(w, (0, 2, 1, *range(3, 3 + spatial)))
+    w = emit.reshape(w, (groups * cg, features // groups, *kernel))
+    w_shape_t = tensor_shape(w)
+    w = emit.slice(
+        w,
+        [0, 0, *(k - 1 for k in kernel)],
+        [1, 1, *([-1] * spatial)],
+        w_shape_t,
+    )
+    zeros = [0] * spatial
+    dx = emit.conv(dilated, w, [1] * spatial, op.static_dilations, zeros, zeros, groups)
+    if any(crops):
+        dx = emit.slice(dx, [0, 0, *crops], [1] * len(x_shape), x_shape)
+    return dx
+
+
+def _conv_weight_gradient(emit: TessBuilder, op: ConvOp, grad: SSAValue) -> SSAValue:
+    x_shape, w_shape = tensor_shape(op.input), tensor_shape(op.weight)
+    out_shape = tensor_shape(grad)
+    groups = op.group_count
+    batch, channels = x_shape[:2]
+    cg = channels // groups
+    spatial = len(x_shape) - 2
+    kernel = w_shape[2:]
+    # (N, C, h) -> (N, G, C/G, h) -> (C/G, G, N, h) -> (C/G, G*N, h): batch as channels.
+    x = emit.reshape(op.input, (batch, groups, cg, *x_shape[2:]))
+    x = emit.permute(x, (2, 1, 0, *range(3, 3 + spatial)))
+    x = emit.reshape(x, (cg, groups * batch, *x_shape[2:]))
+    dy = emit.permute(grad, (1, 0, *range(2, 2 + spatial)))  # (F, N, o)
+    high = []
+    for i in range(spatial):
+        n, k, o = x_shape[2 + i], kernel[i], out_shape[2 + i]
+        s, d = op.static_strides[i], op.static_dilations[i]
+        lo, hi = op.static_low[i], op.static_high[i]
+        unused = n + lo + hi - 1 - s * (o - 1) - d * (k - 1)  # padded tail no window reads
+        high.append(max(hi - unused, 0))
+    dw = emit.conv(x, dy, op.static_dilations, op.static_strides, op.static_low, high, groups)
+    if tensor_shape(dw)[2:] != tuple(kernel):
+        full = tensor_shape(dw)
+        dw = emit.slice(dw, [0] * len(full), [1] * len(full), (*full[:2], *kernel))
+    return emit.permute(dw, (1, 0, *range(2, 2 + spatial)))
+
+
+def _conv_rule(
+    emit: TessBuilder, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
+) -> Contributions:
+    assert isinstance(op, ConvOp)
+    return [
+        _conv_input_gradient(emit, op, grad) if needs[0] else None,
+        _conv_weight_gradient(emit, op, grad) if needs[1] else None,
+    ]
+
+
+def _pad_rule(
+    emit: TessBuilder, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
+) -> Contributions:
+    assert isinstance(op, PadOp)
+    shape = tensor_shape(op.input)
+    return [emit.slice(grad, op.static_low, [1] * len(shape), shape)]
+
+
+def _window(op: PoolOp | UnpoolOp) -> tuple[tuple[int, ...], ...]:
+    return op.static_kernel, op.static_strides, op.static_low, op.static_high
+
+
+def _pool_rule(
+    emit: TessBuilder, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
+) -> Contributions:
+    assert isinstance(op, PoolOp)
+    shape = tensor_shape(op.input)
+    if op.pool_kind == "argmax":
+        return [None]  # an index: no gradient
+    if op.pool_kind == "max":
+        first = emit.pool(op.input, "argmax", *_window(op))
+        return [emit.unpool(grad, first, *_window(op), shape)]
+    count = 1
+    for k in op.static_kernel:
+        count *= k
+    spread = emit.unpool(grad, None, *_window(op), shape)
+    return [emit.mul(spread, emit.scalar(1.0 / count, spread))]
+
+
+def _unpool_rule(
+    emit: TessBuilder, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
+) -> Contributions:
+    assert isinstance(op, UnpoolOp)
+    if op.indices is not None:
+        message = "tess-autodiff: the gradient of max pooling's gradient is not available"
+        op.emit_error(message, PassFailedException(message))  # located where tessc-opt runs
+        raise PassFailedException(message)
+    # Each window sums the gradient at its taps: an avg pool times the window size.
+    count = 1
+    for k in op.static_kernel:
+        count *= k
+    window_sums = emit.pool(grad, "avg", *_window(op))
+    return [emit.mul(window_sums, emit.scalar(float(count), window_sums))]
+
+
+CONV_VJP_RULES: dict[type[Operation], Rule] = {
+    ConvOp: _conv_rule,
+    PadOp: _pad_rule,
+    PoolOp: _pool_rule,
+    UnpoolOp: _unpool_rule,
+}
+
+__all__ = ["CONV_VJP_RULES"]
