@@ -199,6 +199,9 @@ class TessBuilder(IndexBuilder):
     def cos(self, x: SSAValue) -> SSAValue:
         return self.unary(tess.CosOp, x)
 
+    def erf(self, x: SSAValue) -> SSAValue:
+        return self.unary(tess.ErfOp, x)
+
     def reciprocal(self, x: SSAValue) -> SSAValue:
         return self.unary(tess.ReciprocalOp, x)
 

@@ -69,7 +69,7 @@ _EXPORTS: dict[str, str] = {
 # The Tensor methods offered as functions: tessc.<name>(x, ...) == x.<name>(...).
 _FUNCTION_FORMS = (
     "exp", "log", "relu", "sigmoid", "tanh", "sqrt", "abs", "neg", "reciprocal", "sin", "cos",
-    "pow", "maximum", "minimum", "matmul",
+    "erf", "pow", "maximum", "minimum", "matmul",
     "sum", "mean", "max", "min", "prod", "argmax", "argmin", "var", "std", "astype",
     "reshape", "view", "permute", "transpose", "broadcast_to", "unsqueeze", "squeeze", "flatten",
 )  # fmt: skip

@@ -108,12 +108,17 @@ NN_FUNCTIONS = (
     "nll_loss",
     "mse_loss",
     "gelu",
+    "silu",
+    "leaky_relu",
+    "layer_norm",
+    "rms_norm",
 )
 
 
 TENSOR_FUNCTIONS = (
     "sin",
     "cos",
+    "erf",
     "prod",
     "var",
     "std",

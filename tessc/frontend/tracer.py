@@ -359,6 +359,7 @@ class Tensor:
     reciprocal = _unary_method("reciprocal")
     sin = _unary_method("sin")
     cos = _unary_method("cos")
+    erf = _unary_method("erf")
 
     __invert__ = logical_not = _unary_method("logical_not")
 

@@ -1,0 +1,211 @@
+"""The ops a transformer needs (issue 21): `erf`, `gelu`, `silu`, `leaky_relu`, `layer_norm`,
+`rms_norm`, on the `reference`, `cpu` and `cpu-unfused` targets, in float64 against PyTorch
+(skipped without it) and NumPy; gradients against torch.autograd and central differences;
+the fused forward and backward kernel counts of the norms."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tessc as ts
+from tessc.dialects.builder_types import TessError
+
+from helpers import central_difference
+
+TARGETS = ("reference", "cpu", "cpu-unfused")
+RNG = np.random.default_rng(21)
+
+
+def normal(*shape: int) -> np.ndarray:
+    return RNG.normal(size=shape)
+
+
+def kernel_count(ir: str) -> int:
+    return len(re.findall(r"func\.func [^\n]*tess\.kernel", ir))
+
+
+def close(actual: Any, wanted: Any, tol: float = 1e-12) -> None:
+    actual, wanted = np.asarray(actual), np.asarray(wanted)
+    assert actual.shape == wanted.shape, (actual.shape, wanted.shape)
+    np.testing.assert_allclose(actual, wanted, rtol=tol, atol=tol)
+
+
+def torch_or_skip() -> Any:
+    return pytest.importorskip("torch")
+
+
+def torch_value_and_grads(
+    f: Callable[..., Any], args: tuple[np.ndarray, ...], cotangent: np.ndarray
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """`f(*args)` in torch (float64) and the gradients of `sum(f(*args) * cotangent)`."""
+    torch = torch_or_skip()
+    tensors = [torch.tensor(a, requires_grad=True) for a in args]
+    y = f(*tensors)
+    (y * torch.tensor(cotangent)).sum().backward()
+    return y.detach().numpy(), [t.grad.numpy() for t in tensors]
+
+
+# ---------------------------------------------------------------------------------------
+# elementwise: erf and the activations
+# ---------------------------------------------------------------------------------------
+
+
+def _torch_functions() -> dict[str, Callable[..., Any]]:
+    torch = torch_or_skip()
+    functional = torch.nn.functional
+    return {
+        "erf": torch.erf,
+        "gelu": functional.gelu,
+        "gelu_tanh": lambda x: functional.gelu(x, approximate="tanh"),
+        "silu": functional.silu,
+        "leaky_relu": functional.leaky_relu,
+        "leaky_relu_0.2": lambda x: functional.leaky_relu(x, 0.2),
+    }
+
+
+ACTIVATIONS: dict[str, Callable[[Any], Any]] = {
+    "erf": ts.erf,
+    "gelu": ts.nn.gelu,
+    "gelu_tanh": lambda x: ts.nn.gelu(x, approximate="tanh"),
+    "silu": ts.nn.silu,
+    "leaky_relu": ts.nn.leaky_relu,
+    "leaky_relu_0.2": lambda x: ts.nn.leaky_relu(x, negative_slope=0.2),
+}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+def test_activation_against_torch(target: str, name: str) -> None:
+    x = np.concatenate([normal(3, 5) * 2, np.array([[0.0, -6.0, 6.0, 1e-3, -1e-3]])])
+    cotangent = normal(*x.shape)
+    expected, (expected_grad,) = torch_value_and_grads(_torch_functions()[name], (x,), cotangent)
+    f = ACTIVATIONS[name]
+    close(ts.jit(f, target=target)(x), expected)
+    vjp = ts.jit(ts.grad(lambda x, c: (f(x) * c).sum()), target=target)
+    close(vjp(x, cotangent), expected_grad)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_erf_matches_math_erf_in_float32(target: str) -> None:
+    x = np.linspace(-4, 4, 33, dtype=np.float32)
+    y = ts.jit(ts.erf, target=target)(x)
+    assert y.dtype == np.float32
+    close(y, np.array([math.erf(v) for v in x], dtype=np.float32), tol=1e-6)
+
+
+def test_erf_gradient_against_central_differences() -> None:
+    x = normal(4, 3)
+    grad = ts.jit(ts.grad(lambda x: (ts.erf(x) * x).sum()))(x)
+    numerical = central_difference(lambda x: sum(math.erf(v) * v for v in x.flat), x)
+    close(grad, numerical, tol=1e-7)
+
+
+def test_gelu_rejects_an_unknown_approximation() -> None:
+    with pytest.raises(TessError, match="approximate must be 'none' or 'tanh'"):
+        ts.jit(lambda x: ts.nn.gelu(x, approximate="erf"))(normal(2))
+
+
+def test_erf_in_the_tess_language() -> None:
+    f = ts.parse_tess("def f(x: f64[3]) -> f64[3]:\n    return erf(x) + x.erf()\n", "erf.tess")
+    assert "tess.erf" in str(f)
+
+
+# ---------------------------------------------------------------------------------------
+# layer_norm and rms_norm
+# ---------------------------------------------------------------------------------------
+
+NORM_CASES = {
+    # name: (input shape, normalized_shape, weight?, bias?)
+    "rows": ((6, 8), (8,), True, True),
+    "int_shape_no_affine": ((3, 5), 5, False, False),
+    "two_dims_weight_only": ((2, 3, 4), (3, 4), True, False),
+}
+
+
+def _torch_norm(kind: str, normalized_shape: Any, eps: float | None) -> Callable[..., Any]:
+    torch = torch_or_skip()
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+
+    def norm(x: Any, *params: Any) -> Any:
+        if kind == "layer_norm":
+            return torch.nn.functional.layer_norm(x, shape, *params, eps=eps or 1e-5)
+        return torch.nn.functional.rms_norm(x, shape, *params, eps=eps)
+
+    return norm
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("kind", ["layer_norm", "rms_norm"])
+@pytest.mark.parametrize("case", sorted(NORM_CASES))
+def test_norm_against_torch(target: str, kind: str, case: str) -> None:
+    shape, normalized_shape, has_weight, has_bias = NORM_CASES[case]
+    param_shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+    x = normal(*shape) * 3 + 1
+    params = [normal(*param_shape) for _ in range(has_weight + (has_bias and kind == "layer_norm"))]
+    eps = 1e-5 if kind == "layer_norm" else None
+    cotangent = normal(*shape)
+    expected, expected_grads = torch_value_and_grads(
+        _torch_norm(kind, normalized_shape, eps), (x, *params), cotangent
+    )
+    norm = getattr(ts.nn, kind)
+
+    def f(x: Any, *params: Any) -> Any:
+        return norm(x, normalized_shape, *params)
+
+    close(ts.jit(f, target=target)(x, *params), expected, tol=1e-11)
+    argnums = tuple(range(1 + len(params)))
+    grads = ts.jit(ts.grad(lambda *a: (f(*a[:-1]) * a[-1]).sum(), argnums), target=target)
+    for got, want in zip(grads(x, *params, cotangent), expected_grads, strict=True):
+        close(got, want, tol=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["layer_norm", "rms_norm"])
+def test_norm_gradient_against_central_differences(kind: str) -> None:
+    x, w, c = normal(3, 4), normal(4), normal(3, 4)
+    norm = getattr(ts.nn, kind)
+    loss = ts.jit(lambda x, w: (norm(x, 4, w, eps=1e-3) * c).sum(), target="reference")
+    dx, dw = ts.jit(ts.grad(lambda x, w: (norm(x, 4, w, eps=1e-3) * c).sum(), (0, 1)))(x, w)
+    close(dx, central_difference(lambda x: loss(x, w), x), tol=1e-7)
+    close(dw, central_difference(lambda w: loss(x, w), w), tol=1e-7)
+
+
+def test_rms_norm_default_eps_is_the_dtype_epsilon() -> None:
+    x = np.zeros((2, 3), dtype=np.float32)
+    x[0, 0] = 1e-4  # mean square 3.3e-9, far below float32's eps 1.2e-7: eps dominates
+    y = ts.jit(lambda x: ts.nn.rms_norm(x, (3,)))(x)
+    eps = np.finfo(np.float32).eps
+    close(y, x / np.sqrt((x * x).mean(-1, keepdims=True) + eps), tol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda x: ts.nn.layer_norm(x, (4,)), r"normalized_shape \(4,\) is not the trailing"),
+        (lambda x: ts.nn.layer_norm(x, (2, 3, 5)), r"not the trailing dims .* \(3, 5\)"),
+        (lambda x: ts.nn.rms_norm(x, "a"), "normalized_shape must be an int"),
+        (lambda x: ts.nn.layer_norm(x, 5, np.ones(4)), r"weight of shape \(4,\) does not match"),
+        (lambda x: ts.nn.layer_norm(x, 5, None, np.ones(3)), r"bias of shape \(3,\)"),
+    ],
+)
+def test_norm_shape_errors_name_the_shapes(call: Callable[[Any], Any], message: str) -> None:
+    with pytest.raises(TessError, match=message):
+        ts.jit(call)(normal(3, 5))
+
+
+@pytest.mark.parametrize("kind", ["layer_norm", "rms_norm"])
+def test_norm_forward_is_one_kernel_and_its_input_gradient_one_more(kind: str) -> None:
+    """Row statistics and normalisation share one kernel (`tess-fuse-epilogue`); the
+    gradient with respect to the input (the forward recomputed, its row sums, the
+    normalised gradient) is one kernel too."""
+    norm = getattr(ts.nn, kind)
+    x, w, c = normal(16, 32), normal(32), normal(16, 32)
+    forward = ts.jit(lambda x, w: norm(x, (32,), w))
+    assert kernel_count(forward.ir(x, w, stage="loops")) == 1
+    backward = ts.jit(ts.grad(lambda x, w, c: (norm(x, (32,), w) * c).sum()))
+    assert kernel_count(backward.ir(x, w, c, stage="loops")) == (1 if kind == "layer_norm" else 2)
