@@ -49,6 +49,7 @@ _EXPORTS: dict[str, str] = {
     "stack": _FORMS,
     "one_hot": _FORMS,
     "take": _FORMS,
+    "take_along_axis": "tessc.frontend.advanced_index",
     "stop_gradient": _FORMS,
     "clip": _FORMS,
     "full": _FORMS,

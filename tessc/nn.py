@@ -218,8 +218,22 @@ def rms_norm(x: Any, normalized_shape: Any, weight: Any = None, eps: float | Non
     return _affine(y, weight, shape, "rms_norm", "weight").reshape(x.shape)
 
 
+@located
+def embedding(indices: Any, weight: Any) -> Tensor:
+    """The rows of `weight` `(num_embeddings, dim)` at integer `indices` (any shape):
+    `(*indices.shape, dim)` (`torch.nn.functional.embedding`). A `take`, so its gradient
+    is a `scatter_add` of the output gradient into the table."""
+    weight = _tensor(weight)
+    if weight.ndim != 2:
+        raise TessError(
+            f"embedding needs a weight of shape (num_embeddings, dim), got {weight.shape}"
+        )
+    return weight.take(indices, 0)
+
+
 __all__ = [
     "cross_entropy",
+    "embedding",
     "gelu",
     "layer_norm",
     "leaky_relu",

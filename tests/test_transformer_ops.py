@@ -209,3 +209,135 @@ def test_norm_forward_is_one_kernel_and_its_input_gradient_one_more(kind: str) -
     assert kernel_count(forward.ir(x, w, stage="loops")) == 1
     backward = ts.jit(ts.grad(lambda x, w, c: (norm(x, (32,), w) * c).sum()))
     assert kernel_count(backward.ir(x, w, c, stage="loops")) == (1 if kind == "layer_norm" else 2)
+
+
+# ---------------------------------------------------------------------------------------
+# gathers and scatters: embedding, take_along_axis, x[i, j], x.at[...]
+# ---------------------------------------------------------------------------------------
+
+ROWS = np.array([0, 2, -1, 2])
+COLS = np.array([1, 3, 0, 3])
+
+
+def gathers(x, table, tokens, order):
+    return (
+        ts.nn.embedding(tokens, table),
+        ts.take_along_axis(x, order, 1),
+        ts.take_along_axis(x, np.array([[2, 0, 1, -1]]), 0),  # broadcast
+        x[ROWS, COLS],
+        x[ROWS[:, None], COLS[:2]],
+        x[1:, [0, 2]][[1, 0], 1:],
+        x[..., ROWS, 1],
+    )
+
+
+def gathers_numpy(x, table, tokens, order):
+    return (
+        table[tokens],
+        np.take_along_axis(x, order, 1),
+        np.take_along_axis(x, np.array([[2, 0, 1, -1]]), 0),
+        x[ROWS, COLS],
+        x[ROWS[:, None], COLS[:2]],
+        x[1:, [0, 2]][[1, 0], 1:],
+        x[..., ROWS, 1],
+    )
+
+
+def updates(x, v):
+    return (
+        x.at[ROWS, COLS].add(v[0]),  # repeated (2, 3): added twice
+        x.at[ROWS].set(v),  # repeated row 2: the last write wins, as in NumPy
+        x.at[1].mul(v[1]),
+        x.at[:, 1].max(0.5),
+        x.at[ROWS, COLS].min(-v[2]),
+        x.at[1:, ::2].set(2.0),
+        x.at[ROWS].get(),
+    )
+
+
+def updates_numpy(x, v):
+    added = x.copy()
+    np.add.at(added, (ROWS, COLS), v[0])
+    written = x.copy()
+    written[ROWS] = v
+    multiplied = x.copy()
+    multiplied[1] *= v[1]
+    maxed = x.copy()
+    maxed[:, 1] = np.maximum(maxed[:, 1], 0.5)
+    mined = x.copy()
+    np.minimum.at(mined, (ROWS, COLS), -v[2])
+    constant = x.copy()
+    constant[1:, ::2] = 2.0
+    return added, written, multiplied, maxed, mined, constant, x[ROWS]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_gathers_against_numpy(target: str) -> None:
+    x, table = normal(3, 4), normal(5, 2)
+    tokens = np.array([[4, 0, 1], [1, 1, -1]])
+    order = np.argsort(x, axis=1)[:, ::-1].copy()
+    got = ts.jit(gathers, target=target)(x, table, tokens, order)
+    for actual, wanted in zip(got, gathers_numpy(x, table, tokens, order), strict=True):
+        close(actual, wanted)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_index_updates_against_numpy(target: str) -> None:
+    x, v = normal(3, 4), normal(4)
+    got = ts.jit(updates, target=target)(x, v)
+    for actual, wanted in zip(got, updates_numpy(x, v), strict=True):
+        close(actual, wanted)
+
+
+def test_gather_gradients_against_torch() -> None:
+    torch = torch_or_skip()
+    x, table, c = normal(3, 4), normal(5, 2), normal(4)
+    tokens = np.array([[4, 0, 1], [1, 1, 3]])
+    order = np.argsort(x, axis=1)
+
+    def loss(x, table):
+        gathered = ts.take_along_axis(x, order, 1) * c + x[ROWS, COLS].sum()
+        return (gathered * gathered).sum() + (ts.nn.embedding(tokens, table) ** 2).sum()
+
+    def torch_loss(x, table):
+        gathered = torch.gather(x, 1, torch.tensor(order)) * torch.tensor(c)
+        gathered = gathered + x[torch.tensor(ROWS), torch.tensor(COLS)].sum()
+        embedded = torch.nn.functional.embedding(torch.tensor(tokens), table)
+        return (gathered * gathered).sum() + (embedded**2).sum()
+
+    tx, tt = torch.tensor(x, requires_grad=True), torch.tensor(table, requires_grad=True)
+    torch_loss(tx, tt).backward()
+    for target in TARGETS:
+        dx, dtable = ts.jit(ts.grad(loss, (0, 1)), target=target)(x, table)
+        close(dx, tx.grad.numpy())
+        close(dtable, tt.grad.numpy())  # repeated tokens add up (a scatter_add)
+
+
+def test_index_update_gradients_against_central_differences() -> None:
+    x, v = normal(3, 4), normal(4)
+    c = [normal(3, 4) for _ in range(5)]
+
+    def loss(x, v):
+        results = updates(x, v)[:5]
+        return sum((r * w).sum() for r, w in zip(results, c, strict=True))
+
+    dx, dv = ts.jit(ts.grad(loss, (0, 1)))(x, v)
+    value = ts.jit(loss, target="reference")
+    close(dx, central_difference(lambda x: value(x, v), x), tol=1e-7)
+    close(dv, central_difference(lambda v: value(x, v), v), tol=1e-7)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda x: ts.take_along_axis(x, np.zeros(3, np.int64), 1), "indices of the input's rank"),
+        (lambda x: ts.take_along_axis(x, np.zeros((2, 3), np.int64), 1), r"\(2, 3\) do not br"),
+        (lambda x: x[np.zeros(2, np.int64), np.zeros(3, np.int64)], r"\(2,\), \(3,\) do not"),
+        (lambda x: x.at[0].set(np.ones(3)), r"updates of shape \(3,\) do not broadcast"),
+        (lambda x: ts.nn.embedding(np.zeros(2, np.int64), x[0]), "embedding needs a weight"),
+        (lambda x: x[np.zeros(2, np.float64)], "indices must be integers"),
+    ],
+)
+def test_gather_errors_name_the_shapes(call: Callable[[Any], Any], message: str) -> None:
+    with pytest.raises(TessError, match=message):
+        ts.jit(call)(normal(3, 4))

@@ -112,6 +112,7 @@ NN_FUNCTIONS = (
     "leaky_relu",
     "layer_norm",
     "rms_norm",
+    "embedding",
 )
 
 
