@@ -50,6 +50,7 @@ _EXPORTS: dict[str, str] = {
     "one_hot": _FORMS,
     "take": _FORMS,
     "take_along_axis": "tessc.frontend.advanced_index",
+    "einsum": "tessc.frontend.einsum",
     "stop_gradient": _FORMS,
     "clip": _FORMS,
     "full": _FORMS,

@@ -341,3 +341,89 @@ def test_index_update_gradients_against_central_differences() -> None:
 def test_gather_errors_name_the_shapes(call: Callable[[Any], Any], message: str) -> None:
     with pytest.raises(TessError, match=message):
         ts.jit(call)(normal(3, 4))
+
+
+# ---------------------------------------------------------------------------------------
+# einsum
+# ---------------------------------------------------------------------------------------
+
+EINSUM_CASES: dict[str, tuple[tuple[int, ...], ...]] = {
+    "ij,jk->ik": ((2, 3), (3, 4)),
+    "ij,jk": ((2, 3), (3, 4)),
+    "bij,bjk->bik": ((2, 3, 4), (2, 4, 5)),
+    "bij,jk->bik": ((2, 3, 4), (4, 5)),
+    "ij,kj->ik": ((3, 4), (5, 4)),
+    "bhqd,bhkd->bhqk": ((2, 2, 3, 4), (2, 2, 5, 4)),
+    "i,j->ij": ((3,), (4,)),
+    "ab,cd->abcd": ((2, 3), (2, 2)),
+    "ij->ji": ((2, 3),),
+    "ijk->kji": ((2, 3, 4),),
+    "ij->": ((2, 3),),
+    "ij->j": ((2, 3),),
+    "ii->i": ((3, 3),),
+    "ii": ((3, 3),),
+    "iij->ji": ((3, 3, 2),),
+    "ij,ij->ij": ((2, 3), (2, 3)),
+    "ij,ij->": ((2, 3), (2, 3)),
+    "ij,ij->i": ((2, 3), (2, 3)),
+    "i,i": ((4,), (4,)),
+    "ij,jk,kl->il": ((2, 3), (3, 4), (4, 2)),
+    "i,jk,k->ij": ((2,), (3, 4), (4,)),
+    "...ij,...jk->...ik": ((2, 1, 3, 4), (5, 4, 2)),
+    "...i,...i->...": ((3, 4), (4,)),
+    "b i j , b j -> b i": ((2, 3, 4), (2, 4)),
+    "ij,jk->": ((2, 0), (0, 3)),
+    "ij,jk->ik ": ((0, 3), (3, 2)),
+}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_einsum_against_numpy(target: str) -> None:
+    for spec, shapes in EINSUM_CASES.items():
+        if target != "reference" and 0 in sum(shapes, ()):
+            continue  # the cpu host of an empty workspace buffer is called without it
+        operands = [normal(*shape) for shape in shapes]
+        got = ts.jit(lambda *a, spec=spec: ts.einsum(spec, *a), target=target)(*operands)
+        close(got, np.einsum(spec.replace(" ", ""), *operands))
+
+
+@pytest.mark.parametrize(
+    "spec", ["ij,jk->ik", "bij,jk->bik", "ii->i", "ij,ij->i", "i,jk,k->ij", "...ij,...jk->...ik"]
+)
+def test_einsum_gradients_against_torch_and_central_differences(spec: str) -> None:
+    torch = torch_or_skip()
+    operands = [normal(*shape) for shape in EINSUM_CASES[spec]]
+    out = np.einsum(spec, *operands)
+    cotangent = normal(*out.shape)
+    _, expected = torch_value_and_grads(
+        lambda *a: torch.einsum(spec, *a), tuple(operands), cotangent
+    )
+    argnums = tuple(range(len(operands)))
+    grads = ts.jit(ts.grad(lambda *a: (ts.einsum(spec, *a[:-1]) * a[-1]).sum(), argnums))
+    got = grads(*operands, cotangent)
+    for k, (g, want) in enumerate(zip(got, expected, strict=True)):
+        close(g, want)
+
+        def loss(x: np.ndarray, k: int = k) -> float:
+            return float((np.einsum(spec, *operands[:k], x, *operands[k + 1 :]) * cotangent).sum())
+
+        close(g, central_difference(loss, operands[k]), tol=1e-7)
+
+
+@pytest.mark.parametrize(
+    ("spec", "shapes", "message"),
+    [
+        ("ij,jk->ik", [(2, 3)], r"names 2 operands, got 1"),
+        ("ij,jk->ik", [(2, 3), (4, 5)], r"label 'j' has sizes 3 and 4"),
+        ("ijk->i", [(2, 3)], r"term 'ijk' has 3 labels for rank 2"),
+        ("ij->ik", [(2, 3)], r"output label 'k' names no operand dim"),
+        ("ij->ii", [(2, 3)], r"output label 'i' repeats"),
+        ("i1->i", [(2, 3)], r"bad term 'i1'"),
+        ("...i,...i", [(2, 3), (4, 3)], r"'...' dims do not broadcast"),
+    ],
+)
+def test_einsum_errors_name_the_spec_and_shapes(spec: str, shapes: list, message: str) -> None:
+    operands = [normal(*shape) for shape in shapes]
+    with pytest.raises(TessError, match=message) as error:
+        ts.jit(lambda *a: ts.einsum(spec, *a))(*operands)
+    assert spec in str(error.value) and str(shapes[0]) in str(error.value)
