@@ -168,8 +168,8 @@ def _normalized_rows(x: Tensor, normalized_shape: Any, name: str) -> tuple[Tenso
             f"{name}: normalized_shape {shape} is not the trailing dims of the input of "
             f"shape {x.shape}"
         )
-    rows = math.prod(x.shape[: x.ndim - len(shape)])
-    return x.reshape((rows, math.prod(shape))), shape
+    rows = (math.prod(x.shape[: x.ndim - len(shape)]), math.prod(shape))
+    return (x if x.shape == rows else x.reshape(rows)), shape
 
 
 def _affine(y: Tensor, parameter: Any, shape: tuple[int, ...], name: str, kind: str) -> Tensor:
@@ -181,7 +181,8 @@ def _affine(y: Tensor, parameter: Any, shape: tuple[int, ...], name: str, kind: 
         raise TessError(
             f"{name}: {kind} of shape {p.shape} does not match normalized_shape {shape}"
         )
-    p = p.reshape((math.prod(shape),))
+    if len(shape) > 1:
+        p = p.reshape((math.prod(shape),))
     return y * p if kind == "weight" else y + p
 
 
@@ -200,10 +201,9 @@ def layer_norm(
     centred = rows - rows.mean(-1, keepdim=True)
     variance = (centred * centred).mean(-1, keepdim=True)
     y = centred * (variance + eps).sqrt().reciprocal()
-    y = _affine(
-        _affine(y, weight, shape, "layer_norm", "weight"), bias, shape, "layer_norm", "bias"
-    )
-    return y.reshape(x.shape)
+    y = _affine(y, weight, shape, "layer_norm", "weight")
+    y = _affine(y, bias, shape, "layer_norm", "bias")
+    return y if y.shape == x.shape else y.reshape(x.shape)
 
 
 @located
@@ -215,7 +215,8 @@ def rms_norm(x: Any, normalized_shape: Any, weight: Any = None, eps: float | Non
     if eps is None:
         eps = float(np.finfo(x.dtype).eps) if x.dtype.kind == "f" else 1e-7
     y = rows * ((rows * rows).mean(-1, keepdim=True) + eps).sqrt().reciprocal()
-    return _affine(y, weight, shape, "rms_norm", "weight").reshape(x.shape)
+    y = _affine(y, weight, shape, "rms_norm", "weight")
+    return y if y.shape == x.shape else y.reshape(x.shape)
 
 
 @located
