@@ -214,7 +214,9 @@ def rms_norm(x: Any, normalized_shape: Any, weight: Any = None, eps: float | Non
     rows, shape = _normalized_rows(x, normalized_shape, "rms_norm")
     if eps is None:
         eps = float(np.finfo(x.dtype).eps) if x.dtype.kind == "f" else 1e-7
-    y = rows * ((rows * rows).mean(-1, keepdim=True) + eps).sqrt().reciprocal()
+    # Dividing (not multiplying by the reciprocal) makes the gradient's row sum read the
+    # norm, so `tess-fuse-epilogue` chains it into the forward's group: one kernel.
+    y = rows / ((rows * rows).mean(-1, keepdim=True) + eps).sqrt()
     y = _affine(y, weight, shape, "rms_norm", "weight")
     return y if y.shape == x.shape else y.reshape(x.shape)
 
