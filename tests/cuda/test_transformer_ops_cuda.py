@@ -63,3 +63,35 @@ def test_norms_and_their_gradients_match_the_reference(rows: int) -> None:
     grads = ts.grad(norm_loss, argnums=(0, 1, 2))
     want = ts.jit(grads, target="reference")(x, w, b)
     assert_matches(ts.jit(grads, target="cuda")(x, w, b), want, 1e-11)
+
+
+def gathers_and_einsum(x, table, tokens, order):
+    rows, cols = np.array([0, 2, -1, 2]), np.array([1, 3, 0, 3])
+    return (
+        ts.nn.embedding(tokens, table),
+        ts.take_along_axis(x, order, 1),
+        x[rows, cols],
+        x.at[rows, cols].add(1.5),
+        x.at[rows].set(table[0, 0]),
+        x.at[:, 1].max(0.25),
+        ts.einsum("ij,kj->ik", x, x),
+        ts.einsum("ii->i", x[:, :3]) * 2,  # alone, a strided view output fails on cuda
+        ts.einsum("ij,jk,k->i", x, x.T, x[:, 0]),
+    )
+
+
+def test_gathers_updates_and_einsum_match_the_reference() -> None:
+    rng = np.random.default_rng(3)
+    x, table = rng.standard_normal((3, 4)), rng.standard_normal((5, 2))
+    tokens = np.array([[4, 0, 1], [1, 1, 3]])
+    order = np.argsort(x, axis=1)
+    want = ts.jit(gathers_and_einsum, target="reference")(x, table, tokens, order)
+    got = ts.jit(gathers_and_einsum, target="cuda")(x, table, tokens, order)
+    assert_matches(got, want, 1e-12)
+
+    def loss(x, table):
+        return sum((y * y).sum() for y in gathers_and_einsum(x, table, tokens, order))
+
+    grads = ts.grad(loss, argnums=(0, 1))
+    want = ts.jit(grads, target="reference")(x, table)
+    assert_matches(ts.jit(grads, target="cuda")(x, table), want, 1e-10)
