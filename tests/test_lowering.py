@@ -145,6 +145,10 @@ class LoopLevelFunctions(InterpreterFunctions):
     def run_cos(self, interpreter: Interpreter, op: Operation, args: PythonValues):
         return (math.cos(args[0]),)
 
+    @impl(xmath.ErfOp)
+    def run_erf(self, interpreter: Interpreter, op: Operation, args: PythonValues):
+        return (math.erf(args[0]),)
+
     @impl(xmath.AbsIOp)
     def run_absi(self, interpreter: Interpreter, op: Operation, args: PythonValues):
         return (abs(args[0]),)
@@ -479,6 +483,12 @@ func.func @main(%x: tensor<6x5xf32>, %y: tensor<2x5xf32>) -> (tensor<3x5xf32>, t
   %3 = tess.stop_gradient %y : tensor<2x5xf32>
   %2 = tess.concat %3, %x dim = [0] : tensor<2x5xf32>, tensor<6x5xf32> -> tensor<8x5xf32>
   func.return %0, %1, %2 : tensor<3x5xf32>, tensor<6x5xf32>, tensor<8x5xf32>
+}""",
+    "erf": """
+func.func @main(%x: tensor<4x5xf64>, %y: tensor<3xf32>) -> (tensor<4x5xf64>, tensor<3xf32>) {
+  %0 = tess.erf %x : tensor<4x5xf64>
+  %1 = tess.erf %y : tensor<3xf32>
+  func.return %0, %1 : tensor<4x5xf64>, tensor<3xf32>
 }""",
 }
 
