@@ -443,3 +443,20 @@ def test_einsum_errors_name_the_spec_and_shapes(spec: str, shapes: list, message
     with pytest.raises(TessError, match=message) as error:
         ts.jit(lambda *a: ts.einsum(spec, *a))(*operands)
     assert spec in str(error.value) and str(shapes[0]) in str(error.value)
+
+
+def test_zero_size_inputs_on_the_reference() -> None:
+    """Zero rows (the cpu target's hosts of empty kernels are a separate, older bug)."""
+    x = np.zeros((0, 4))
+
+    def f(x: Any) -> Any:
+        return (
+            ts.nn.gelu(x),
+            ts.nn.layer_norm(x, 4),
+            ts.nn.rms_norm(x, (4,)),
+            ts.take_along_axis(x, np.zeros((0, 2), np.int64), 1),
+            ts.einsum("ij,kj->ik", x, np.ones((3, 4))),
+        )
+
+    shapes = [y.shape for y in ts.jit(f, target="reference")(x)]
+    assert shapes == [(0, 4), (0, 4), (0, 4), (0, 2), (0, 3)]

@@ -127,6 +127,8 @@ def take_along_axis(x: Any, indices: Any, axis: int) -> Any:
         raise TessError(f"cannot take along axis {axis} of size 0 of shape {x.shape}")
     full = (*outer[:axis], n, *outer[axis:])
     out = (*outer[:axis], index.shape[axis], *outer[axis:])
+    if math.prod(full) == 0:  # nothing to gather from, or nothing gathered: empty
+        return _tensor(x, x.trace.builder.fill(0, out, x.dtype))
     strides = np.cumprod((1, *full[:0:-1]))[::-1]
     base = np.zeros(out, dtype=np.int64)
     for d in others:
