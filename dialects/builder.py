@@ -201,6 +201,9 @@ class TessBuilder(IndexBuilder, ConvBuilder):
     def cos(self, x: SSAValue) -> SSAValue:
         return self.unary(tess.CosOp, x)
 
+    def erf(self, x: SSAValue) -> SSAValue:
+        return self.unary(tess.ErfOp, x)
+
     def reciprocal(self, x: SSAValue) -> SSAValue:
         return self.unary(tess.ReciprocalOp, x)
 

@@ -1,5 +1,5 @@
 """
-`TessBuilder`'s indexing methods: the ops of `tess_index` (`take`, `one_hot`,
+`TessBuilder`'s indexing methods: the ops of `tess_index` (`take`, `scatter_add`, `one_hot`,
 `argmax`/`argmin`, `slice`, `concatenate`, `stack`).
 
 They are a mixin of `TessBuilder`, apart from the core dialect's methods because they build
@@ -155,3 +155,23 @@ class IndexBuilder:
         if not -rank - 1 <= dim <= rank:
             raise TessError(f"dim {dim} is out of range for stacking rank-{rank} tensors")
         return self.concatenate([self.unsqueeze(v, dim) for v in self._operands(*xs)], dim)
+
+    def scatter_add(
+        self: TessBuilder, y: SSAValue, indices: Operand, dim: int, shape: Sequence[int]
+    ) -> SSAValue:
+        """Zeros of `shape` with each element of `y` added at the position along `dim`
+        that `take(result, indices, dim)` reads it from (`tess.scatter_add`, take's
+        adjoint: repeated indices add up)."""
+        shape = tuple(int(n) for n in shape)
+        axis = self._dim(dim, len(shape))
+        if shape[axis] == 0:
+            raise TessError(f"cannot scatter into dim {axis} of size 0 of {format_shape(shape)}")
+        index = self._indices(indices)
+        expected = tess_index.gathered_shape(shape, shape_of(index), axis)
+        if shape_of(y) != expected:
+            raise TessError(
+                f"scatter_add of {describe(y)} at indices {describe(index)} along dim {axis} "
+                f"needs updates of shape {format_shape(expected)} for a result of shape "
+                f"{format_shape(shape)}"
+            )
+        return self.insert(tess_index.ScatterAddOp(y, index, axis, shape))

@@ -12,7 +12,7 @@ error is a located diagnostic rather than a wrong answer later.
 
 The op families follow minitorch:
 
-- map (unary, elementwise): `neg exp log relu sigmoid tanh sqrt reciprocal abs sin cos`;
+- map (unary, elementwise): `neg exp log relu sigmoid tanh sqrt reciprocal abs sin cos erf`;
 - zip (binary, broadcasting): `add sub mul div max min pow` and the comparisons
   `lt gt eq`, whose result is `i1` (a bool tensor, what the front builds) or 0/1 in the
   operand dtype (a mask, what the VJP rules multiply with);
@@ -64,6 +64,7 @@ from tessc.dialects.tess_elementwise import (
     CosOp,
     DivOp,
     EqOp,
+    ErfOp,
     ExpOp,
     GtOp,
     LogOp,
@@ -99,6 +100,7 @@ from tessc.dialects.tess_structured import (
 
 UNARY_OPS: tuple[type[UnaryOp], ...] = (
     NegOp, ExpOp, LogOp, ReluOp, SigmoidOp, TanhOp, SqrtOp, ReciprocalOp, AbsOp, SinOp, CosOp,
+    ErfOp,
 )  # fmt: skip
 BINARY_OPS: tuple[type[BinaryOp], ...] = (
     AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, LtOp, GtOp, EqOp,
@@ -143,6 +145,7 @@ __all__ = [
     "element_type_of",
     "Elements",
     "EqOp",
+    "ErfOp",
     "ExpOp",
     "FillOp",
     "format_shape",

@@ -1,6 +1,6 @@
 """
 The elementwise `tess` ops: map (unary: `neg exp log relu sigmoid tanh sqrt reciprocal abs
-sin cos stop_gradient`), zip (binary with broadcasting: `add sub mul div max min pow` and
+sin cos erf stop_gradient`), zip (binary with broadcasting: `add sub mul div max min pow` and
 the comparisons `lt gt eq`) and `cast`.
 
 Their results have their operands' broadcast shape, so they are one family for the fusion
@@ -264,3 +264,11 @@ class StopGradientOp(UnaryOp):
 
     name = "tess.stop_gradient"
     ELEMENTS: ClassVar[Elements] = Elements.ANY
+
+
+@irdl_op_definition
+class ErfOp(UnaryOp):
+    """The error function `2/sqrt(pi) * integral_0^x exp(-t^2) dt` (`math.erf`), which the
+    exact GELU needs."""
+
+    name = "tess.erf"

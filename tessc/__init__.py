@@ -53,6 +53,8 @@ _EXPORTS: dict[str, str] = {
     "stack": _FORMS,
     "one_hot": _FORMS,
     "take": _FORMS,
+    "take_along_axis": "tessc.frontend.advanced_index",
+    "einsum": "tessc.frontend.einsum",
     "stop_gradient": _FORMS,
     "clip": _FORMS,
     "full": _FORMS,
@@ -82,7 +84,7 @@ _EXPORTS: dict[str, str] = {
 # The Tensor methods offered as functions: tessc.<name>(x, ...) == x.<name>(...).
 _FUNCTION_FORMS = (
     "exp", "log", "relu", "sigmoid", "tanh", "sqrt", "abs", "neg", "reciprocal", "sin", "cos",
-    "pow", "maximum", "minimum", "matmul",
+    "erf", "pow", "maximum", "minimum", "matmul",
     "sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "astype",
     "reshape", "view", "permute", "swapaxes", "broadcast_to", "unsqueeze", "squeeze", "flatten",
     "repeat_interleave",

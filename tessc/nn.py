@@ -11,9 +11,12 @@ fused kernel, rather than that plus the tie-splitting terms of `max`.
     loss = ts.nn.cross_entropy(logits, labels)          # labels: integer class indices
 
 The names and defaults follow `torch.nn.functional` (`dim=-1`, `reduction="mean"`), with
-`axis=` accepted where NumPy/JAX spell it so. `gelu` is the tanh approximation (JAX's
-default, torch's `approximate="tanh"`): tess has no `erf`. Convolution, pooling and `pad`
-(torch's last-dim-first form) are `tessc/nn_conv.py`'s, on the `tess_conv` ops.
+`axis=` accepted where NumPy/JAX spell it so. `gelu` is exact (`erf`) unless
+`approximate="tanh"`. `layer_norm` and `rms_norm` normalise over the trailing
+`normalized_shape` dims, flattened to one row dim so that `tess-fuse-epilogue` puts the row
+statistics and the normalisation into one kernel (and their gradients into one more).
+Convolution, pooling and `pad` (torch's last-dim-first form) are `tessc/nn_conv.py`'s, on
+the `tess_conv` ops.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from tessc.dialects.builder_types import TessError
-from tessc.frontend.function_forms import lift, one_hot, stop_gradient
+from tessc.frontend.function_forms import lift, one_hot, stop_gradient, where
 from tessc.frontend.tracer import Tensor
 from tessc.frontend.user_location import located
 from tessc.nn_conv import (
@@ -72,11 +75,14 @@ def relu(x: Any) -> Tensor:
 
 
 @located
-def gelu(x: Any, approximate: str | bool = "tanh") -> Tensor:
-    """`x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))`."""
-    if approximate not in ("tanh", True):
-        raise TessError("gelu: only approximate='tanh' is available (tess has no erf op)")
+def gelu(x: Any, approximate: str | bool = "none") -> Tensor:
+    """`x/2 * (1 + erf(x / sqrt(2)))` (PyTorch's default), or with `approximate="tanh"`
+    (JAX's `approximate=True`) `x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))`."""
     x = _tensor(x)
+    if approximate in ("none", False):
+        return 0.5 * x * (1.0 + (x * (1.0 / math.sqrt(2.0))).erf())
+    if approximate not in ("tanh", True):
+        raise TessError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     inner = (x + 0.044715 * x * x * x) * math.sqrt(2.0 / math.pi)
     return 0.5 * x * (1.0 + inner.tanh())
 
@@ -150,13 +156,113 @@ def mse_loss(prediction: Any, target: Any, reduction: str = "mean") -> Tensor:
     return _reduce(difference * difference, reduction)
 
 
+@located
+def silu(x: Any) -> Tensor:
+    """`x * sigmoid(x)` (swish)."""
+    x = _tensor(x)
+    return x * x.sigmoid()
+
+
+@located
+def leaky_relu(x: Any, negative_slope: float = 0.01) -> Tensor:
+    """`x` where positive, else `negative_slope * x`."""
+    x = _tensor(x)
+    return where(x > 0.0, x, x * negative_slope)
+
+
+def _normalized_rows(x: Tensor, normalized_shape: Any, name: str) -> tuple[Tensor, tuple[int, ...]]:
+    """`x` as `(rows, N)`, N the product of the trailing `normalized_shape` dims it must end
+    with, and the shape to give the result back."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+    if not isinstance(shape, tuple | list) or not all(
+        isinstance(n, int | np.integer) for n in shape
+    ):
+        raise TessError(
+            f"{name}: normalized_shape must be an int or a sequence of ints, "
+            f"got {normalized_shape!r}"
+        )
+    shape = tuple(int(n) for n in shape)
+    if not shape or x.shape[len(x.shape) - len(shape) :] != shape or len(shape) > x.ndim:
+        raise TessError(
+            f"{name}: normalized_shape {shape} is not the trailing dims of the input of "
+            f"shape {x.shape}"
+        )
+    rows = (math.prod(x.shape[: x.ndim - len(shape)]), math.prod(shape))
+    return (x if x.shape == rows else x.reshape(rows)), shape
+
+
+def _affine(y: Tensor, parameter: Any, shape: tuple[int, ...], name: str, kind: str) -> Tensor:
+    """`y` (rows, N) times / plus `parameter` of `normalized_shape`."""
+    if parameter is None:
+        return y
+    p = lift(parameter, (y,))
+    if p.shape != shape:
+        raise TessError(
+            f"{name}: {kind} of shape {p.shape} does not match normalized_shape {shape}"
+        )
+    if len(shape) > 1:
+        p = p.reshape((math.prod(shape),))
+    return y * p if kind == "weight" else y + p
+
+
+@located
+def layer_norm(
+    x: Any,
+    normalized_shape: Any,
+    weight: Any = None,
+    bias: Any = None,
+    eps: float = 1e-5,
+) -> Tensor:
+    """`(x - mean) / sqrt(var + eps) * weight + bias`, the mean and the (biased) variance
+    over the trailing `normalized_shape` dims (`torch.nn.functional.layer_norm`)."""
+    x = _tensor(x)
+    rows, shape = _normalized_rows(x, normalized_shape, "layer_norm")
+    centred = rows - rows.mean(-1, keepdim=True)
+    variance = (centred * centred).mean(-1, keepdim=True)
+    y = centred * (variance + eps).sqrt().reciprocal()
+    y = _affine(y, weight, shape, "layer_norm", "weight")
+    y = _affine(y, bias, shape, "layer_norm", "bias")
+    return y if y.shape == x.shape else y.reshape(x.shape)
+
+
+@located
+def rms_norm(x: Any, normalized_shape: Any, weight: Any = None, eps: float | None = None) -> Tensor:
+    """`x / sqrt(mean(x^2) + eps) * weight` over the trailing `normalized_shape` dims;
+    `eps=None` is the dtype's machine epsilon (`torch.nn.functional.rms_norm`)."""
+    x = _tensor(x)
+    rows, shape = _normalized_rows(x, normalized_shape, "rms_norm")
+    if eps is None:
+        eps = float(np.finfo(x.dtype).eps) if x.dtype.kind == "f" else 1e-7
+    # Dividing (not multiplying by the reciprocal) makes the gradient's row sum read the
+    # norm, so `tess-fuse-epilogue` chains it into the forward's group: one kernel.
+    y = rows / ((rows * rows).mean(-1, keepdim=True) + eps).sqrt()
+    y = _affine(y, weight, shape, "rms_norm", "weight")
+    return y if y.shape == x.shape else y.reshape(x.shape)
+
+
+@located
+def embedding(indices: Any, weight: Any) -> Tensor:
+    """The rows of `weight` `(num_embeddings, dim)` at integer `indices` (any shape):
+    `(*indices.shape, dim)` (`torch.nn.functional.embedding`). A `take`, so its gradient
+    is a `scatter_add` of the output gradient into the table."""
+    weight = _tensor(weight)
+    if weight.ndim != 2:
+        raise TessError(
+            f"embedding needs a weight of shape (num_embeddings, dim), got {weight.shape}"
+        )
+    return weight.take(indices, 0)
+
+
 __all__ = [
     "avg_pool1d",
     "avg_pool2d",
     "conv1d",
     "conv2d",
     "cross_entropy",
+    "embedding",
     "gelu",
+    "layer_norm",
+    "leaky_relu",
     "log_softmax",
     "logsumexp",
     "max_pool1d",
@@ -165,5 +271,7 @@ __all__ = [
     "nll_loss",
     "pad",
     "relu",
+    "rms_norm",
+    "silu",
     "softmax",
 ]

@@ -23,6 +23,7 @@ f32/f64, i32/i64 and i1 (NumPy bool).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -120,6 +121,10 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return one / (one + np.exp(-x))
 
 
+def _erf(x: np.ndarray) -> np.ndarray:
+    return np.vectorize(math.erf, otypes=[x.dtype])(x) if x.size else x.copy()
+
+
 def _reciprocal(x: np.ndarray) -> np.ndarray:
     return np.ones((), x.dtype) / x
 
@@ -144,6 +149,7 @@ OP_IMPLEMENTATIONS.update(
         tess.StopGradientOp: _unary(lambda x: x),
         tess.SinOp: _unary(np.sin),
         tess.CosOp: _unary(np.cos),
+        tess.ErfOp: _unary(_erf),
         tess.AddOp: _binary(np.add),
         tess.SubOp: _binary(np.subtract),
         tess.MulOp: _binary(lambda a, b: np.logical_and(a, b) if a.dtype == bool else a * b),

@@ -145,6 +145,10 @@ class LoopLevelFunctions(InterpreterFunctions):
     def run_cos(self, interpreter: Interpreter, op: Operation, args: PythonValues):
         return (math.cos(args[0]),)
 
+    @impl(xmath.ErfOp)
+    def run_erf(self, interpreter: Interpreter, op: Operation, args: PythonValues):
+        return (math.erf(args[0]),)
+
     @impl(xmath.AbsIOp)
     def run_absi(self, interpreter: Interpreter, op: Operation, args: PythonValues):
         return (abs(args[0]),)
@@ -508,6 +512,12 @@ func.func @main(%x: tensor<2x4x7x6xf64>, %w: tensor<6x2x3x2xf64>, %i: tensor<2x4
   func.return %0, %1, %2, %3, %4, %5, %6 : tensor<2x6x4x4xf64>, tensor<2x4x4x3xf64>,
       tensor<2x4x4x3xi64>, tensor<2x4x3x3xf64>, tensor<2x4x7x6xf64>, tensor<2x4x7x6xf64>,
       tensor<2x5x7x9xf64>
+}""",
+    "erf": """
+func.func @main(%x: tensor<4x5xf64>, %y: tensor<3xf32>) -> (tensor<4x5xf64>, tensor<3xf32>) {
+  %0 = tess.erf %x : tensor<4x5xf64>
+  %1 = tess.erf %y : tensor<3xf32>
+  func.return %0, %1 : tensor<4x5xf64>, tensor<3xf32>
 }""",
 }
 

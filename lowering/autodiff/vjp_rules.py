@@ -31,6 +31,7 @@ from tessc.dialects.tess import (
     CosOp,
     DivOp,
     EqOp,
+    ErfOp,
     ExpOp,
     FillOp,
     GtOp,
@@ -257,6 +258,10 @@ UNARY_DERIVATIVES: dict[
     AbsOp: lambda e, x, y, g: e.mul(g, _sign(e, x)),
     SinOp: lambda e, x, y, g: e.mul(g, e.unary(CosOp, x)),
     CosOp: lambda e, x, y, g: e.neg(e.mul(g, e.unary(SinOp, x))),
+    # d erf(x)/dx = 2/sqrt(pi) exp(-x^2)
+    ErfOp: lambda e, x, y, g: e.mul(
+        g, e.mul(e.scalar(2.0 / math.sqrt(math.pi), x), e.unary(ExpOp, e.neg(e.mul(x, x))))
+    ),
 }
 
 for _op_type, _derivative in UNARY_DERIVATIVES.items():

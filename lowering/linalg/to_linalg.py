@@ -85,6 +85,7 @@ UNARY_BODIES: dict[type[tess.UnaryOp], Callable[[Builder, SSAValue], SSAValue]] 
     tess.AbsOp: absolute,
     tess.SinOp: lambda b, x: b.insert(math.SinOp(x)).result,
     tess.CosOp: lambda b, x: b.insert(math.CosOp(x)).result,
+    tess.ErfOp: lambda b, x: b.insert(math.ErfOp(x)).result,
 }
 
 BINARY_BODIES: dict[type[tess.BinaryOp], Callable[[Builder, SSAValue, SSAValue], SSAValue]] = {

@@ -114,12 +114,18 @@ NN_FUNCTIONS = (
     "max_pool2d",
     "avg_pool1d",
     "avg_pool2d",
+    "silu",
+    "leaky_relu",
+    "layer_norm",
+    "rms_norm",
+    "embedding",
 )
 
 
 TENSOR_FUNCTIONS = (
     "sin",
     "cos",
+    "erf",
     "prod",
     "var",
     "std",

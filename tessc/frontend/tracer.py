@@ -42,6 +42,7 @@ from tessc.dialects.builder_types import (
 )
 from tessc.dialects.tess import element_type_of
 from tessc.frontend import composites
+from tessc.frontend.advanced_index import IndexUpdateHelper, advanced_index, is_array_index
 from tessc.frontend.torch_semantics import is_int, max_or_min, var_correction
 from tessc.frontend.user_location import located
 
@@ -374,6 +375,7 @@ class Tensor:
     reciprocal = _unary_method("reciprocal")
     sin = _unary_method("sin")
     cos = _unary_method("cos")
+    erf = _unary_method("erf")
 
     __invert__ = logical_not = _unary_method("logical_not")
 
@@ -420,8 +422,13 @@ class Tensor:
     @located
     def __getitem__(self, key: Any) -> Tensor:
         """NumPy indexing: ints, slices (any step), `None`, `...` as `tess.slice` views and
-        reshapes; one integer array (or integer Tensor) as a gather (`tess.take`)."""
+        reshapes; integer arrays (or integer Tensors) as a gather (`tess.take`)."""
         return _getitem(self, key)
+
+    @property
+    def at(self) -> IndexUpdateHelper:
+        """JAX's functional updates: `x.at[idx].set(v)`, `.add`, `.mul`, `.min`, `.max`."""
+        return IndexUpdateHelper(self)
 
     # -- reductions: dim is None (all), an int or a tuple; negative dims count back --------
 
@@ -633,22 +640,17 @@ def _kept_size(x: Tensor, dim: DimsLike) -> int:
 def _getitem(x: Tensor, key: Any) -> Tensor:
     """`x[key]` for NumPy's basic indexing plus one integer-array index (see __getitem__)."""
     items = list(key) if isinstance(key, tuple) else [key]
-    arrays = [
-        i
-        for i, item in enumerate(items)
-        if isinstance(item, Tensor | np.ndarray | list)
-        or (isinstance(item, np.generic) and not isinstance(item, np.integer))
-    ]
-    if len(arrays) > 1:
-        raise TessError("only one integer-array index per subscript is supported (use take)")
+    if sum(is_array_index(item, Tensor) for item in items) > 1:
+        return advanced_index(x, items)
     if sum(item is Ellipsis for item in items) > 1:
         raise TessError("an index can only have a single ellipsis ('...')")
     consumed = sum(item is not None and item is not Ellipsis for item in items)
     if consumed > x.ndim:
         raise TessError(f"too many indices for a tensor of rank {x.ndim}")
-    if Ellipsis in items:
-        at = items.index(Ellipsis)
+    if any(item is Ellipsis for item in items):
+        at = next(i for i, item in enumerate(items) if item is Ellipsis)
         items[at : at + 1] = [slice(None)] * (x.ndim - consumed)
+    arrays = [i for i, item in enumerate(items) if is_array_index(item, Tensor)]
     items += [slice(None)] * (x.ndim - sum(item is not None for item in items))
     offsets: list[int] = []
     strides: list[int] = []

@@ -32,14 +32,14 @@ from dataclasses import dataclass, field, replace
 
 Shape = tuple[int, ...]
 
-UNARY = ("neg", "relu", "sigmoid", "tanh", "abs")
+UNARY = ("neg", "relu", "sigmoid", "tanh", "abs", "erf")
 SAFE_UNARY = ("exp", "log", "sqrt", "reciprocal")  # applied to 1 + x*x or tanh(x)
 BINARY = ("add", "sub", "mul", "max", "min")
 COMPARE = ("lt", "gt")
 REDUCE = ("sum", "mean", "reduce_max")
 INTEGER_BINARY = ("add", "sub", "mul", "max", "min")
 INTEGER_TYPES = ("i32", "i64")
-SMOOTH_UNARY = ("neg", "sigmoid", "tanh")  # for gradient programs: no kinks
+SMOOTH_UNARY = ("neg", "sigmoid", "tanh", "erf")  # for gradient programs: no kinks
 ZERO_DIM_CHANCE = 0.04
 """The chance that a new shape (of rank >= 1) has one dim of size 0."""
 

@@ -142,3 +142,13 @@ func.func @attrs(%x: tensor<2xf32>) -> tensor<2xf32> {
   %2 = tess.sum %1 dims = [0] keepdim {tag = "s"} : tensor<2xf32> -> tensor<1xf32>
   func.return %1 : tensor<2xf32>
 }
+
+// The error function, for the exact GELU.
+// CHECK-LABEL: func.func @erf(%x: tensor<2x3xf32>)
+// GENERIC-LABEL: "func.func"() <{sym_name = "erf"
+func.func @erf(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  // CHECK-NEXT: %0 = tess.erf %x : tensor<2x3xf32>
+  // GENERIC: "tess.erf"(%{{.*}}) : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %0 = tess.erf %x : tensor<2x3xf32>
+  func.return %0 : tensor<2x3xf32>
+}

@@ -132,3 +132,12 @@ func.func @rank0(%s: tensor<f32>, %a: tensor<3xf32>) -> (tensor<f32>, tensor<3xf
 // CHECK-NEXT:      %[[SEL:.*]] = arith.select %[[NZ]], %[[L]], %[[R]] : f32
 // CHECK-NEXT:      linalg.yield %[[SEL]] : f32
 // CHECK-NOT:     tess.
+
+// tess.erf is math.erf in the generic's body (Numba's math.erf on CPU and CUDA).
+// CHECK-LABEL: func.func @erf
+// CHECK:         linalg.generic
+// CHECK:           math.erf %{{.*}} : f32
+func.func @erf(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = tess.erf %x : tensor<4xf32>
+  func.return %0 : tensor<4xf32>
+}
