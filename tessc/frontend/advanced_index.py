@@ -206,10 +206,10 @@ class IndexUpdate:
         return self.x * self._combine(values, 1, "prod")
 
     def min(self, values: Any) -> Any:
-        return self.x.minimum(self._combine(values, self._extreme(+1), "min"))
+        return self.x.minimum(self._combine(values, self._extreme(+1), "amin"))
 
     def max(self, values: Any) -> Any:
-        return self.x.maximum(self._combine(values, self._extreme(-1), "max"))
+        return self.x.maximum(self._combine(values, self._extreme(-1), "amax"))
 
     def get(self) -> Any:
         return self.x[self.key]
