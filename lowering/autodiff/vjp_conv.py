@@ -54,9 +54,12 @@ def _conv_input_gradient(emit: TessBuilder, op: ConvOp, grad: SSAValue) -> SSAVa
     strides = [1, 1, *op.static_strides]
     dilated = emit.insert(UnsliceOp(grad, offsets, strides, lengths))
     # (F, C/G, k) -> (G, F/G, C/G, k) -> (G, C/G, F/G, k) -> (C, F/G, k), k reversed.
-    w = emit.reshape(op.weight, (groups, features // groups, cg, *kernel))
-    w = emit.permute(w, (0, 2, 1, *range(3, 3 + spatial)))
-    w = emit.reshape(w, (groups * cg, features // groups, *kernel))
+    if groups == 1:
+        w = emit.permute(op.weight, (1, 0, *range(2, 2 + spatial)))
+    else:
+        w = emit.reshape(op.weight, (groups, features // groups, cg, *kernel))
+        w = emit.permute(w, (0, 2, 1, *range(3, 3 + spatial)))
+        w = emit.reshape(w, (groups * cg, features // groups, *kernel))
     w_shape_t = tensor_shape(w)
     w = emit.slice(
         w,
@@ -80,9 +83,12 @@ def _conv_weight_gradient(emit: TessBuilder, op: ConvOp, grad: SSAValue) -> SSAV
     spatial = len(x_shape) - 2
     kernel = w_shape[2:]
     # (N, C, h) -> (N, G, C/G, h) -> (C/G, G, N, h) -> (C/G, G*N, h): batch as channels.
-    x = emit.reshape(op.input, (batch, groups, cg, *x_shape[2:]))
-    x = emit.permute(x, (2, 1, 0, *range(3, 3 + spatial)))
-    x = emit.reshape(x, (cg, groups * batch, *x_shape[2:]))
+    if groups == 1:
+        x = emit.permute(op.input, (1, 0, *range(2, 2 + spatial)))
+    else:
+        x = emit.reshape(op.input, (batch, groups, cg, *x_shape[2:]))
+        x = emit.permute(x, (2, 1, 0, *range(3, 3 + spatial)))
+        x = emit.reshape(x, (cg, groups * batch, *x_shape[2:]))
     dy = emit.permute(grad, (1, 0, *range(2, 2 + spatial)))  # (F, N, o)
     high = []
     for i in range(spatial):
