@@ -8,7 +8,8 @@ trace its operands are in. Its first operand may be a number or an array: `lift`
 into the trace with the dtype of the other operands, the tracer's weak-type rule.
 `np.exp(t)` and `np.sum(t, axis=1)` reach here through `Tensor.__array_ufunc__` and
 `Tensor.__array_function__`: `NUMPY_UFUNCS` and `NUMPY_FUNCTIONS` map NumPy's names to
-these forms, and any other NumPy name is a `TessError` listing what tessc has.
+these forms; this module registers them in `numpy_protocol`'s table when it is imported
+(the tracer cannot import the forms, which build its Tensors).
 """
 
 from __future__ import annotations
@@ -21,13 +22,9 @@ from xdsl.ir import SSAValue
 
 from tessc.dialects.builder_types import DTypeLike, TessError
 from tessc.frontend import composites
-from tessc.frontend.tracer import (
-    Tensor,
-    Trace,
-    build_in_trace,
-    shape_args,
-    trace_of,
-)
+from tessc.frontend.numpy_protocol import register_numpy_forms
+from tessc.frontend.tensor_shape import shape_args
+from tessc.frontend.tracer import Tensor, Trace, build_in_trace, trace_of
 from tessc.frontend.user_location import located
 
 
@@ -125,33 +122,6 @@ NUMPY_FUNCTIONS: dict[str, Callable[..., Any]] = {
 
 def _reps(reps: Any) -> tuple[int, ...]:
     return tuple(reps) if isinstance(reps, Sequence) else (reps,)
-
-
-def numpy_ufunc(ufunc: Any, method: str, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    name = getattr(ufunc, "__name__", str(ufunc))
-    if method != "__call__" or kwargs.get("out") is not None:
-        raise TessError(
-            f"np.{name}.{method} (or out=) on a traced Tensor has no tessc form; "
-            "use the Tensor methods (x.sum(axis=...), ...)"
-        )
-    function = NUMPY_UFUNCS.get(name)
-    if function is None:
-        raise TessError(
-            f"np.{name} on a traced Tensor has no tessc equivalent; tessc has "
-            f"{', '.join('np.' + n for n in sorted(NUMPY_UFUNCS))}"
-        )
-    return located(function)(*inputs)
-
-
-def numpy_function(func: Any, args: Any, kwargs: Any) -> Any:
-    name = getattr(func, "__name__", str(func))
-    function = NUMPY_FUNCTIONS.get(name)
-    if function is None:
-        raise TessError(
-            f"np.{name} on a traced Tensor has no tessc equivalent; tessc maps "
-            f"{', '.join('np.' + n for n in sorted(NUMPY_FUNCTIONS))} (and NumPy's ufuncs)"
-        )
-    return located(function)(*args, **kwargs)
 
 
 def tensor_function(name: str) -> Callable[..., Tensor]:
@@ -258,3 +228,6 @@ def zeros(shape: Sequence[int], dtype: DTypeLike = "f32") -> Tensor:
 
 def ones(shape: Sequence[int], dtype: DTypeLike = "f32") -> Tensor:
     return full(shape, 1.0, dtype)
+
+
+register_numpy_forms(NUMPY_UFUNCS, NUMPY_FUNCTIONS)

@@ -22,7 +22,6 @@ mlp.py:12".
 from __future__ import annotations
 
 import contextvars
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,7 +30,6 @@ from xdsl.ir import Block, SSAValue
 
 from tessc.dialects.builder import TessBuilder
 from tessc.dialects.builder_types import (
-    DimsLike,
     DTypeLike,
     TessError,
     dtype_name,
@@ -42,8 +40,10 @@ from tessc.dialects.builder_types import (
 )
 from tessc.dialects.tess import element_type_of
 from tessc.frontend import composites
-from tessc.frontend.advanced_index import IndexUpdateHelper, advanced_index, is_array_index
-from tessc.frontend.torch_semantics import is_int, max_or_min, var_correction
+from tessc.frontend.numpy_protocol import numpy_function, numpy_ufunc, require_numpy_forms
+from tessc.frontend.tensor_indexing import TensorIndexing
+from tessc.frontend.tensor_reductions import TensorReductions
+from tessc.frontend.tensor_shape import TensorShape
 from tessc.frontend.user_location import located
 
 # ---------------------------------------------------------------------------------------
@@ -59,6 +59,7 @@ class Trace:
     """The function being built: its entry block, a builder, and the captured constants."""
 
     def __init__(self) -> None:
+        require_numpy_forms()
         self.block = Block()
         self.builder = TessBuilder.at_end(self.block)
         self.constants: list[np.ndarray] = []
@@ -209,13 +210,6 @@ def _weak_cast(trace: Trace, operands: tuple[Any, ...]) -> tuple[Any, ...]:
 # ---------------------------------------------------------------------------------------
 
 
-def shape_args(shape: tuple[Any, ...]) -> tuple[int, ...]:
-    """`f(2, 3)` or `f((2, 3))` -> (2, 3)."""
-    if len(shape) == 1 and isinstance(shape[0], Sequence):
-        shape = tuple(shape[0])
-    return tuple(int(d) for d in shape)
-
-
 def _binary_method(
     name: str | Callable[..., SSAValue], reverse: bool = False
 ) -> Callable[[Tensor, Any], Tensor]:
@@ -240,26 +234,25 @@ def _unary_method(name: str) -> Callable[[Tensor], Tensor]:
     return method
 
 
-class Tensor:
-    """A traced tensor: the `tess` SSA value an operation on the input arrays produced."""
+class Tensor(TensorIndexing, TensorReductions, TensorShape):
+    """A traced tensor: the `tess` SSA value an operation on the input arrays produced.
+
+    Its indexing, reductions and shape methods are its base classes' (`tensor_indexing`,
+    `tensor_reductions`, `tensor_shape`); the operators and elementwise methods are here."""
 
     __hash__ = object.__hash__
 
     @located
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
         """`np.exp(t)`, `array + t`, `np.maximum(t, 0)`: NumPy's ufuncs on a traced Tensor
-        build the tess op of the same meaning (`NUMPY_UFUNCS`); any other is a TessError
-        naming what to write instead."""
-        from tessc.frontend.function_forms import numpy_ufunc
-
+        build the tess op of the same meaning (`numpy_protocol.NUMPY_UFUNCS`); any other is
+        a TessError naming what to write instead."""
         return numpy_ufunc(ufunc, method, inputs, kwargs)
 
     @located
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         """`np.sum(t, axis=1)`, `np.concatenate([t, u])`, `np.where(c, t, 0)`: NumPy's
-        functions on a traced Tensor map to tessc's (`NUMPY_FUNCTIONS`)."""
-        from tessc.frontend.function_forms import numpy_function
-
+        functions on a traced Tensor map to tessc's (`numpy_protocol.NUMPY_FUNCTIONS`)."""
         return numpy_function(func, args, kwargs)
 
     def __init__(self, value: SSAValue, trace: Trace, weak: bool = False):
@@ -322,6 +315,11 @@ class Tensor:
         raise TessError("a traced Tensor has no value yet; it cannot become a NumPy array")
 
     # -- operators and elementwise methods -------------------------------------------------
+
+    def _build(self, name: str | Callable[..., SSAValue], *operands: Any, **options: Any) -> Tensor:
+        """`build_in_trace(name, self, *operands, **options)`: how the base classes' methods
+        build (their modules cannot import this one, which imports them)."""
+        return build_in_trace(name, self, *operands, **options)
 
     def _zip(
         self, name: str | Callable[..., SSAValue], other: Any, reverse: bool = False
@@ -397,296 +395,3 @@ class Tensor:
         if max is not None:
             result = build_in_trace("minimum", result, max)
         return result
-
-    # -- indexing ---------------------------------------------------------------------------
-
-    @located
-    def take(self, indices: Any, dim: int = 0, *, axis: int | None = None) -> Tensor:
-        """Gather along `dim` at integer `indices` (a Tensor or an array; NumPy's `take`)."""
-        dim = axis if axis is not None else dim
-        return Tensor(
-            self.trace.builder.take(self.value, self.trace.indices(indices), dim), self.trace
-        )
-
-    @located
-    def argmax(self, dim: int | None = None, keepdim: bool = False, **aliases: Any) -> Tensor:
-        """The int64 index of the first maximum along `dim` (the flattened tensor if None)."""
-        dim, keepdim = _axis_aliases(dim, keepdim, aliases)
-        return build_in_trace("argmax", self, dim=dim, keepdim=keepdim)
-
-    @located
-    def argmin(self, dim: int | None = None, keepdim: bool = False, **aliases: Any) -> Tensor:
-        dim, keepdim = _axis_aliases(dim, keepdim, aliases)
-        return build_in_trace("argmin", self, dim=dim, keepdim=keepdim)
-
-    @located
-    def __getitem__(self, key: Any) -> Tensor:
-        """NumPy indexing: ints, slices (any step), `None`, `...` as `tess.slice` views and
-        reshapes; integer arrays (or integer Tensors) as a gather (`tess.take`)."""
-        return _getitem(self, key)
-
-    @property
-    def at(self) -> IndexUpdateHelper:
-        """JAX's functional updates: `x.at[idx].set(v)`, `.add`, `.mul`, `.min`, `.max`."""
-        return IndexUpdateHelper(self)
-
-    # -- reductions: dim is None (all), an int or a tuple; negative dims count back --------
-
-    @located
-    def sum(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
-        """Sum over `dim` (`axis=`/`keepdims=` are accepted as NumPy spells them)."""
-        dim, keepdim = _axis_aliases(dim, keepdim, aliases)
-        return build_in_trace("sum", self, dims=dim, keepdim=keepdim)
-
-    @located
-    def mean(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
-        dim, keepdim = _axis_aliases(dim, keepdim, aliases)
-        return build_in_trace("mean", self, dims=dim, keepdim=keepdim)
-
-    @located
-    def max(self, dim: Any = None, keepdim: bool = False, **aliases: Any) -> Any:
-        """PyTorch's `max`: over all elements, the max; over one `dim`, the named tuple
-        `(values, indices)`; with a Tensor, the elementwise `maximum`. (Several dims:
-        `amax`; NumPy's `axis=` spelling is refused, as NumPy's max returns values only.)"""
-        if isinstance(dim, Tensor):
-            return _elementwise_extreme(self, "max", dim, keepdim, aliases)
-        return max_or_min(self, "max", dim, keepdim, aliases)
-
-    @located
-    def min(self, dim: Any = None, keepdim: bool = False, **aliases: Any) -> Any:
-        """PyTorch's `min` (see `max`)."""
-        if isinstance(dim, Tensor):
-            return _elementwise_extreme(self, "min", dim, keepdim, aliases)
-        return max_or_min(self, "min", dim, keepdim, aliases)
-
-    @located
-    def amax(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
-        """The max over `dim` (an int, a tuple, or None for all): values only."""
-        dim, keepdim = _axis_aliases(dim, keepdim, aliases)
-        return build_in_trace("max_over", self, dims=dim, keepdim=keepdim)
-
-    @located
-    def amin(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
-        dim, keepdim = _axis_aliases(dim, keepdim, aliases)
-        return build_in_trace("min_over", self, dims=dim, keepdim=keepdim)
-
-    @located
-    def prod(self, dim: DimsLike = None, keepdim: bool = False, **aliases: Any) -> Tensor:
-        """The product over `dim` (its gradient is NaN where a reduced element is 0)."""
-        dim, keepdim = _axis_aliases(dim, keepdim, aliases)
-        return build_in_trace("prod", self, dims=dim, keepdim=keepdim)
-
-    @located
-    def var(self, dim: DimsLike = None, keepdim: bool = False, **options: Any) -> Tensor:
-        """PyTorch's `var`: the squared deviations summed over `dim` and divided by
-        `n - correction`, `correction=1` by default (`unbiased=False` is 0; NumPy's `ddof=`
-        is accepted when given). NumPy's `axis=` without `correction`/`ddof` is refused:
-        NumPy's default divides by n."""
-        correction = var_correction(options)
-        dim, keepdim = _axis_aliases(dim, keepdim, options)
-        x = self if self.dtype.kind == "f" else self.astype(np.float32)
-        centered = x - x.mean(dim, keepdim=True)
-        squares = (centered * centered).sum(dim, keepdim=keepdim)
-        count = x.size // max(_kept_size(x, dim), 1)
-        return squares / float(count - correction)
-
-    @located
-    def std(self, dim: DimsLike = None, keepdim: bool = False, **options: Any) -> Tensor:
-        """The square root of `var` (same arguments, `correction=1` by default)."""
-        return self.var(dim, keepdim, **options).sqrt()
-
-    # -- shape ----------------------------------------------------------------------------
-
-    @located
-    def reshape(self, *shape: Any) -> Tensor:
-        """A view: `x.reshape(4, -1)` or `x.reshape((4, -1))`."""
-        return build_in_trace("reshape", self, shape=shape_args(shape))
-
-    @located
-    def view(self, *shape: Any) -> Tensor:
-        """PyTorch's `view(*shape)`: `reshape` (tess values have no layout to respect).
-        `view(dtype)`, a reinterpretation of the bits, is refused."""
-        if len(shape) == 1 and not isinstance(shape[0], Sequence | int | np.integer):
-            raise TessError(
-                f"view({shape[0]!r}): reinterpreting the bits as another dtype is not "
-                "supported; convert the values with astype"
-            )
-        return build_in_trace("reshape", self, shape=shape_args(shape))
-
-    @located
-    def permute(self, *dims: Any) -> Tensor:
-        return build_in_trace("permute", self, dims=shape_args(dims))
-
-    @located
-    def transpose(self, *dims: Any) -> Tensor:
-        """PyTorch's `transpose(dim0, dim1)`: dims `dim0` and `dim1` swapped. Any other
-        arguments are refused: `permute(*dims)` reorders all dims, `ts.transpose(x, axes)`
-        is NumPy's."""
-        if len(dims) != 2 or not all(is_int(d) for d in dims):
-            raise TessError(
-                f"Tensor.transpose(dim0, dim1) swaps two dims (PyTorch), got "
-                f"transpose{tuple(dims)!r}; to reorder all dims use x.permute(*dims) or "
-                "tessc.transpose(x, axes) (NumPy)"
-            )
-        return build_in_trace("transpose", self, dim0=int(dims[0]), dim1=int(dims[1]))
-
-    swapaxes = swapdims = transpose
-
-    @located
-    def squeeze(self, dim: DimsLike = None, *, axis: DimsLike = None) -> Tensor:
-        """Drop the size-1 dims (only `dim`, if given)."""
-        return build_in_trace("squeeze", self, dims=axis if axis is not None else dim)
-
-    @located
-    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-        """PyTorch's `flatten`: dims `start_dim..end_dim` merged into one (all by default:
-        a 1-D tensor, as NumPy's `flatten()`). NumPy's `order=` is refused."""
-        for name, value in (("start_dim", start_dim), ("end_dim", end_dim)):
-            if not is_int(value):
-                raise TessError(
-                    f"flatten: {name} must be an int (PyTorch's flatten(start_dim, end_dim)), "
-                    f"got {value!r}; NumPy's order= is not supported"
-                )
-        return build_in_trace("flatten", self, start=start_dim, end=end_dim)
-
-    ravel = flatten
-
-    @property
-    @located
-    def T(self) -> Tensor:
-        """All dims reversed, as in PyTorch (and NumPy); rank 0 and 1 unchanged. On other
-        ranks than 2, PyTorch warns that `.T` is deprecated; so does this."""
-        if self.ndim != 2:
-            warnings.warn(
-                "x.T on a tensor of rank other than 2 reverses its dims, which PyTorch "
-                "deprecates: use x.mT to transpose the last two dims, or x.permute(...)",
-                UserWarning,
-                stacklevel=3,
-            )
-        if self.ndim < 2:
-            return self
-        return build_in_trace("permute", self, dims=tuple(reversed(range(self.ndim))))
-
-    @property
-    @located
-    def mT(self) -> Tensor:
-        """The last two dims swapped (PyTorch's `.mT`: a batch of matrices transposed)."""
-        if self.ndim < 2:
-            raise TessError(f"x.mT needs a tensor of rank 2 or more, got rank {self.ndim}")
-        return build_in_trace("transpose", self, dim0=-2, dim1=-1)
-
-    @located
-    def repeat(self, *sizes: Any) -> Tensor:
-        """PyTorch's `repeat`: the tensor tiled `sizes[i]` times along dim i (NumPy's `tile`;
-        NumPy's `repeat` is `repeat_interleave`)."""
-        return build_in_trace(composites.tile, self, reps=shape_args(sizes))
-
-    @located
-    def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
-        """Each element repeated `repeats` times along `dim` (the flattened tensor if None):
-        PyTorch's `repeat_interleave` with an int, NumPy's `repeat`."""
-        if not is_int(repeats):
-            raise TessError(f"repeat_interleave: repeats must be an int, got {repeats!r}")
-        x = self.flatten() if dim is None else self
-        return build_in_trace(composites.repeat_elements, x, repeats=int(repeats), dim=dim or 0)
-
-    @located
-    def broadcast_to(self, *shape: Any) -> Tensor:
-        return build_in_trace("broadcast_to", self, shape=shape_args(shape))
-
-    expand = broadcast_to
-
-    @located
-    def unsqueeze(self, dim: int) -> Tensor:
-        return build_in_trace("unsqueeze", self, dim=dim)
-
-
-# ---------------------------------------------------------------------------------------
-# Tensor helpers
-# ---------------------------------------------------------------------------------------
-
-
-def _elementwise_extreme(
-    x: Tensor, which: str, other: Tensor, keepdim: bool, aliases: dict[str, Any]
-) -> Tensor:
-    """PyTorch's `x.max(other)`: the elementwise `maximum` (`minimum`)."""
-    if keepdim or aliases:
-        raise TessError(f"x.{which}(other) is elementwise; it takes no other arguments")
-    return build_in_trace("maximum" if which == "max" else "minimum", x, other)
-
-
-def _axis_aliases(dim: Any, keepdim: bool, aliases: dict[str, Any]) -> tuple[Any, bool]:
-    """`dim`/`keepdim` with NumPy's `axis=`/`keepdims=` spellings folded in."""
-    if "axis" in aliases:
-        if dim is not None:
-            raise TessError("pass either dim= or axis=, not both")
-        dim = aliases.pop("axis")
-    keepdim = bool(aliases.pop("keepdims", keepdim))
-    if aliases:
-        raise TessError(f"unexpected keyword arguments: {', '.join(sorted(aliases))}")
-    if isinstance(dim, list):
-        dim = tuple(dim)
-    return dim, keepdim
-
-
-def _kept_size(x: Tensor, dim: DimsLike) -> int:
-    """The number of elements left after reducing `dim` (all dims if None)."""
-    if dim is None:
-        return 1
-    dims = {d % x.ndim for d in ((dim,) if isinstance(dim, int) else dim)}
-    return int(np.prod([n for d, n in enumerate(x.shape) if d not in dims], dtype=np.int64))
-
-
-def _getitem(x: Tensor, key: Any) -> Tensor:
-    """`x[key]` for NumPy's basic indexing plus one integer-array index (see __getitem__)."""
-    items = list(key) if isinstance(key, tuple) else [key]
-    if sum(is_array_index(item, Tensor) for item in items) > 1:
-        return advanced_index(x, items)
-    if sum(item is Ellipsis for item in items) > 1:
-        raise TessError("an index can only have a single ellipsis ('...')")
-    consumed = sum(item is not None and item is not Ellipsis for item in items)
-    if consumed > x.ndim:
-        raise TessError(f"too many indices for a tensor of rank {x.ndim}")
-    if any(item is Ellipsis for item in items):
-        at = next(i for i, item in enumerate(items) if item is Ellipsis)
-        items[at : at + 1] = [slice(None)] * (x.ndim - consumed)
-    arrays = [i for i, item in enumerate(items) if is_array_index(item, Tensor)]
-    items += [slice(None)] * (x.ndim - sum(item is not None for item in items))
-    offsets: list[int] = []
-    strides: list[int] = []
-    sizes: list[int] = []
-    result_shape: list[int] = []
-    gather_dim: int | None = None
-    dim = 0
-    for position, item in enumerate(items):
-        if item is None:
-            result_shape.append(1)
-            continue
-        n = x.shape[dim]
-        if position in arrays:
-            gather_dim = len(result_shape)
-            start, step, count = 0, 1, n
-            result_shape.append(n)
-        elif isinstance(item, slice):
-            start, _, step = item.indices(n)
-            count = len(range(*item.indices(n)))
-            start = start if count else 0
-            result_shape.append(count)
-        elif isinstance(item, int | np.integer) and not isinstance(item, bool):
-            if not -n <= int(item) < n:
-                raise TessError(f"index {int(item)} is out of range for dim {dim} of size {n}")
-            start, step, count = int(item) % n, 1, 1
-        else:
-            raise TessError(f"cannot index a Tensor with {type(item).__name__}")
-        offsets.append(start)
-        strides.append(step)
-        sizes.append(count)
-        dim += 1
-    builder = x.trace.builder
-    value = builder.slice(x.value, offsets, strides, sizes)
-    if tuple(result_shape) != tuple(sizes):
-        value = builder.reshape(value, result_shape)
-    if gather_dim is not None:
-        # The gathered dim was kept whole: take replaces it with the index dims.
-        value = builder.take(value, x.trace.indices(items[arrays[0]]), gather_dim)
-    return Tensor(value, x.trace)
