@@ -54,7 +54,7 @@ from xdsl.utils.target import Target
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from tessc import timing
-from tessc.cli.opt_extensions import NumbaTarget, as_parse_error
+from tessc.cli.opt_extensions import NumbaTarget, parse_tess_source
 from tessc.cli.opt_passes import (
     PipelineError,
     ir_dump_header,
@@ -79,7 +79,6 @@ from tessc.diagnostics import (
     SourceFileError,
     SourceVerifyError,
     decode_source,
-    decode_utf8,
     describe_op_error,
     describe_parse_error,
     error_message,
@@ -224,20 +223,7 @@ class TesscOptMain(xDSLOptMain):
         return parser.parse_module(not self.args.no_implicit_module)
 
     def _parse_tess(self, stream: IO[bytes]) -> ModuleOp:
-        from tessc.frontend.tess_lang import parse_tess
-
-        text = decode_utf8(stream.read(), self.get_input_name())
-        try:
-            return parse_tess(text, self.get_input_name())
-        except (ParseError, DiagnosticException):
-            raise
-        except Exception as error:
-            # A source error that is not an xDSL ParseError: a ValueError (the builders'
-            # shape errors) or anything that says where it is (lark's `line`/`column`).
-            # Anything else is a bug in the frontend and keeps its traceback.
-            if isinstance(error, ValueError) or hasattr(error, "line"):
-                raise as_parse_error(error, text, self.get_input_name()) from None
-            raise
+        return parse_tess_source(stream.read(), self.get_input_name())
 
     # passes ----------------------------------------------------------------------------
 

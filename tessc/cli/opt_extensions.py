@@ -1,6 +1,6 @@
 """
 `tessc-opt`'s extensions of xdsl-opt that live outside the driver: the `numba` target
-(`-t numba`) and the `.tess` frontend's errors as located parse errors.
+(`-t numba`) and the `.tess` frontend, its errors as located parse errors.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 from xdsl.utils.lexer import Input, Span
 from xdsl.utils.target import Target
+
+from tessc.diagnostics import decode_utf8
 
 
 @dataclass(frozen=True)
@@ -46,4 +48,23 @@ def as_parse_error(error: Exception, text: str, filename: str) -> Exception:
     return ParseError(Span(position, min(position + 1, len(text)), Input(text, filename)), message)
 
 
-__all__ = ["NumbaTarget", "as_parse_error"]
+def parse_tess_source(content: bytes, filename: str) -> ModuleOp:
+    """The `.tess` frontend (`tessc.frontend.tess_lang`, loaded when a `.tess` file is read):
+    a source error is a located `ParseError`, a bug in the frontend keeps its traceback."""
+    from tessc.frontend.tess_lang import parse_tess
+
+    text = decode_utf8(content, filename)
+    try:
+        return parse_tess(text, filename)
+    except (ParseError, DiagnosticException):
+        raise
+    except Exception as error:
+        # A source error that is not an xDSL ParseError: a ValueError (the builders'
+        # shape errors) or anything that says where it is (lark's `line`/`column`).
+        # Anything else is a bug in the frontend and keeps its traceback.
+        if isinstance(error, ValueError) or hasattr(error, "line"):
+            raise as_parse_error(error, text, filename) from None
+        raise
+
+
+__all__ = ["NumbaTarget", "as_parse_error", "parse_tess_source"]
