@@ -376,6 +376,9 @@ class Tensor:
     sin = _unary_method("sin")
     cos = _unary_method("cos")
     erf = _unary_method("erf")
+    floor = _unary_method("floor")
+    ceil = _unary_method("ceil")
+    round = _unary_method("round")  # halves to even, as NumPy's and PyTorch's
 
     __invert__ = logical_not = _unary_method("logical_not")
 
