@@ -293,6 +293,23 @@ class Tensor:
     def __repr__(self) -> str:
         return f"Tensor({dtype_name(self.dtype)}{list(self.shape)}, traced)"
 
+    def __str__(self) -> str:
+        """What `print(x)` shows while tracing: the type, and why there is no value."""
+        return (
+            f"Tensor({dtype_name(self.dtype)}{list(self.shape)}, traced: no value while "
+            "tracing, as the function runs once to build the program; return it from the "
+            "jit function to see its value)"
+        )
+
+    @located
+    def __format__(self, spec: str) -> str:
+        if spec:
+            raise TessError(
+                f"cannot format a traced Tensor with {spec!r}: it has no value while "
+                "tracing; return it from the jit function to see its value"
+            )
+        return str(self)
+
     @located
     def __bool__(self) -> bool:
         raise TessError(
