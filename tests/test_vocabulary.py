@@ -170,6 +170,18 @@ def test_function_matches_numpy(case: str, target: str) -> None:
     same(run(function, *inputs, target=target), numpy_function(*inputs))
 
 
+def test_python_round_floor_and_ceil_of_a_traced_value() -> None:
+    import math
+
+    def f(x):
+        return round(x), round(x, 1), math.floor(x), math.ceil(x), x.round(decimals=1)
+
+    wanted = (np.round(X), np.round(X, 1), np.floor(X), np.ceil(X), np.round(X, 1))
+    same(run(f, X, target="cpu"), wanted)
+    ints = np.arange(-3, 3, dtype=np.int32)
+    same(run(lambda i: (ts.floor(i), i.round(), ts.ceil(i)), ints, target="cpu"), (ints,) * 3)
+
+
 def test_np_functions_on_traced_tensors_stay_numpy_semantics() -> None:
     wanted = (np.floor(HALVES), np.rint(HALVES), np.isfinite(HALVES), HALVES // 0.5)
     same(

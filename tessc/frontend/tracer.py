@@ -393,9 +393,32 @@ class Tensor:
     sin = _unary_method("sin")
     cos = _unary_method("cos")
     erf = _unary_method("erf")
-    floor = _unary_method("floor")
-    ceil = _unary_method("ceil")
-    round = _unary_method("round")  # halves to even, as NumPy's and PyTorch's
+
+    @located
+    def floor(self) -> Tensor:
+        """`tess.floor`; integer tensors are returned as they are (PyTorch's rule)."""
+        return self if self.dtype.kind in "iub" else build_in_trace("floor", self)
+
+    @located
+    def ceil(self) -> Tensor:
+        return self if self.dtype.kind in "iub" else build_in_trace("ceil", self)
+
+    @located
+    def round(self, decimals: int = 0) -> Tensor:
+        """To `decimals` places, halves to even (NumPy's and PyTorch's `round`:
+        `round(x * 10**decimals) / 10**decimals`); integer tensors as they are."""
+        if self.dtype.kind in "iub":
+            return self
+        if not decimals:
+            return build_in_trace("round", self)
+        scale = 10.0 ** int(decimals)
+        return build_in_trace("round", self * scale) / scale
+
+    __floor__ = floor
+    __ceil__ = ceil
+
+    def __round__(self, ndigits: int | None = None) -> Tensor:
+        return self.round(ndigits or 0)
 
     __invert__ = logical_not = _unary_method("logical_not")
 

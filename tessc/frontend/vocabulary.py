@@ -153,31 +153,22 @@ def sign(x: Any) -> Tensor:
     return where(x != x, x, signs) if x.dtype.kind == "f" else signs
 
 
-def _rounding(name: str, x: Any) -> Tensor:
-    x = lift(x, ())
-    return x if x.dtype.kind in "iub" else getattr(x, name)()
-
-
 @located
 def floor(x: Any) -> Tensor:
     """The largest integral value not above `x` (integer tensors are returned as they are)."""
-    return _rounding("floor", x)
+    return lift(x, ()).floor()
 
 
 @located
 def ceil(x: Any) -> Tensor:
     """The smallest integral value not below `x` (integer tensors unchanged)."""
-    return _rounding("ceil", x)
+    return lift(x, ()).ceil()
 
 
 @located
 def round(x: Any, decimals: int = 0) -> Tensor:  # noqa: A001
     """NumPy's `round`: to `decimals` places, halves to even (`rint(x * 10**d) / 10**d`)."""
-    x = lift(x, ())
-    if decimals == 0 or x.dtype.kind in "iub":
-        return _rounding("round", x)
-    scale = 10.0**decimals
-    return (x * scale).round() / scale
+    return lift(x, ()).round(decimals)
 
 
 # ---------------------------------------------------------------------------------------
