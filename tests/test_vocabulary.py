@@ -182,6 +182,32 @@ def test_python_round_floor_and_ceil_of_a_traced_value() -> None:
     same(run(lambda i: (ts.floor(i), i.round(), ts.ceil(i)), ints, target="cpu"), (ints,) * 3)
 
 
+NUMPY_CALLS = {
+    "cumsum": lambda np, x: np.cumsum(x, axis=1),
+    "cumprod": lambda np, x: np.cumprod(x),
+    "flip": lambda np, x: np.flip(x, 0),
+    "roll": lambda np, x: np.roll(x, -1, 1),
+    "split": lambda np, x: np.split(x, [2], axis=1),
+    "moveaxis": lambda np, x: np.moveaxis(x, 0, 1),
+    "triu": lambda np, x: np.triu(x, 1),
+    "tril": lambda np, x: np.tril(x),
+    "any": lambda np, x: np.any(x > 1.0, axis=0),
+    "all": lambda np, x: np.all(x > -1.0, axis=1),
+    "sign": lambda np, x: np.sign(x),
+    "round": lambda np, x: np.round(x, 1),
+    "around": lambda np, x: np.around(x),
+    "zeros_like": lambda np, x: np.zeros_like(x),
+    "full_like": lambda np, x: np.full_like(x, 3.0),
+    "linalg.norm": lambda np, x: np.linalg.norm(x, axis=1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NUMPY_CALLS))
+def test_np_function_on_a_traced_tensor_is_tessc_s(name: str) -> None:
+    call = NUMPY_CALLS[name]
+    same(run(lambda x: call(np, x), X, target="reference"), call(np, X))
+
+
 def test_np_functions_on_traced_tensors_stay_numpy_semantics() -> None:
     wanted = (np.floor(HALVES), np.rint(HALVES), np.isfinite(HALVES), HALVES // 0.5)
     same(

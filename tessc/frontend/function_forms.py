@@ -128,6 +128,21 @@ NUMPY_FUNCTIONS: dict[str, Callable[..., Any]] = {
 }
 
 
+NUMPY_VOCABULARY = (
+    "all", "any", "around", "ceil", "cumprod", "cumsum", "flip", "floor", "full_like",
+    "moveaxis", "norm", "ones_like", "roll", "round", "sign", "split", "tril", "triu",
+    "zeros_like",
+)  # fmt: skip
+"""NumPy functions (and `np.sign`, `np.linalg.norm`) that are `tessc.frontend.vocabulary`'s,
+which builds on this module: imported when NumPy dispatches to one."""
+
+
+def _vocabulary(name: str) -> Callable[..., Any]:
+    from tessc.frontend import vocabulary
+
+    return getattr(vocabulary, "round" if name == "around" else name)
+
+
 def _reps(reps: Any) -> tuple[int, ...]:
     return tuple(reps) if isinstance(reps, Sequence) else (reps,)
 
@@ -140,6 +155,8 @@ def numpy_ufunc(ufunc: Any, method: str, inputs: tuple[Any, ...], kwargs: dict[s
             "use the Tensor methods (x.sum(axis=...), ...)"
         )
     function = NUMPY_UFUNCS.get(name)
+    if function is None and name == "sign":
+        function = _vocabulary(name)
     if function is None:
         raise TessError(
             f"np.{name} on a traced Tensor has no tessc equivalent; tessc has "
@@ -151,6 +168,8 @@ def numpy_ufunc(ufunc: Any, method: str, inputs: tuple[Any, ...], kwargs: dict[s
 def numpy_function(func: Any, args: Any, kwargs: Any) -> Any:
     name = getattr(func, "__name__", str(func))
     function = NUMPY_FUNCTIONS.get(name)
+    if function is None and name in NUMPY_VOCABULARY:
+        function = _vocabulary(name)
     if function is None:
         raise TessError(
             f"np.{name} on a traced Tensor has no tessc equivalent; tessc maps "
