@@ -2,7 +2,8 @@
 The binary cross-entropy losses of `tessc.nn`, as `torch.nn.functional` defines them.
 
 `binary_cross_entropy(p, y)` is `-(y log p + (1 - y) log(1 - p))` with each log clamped
-at -100, as PyTorch clamps it, so that p = 0 or 1 gives a finite loss.
+at -100, as PyTorch clamps it, so that p = 0 or 1 gives a finite loss (and a finite
+gradient: there the clamped log's is 0, where PyTorch's backward divides by 1e-12).
 `binary_cross_entropy_with_logits(x, y)` is the same loss of `sigmoid(x)` in the stable
 form `max(x, 0) - x y + log(1 + exp(-|x|))` (with `pos_weight` p:
 `(1 - y) x + (1 + (p - 1) y) (log(1 + exp(-|x|)) + max(-x, 0))`), which neither
@@ -14,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from tessc.dialects.builder_types import TessError
-from tessc.frontend.function_forms import lift
+from tessc.frontend.function_forms import lift, where
 from tessc.frontend.tracer import Tensor
 from tessc.frontend.user_location import located
 
@@ -48,6 +49,12 @@ def _same_shape(input: Tensor, target: Tensor) -> None:
         )
 
 
+def _clamped_log(p: Tensor) -> Tensor:
+    """`max(log p, -100)`, whose gradient is 0 rather than NaN (0 * inf) where p is 0."""
+    positive = p > 0.0
+    return where(positive, where(positive, p, 1.0).log(), -100.0).maximum(-100.0)
+
+
 @located
 def binary_cross_entropy(
     input: Any, target: Any, weight: Any = None, reduction: str = "mean"
@@ -56,8 +63,7 @@ def binary_cross_entropy(
     p = _float(input, "binary_cross_entropy's input")
     y = lift(target, (p,)).astype(p.dtype)
     _same_shape(p, y)
-    log_p = p.log().maximum(-100.0)
-    log_not_p = (1.0 - p).log().maximum(-100.0)
+    log_p, log_not_p = _clamped_log(p), _clamped_log(1.0 - p)
     return _reduced(-(y * log_p + (1.0 - y) * log_not_p), weight, reduction)
 
 

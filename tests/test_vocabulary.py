@@ -332,6 +332,15 @@ def test_binary_cross_entropy_with_logits_gradient_matches_torch() -> None:
     same(gradient, x.grad.numpy())
 
 
+def test_binary_cross_entropy_gradient_is_finite_at_0_and_1() -> None:
+    p = np.array([0.0, 1.0, 0.0, 1.0, 0.5])
+    y = np.array([0.0, 1.0, 1.0, 0.0, 1.0])
+    loss, gradient = ts.jit(ts.value_and_grad(ts.nn.binary_cross_entropy))(p, y)
+    np.testing.assert_allclose(loss, (100.0 + 100.0 + np.log(2.0)) / 5, rtol=1e-12)
+    assert np.isfinite(gradient).all()
+    np.testing.assert_allclose(gradient[[0, 1, 4]], [0.2, -0.2, -0.4], rtol=1e-12)
+
+
 def test_binary_cross_entropy_gradients_match_central_differences() -> None:
     p = 1.0 / (1.0 + np.exp(-X))
 
