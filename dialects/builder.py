@@ -204,6 +204,16 @@ class TessBuilder(IndexBuilder, ConvBuilder):
     def erf(self, x: SSAValue) -> SSAValue:
         return self.unary(tess.ErfOp, x)
 
+    def floor(self, x: SSAValue) -> SSAValue:
+        return self.unary(tess.FloorOp, x)
+
+    def ceil(self, x: SSAValue) -> SSAValue:
+        return self.unary(tess.CeilOp, x)
+
+    def round(self, x: SSAValue) -> SSAValue:
+        """Halves to even (NumPy's `round`, PyTorch's `round`)."""
+        return self.unary(tess.RoundOp, x)
+
     def reciprocal(self, x: SSAValue) -> SSAValue:
         return self.unary(tess.ReciprocalOp, x)
 

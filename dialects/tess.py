@@ -12,7 +12,8 @@ error is a located diagnostic rather than a wrong answer later.
 
 The op families follow minitorch:
 
-- map (unary, elementwise): `neg exp log relu sigmoid tanh sqrt reciprocal abs sin cos erf`;
+- map (unary, elementwise): `neg exp log relu sigmoid tanh sqrt reciprocal abs sin cos erf
+  floor ceil round`;
 - zip (binary, broadcasting): `add sub mul div max min pow` and the comparisons
   `lt gt eq`, whose result is `i1` (a bool tensor, what the front builds) or 0/1 in the
   operand dtype (a mask, what the VJP rules multiply with);
@@ -60,12 +61,14 @@ from tessc.dialects.tess_elementwise import (
     AddOp,
     BinaryOp,
     CastOp,
+    CeilOp,
     CompareOp,
     CosOp,
     DivOp,
     EqOp,
     ErfOp,
     ExpOp,
+    FloorOp,
     GtOp,
     LogOp,
     LtOp,
@@ -76,6 +79,7 @@ from tessc.dialects.tess_elementwise import (
     PowOp,
     ReciprocalOp,
     ReluOp,
+    RoundOp,
     SigmoidOp,
     SinOp,
     SqrtOp,
@@ -100,7 +104,7 @@ from tessc.dialects.tess_structured import (
 
 UNARY_OPS: tuple[type[UnaryOp], ...] = (
     NegOp, ExpOp, LogOp, ReluOp, SigmoidOp, TanhOp, SqrtOp, ReciprocalOp, AbsOp, SinOp, CosOp,
-    ErfOp,
+    ErfOp, FloorOp, CeilOp, RoundOp,
 )  # fmt: skip
 BINARY_OPS: tuple[type[BinaryOp], ...] = (
     AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, LtOp, GtOp, EqOp,
@@ -137,6 +141,7 @@ __all__ = [
     "broadcast_shapes",
     "BroadcastToOp",
     "CastOp",
+    "CeilOp",
     "COMPARE_OPS",
     "CompareOp",
     "CORE_OPS",
@@ -148,6 +153,7 @@ __all__ = [
     "ErfOp",
     "ExpOp",
     "FillOp",
+    "FloorOp",
     "format_shape",
     "GtOp",
     "is_float",
@@ -170,6 +176,7 @@ __all__ = [
     "ReduceMaxOp",
     "ReduceOp",
     "ReluOp",
+    "RoundOp",
     "ReshapeOp",
     "SelectOp",
     "Shape",

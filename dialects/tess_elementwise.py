@@ -1,7 +1,7 @@
 """
 The elementwise `tess` ops: map (unary: `neg exp log relu sigmoid tanh sqrt reciprocal abs
-sin cos erf stop_gradient`), zip (binary with broadcasting: `add sub mul div max min pow` and
-the comparisons `lt gt eq`) and `cast`.
+sin cos erf floor ceil round stop_gradient`), zip (binary with broadcasting: `add sub mul div
+max min pow` and the comparisons `lt gt eq`) and `cast`.
 
 Their results have their operands' broadcast shape, so they are one family for the fusion
 passes (`PatternKind.ELEMENTWISE`); the dialect's namespace is `tess.py`.
@@ -272,3 +272,25 @@ class ErfOp(UnaryOp):
     exact GELU needs."""
 
     name = "tess.erf"
+
+
+@irdl_op_definition
+class FloorOp(UnaryOp):
+    """The largest integral value not above the input (`math.floor`; zero gradient)."""
+
+    name = "tess.floor"
+
+
+@irdl_op_definition
+class CeilOp(UnaryOp):
+    """The smallest integral value not below the input (`math.ceil`; zero gradient)."""
+
+    name = "tess.ceil"
+
+
+@irdl_op_definition
+class RoundOp(UnaryOp):
+    """The nearest integral value, halves to even as NumPy's `round` (`math.roundeven`;
+    zero gradient)."""
+
+    name = "tess.round"

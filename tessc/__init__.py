@@ -41,6 +41,12 @@ _BUILDER = "tessc.dialects.builder"
 _GRAD = "tessc.frontend.grad"
 _TESS_LANG = "tessc.frontend.tess_lang"
 _ARENA = "tessc.runtime.arena"
+_VOCABULARY = "tessc.frontend.vocabulary"
+_VOCABULARY_NAMES = (
+    "all", "any", "arange", "ceil", "cumprod", "cumsum", "eye", "flip", "floor", "full_like",
+    "isfinite", "isnan", "linspace", "moveaxis", "ones_like", "roll", "round", "sign", "split",
+    "tril", "triu", "zeros_like",
+)  # fmt: skip
 
 _EXPORTS: dict[str, str] = {
     "jit": _JIT,
@@ -79,6 +85,8 @@ _EXPORTS: dict[str, str] = {
     "pad": "tessc.nn_conv",
     "arena": _ARENA,
     "arena_buffer": _ARENA,
+    # NumPy's everyday functions (issue 22 §4)
+    **dict.fromkeys(_VOCABULARY_NAMES, _VOCABULARY),
 }
 
 # The Tensor methods offered as functions: tessc.<name>(x, ...) == x.<name>(...).
@@ -96,7 +104,7 @@ def _available(name: str) -> bool:
     return module is not None and (module != _GRAD or importlib.util.find_spec(_GRAD) is not None)
 
 
-_SUBMODULES = ("optim", "nn")
+_SUBMODULES = ("optim", "nn", "linalg")
 """Subpackages offered as attributes (`tessc.optim.Adam`), imported on first use."""
 
 

@@ -16,7 +16,7 @@ The names and defaults follow `torch.nn.functional` (`dim=-1`, `reduction="mean"
 `normalized_shape` dims, flattened to one row dim so that `tess-fuse-epilogue` puts the row
 statistics and the normalisation into one kernel (and their gradients into one more).
 Convolution, pooling and `pad` (torch's last-dim-first form) are `tessc/nn_conv.py`'s, on
-the `tess_conv` ops.
+the `tess_conv` ops; the binary cross-entropies `tessc/nn_losses.py`'s.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from tessc.nn_conv import (
     max_pool2d,
 )
 from tessc.nn_conv import torch_pad as pad
+from tessc.nn_losses import binary_cross_entropy, binary_cross_entropy_with_logits
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -256,6 +257,8 @@ def embedding(indices: Any, weight: Any) -> Tensor:
 __all__ = [
     "avg_pool1d",
     "avg_pool2d",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
     "conv1d",
     "conv2d",
     "cross_entropy",

@@ -150,6 +150,9 @@ OP_IMPLEMENTATIONS.update(
         tess.SinOp: _unary(np.sin),
         tess.CosOp: _unary(np.cos),
         tess.ErfOp: _unary(_erf),
+        tess.FloorOp: _unary(np.floor),
+        tess.CeilOp: _unary(np.ceil),
+        tess.RoundOp: _unary(np.rint),  # halves to even
         tess.AddOp: _binary(np.add),
         tess.SubOp: _binary(np.subtract),
         tess.MulOp: _binary(lambda a, b: np.logical_and(a, b) if a.dtype == bool else a * b),

@@ -182,8 +182,6 @@ REFUSED = {
     "x.flatten('F')": (lambda x: x.flatten("F"), "start_dim"),
     "x.repeat(2)": (lambda x: x.repeat(2), "at least one per dim"),
     "x.mT on a vector": (lambda x: x[0, 0].mT, "rank 2 or more"),
-    "float // 2": (lambda x: x // 2, "on floats is not supported"),
-    "float % 2": (lambda x: x % 2.0, "on floats is not supported"),
     "int ** -1": (lambda x: x.astype(np.int32) ** -1, "negative integer powers"),
 }
 

@@ -149,6 +149,18 @@ class LoopLevelFunctions(InterpreterFunctions):
     def run_erf(self, interpreter: Interpreter, op: Operation, args: PythonValues):
         return (math.erf(args[0]),)
 
+    @impl(xmath.FloorOp)
+    def run_floor(self, interpreter: Interpreter, op: Operation, args: PythonValues):
+        return (float(math.floor(args[0])),)
+
+    @impl(xmath.CeilOp)
+    def run_ceil(self, interpreter: Interpreter, op: Operation, args: PythonValues):
+        return (float(math.ceil(args[0])),)
+
+    @impl(xmath.RoundEvenOp)
+    def run_roundeven(self, interpreter: Interpreter, op: Operation, args: PythonValues):
+        return (float(round(args[0])),)
+
     @impl(xmath.AbsIOp)
     def run_absi(self, interpreter: Interpreter, op: Operation, args: PythonValues):
         return (abs(args[0]),)
@@ -518,6 +530,14 @@ func.func @main(%x: tensor<4x5xf64>, %y: tensor<3xf32>) -> (tensor<4x5xf64>, ten
   %0 = tess.erf %x : tensor<4x5xf64>
   %1 = tess.erf %y : tensor<3xf32>
   func.return %0, %1 : tensor<4x5xf64>, tensor<3xf32>
+}""",
+    "rounding": """
+func.func @main(%x: tensor<4x5xf64>, %y: tensor<3xf32>) -> (tensor<4x5xf64>, tensor<3xf32>,
+    tensor<4x5xf64>) {
+  %0 = tess.floor %x : tensor<4x5xf64>
+  %1 = tess.ceil %y : tensor<3xf32>
+  %2 = tess.round %x : tensor<4x5xf64>
+  func.return %0, %1, %2 : tensor<4x5xf64>, tensor<3xf32>, tensor<4x5xf64>
 }""",
 }
 

@@ -27,6 +27,7 @@ from tessc.dialects.tess import (
     BinaryOp,
     BroadcastToOp,
     CastOp,
+    CeilOp,
     CompareOp,
     CosOp,
     DivOp,
@@ -34,6 +35,7 @@ from tessc.dialects.tess import (
     ErfOp,
     ExpOp,
     FillOp,
+    FloorOp,
     GtOp,
     LogOp,
     LtOp,
@@ -51,6 +53,7 @@ from tessc.dialects.tess import (
     ReduceOp,
     ReluOp,
     ReshapeOp,
+    RoundOp,
     SelectOp,
     SigmoidOp,
     SinOp,
@@ -208,6 +211,7 @@ VJP_RULES: dict[type[Operation], VjpRule] = {}
 
 ZERO_GRADIENT_OPS: tuple[type[Operation], ...] = (
     LtOp, GtOp, EqOp, FillOp, arith.ConstantOp, OneHotOp, ArgMaxOp, ArgMinOp, StopGradientOp,
+    FloorOp, CeilOp, RoundOp,  # piecewise constant: zero almost everywhere
 )  # fmt: skip
 """Ops whose result does not depend differentiably on any operand (integer or bool results,
 masks, constants). Any op with a non-float result is treated the same way by the pass."""
@@ -355,7 +359,7 @@ for _op_type, _partials in BINARY_PARTIALS.items():
     VJP_RULES[_op_type] = _binary_rule(_partials)
 
 
-@vjp_rule(LtOp, GtOp, EqOp, OneHotOp, ArgMaxOp, ArgMinOp, StopGradientOp)
+@vjp_rule(LtOp, GtOp, EqOp, OneHotOp, ArgMaxOp, ArgMinOp, StopGradientOp, FloorOp, CeilOp, RoundOp)
 def _zero_rule(
     emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
 ) -> Contributions:

@@ -86,6 +86,9 @@ UNARY_BODIES: dict[type[tess.UnaryOp], Callable[[Builder, SSAValue], SSAValue]] 
     tess.SinOp: lambda b, x: b.insert(math.SinOp(x)).result,
     tess.CosOp: lambda b, x: b.insert(math.CosOp(x)).result,
     tess.ErfOp: lambda b, x: b.insert(math.ErfOp(x)).result,
+    tess.FloorOp: lambda b, x: b.insert(math.FloorOp(x)).result,
+    tess.CeilOp: lambda b, x: b.insert(math.CeilOp(x)).result,
+    tess.RoundOp: lambda b, x: b.insert(math.RoundEvenOp(x)).result,
 }
 
 BINARY_BODIES: dict[type[tess.BinaryOp], Callable[[Builder, SSAValue, SSAValue], SSAValue]] = {

@@ -5,9 +5,11 @@ Operations the tracer offers that `tess` has no single op for, built from the op
   (`tess.pow` computes in floats): a constant exponent by repeated squaring (exact, wrapping
   on overflow as NumPy's does), a tensor exponent in f64 and truncated back (exact while
   the result fits in 2**53).
-- `floor_divide` and `remainder`: `//` and `%` of integers, NumPy's (the quotient rounds
-  toward minus infinity, the remainder has the divisor's sign, `n // 0 == n % 0 == 0`),
-  computed in f64: exact for operands below 2**53. Floats are refused (tess has no floor).
+- `floor_divide` and `remainder`: `//` and `%`, NumPy's (the quotient rounds toward minus
+  infinity, the remainder has the divisor's sign). Integers: `n // 0 == n % 0 == 0`,
+  computed in f64, exact for operands below 2**53. Floats: `floor(a / b)` and
+  `a - floor(a / b) * b` (`x // 0.0` is +-inf, `x % 0.0` and `inf // x` NaN, as NumPy's;
+  an infinite divisor differs: NumPy's `-1.0 // inf` is -1, `-1.0 % inf` inf).
 - `tile` (PyTorch's `Tensor.repeat`, NumPy's `tile`) and `repeat_elements` (PyTorch's
   `repeat_interleave`, NumPy's `repeat`): reshapes around one `tess.broadcast_to`, so they
   are views to the fusion passes and their gradients are sums.
@@ -73,15 +75,8 @@ def power(b: TessBuilder, base: Operand, exponent: Operand) -> SSAValue:
     return b.cast(wide, dtype)
 
 
-def _integer_operands(
-    b: TessBuilder, symbol: str, lhs: Operand, rhs: Operand
-) -> tuple[ElementType, SSAValue, SSAValue]:
+def _operands(b: TessBuilder, lhs: Operand, rhs: Operand) -> tuple[ElementType, SSAValue, SSAValue]:
     dtype = _dtype(b, lhs, rhs)
-    if is_float(dtype):
-        raise TessError(
-            f"`{symbol}` on floats is not supported (tess has no floor op); it is "
-            "supported on integer tensors"
-        )
     return dtype, _as(b, lhs, dtype), _as(b, rhs, dtype)
 
 
@@ -93,14 +88,19 @@ def _floor_quotient(b: TessBuilder, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
 
 
 def floor_divide(b: TessBuilder, lhs: Operand, rhs: Operand) -> SSAValue:
-    """`lhs // rhs` of integers (module docstring)."""
-    dtype, left, right = _integer_operands(b, "//", lhs, rhs)
+    """`lhs // rhs` (module docstring)."""
+    dtype, left, right = _operands(b, lhs, rhs)
+    if is_float(dtype):  # an infinite dividend has no floored quotient: NaN, as NumPy's
+        infinite = b.eq(b.abs(left), float("inf"))
+        return b.select(infinite, float("nan"), b.floor(b.div(left, right)))
     return b.cast(_floor_quotient(b, left, right), dtype)
 
 
 def remainder(b: TessBuilder, lhs: Operand, rhs: Operand) -> SSAValue:
-    """`lhs % rhs` of integers: `lhs - (lhs // rhs) * rhs`, 0 where `rhs` is 0."""
-    dtype, left, right = _integer_operands(b, "%", lhs, rhs)
+    """`lhs % rhs`: `lhs - (lhs // rhs) * rhs` (of integers 0 where `rhs` is 0)."""
+    dtype, left, right = _operands(b, lhs, rhs)
+    if is_float(dtype):
+        return b.sub(left, b.mul(b.floor(b.div(left, right)), right))
     quotient = b.cast(_floor_quotient(b, left, right), dtype)
     return b.select(b.eq(right, 0), 0, b.sub(left, b.mul(quotient, right)))
 

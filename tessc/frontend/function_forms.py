@@ -78,6 +78,11 @@ NUMPY_UFUNCS: dict[str, Callable[..., Any]] = {
     "tanh": lambda a: a.tanh(),
     "reciprocal": lambda a: a.reciprocal(),
     "square": lambda a: a * a,
+    "floor": lambda a: a.floor() if a.dtype.kind == "f" else a,
+    "ceil": lambda a: a.ceil() if a.dtype.kind == "f" else a,
+    "rint": lambda a: a.round() if a.dtype.kind == "f" else a,
+    "isnan": lambda a: a != a,
+    "isfinite": lambda a: abs(a) < float("inf") if a.dtype.kind == "f" else a == a,
 }
 
 # NumPy function name -> tessc function; `axis`/`keepdims` pass through (aliases).

@@ -33,7 +33,7 @@ from tessc.dialects.builder_types import TessError, numel, shape_of
 
 
 def _source_trace(builder: TessBuilder) -> Any:
-    from tessc.frontend import function_forms  # noqa: F401  (registers Tensor's NumPy forms)
+    from tessc.frontend import function_forms, vocabulary  # noqa: F401  (register NumPy forms)
     from tessc.frontend.tracer import Trace
 
     class SourceTrace(Trace):
@@ -127,6 +127,9 @@ TENSOR_FUNCTIONS = (
     "sin",
     "cos",
     "erf",
+    "floor",
+    "ceil",
+    "round",
     "prod",
     "var",
     "std",

@@ -23,7 +23,7 @@ from xdsl.dialects.builtin import ArrayAttr, ModuleOp
 
 from tessc.dialects import contract
 from tessc.dialects.builder import finish_function
-from tessc.frontend import function_forms  # noqa: F401  (registers Tensor's NumPy forms)
+from tessc.frontend import function_forms, vocabulary  # noqa: F401  (register Tensor's NumPy forms)
 from tessc.frontend.pytree import (
     CONTAINERS,
     SIMPLE_STATICS,

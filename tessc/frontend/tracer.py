@@ -286,6 +286,23 @@ class Tensor(TensorIndexing, TensorReductions, TensorShape):
     def __repr__(self) -> str:
         return f"Tensor({dtype_name(self.dtype)}{list(self.shape)}, traced)"
 
+    def __str__(self) -> str:
+        """What `print(x)` shows while tracing: the type, and why there is no value."""
+        return (
+            f"Tensor({dtype_name(self.dtype)}{list(self.shape)}, traced: no value while "
+            "tracing, as the function runs once to build the program; return it from the "
+            "jit function to see its value)"
+        )
+
+    @located
+    def __format__(self, spec: str) -> str:
+        if spec:
+            raise TessError(
+                f"cannot format a traced Tensor with {spec!r}: it has no value while "
+                "tracing; return it from the jit function to see its value"
+            )
+        return str(self)
+
     @located
     def __bool__(self) -> bool:
         raise TessError(
@@ -374,6 +391,32 @@ class Tensor(TensorIndexing, TensorReductions, TensorShape):
     sin = _unary_method("sin")
     cos = _unary_method("cos")
     erf = _unary_method("erf")
+
+    @located
+    def floor(self) -> Tensor:
+        """`tess.floor`; integer tensors are returned as they are (PyTorch's rule)."""
+        return self if self.dtype.kind in "iub" else build_in_trace("floor", self)
+
+    @located
+    def ceil(self) -> Tensor:
+        return self if self.dtype.kind in "iub" else build_in_trace("ceil", self)
+
+    @located
+    def round(self, decimals: int = 0) -> Tensor:
+        """To `decimals` places, halves to even (NumPy's and PyTorch's `round`:
+        `round(x * 10**decimals) / 10**decimals`); integer tensors as they are."""
+        if self.dtype.kind in "iub":
+            return self
+        if not decimals:
+            return build_in_trace("round", self)
+        scale = 10.0 ** int(decimals)
+        return build_in_trace("round", self * scale) / scale
+
+    __floor__ = floor
+    __ceil__ = ceil
+
+    def __round__(self, ndigits: int | None = None) -> Tensor:
+        return self.round(ndigits or 0)
 
     __invert__ = logical_not = _unary_method("logical_not")
 

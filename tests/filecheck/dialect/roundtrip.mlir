@@ -152,3 +152,17 @@ func.func @erf(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
   %0 = tess.erf %x : tensor<2x3xf32>
   func.return %0 : tensor<2x3xf32>
 }
+
+// Rounding to integral values: floor, ceil, and round with halves to even.
+// CHECK-LABEL: func.func @rounding(%x: tensor<2x3xf64>)
+// GENERIC-LABEL: "func.func"() <{sym_name = "rounding"
+func.func @rounding(%x: tensor<2x3xf64>) -> tensor<2x3xf64> {
+  // CHECK-NEXT: %0 = tess.floor %x : tensor<2x3xf64>
+  // CHECK-NEXT: %1 = tess.ceil %0 : tensor<2x3xf64>
+  // CHECK-NEXT: %2 = tess.round %1 : tensor<2x3xf64>
+  // GENERIC: "tess.floor"(%{{.*}}) : (tensor<2x3xf64>) -> tensor<2x3xf64>
+  %0 = tess.floor %x : tensor<2x3xf64>
+  %1 = tess.ceil %0 : tensor<2x3xf64>
+  %2 = tess.round %1 : tensor<2x3xf64>
+  func.return %2 : tensor<2x3xf64>
+}

@@ -141,3 +141,19 @@ func.func @erf(%x: tensor<4xf32>) -> tensor<4xf32> {
   %0 = tess.erf %x : tensor<4xf32>
   func.return %0 : tensor<4xf32>
 }
+
+// tess.floor, tess.ceil and tess.round are math.floor, math.ceil and math.roundeven
+// (halves to even, NumPy's round).
+// CHECK-LABEL: func.func @rounding
+// CHECK:         linalg.generic
+// CHECK:           math.floor %{{.*}} : f64
+// CHECK:         linalg.generic
+// CHECK:           math.ceil %{{.*}} : f64
+// CHECK:         linalg.generic
+// CHECK:           math.roundeven %{{.*}} : f64
+func.func @rounding(%x: tensor<4xf64>) -> (tensor<4xf64>, tensor<4xf64>, tensor<4xf64>) {
+  %0 = tess.floor %x : tensor<4xf64>
+  %1 = tess.ceil %x : tensor<4xf64>
+  %2 = tess.round %x : tensor<4xf64>
+  func.return %0, %1, %2 : tensor<4xf64>, tensor<4xf64>, tensor<4xf64>
+}
