@@ -4,11 +4,11 @@
 A key is an int32 array of shape (2,) holding the two 32-bit words of a Threefry-2x32 key
 (JAX's raw key, in a dtype `jit` takes; `key(seed)`). It is an ordinary argument of a
 jitted step, so a new key each call reuses the compiled program. Inside a traced function,
-element i of a draw is Threefry-2x32(key, counter (i, 0)), built from `tess.iota` and the
+element i of a draw is Threefry-2x32(key, counter (0, i)), built from `tess.iota` and the
 integer bit ops (`tess.xor/or/shl/shru`, wrapping `tess.add`): the generator lowers to the
 body of the `linalg.generic` that consumes its bits, so `dropout(x) * y` is one kernel and
-no mask buffer exists; every target computes the same bits. `split` counts (j, 1) and
-`fold_in` (data, 2), so the streams of a key, its splits and its folds never overlap.
+no mask buffer exists; every target computes the same bits. `split` counts (1, j) and
+`fold_in` (2, data), so the streams of a key, its splits and its folds never overlap.
 `uniform` keeps 23 bits (f32) or 42 (f64) of each draw, `normal` is Box-Muller on a draw's
 two words, `randint` scales a 42-bit uniform. `split`, `fold_in` and `key` also run eagerly
 on NumPy keys.
@@ -33,7 +33,9 @@ ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 PARITY = 0x1BD11BDA
 """Threefry's key-schedule constant (Salmon et al. 2011; JAX's `threefry2x32`)."""
 SPLIT_STREAM, FOLD_STREAM = 1, 2
-"""The second counter word of `split` and `fold_in` (draws count with 0)."""
+"""The first counter word of `split` and `fold_in` (draws: 0). The element index is the
+second, so the first round's rotation already works on whole tensors: a rank-0 rotation
+would be a kernel of its own."""
 MASK32 = 0xFFFFFFFF
 
 
@@ -150,34 +152,34 @@ def _traced(*values: Any) -> bool:
 
 
 def split(key: Any, num: int = 2) -> Any:
-    """`num` new keys, shape (num, 2): key j is Threefry(key, (j, 1))."""
+    """`num` new keys, shape (num, 2): key j is Threefry(key, (1, j))."""
     if not _traced(key):
         k0, k1 = _eager_words(key)
         counters = np.arange(num, dtype=np.uint32)
-        y0, y1 = threefry2x32(NumpyWords(), k0, k1, counters, np.uint32(SPLIT_STREAM))
+        y0, y1 = threefry2x32(NumpyWords(), k0, k1, np.uint32(SPLIT_STREAM), counters)
         return np.stack([y0, y1], axis=1).view(np.int32)
     trace = trace_of(key)
     ops, b = TracedWords(trace.builder), trace.builder
     k0, k1 = _traced_key(key, trace)
     counters = iota(b, (num,))
-    y0, y1 = threefry2x32(ops, k0, k1, counters, ops.const(SPLIT_STREAM))
+    y0, y1 = threefry2x32(ops, k0, k1, ops.const(SPLIT_STREAM), counters)
     return Tensor(b.stack([y0, y1], dim=1), trace)
 
 
 def fold_in(key: Any, data: int) -> Any:
-    """A new key from `key` and an integer: Threefry(key, (data, 2))."""
+    """A new key from `key` and an integer: Threefry(key, (2, data))."""
     if not isinstance(data, int | np.integer):
         raise TessError(f"data: expected a Python integer, got {type(data).__name__}")
     if not _traced(key):
         k0, k1 = _eager_words(key)
         y0, y1 = threefry2x32(
-            NumpyWords(), k0, k1, np.uint32(int(data) & MASK32), np.uint32(FOLD_STREAM)
+            NumpyWords(), k0, k1, np.uint32(FOLD_STREAM), np.uint32(int(data) & MASK32)
         )
         return np.array([y0, y1], np.uint32).view(np.int32)
     trace = trace_of(key)
     ops, b = TracedWords(trace.builder), trace.builder
     k0, k1 = _traced_key(key, trace)
-    y0, y1 = threefry2x32(ops, k0, k1, ops.const(int(data)), ops.const(FOLD_STREAM))
+    y0, y1 = threefry2x32(ops, k0, k1, ops.const(FOLD_STREAM), ops.const(int(data)))
     return Tensor(b.stack([y0, y1]), trace)
 
 
@@ -205,7 +207,7 @@ def random_bits(key: Any, shape: Sequence[int]) -> tuple[Trace, SSAValue, SSAVal
     k0, k1 = _traced_key(key, trace)
     ops = TracedWords(b)
     counters = iota(b, _shape(shape))
-    y0, y1 = threefry2x32(ops, k0, k1, counters, ops.const(0))
+    y0, y1 = threefry2x32(ops, k0, k1, ops.const(0), counters)
     return trace, y0, y1
 
 
