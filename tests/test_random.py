@@ -206,3 +206,25 @@ def test_a_bad_key_is_named(bad: np.ndarray) -> None:
         tr.split(bad)
     with pytest.raises(TessError, match=r"key: expected a random key.*of shape \(3,\)|float32"):
         ts.jit(lambda k: tr.uniform(k, (4,)), target="reference")(bad)
+
+
+def test_word_ops_wrap_as_uint32_on_every_target() -> None:
+    """Adds overflow, shifts of negative i32 bring in zeros: the bits of uint32 math."""
+    values = np.array([0, 1, -1, 2**31 - 1, -(2**31), 0x13198A2E, -0x7C5CF8D3], np.int32)
+
+    def word_ops(x: ts.Tensor) -> tuple[ts.Tensor, ...]:
+        trace = x.trace
+        ops, own = tr.TracedWords(trace.builder), trace.own(x)
+        results = (ops.add(own, own), ops.rotl(own, 7), ops.xor(own, ops.const(0x9E3779B9)))
+        return tuple(ts.Tensor(v, trace) for v in results)
+
+    words = values.view(np.uint32)
+    numpy_ops = tr.NumpyWords()
+    expected = [
+        numpy_ops.add(words, words),
+        numpy_ops.rotl(words, 7),
+        numpy_ops.xor(words, numpy_ops.const(0x9E3779B9)),
+    ]
+    for target in ("reference", "cpu"):
+        for got, want in zip(ts.jit(word_ops, target=target)(values), expected, strict=True):
+            np.testing.assert_array_equal(np.asarray(got).view(np.uint32), want)

@@ -442,9 +442,9 @@ class IotaToLinalg(RewritePattern):
         shape = tensor_shape(result_type)
 
         def body(b: Builder, args: Sequence[SSAValue]) -> SSAValue:
-            linear = index_constant(b, 0)
-            for dim, size in enumerate(shape):
-                scaled = b.insert(arith.MuliOp(linear, index_constant(b, size))).result
+            linear = loop_index(b, 0) if shape else index_constant(b, 0)
+            for dim in range(1, len(shape)):
+                scaled = b.insert(arith.MuliOp(linear, index_constant(b, shape[dim]))).result
                 linear = b.insert(arith.AddiOp(scaled, loop_index(b, dim))).result
             return b.insert(arith.IndexCastOp(linear, result_type.element_type)).result
 
