@@ -282,8 +282,40 @@ def randint(
     return Tensor(b.add(b.cast(scaled, dtype), int(minval)), trace)
 
 
+def permutation(key: Any, n: int) -> Any:
+    """A random permutation of `range(n)` (int32): the order of n draws, ties broken by
+    index. Traced, each element's rank counts the draws before it (an n x n comparison,
+    summed in one kernel) and the ranks scatter the indices; eagerly, NumPy's `lexsort`."""
+    if not isinstance(n, int | np.integer) or n < 1:
+        raise TessError(f"n: expected a positive Python integer, got {n!r}")
+    n = int(n)
+    if not _traced(key) and not _in_trace():
+        k0, k1 = _eager_words(key)
+        y0, _ = threefry2x32(NumpyWords(), k0, k1, np.uint32(0), np.arange(n, dtype=np.uint32))
+        draws = np.asarray(y0, np.uint32).view(np.int32)
+        return np.lexsort((np.arange(n), draws)).astype(np.int32)
+    trace, y0, _ = random_bits(key, (n,))
+    b = trace.builder
+    index = iota(b, (n,))
+    draw_i, draw_j = b.reshape(y0, (n, 1)), b.reshape(y0, (1, n))
+    index_i, index_j = b.reshape(index, (n, 1)), b.reshape(index, (1, n))
+    tie = b.logical_and(b.eq(draw_j, draw_i), b.lt(index_j, index_i))
+    before = b.logical_or(b.lt(draw_j, draw_i), tie)
+    rank = b.sum(b.cast(before, "i32"), dims=1)
+    return Tensor(b.scatter_add(index, b.cast(rank, "i32"), 0, (n,)), trace)
+
+
+def _in_trace() -> bool:
+    try:
+        trace_of()
+    except TessError:
+        return False
+    return True
+
+
 __all__ = [
     "bernoulli",
+    "permutation",
     "fold_in",
     "key",
     "normal",

@@ -121,6 +121,7 @@ def small_draws(key: ts.Tensor) -> tuple[ts.Tensor, ...]:
         tr.normal(k1, (7,), np.float64),
         tr.randint(key, (4,), 0, 100),
         tr.split(key, 3),
+        tr.permutation(key, 9),
     )
 
 
@@ -128,6 +129,7 @@ def test_same_bits_on_reference_and_every_cpu_target() -> None:
     key = tr.key(123)
     expected = ts.jit(small_draws, target="reference")(key)
     np.testing.assert_array_equal(expected[3], tr.split(key, 3))
+    np.testing.assert_array_equal(expected[4], tr.permutation(key, 9))
     for target in ("cpu", "cpu-unfused"):
         for got, want in zip(ts.jit(small_draws, target=target)(key), expected, strict=True):
             np.testing.assert_array_equal(got, want)
@@ -187,7 +189,10 @@ def test_dropout_gradient_matches_central_differences() -> None:
     def loss(x: ts.Tensor, w: ts.Tensor, key: ts.Tensor) -> ts.Tensor:
         return (ts.nn.dropout(x, 0.4, key) * w).sum()
 
-    grad = ts.jit(ts.grad(loss), target="cpu")(x, w, key)
+    jitted = ts.jit(ts.grad(loss), target="cpu")
+    ir = jitted.ir(x, w, key, stage="loops")
+    assert kernel_count(ir) == 1 and "i1>" not in ir  # the mask recomputed, never stored
+    grad = jitted(x, w, key)
     value = ts.jit(loss, target="reference")
     eps = 1e-6
     numeric = np.zeros_like(x)
@@ -228,3 +233,16 @@ def test_word_ops_wrap_as_uint32_on_every_target() -> None:
     for target in ("reference", "cpu"):
         for got, want in zip(ts.jit(word_ops, target=target)(values), expected, strict=True):
             np.testing.assert_array_equal(np.asarray(got).view(np.uint32), want)
+
+
+def test_permutation_is_a_uniform_permutation() -> None:
+    assert sorted(tr.permutation(tr.key(1), 50)) == list(range(50))
+    counts: dict[tuple[int, ...], int] = {}
+    trials = 3000
+    for i in range(trials):
+        order = tuple(int(v) for v in tr.permutation(tr.fold_in(tr.key(0), i), 3))
+        counts[order] = counts.get(order, 0) + 1
+    assert len(counts) == 6
+    expected = trials / 6
+    chi2 = sum((c - expected) ** 2 / expected for c in counts.values())
+    assert chi2 < 20.5  # the 0.1% critical value with 5 degrees of freedom
