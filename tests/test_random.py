@@ -130,9 +130,12 @@ def test_same_bits_on_reference_and_every_cpu_target() -> None:
     expected = ts.jit(small_draws, target="reference")(key)
     np.testing.assert_array_equal(expected[3], tr.split(key, 3))
     np.testing.assert_array_equal(expected[4], tr.permutation(key, 9))
-    for target in ("cpu", "cpu-unfused"):
-        for got, want in zip(ts.jit(small_draws, target=target)(key), expected, strict=True):
-            np.testing.assert_array_equal(got, want)
+    for got, want in zip(ts.jit(small_draws, target="cpu")(key), expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+    # unfused, each of the ~130 ops of a draw is a kernel of its own: the bits and one split
+    unfused = ts.jit(lambda k: (tr.uniform(k, (3, 5)), tr.split(k, 3)), target="cpu-unfused")
+    for got, want in zip(unfused(key), (expected[0], expected[3]), strict=True):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_a_new_key_reuses_the_compiled_program() -> None:
