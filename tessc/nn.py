@@ -39,6 +39,7 @@ from tessc.nn_conv import (
     max_pool2d,
 )
 from tessc.nn_conv import torch_pad as pad
+from tessc.random import uniform
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -283,12 +284,10 @@ def dropout(x: Any, rate: float, key: Any) -> Tensor:
     `1 / (1 - rate)`, else 0; `rate` 0 is the identity. The mask is drawn from `key`
     (`tessc.random`) inside the kernel that applies it, so no mask buffer exists, and the
     gradient recomputes the same mask."""
-    from tessc import random
-
     if not 0.0 <= float(rate) < 1.0:
         raise TessError(f"rate: expected 0 <= rate < 1, got {rate}")
     x = _tensor(x)
     if float(rate) == 0.0:
         return x
-    keep = random.uniform(key, x.shape, x.dtype) >= float(rate)
+    keep = uniform(key, x.shape, x.dtype) >= float(rate)
     return where(keep, x * (1.0 / (1.0 - float(rate))), 0.0)

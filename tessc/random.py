@@ -28,6 +28,7 @@ from tessc.dialects import tess
 from tessc.dialects.builder import TessBuilder
 from tessc.dialects.builder_types import DTypeLike, TessError
 from tessc.frontend.tracer import Tensor, Trace, trace_of
+from tessc.frontend.user_location import located
 
 ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 PARITY = 0x1BD11BDA
@@ -151,6 +152,7 @@ def _traced(*values: Any) -> bool:
     return any(isinstance(v, Tensor) for v in values)
 
 
+@located
 def split(key: Any, num: int = 2) -> Any:
     """`num` new keys, shape (num, 2): key j is Threefry(key, (1, j))."""
     if not _traced(key):
@@ -166,6 +168,7 @@ def split(key: Any, num: int = 2) -> Any:
     return Tensor(b.stack([y0, y1], dim=1), trace)
 
 
+@located
 def fold_in(key: Any, data: int) -> Any:
     """A new key from `key` and an integer: Threefry(key, (2, data))."""
     if not isinstance(data, int | np.integer):
@@ -224,6 +227,7 @@ def _unit_interval(b: TessBuilder, y0: SSAValue, y1: SSAValue, dtype: DTypeLike)
     return b.mul(b.add(b.mul(high, 2.0**21), low), 2.0**-42)
 
 
+@located
 def uniform(
     key: Any,
     shape: Sequence[int] = (),
@@ -240,6 +244,7 @@ def uniform(
     return Tensor(unit, trace)
 
 
+@located
 def normal(key: Any, shape: Sequence[int] = (), dtype: DTypeLike = np.float32) -> Tensor:
     """Standard normal samples (Box-Muller on each draw's two words)."""
     trace, y0, y1 = random_bits(key, shape)
@@ -256,6 +261,7 @@ def normal(key: Any, shape: Sequence[int] = (), dtype: DTypeLike = np.float32) -
     return Tensor(b.mul(radius, b.cos(b.mul(u_angle, 2 * math.pi))), trace)
 
 
+@located
 def bernoulli(key: Any, p: Any = 0.5, shape: Sequence[int] = ()) -> Tensor:
     """True with probability `p` (a number or a tensor broadcasting against `shape`)."""
     trace, y0, y1 = random_bits(key, shape)
@@ -267,6 +273,7 @@ def bernoulli(key: Any, p: Any = 0.5, shape: Sequence[int] = ()) -> Tensor:
     return Tensor(b.lt(unit, probability), trace)
 
 
+@located
 def randint(
     key: Any, shape: Sequence[int], minval: int, maxval: int, dtype: DTypeLike = np.int32
 ) -> Tensor:
@@ -282,6 +289,7 @@ def randint(
     return Tensor(b.add(b.cast(scaled, dtype), int(minval)), trace)
 
 
+@located
 def permutation(key: Any, n: int) -> Any:
     """A random permutation of `range(n)` (int32): the order of n draws, ties broken by
     index. Traced, each element's rank counts the draws before it (an n x n comparison,
