@@ -9,9 +9,10 @@ integer bit ops (`tess.xor/or/shl/shru`, wrapping `tess.add`): the generator low
 body of the `linalg.generic` that consumes its bits, so `dropout(x) * y` is one kernel and
 no mask buffer exists; every target computes the same bits. `split` counts (1, j) and
 `fold_in` (2, data), so the streams of a key, its splits and its folds never overlap.
-`uniform` keeps 23 bits (f32) or 42 (f64) of each draw, `normal` is Box-Muller on a draw's
-two words, `randint` scales a 42-bit uniform. `split`, `fold_in` and `key` also run eagerly
-on NumPy keys.
+`uniform` keeps 23 bits (f32) or 42 (f64) of each draw, `randint` scales a 42-bit uniform:
+both are bit-identical on every target. `normal` is Box-Muller on a draw's two words (23 or
+31 bits each); its log/cos may differ in the last ulp between targets' math libraries.
+`split`, `fold_in`, `permutation` and `key` also run eagerly on NumPy keys.
 """
 
 from __future__ import annotations
@@ -214,17 +215,26 @@ def random_bits(key: Any, shape: Sequence[int]) -> tuple[Trace, SSAValue, SSAVal
     return trace, y0, y1
 
 
+def _float_dtype(dtype: DTypeLike) -> np.dtype:
+    float_type = np.dtype(dtype)
+    if float_type not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise TessError(f"dtype: expected float32 or float64, got {float_type}")
+    return float_type
+
+
+def _word_fraction(b: TessBuilder, word: SSAValue, bits: int, dtype: np.dtype) -> SSAValue:
+    """The top `bits` bits of a word as a fraction in [0, 1) of `dtype`."""
+    top = b.insert(tess.ShRUOp(word, TracedWords(b).const(32 - bits)))
+    return b.mul(b.cast(top, dtype), 2.0**-bits)
+
+
 def _unit_interval(b: TessBuilder, y0: SSAValue, y1: SSAValue, dtype: DTypeLike) -> SSAValue:
     """Uniform on [0, 1) in `dtype` from a draw's words: 23 bits for f32, 42 for f64."""
-    ops = TracedWords(b)
-    if np.dtype(dtype) == np.float32:
-        mantissa = b.cast(b.insert(tess.ShRUOp(y0, ops.const(9))), "f32")
-        return b.mul(mantissa, 2.0**-23)
-    if np.dtype(dtype) != np.float64:
-        raise TessError(f"dtype: expected float32 or float64, got {np.dtype(dtype)}")
-    high = b.cast(b.insert(tess.ShRUOp(y0, ops.const(11))), "f64")
-    low = b.cast(b.insert(tess.ShRUOp(y1, ops.const(11))), "f64")
-    return b.mul(b.add(b.mul(high, 2.0**21), low), 2.0**-42)
+    if _float_dtype(dtype) == np.float32:
+        return _word_fraction(b, y0, 23, np.dtype(np.float32))
+    high = _word_fraction(b, y0, 21, np.dtype(np.float64))
+    low = _word_fraction(b, y1, 21, np.dtype(np.float64))
+    return b.add(high, b.mul(low, 2.0**-21))
 
 
 @located
@@ -249,14 +259,10 @@ def normal(key: Any, shape: Sequence[int] = (), dtype: DTypeLike = np.float32) -
     """Standard normal samples (Box-Muller on each draw's two words)."""
     trace, y0, y1 = random_bits(key, shape)
     b = trace.builder
-    if np.dtype(dtype) == np.float32:
-        ops = TracedWords(b)
-        u_radius = b.mul(b.cast(b.insert(tess.ShRUOp(y0, ops.const(9))), "f32"), 2.0**-23)
-        u_angle = b.mul(b.cast(b.insert(tess.ShRUOp(y1, ops.const(9))), "f32"), 2.0**-23)
-    else:
-        ops = TracedWords(b)
-        u_radius = _unit_interval(b, y0, y1, dtype)
-        u_angle = _unit_interval(b, y1, y0, dtype)
+    float_type = _float_dtype(dtype)
+    bits = 23 if float_type == np.float32 else 31  # exact in the float's mantissa
+    u_radius = _word_fraction(b, y0, bits, float_type)
+    u_angle = _word_fraction(b, y1, bits, float_type)
     radius = b.sqrt(b.mul(b.log(b.sub(1.0, u_radius)), -2.0))
     return Tensor(b.mul(radius, b.cos(b.mul(u_angle, 2 * math.pi))), trace)
 
