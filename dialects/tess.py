@@ -70,16 +70,20 @@ from tessc.dialects.tess_elementwise import (
     ExpOp,
     FloorOp,
     GtOp,
+    IotaOp,
     LogOp,
     LtOp,
     MaxOp,
     MinOp,
     MulOp,
     NegOp,
+    OrOp,
     PowOp,
     ReciprocalOp,
     ReluOp,
     RoundOp,
+    ShLOp,
+    ShRUOp,
     SigmoidOp,
     SinOp,
     SqrtOp,
@@ -87,6 +91,7 @@ from tessc.dialects.tess_elementwise import (
     SubOp,
     TanhOp,
     UnaryOp,
+    XOrOp,
 )
 from tessc.dialects.tess_structured import (
     BroadcastToOp,
@@ -109,12 +114,14 @@ UNARY_OPS: tuple[type[UnaryOp], ...] = (
 BINARY_OPS: tuple[type[BinaryOp], ...] = (
     AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp, LtOp, GtOp, EqOp,
 )  # fmt: skip
+BITWISE_OPS: tuple[type[BinaryOp], ...] = (XOrOp, OrOp, ShLOp, ShRUOp)
 COMPARE_OPS: tuple[type[CompareOp], ...] = (LtOp, GtOp, EqOp)
 REDUCE_OPS: tuple[type[ReduceOp], ...] = (SumOp, ReduceMaxOp, MeanOp)
 
 CORE_OPS: tuple[type[TessOp], ...] = (
     *UNARY_OPS, *BINARY_OPS, *REDUCE_OPS,
     ReshapeOp, PermuteOp, BroadcastToOp, FillOp, SelectOp, MatmulOp, CastOp, StopGradientOp,
+    *BITWISE_OPS, IotaOp,  # not in BINARY_OPS: random programs keep to float arithmetic
     ProdOp,  # not in REDUCE_OPS: random programs keep to sums, means and maxima
 )  # fmt: skip
 
@@ -133,6 +140,12 @@ def __getattr__(name: str) -> Dialect:
 
 
 __all__ = [
+    "BITWISE_OPS",
+    "IotaOp",
+    "ShRUOp",
+    "ShLOp",
+    "OrOp",
+    "XOrOp",
     "Tess",  # noqa: F822 (made on first use by the module's __getattr__)
     "AbsOp",
     "AddOp",

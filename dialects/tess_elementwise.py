@@ -1,7 +1,10 @@
 """
 The elementwise `tess` ops: map (unary: `neg exp log relu sigmoid tanh sqrt reciprocal abs
-sin cos erf floor ceil round stop_gradient`), zip (binary with broadcasting: `add sub mul div
-max min pow` and the comparisons `lt gt eq`) and `cast`.
+sin cos erf floor ceil round stop_gradient`), zip (binary with broadcasting: `add sub mul
+div max min pow` and the comparisons `lt gt eq`; on integers only, the bit operations `xor
+or shl shru`), `cast` and `iota` (each element's row-major index: with the bit operations,
+the counter-based random numbers of `tessc.random` are computed inside the kernel that
+uses them).
 
 Their results have their operands' broadcast shape, so they are one family for the fusion
 passes (`PatternKind.ELEMENTWISE`); the dialect's namespace is `tess.py`.
@@ -29,6 +32,7 @@ from tessc.dialects.tess_base import (
     element_type_of,
     inferred_shape,
     is_bool,
+    is_integer,
     result_tensor,
     tensor_shape,
 )
@@ -294,3 +298,65 @@ class RoundOp(UnaryOp):
     zero gradient)."""
 
     name = "tess.round"
+
+
+# ---------------------------------------------------------------------------------------
+# integer bit operations and iota: the counter-based RNG's building blocks
+# ---------------------------------------------------------------------------------------
+
+
+class BitwiseOp(BinaryOp, abc.ABC):
+    """A bit operation on i32/i64 (two's complement; a shift count is in [0, width))."""
+
+    ELEMENTS: ClassVar[Elements] = Elements.NUMBER
+
+    def verify_(self) -> None:
+        super().verify_()
+        if not is_integer(element_type_of(self.lhs)):
+            raise VerifyException(f"'{self.name}' expects i32 or i64 elements, got {self.lhs.type}")
+
+
+@irdl_op_definition
+class XOrOp(BitwiseOp):
+    name = "tess.xor"
+
+
+@irdl_op_definition
+class OrOp(BitwiseOp):
+    name = "tess.or"
+
+
+@irdl_op_definition
+class ShLOp(BitwiseOp):
+    """Shift left; bits shifted out are lost (arith.shli)."""
+
+    name = "tess.shl"
+
+
+@irdl_op_definition
+class ShRUOp(BitwiseOp):
+    """Logical shift right: zeros shifted in, whatever the sign bit (arith.shrui)."""
+
+    name = "tess.shru"
+
+
+@irdl_op_definition
+class IotaOp(TessOp):
+    """Each element's row-major linear index: `tess.iota : tensor<2x3xi32>` is
+    `[[0, 1, 2], [3, 4, 5]]` (what a counter-based generator counts)."""
+
+    name = "tess.iota"
+    PATTERN_KIND: ClassVar[PatternKind] = PatternKind.ELEMENTWISE
+    ELEMENTS: ClassVar[Elements] = Elements.NUMBER
+
+    result = result_def(TensorType)
+
+    assembly_format = "attr-dict `:` type($result)"
+
+    def __init__(self, result_type: TensorType):
+        super().__init__(result_types=[result_type])
+
+    def verify_(self) -> None:
+        element = check_tensor_type(self, self.result.type, Elements.NUMBER)
+        if not is_integer(element):
+            raise VerifyException(f"'{self.name}' expects i32 or i64 elements, got {element}")

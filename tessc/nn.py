@@ -40,6 +40,7 @@ from tessc.nn_conv import (
 )
 from tessc.nn_conv import torch_pad as pad
 from tessc.nn_losses import binary_cross_entropy, binary_cross_entropy_with_logits
+from tessc.random import uniform
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -278,3 +279,18 @@ __all__ = [
     "silu",
     "softmax",
 ]
+
+
+@located
+def dropout(x: Any, rate: float, key: Any) -> Tensor:
+    """Inverted dropout: each element kept with probability `1 - rate` and scaled by
+    `1 / (1 - rate)`, else 0; `rate` 0 is the identity. The mask is drawn from `key`
+    (`tessc.random`) inside the kernel that applies it, so no mask buffer exists, and the
+    gradient recomputes the same mask."""
+    if not 0.0 <= float(rate) < 1.0:
+        raise TessError(f"rate: expected 0 <= rate < 1, got {rate}")
+    x = _tensor(x)
+    if float(rate) == 0.0:
+        return x
+    keep = uniform(key, x.shape, x.dtype) >= float(rate)
+    return where(keep, x * (1.0 / (1.0 - float(rate))), 0.0)

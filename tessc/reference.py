@@ -163,8 +163,27 @@ OP_IMPLEMENTATIONS.update(
         tess.LtOp: _compare(np.less),
         tess.GtOp: _compare(np.greater),
         tess.EqOp: _compare(np.equal),
+        tess.XOrOp: _binary(np.bitwise_xor),
+        tess.OrOp: _binary(np.bitwise_or),
+        tess.ShLOp: _binary(lambda a, b: _unsigned_shift(np.left_shift, a, b)),
+        tess.ShRUOp: _binary(lambda a, b: _unsigned_shift(np.right_shift, a, b)),
     }
 )
+
+
+def _unsigned_shift(
+    shift: Callable[[np.ndarray, np.ndarray], np.ndarray], a: np.ndarray, b: np.ndarray
+) -> np.ndarray:
+    """`shift` on the bits of `a` as unsigned (so right shifts bring in zeros, and left
+    shifts drop bits as arith.shli does), back in `a`'s dtype."""
+    unsigned = np.dtype(f"u{a.dtype.itemsize}")
+    return shift(a.view(unsigned), b.astype(unsigned)).astype(unsigned).view(a.dtype)
+
+
+@_implements(tess.IotaOp)
+def _iota(op: tess.IotaOp, operands: list[np.ndarray]) -> np.ndarray:
+    shape, dtype = shape_and_dtype(op.result.type)
+    return np.arange(math.prod(shape), dtype=dtype).reshape(shape)
 
 
 @_implements(tess.SumOp)

@@ -22,6 +22,7 @@ from xdsl.ir import Operation, SSAValue
 from tessc.dialects.builder import TessBuilder
 from tessc.dialects.builder_types import DimsLike, Operand, normalize_dims, numel
 from tessc.dialects.tess import (
+    BITWISE_OPS,
     AbsOp,
     AddOp,
     BinaryOp,
@@ -37,6 +38,7 @@ from tessc.dialects.tess import (
     FillOp,
     FloorOp,
     GtOp,
+    IotaOp,
     LogOp,
     LtOp,
     MatmulOp,
@@ -212,6 +214,7 @@ VJP_RULES: dict[type[Operation], VjpRule] = {}
 ZERO_GRADIENT_OPS: tuple[type[Operation], ...] = (
     LtOp, GtOp, EqOp, FillOp, arith.ConstantOp, OneHotOp, ArgMaxOp, ArgMinOp, StopGradientOp,
     FloorOp, CeilOp, RoundOp,  # piecewise constant: zero almost everywhere
+    IotaOp, *BITWISE_OPS,
 )  # fmt: skip
 """Ops whose result does not depend differentiably on any operand (integer or bool results,
 masks, constants). Any op with a non-float result is treated the same way by the pass."""
@@ -359,14 +362,26 @@ for _op_type, _partials in BINARY_PARTIALS.items():
     VJP_RULES[_op_type] = _binary_rule(_partials)
 
 
-@vjp_rule(LtOp, GtOp, EqOp, OneHotOp, ArgMaxOp, ArgMinOp, StopGradientOp, FloorOp, CeilOp, RoundOp)
+@vjp_rule(
+    LtOp,
+    GtOp,
+    EqOp,
+    OneHotOp,
+    ArgMaxOp,
+    ArgMinOp,
+    StopGradientOp,
+    FloorOp,
+    CeilOp,
+    RoundOp,
+    *BITWISE_OPS,
+)
 def _zero_rule(
     emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
 ) -> Contributions:
     return [None] * len(op.operands)
 
 
-@vjp_rule(FillOp, arith.ConstantOp)
+@vjp_rule(FillOp, arith.ConstantOp, IotaOp)
 def _constant_rule(
     emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
 ) -> Contributions:

@@ -99,6 +99,10 @@ BINARY_BODIES: dict[type[tess.BinaryOp], Callable[[Builder, SSAValue, SSAValue],
     tess.MaxOp: typed_body(arith.MaximumfOp, arith.MaxSIOp, arith.OrIOp),
     tess.MinOp: typed_body(arith.MinimumfOp, arith.MinSIOp, arith.AndIOp),
     tess.PowOp: lambda b, x, y: b.insert(math.PowFOp(x, y)).result,
+    tess.XOrOp: lambda b, x, y: b.insert(arith.XOrIOp(x, y)).result,
+    tess.OrOp: lambda b, x, y: b.insert(arith.OrIOp(x, y)).result,
+    tess.ShLOp: lambda b, x, y: b.insert(arith.ShLIOp(x, y)).result,
+    tess.ShRUOp: lambda b, x, y: b.insert(arith.ShRUIOp(x, y)).result,
 }
 COMPARISONS: dict[type[tess.CompareOp], str] = {tess.LtOp: "lt", tess.GtOp: "gt", tess.EqOp: "eq"}
 

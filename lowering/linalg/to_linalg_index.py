@@ -23,9 +23,10 @@ from xdsl.ir import SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
-from tessc.dialects import tess_index
+from tessc.dialects import tess, tess_index
 from tessc.dialects.tess import tensor_shape
 from tessc.lowering.linalg.builders import (
+    build_elementwise,
     build_fill,
     build_generic,
     convert,
@@ -431,8 +432,29 @@ class ConcatToLinalg(RewritePattern):
         rewriter.replace(op, [], [generic.res[0]])
 
 
+class IotaToLinalg(RewritePattern):
+    """`tess.iota`: a generic without inputs whose body folds the loop indices into the
+    row-major linear index, so the counter never exists as a buffer."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tess.IotaOp, rewriter: PatternRewriter) -> None:
+        result_type = result_type_of(op)
+        shape = tensor_shape(result_type)
+
+        def body(b: Builder, args: Sequence[SSAValue]) -> SSAValue:
+            linear = loop_index(b, 0) if shape else index_constant(b, 0)
+            for dim in range(1, len(shape)):
+                scaled = b.insert(arith.MuliOp(linear, index_constant(b, shape[dim]))).result
+                linear = b.insert(arith.AddiOp(scaled, loop_index(b, dim))).result
+            return b.insert(arith.IndexCastOp(linear, result_type.element_type)).result
+
+        result = build_elementwise(rewriter, [], result_type, body, op.name)
+        rewriter.replace(op, [], [result])
+
+
 def index_patterns() -> list[RewritePattern]:
     return [
+        IotaToLinalg(),
         TakeToLinalg(),
         ScatterAddToLinalg(),
         OneHotToLinalg(),
