@@ -161,6 +161,16 @@ class LoopLevelFunctions(InterpreterFunctions):
     def run_roundeven(self, interpreter: Interpreter, op: Operation, args: PythonValues):
         return (float(round(args[0])),)
 
+    @impl(arith.ShRUIOp)
+    def run_shrui(self, interpreter: Interpreter, op: Operation, args: PythonValues):
+        width = op.result_types[0].width.data  # type: ignore[attr-defined]
+        return (self.signed((args[0] % (1 << width)) >> args[1], width),)
+
+    @staticmethod
+    def signed(value: int, width: int) -> int:
+        """`value` (mod 2^width) as a two's complement integer of `width` bits."""
+        return value - (1 << width) if value >= 1 << (width - 1) else value
+
     @impl(xmath.AbsIOp)
     def run_absi(self, interpreter: Interpreter, op: Operation, args: PythonValues):
         return (abs(args[0]),)
@@ -524,6 +534,17 @@ func.func @main(%x: tensor<2x4x7x6xf64>, %w: tensor<6x2x3x2xf64>, %i: tensor<2x4
   func.return %0, %1, %2, %3, %4, %5, %6 : tensor<2x6x4x4xf64>, tensor<2x4x4x3xf64>,
       tensor<2x4x4x3xi64>, tensor<2x4x3x3xf64>, tensor<2x4x7x6xf64>, tensor<2x4x7x6xf64>,
       tensor<2x5x7x9xf64>
+}""",
+    "bit_ops_iota": """
+func.func @main(%x: tensor<2x3xi32>) -> (tensor<2x3xi32>, tensor<2x3xi32>) {
+  %i = tess.iota : tensor<2x3xi32>
+  %c3 = tess.fill 3.0 : tensor<i32>
+  %c5 = tess.fill 5.0 : tensor<i32>
+  %0 = tess.shl %i, %c3 : tensor<2x3xi32>, tensor<i32> -> tensor<2x3xi32>
+  %1 = tess.shru %x, %c5 : tensor<2x3xi32>, tensor<i32> -> tensor<2x3xi32>
+  %2 = tess.or %0, %1 : tensor<2x3xi32>, tensor<2x3xi32> -> tensor<2x3xi32>
+  %3 = tess.xor %2, %x : tensor<2x3xi32>, tensor<2x3xi32> -> tensor<2x3xi32>
+  func.return %3, %i : tensor<2x3xi32>, tensor<2x3xi32>
 }""",
     "erf": """
 func.func @main(%x: tensor<4x5xf64>, %y: tensor<3xf32>) -> (tensor<4x5xf64>, tensor<3xf32>) {
