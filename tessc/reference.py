@@ -343,6 +343,8 @@ def _window(
 
 def _padded(x: np.ndarray, low: Sequence[int], high: Sequence[int], value: float) -> np.ndarray:
     """`x` padded on its last `len(low)` dims."""
+    if x.ndim == 0:  # nothing to pad, and np.pad refuses a 0-d array
+        return x.copy()
     lead = [(0, 0)] * (x.ndim - len(low))
     return np.pad(x, [*lead, *zip(low, high, strict=True)], constant_values=value)
 

@@ -34,6 +34,29 @@ def test_the_generator_covers_every_op_kind() -> None:
     assert {"take", "one_hot", "cast", "argmax", "argmin", "slice", "concat"} <= kinds
 
 
+def test_the_generator_makes_convolutions_pools_and_pads_that_verify() -> None:
+    programs = [generate(random.Random(i), ops=12) for i in range(300)]
+    windowed = [p for p in programs if any(op.kind in ("conv", "pool", "pad") for op in p.ops)]
+    ops = [op for p in windowed for op in p.ops]
+    convs = [op for op in ops if op.kind == "conv"]
+    assert {len(op.shape) - 2 for op in convs} == {1, 2}  # 1-D and 2-D
+    assert any(2 in op.attr("strides") for op in convs)
+    assert any(2 in op.attr("dilations") for op in convs)
+    assert any(op.attr("low") != op.attr("high") for op in convs)  # padding, asymmetric too
+    assert any(op.attr("groups") > 1 for op in convs)
+    assert {op.attr("pool") for op in ops if op.kind == "pool"} == {"max", "avg", "argmax"}
+    pads = [op for op in ops if op.kind == "pad"]
+    assert any(op.dtype for op in pads) and any(not op.dtype for op in pads)  # int and float
+    for program in windowed:
+        parse_module(program.text()).verify()
+    smooth = [generate(random.Random(i), ops=12, dtype="f64", smooth=True) for i in range(200)]
+    pools = {op.attr("pool") for p in smooth for op in p.ops if op.kind == "pool"}
+    assert pools == {"avg"}  # max pooling has kinks, argmax no gradient
+    assert {"conv", "pad"} <= {op.kind for p in smooth for op in p.ops}
+    for program in smooth:
+        parse_module(program.text()).verify()
+
+
 def test_the_generator_makes_integer_values_that_parse() -> None:
     programs = [generate(random.Random(i), ops=12) for i in range(600)]
     integer = [p for p in programs if p.arg_types or any(op.dtype for op in p.ops)]

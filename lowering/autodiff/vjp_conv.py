@@ -6,7 +6,7 @@ forward:
 - conv, input: a transposed convolution as a `tess.conv`: the output gradient dilated by
   the stride and padded by `d*(k-1)` (one `tess.unslice`), convolved with the kernel
   flipped (`tess.slice`, stride -1) and its channels swapped per group, then cropped to
-  the input (a slice, only where the forward padding exceeds `d*(k-1)`);
+  the input (a slice, only where the forward padding, low or high, exceeds `d*(k-1)`);
 - conv, weight: a correlation of input and output gradient as a `tess.conv`, with the
   batch as the reduced channels: `dw[f, c, k] = sum_{n,o} xp[n, g*C/G + c, o*s + k*d] *
   dy[n, f, o]`, i.e. stride and dilation swapped; the bias gradient is the sum the
@@ -69,7 +69,7 @@ def _conv_input_gradient(emit: TessBuilder, op: ConvOp, grad: SSAValue) -> SSAVa
     )
     zeros = [0] * spatial
     dx = emit.conv(dilated, w, [1] * spatial, op.static_dilations, zeros, zeros, groups)
-    if any(crops):
+    if tensor_shape(dx) != x_shape:  # the high padding is cropped too, also where lo = 0
         dx = emit.slice(dx, [0, 0, *crops], [1] * len(x_shape), x_shape)
     return dx
 

@@ -3,7 +3,8 @@ Random `tess` programs: DAGs of broadcasting zips, maps, reductions (with and wi
 `keepdim`), matmul and batched matmul, reshape/permute/broadcast_to, slices (negative
 strides too) and concatenation, fills and selects; integer inputs (`i32`/`i64`) and integer
 zips, casts (float -> int -> float, f32 <-> f64), gathers (`take`, whose indices may be
-negative, repeated or out of range: clamped), `one_hot` and `argmax`/`argmin`. Now and then
+negative, repeated or out of range: clamped), `one_hot` and `argmax`/`argmin`; 1-D and 2-D
+`conv` (strides, dilations, padding, groups), `pool` (max, avg, argmax) and `pad`. Now and then
 a shape has a zero-size dim (`ZERO_DIM_CHANCE`), which broadcasting, matmuls, reductions
 and reshapes carry on; a reduction over an empty dim is a sum (0: the mean, NaN, and the
 max, -inf, are not tame); `take` and the arg-reductions, which the verifier refuses on an
@@ -30,6 +31,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from tessc.dialects.tess_conv import conv_shape, pool_shape
+
 Shape = tuple[int, ...]
 
 UNARY = ("neg", "relu", "sigmoid", "tanh", "abs", "erf")
@@ -40,6 +43,7 @@ REDUCE = ("sum", "mean", "reduce_max")
 INTEGER_BINARY = ("add", "sub", "mul", "max", "min")
 INTEGER_TYPES = ("i32", "i64")
 SMOOTH_UNARY = ("neg", "sigmoid", "tanh", "erf")  # for gradient programs: no kinks
+POOL_KINDS = ("max", "avg", "argmax")
 ZERO_DIM_CHANCE = 0.04
 """The chance that a new shape (of rank >= 1) has one dim of size 0."""
 
@@ -126,6 +130,24 @@ class Program:
             return f"{head} {ins} : {in_types} -> {out_type}"
         if op.kind == "concat":
             return f"{head} {ins} dim = [{op.attr('dim')}] : {in_types} -> {out_type}"
+        if op.kind == "conv":
+            return (
+                f"{head} {ins} strides = {_ints(op.attr('strides'))} dilations = "
+                f"{_ints(op.attr('dilations'))} padding_low = {_ints(op.attr('low'))} "
+                f"padding_high = {_ints(op.attr('high'))} groups = {op.attr('groups')} : "
+                f"{in_types} -> {out_type}"
+            )
+        if op.kind == "pool":
+            return (
+                f'{head} {ins} kind = "{op.attr("pool")}" kernel = {_ints(op.attr("kernel"))} '
+                f"strides = {_ints(op.attr('strides'))} padding_low = {_ints(op.attr('low'))} "
+                f"padding_high = {_ints(op.attr('high'))} : {in_types} -> {out_type}"
+            )
+        if op.kind == "pad":
+            return (
+                f"{head} {ins} low = {_ints(op.attr('low'))} high = {_ints(op.attr('high'))} "
+                f"value = {op.attr('value')!r} : {in_types} -> {out_type}"
+            )
         if op.kind == "slice":
             offsets = ", ".join(str(d) for d in op.attr("offsets"))  # type: ignore[attr-defined]
             strides = ", ".join(str(d) for d in op.attr("strides"))  # type: ignore[attr-defined]
@@ -156,6 +178,10 @@ class Program:
                 needed.update(op.operands)
         args = [(n, s) for n, s in self.args if n in needed]
         return replace(self, args=args or self.args[:1], ops=kept[::-1])
+
+
+def _ints(values: object) -> str:
+    return "[" + ", ".join(str(v) for v in values) + "]"  # type: ignore[attr-defined]
 
 
 def broadcast(a: Shape, b: Shape) -> Shape | None:
@@ -267,7 +293,7 @@ class ProgramBuilder:
 
     def step(self) -> None:
         kinds = ["unary", "binary", "binary", "reduce", "matmul", "reshape", "permute", "safe"]
-        kinds += ["concat", "slice", "take", "one_hot"]
+        kinds += ["concat", "slice", "take", "one_hot", "conv", "pool", "pad"]
         kinds += ["select", "broadcast_to", "fill"] if not self.smooth else ["broadcast_to"]
         if not self.smooth:  # integers: no gradient flows through them
             kinds += ["cast", "arg_reduce", "int_binary"]
@@ -431,6 +457,77 @@ class ProgramBuilder:
         out = broadcast(self.shapes[hot], self.shapes[x])
         assert out is not None
         self.emit(self.rng.choice(BINARY[:3]), [hot, x], out)
+
+    def _conv(self) -> None:
+        """A 1-D or 2-D conv of an existing (N, C, *spatial) value or a new one."""
+        x = self.value()
+        shape = self.shapes[x]
+        if len(shape) not in (3, 4) or shape[1] == 0:
+            spatial = self.rng.choice((1, 2))
+            sizes = [self.rng.choice((3, 4, 5, 6)) for _ in range(spatial)]
+            shape = (self.rng.choice((1, 2)), self.rng.choice((1, 2, 3, 4)), *sizes)
+            x = self.operand(shape)
+        channels = shape[1]
+        groups = self.rng.choice([1, 1, 1] + [g for g in (2, 3, 4) if channels % g == 0])
+        features = groups * self.rng.choice((1, 2))
+        kernel, strides, dilations, low, high = [], [], [], [], []
+        for n in shape[2:]:
+            lo, hi = self.rng.choice((0, 0, 1, 2)), self.rng.choice((0, 0, 1))
+            k, d = self.rng.choice((1, 2, 3)), self.rng.choice((1, 1, 2))
+            if d * (k - 1) + 1 > n + lo + hi:  # the window must fit the padded input
+                d, k = 1, max(1, n + lo + hi)
+                lo += k > n + lo + hi  # an empty dim, unpadded: pad it to one element
+            kernel.append(k)
+            strides.append(self.rng.choice((1, 1, 2)))
+            dilations.append(d)
+            low.append(lo)
+            high.append(hi)
+        w = self.operand((features, channels // groups, *kernel))
+        out = conv_shape(shape, self.shapes[w], strides, dilations, low, high, groups)
+        self.emit(
+            "conv", [x, w], out, strides=tuple(strides), dilations=tuple(dilations),
+            low=tuple(low), high=tuple(high), groups=groups,
+        )  # fmt: skip
+
+    def _pool(self) -> None:
+        """Pooling over the last one or two dims: max and avg of any float value (avg only
+        in gradient programs: max has kinks), argmax of an argument (as `_arg_reduce`)."""
+        kind = "avg" if self.smooth else self.rng.choice(POOL_KINDS)
+        x = self.float_arg() if kind == "argmax" else self.value()
+        shape = self.shapes[x]
+        if not shape:
+            return self._unary()
+        spatial = self.rng.randint(1, min(2, len(shape)))
+        kernel, strides, low, high = [], [], [], []
+        for n in shape[len(shape) - spatial :]:
+            k = self.rng.choice((1, 2, 2, 3))
+            lo, hi = self.rng.randint(0, k // 2), self.rng.randint(0, k // 2)
+            if n == 0 and kind != "avg":  # a window of padding only: -inf, or no index
+                return self._unary()
+            if k > n + lo + hi:
+                k, lo, hi = max(1, n), 0, 0
+                if n == 0:
+                    k, lo, hi = 2, 1, 1
+            kernel.append(k)
+            strides.append(self.rng.choice((1, 2, k)))
+            low.append(lo)
+            high.append(hi)
+        out = pool_shape(shape, kernel, strides, low, high)
+        self.emit(
+            "pool", [x], out, "i64" if kind == "argmax" else None, pool=kind,
+            kernel=tuple(kernel), strides=tuple(strides), low=tuple(low), high=tuple(high),
+        )  # fmt: skip
+
+    def _pad(self) -> None:
+        """Constant padding of a float value, or (not for gradients) of an integer one."""
+        integer = not self.smooth and self.rng.random() < 0.2
+        x = self.int_value() if integer else self.value()
+        shape = self.shapes[x]
+        low = tuple(self.rng.choice((0, 0, 1, 2)) for _ in shape)
+        high = tuple(self.rng.choice((0, 0, 1, 2)) for _ in shape)
+        value = self.rng.choice((0.0, 0.0, 1.0, -0.5)) if not integer else 2.0
+        out = tuple(n + lo + hi for n, lo, hi in zip(shape, low, high, strict=True))
+        self.emit("pad", [x], out, self.types.get(x), low=low, high=high, value=value)
 
     def _arg_reduce(self) -> None:
         x = self.float_arg()
