@@ -149,15 +149,28 @@ def build_fill(
     rewriter: PatternRewriter, result_type: TensorType, value: float, origin: str | None = None
 ) -> SSAValue:
     """A generic with no inputs writing `value` everywhere: the init of reductions too."""
-    rank = result_type.get_num_dims()
     element_type = result_type.element_type
+    return build_from_indices(
+        rewriter, result_type, lambda b, args: float_constant(b, value, element_type), origin
+    )
+
+
+def build_from_indices(
+    rewriter: PatternRewriter,
+    result_type: TensorType,
+    body: BodyBuilder,
+    origin: str | None = None,
+) -> SSAValue:
+    """A generic with no inputs computing each element of `result_type` in `body` (from the
+    loop indices, `linalg.index`, and values defined outside): a fill, a gather, a concat."""
+    rank = result_type.get_num_dims()
     generic = build_generic(
         rewriter,
         [],
         empty_like(rewriter, result_type),
         [AffineMap.identity(rank)],
         parallel_iterators(rank),
-        lambda b, args: float_constant(b, value, element_type),
+        body,
         origin,
     )
     return generic.res[0]

@@ -32,6 +32,7 @@ from tessc.dialects.tess import tensor_shape
 from tessc.lowering.linalg.builders import (
     build_elementwise,
     build_fill,
+    build_from_indices,
     build_generic,
     empty_like,
     float_constant,
@@ -321,16 +322,8 @@ class UnpoolToLinalg(RewritePattern):
             assert total is not None
             return total
 
-        generic = build_generic(
-            rewriter,
-            [],
-            empty_like(rewriter, result_type),
-            [AffineMap.identity(rank)],
-            parallel_iterators(rank),
-            body,
-            op.name,
-        )
-        rewriter.replace(op, [], [generic.res[0]])
+        result = build_from_indices(rewriter, result_type, body, op.name)
+        rewriter.replace(op, [], [result])
 
 
 def conv_patterns() -> list[RewritePattern]:

@@ -28,6 +28,7 @@ from tessc.dialects.tess import tensor_shape
 from tessc.lowering.linalg.builders import (
     build_elementwise,
     build_fill,
+    build_from_indices,
     build_generic,
     convert,
     copied_view,
@@ -348,7 +349,6 @@ class UnsliceToLinalg(RewritePattern):
     def match_and_rewrite(self, op: tess_index.UnsliceOp, rewriter: PatternRewriter) -> None:
         result_type = result_type_of(op)
         full, part = tensor_shape(result_type), tensor_shape(op.input)
-        rank = len(full)
 
         def body(b: Builder, args: Sequence[SSAValue]) -> SSAValue:
             positions: list[SSAValue] = []
@@ -377,16 +377,8 @@ class UnsliceToLinalg(RewritePattern):
             zero_value = float_constant(b, 0.0, value.type)
             return b.insert(arith.SelectOp(flag, value, zero_value)).result
 
-        generic = build_generic(
-            rewriter,
-            [],
-            empty_like(rewriter, result_type),
-            [AffineMap.identity(rank)],
-            parallel_iterators(rank),
-            body,
-            op.name,
-        )
-        rewriter.replace(op, [], [generic.res[0]])
+        result = build_from_indices(rewriter, result_type, body, op.name)
+        rewriter.replace(op, [], [result])
 
 
 class ConcatToLinalg(RewritePattern):
@@ -420,16 +412,8 @@ class ConcatToLinalg(RewritePattern):
             assert value is not None, "a concat with a non-empty result has a non-empty operand"
             return value
 
-        generic = build_generic(
-            rewriter,
-            [],
-            empty_like(rewriter, result_type),
-            [AffineMap.identity(rank)],
-            parallel_iterators(rank),
-            body,
-            op.name,
-        )
-        rewriter.replace(op, [], [generic.res[0]])
+        result = build_from_indices(rewriter, result_type, body, op.name)
+        rewriter.replace(op, [], [result])
 
 
 class IotaToLinalg(RewritePattern):
