@@ -45,10 +45,12 @@ from typing import Any
 import numpy as np
 
 from tessc.runtime.cache import CompileStats, numba_compile_stats
+from tessc.runtime.numba_cuda_compat import restore_numpy_row_stack
 from tessc.runtime.signatures import ArenaSlot, ArraySpec, format_shape, read_signature
 
 
 def _cuda() -> Any:
+    restore_numpy_row_stack()
     from numba import cuda
 
     return cuda
