@@ -26,6 +26,7 @@ from tessc.dialects.builder import finish_function
 from tessc.frontend import function_forms, vocabulary  # noqa: F401  (register Tensor's NumPy forms)
 from tessc.frontend.pytree import (
     CONTAINERS,
+    REGISTERED,
     SIMPLE_STATICS,
     TreeDef,
     flatten_tree,
@@ -106,7 +107,9 @@ def _is_output_leaf(value: Any) -> bool:
     instance holding Tensors: `pytree`'s object nodes); plain values in them come back as
     they are."""
     return isinstance(value, Tensor) or not (
-        isinstance(value, (*CONTAINERS, *SIMPLE_STATICS)) or object_fields(value) is not None
+        isinstance(value, (*CONTAINERS, *SIMPLE_STATICS))
+        or object_fields(value) is not None
+        or type(value) in REGISTERED
     )
 
 
