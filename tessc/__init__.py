@@ -82,6 +82,7 @@ _EXPORTS: dict[str, str] = {
     "TessSourceError": _TESS_LANG,
     "grad": _GRAD,
     "value_and_grad": _GRAD,
+    "vmap": "tessc.frontend.vmap",
     "pad": "tessc.nn_conv",
     "arena": _ARENA,
     "arena_buffer": _ARENA,
