@@ -24,6 +24,7 @@ from xdsl.dialects.builtin import ArrayAttr, ModuleOp
 from tessc.dialects import contract
 from tessc.dialects.builder import finish_function
 from tessc.frontend import function_forms, vocabulary  # noqa: F401  (register Tensor's NumPy forms)
+from tessc.frontend.debug_print import DebugPrint, debug_values
 from tessc.frontend.pytree import (
     CONTAINERS,
     REGISTERED,
@@ -158,6 +159,9 @@ class TracedFunction:
     signature: Signature
     constants: tuple[np.ndarray, ...]
     output_tree: TreeDef
+    debug: tuple[DebugPrint, ...] = ()
+    """The `ts.debug.print`s of the trace (their values in the function's body); with
+    `trace_signature(debug_outputs=True)` returned after the user's outputs."""
 
     def ir(self) -> str:
         return str(self.module)
@@ -276,8 +280,11 @@ def trace(fn: Callable, *args: Any, **kwargs: Any) -> TracedFunction:
     return trace_signature(fn, signature, [name for name, _ in arrays])
 
 
-def trace_signature(fn: Callable, signature: Signature, names: Sequence[str]) -> TracedFunction:
-    """Trace `fn` with one input Tensor per array of `signature` (named by `names`)."""
+def trace_signature(
+    fn: Callable, signature: Signature, names: Sequence[str], debug_outputs: bool = False
+) -> TracedFunction:
+    """Trace `fn` with one input Tensor per array of `signature` (named by `names`); with
+    `debug_outputs`, the values of its `ts.debug.print`s are returned after its outputs."""
     tracer = Trace()
     weak = set(signature.weak)
     inputs = [
@@ -310,7 +317,8 @@ def trace_signature(fn: Callable, signature: Signature, names: Sequence[str]) ->
             f"`{getattr(fn, '__name__', fn)}` must return a Tensor or a tuple/list/dict of "
             f"Tensors, got {found}"
         )
-    tracer.builder.ret(*(tracer.own(tensor) for _, tensor in outputs))
+    printed = debug_values(tracer.debug) if debug_outputs else []
+    tracer.builder.ret(*(tracer.own(tensor) for _, tensor in outputs), *printed)
     entry = _symbol_name(fn)
     function = finish_function(entry, tracer.block)
     if signature.donated:
@@ -321,4 +329,6 @@ def trace_signature(fn: Callable, signature: Signature, names: Sequence[str]) ->
         )
     module = ModuleOp([function])
     module.verify()
-    return TracedFunction(module, entry, signature, tuple(tracer.constants), output_tree)
+    return TracedFunction(
+        module, entry, signature, tuple(tracer.constants), output_tree, tuple(tracer.debug)
+    )

@@ -40,6 +40,7 @@ from tessc.dialects.builder_types import (
 )
 from tessc.dialects.tess import element_type_of
 from tessc.frontend import composites
+from tessc.frontend.debug_print import DebugPrint
 from tessc.frontend.numpy_protocol import numpy_function, numpy_ufunc, require_numpy_forms
 from tessc.frontend.tensor_indexing import TensorIndexing
 from tessc.frontend.tensor_reductions import TensorReductions
@@ -64,6 +65,7 @@ class Trace:
         self.builder = TessBuilder.at_end(self.block)
         self.constants: list[np.ndarray] = []
         self.concretized: set[SSAValue] = set()  # weak inputs whose value was asked for
+        self.debug: list[DebugPrint] = []  # `ts.debug.print`s, returned as extra outputs
         self.active = True
         self._token: contextvars.Token[Trace | None] | None = None
 

@@ -207,6 +207,9 @@ class VmapFunction:
         ):
             block.values[argument] = (outer.constant(constant, constant.dtype), False)
         batch_block(block, list(inner.block.ops))
+        for entry in inner.debug:  # printed once per batch element, as JAX's
+            values = [block.materialized(v) for v in entry.values]
+            outer.debug.append(entry.with_values(values, entry.batch_dims + 1))
         return self._outputs(outer, block, result)
 
     def _outputs(self, outer: Trace, block: BatchedBlock, result: Any) -> Any:
