@@ -73,8 +73,10 @@ def host_array(value: Any, path: str) -> np.ndarray:
         if device is not None and int(device()[0]) not in (1, 3):  # kDLCPU, kDLCUDAHost
             raise TypeError(
                 f"argument `{path}` ({_type_name(value)}) is an array on device "
-                f"{device()}, not on the host: copy it to the host first, or, for a CUDA "
-                'array, use target="cuda"'
+                f"{device()}, not on the host, and has no `__cuda_array_interface__`: copy "
+                "it to the host first, or pass target=\"cuda\" an array that exports the "
+                "interface (a CuPy, PyTorch or Numba array; cupy.from_dlpack(x) wraps a "
+                "DLPack one without a copy)"
             )
         try:
             return np.from_dlpack(value)
@@ -257,7 +259,13 @@ def flatten_arguments(
             leaf = np.asarray(leaf, float_dtype if type(leaf) is float else np.int64)
         elif type(leaf) is not np.ndarray and not is_device_array(leaf):
             leaf = host_array(leaf, path)
-        shape, dtype = leaf_type(leaf)
+        try:
+            shape, dtype = leaf_type(leaf)
+        except Exception as error:  # noqa: BLE001 - an exporter's own refusal
+            raise TypeError(
+                f"argument `{path}` ({_type_name(original)}) cannot be read as an array: "
+                f"{error}"
+            ) from None
         if dtype.byteorder not in ("=", "|") and dtype.newbyteorder("=") in ARRAY_DTYPES:
             # A byte-swapped (big-endian) array: computed on in native order.
             leaf = np.asarray(leaf).astype(dtype.newbyteorder("="))
