@@ -74,7 +74,7 @@ def host_array(value: Any, path: str) -> np.ndarray:
             raise TypeError(
                 f"argument `{path}` ({_type_name(value)}) is an array on device "
                 f"{device()}, not on the host, and has no `__cuda_array_interface__`: copy "
-                "it to the host first, or pass target=\"cuda\" an array that exports the "
+                'it to the host first, or pass target="cuda" an array that exports the '
                 "interface (a CuPy, PyTorch or Numba array; cupy.from_dlpack(x) wraps a "
                 "DLPack one without a copy)"
             )
@@ -263,8 +263,7 @@ def flatten_arguments(
             shape, dtype = leaf_type(leaf)
         except Exception as error:  # noqa: BLE001 - an exporter's own refusal
             raise TypeError(
-                f"argument `{path}` ({_type_name(original)}) cannot be read as an array: "
-                f"{error}"
+                f"argument `{path}` ({_type_name(original)}) cannot be read as an array: {error}"
             ) from None
         if dtype.byteorder not in ("=", "|") and dtype.newbyteorder("=") in ARRAY_DTYPES:
             # A byte-swapped (big-endian) array: computed on in native order.
