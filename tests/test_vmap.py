@@ -139,3 +139,37 @@ def test_errors_name_the_argument() -> None:
         ts.vmap(lambda x: x * 2, in_axes=None)(rand(3))
     with pytest.raises(ts.TessError, match=r"axis 2, but it has rank 2"):
         ts.vmap(lambda x: x * 2, in_axes=2)(rand(3, 2))
+
+
+CASES = [
+    # (function on the ts/jnp namespace, in_axes, out_axes, argument shapes)
+    (lambda m, x, w: (x @ w).sum(0), (0, None), 0, [(5, 2, 3), (3, 4)]),
+    (lambda m, x, w: m.tanh(x) * w, (1, 0), 1, [(3, 5), (5, 3)]),
+    (lambda m, x, w: m.where(x > 0, x, w), (None, 0), -1, [(4,), (2, 4)]),
+    (lambda m, x, w: m.concatenate([x, w], axis=0), (0, 0), 0, [(3, 2), (3, 4)]),
+    (lambda m, x, w: (m.exp(x)[:, 1:] - w.max()).mean(), (2, 0), 0, [(2, 3, 6), (6, 4)]),
+]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_matches_jax_vmap(case: int) -> None:
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    fn, in_axes, out_axes, shapes = CASES[case]
+    args = [rand(*shape) for shape in shapes]
+    got = ts.vmap(lambda *a: fn(ts, *a), in_axes=in_axes, out_axes=out_axes)(*args)
+    want = jax.vmap(lambda *a: fn(jnp, *a), in_axes=in_axes, out_axes=out_axes)(*args)
+    np.testing.assert_allclose(got, np.asarray(want), rtol=1e-5, atol=1e-6)
+
+
+def test_per_example_gradients_match_jax() -> None:
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+
+    def loss(m, w, x, y):  # noqa: ANN001, ANN202
+        return ((m.tanh(x @ w) - y) ** 2).sum()
+
+    w, x, y = rand(3, 2), rand(6, 3), rand(6, 2)
+    got = ts.jit(ts.vmap(ts.grad(lambda *a: loss(ts, *a)), in_axes=(None, 0, 0)))(w, x, y)
+    want = jax.vmap(jax.grad(lambda *a: loss(jnp, *a)), in_axes=(None, 0, 0))(w, x, y)
+    np.testing.assert_allclose(got, np.asarray(want), rtol=1e-4, atol=1e-5)
