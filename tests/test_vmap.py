@@ -173,3 +173,38 @@ def test_per_example_gradients_match_jax() -> None:
     got = ts.jit(ts.vmap(ts.grad(lambda *a: loss(ts, *a)), in_axes=(None, 0, 0)))(w, x, y)
     want = jax.vmap(jax.grad(lambda *a: loss(jnp, *a)), in_axes=(None, 0, 0))(w, x, y)
     np.testing.assert_allclose(got, np.asarray(want), rtol=1e-4, atol=1e-5)
+
+
+def test_closures_over_enclosing_tensors() -> None:
+    w, xs = rand(3, 2), rand(4, 3)
+
+    @ts.jit
+    def apply(w, xs):  # noqa: ANN001, ANN202
+        scale = w.sum()
+        rows = ts.vmap(lambda x: (x @ w) * scale)(xs)  # w, scale: closed over, unmapped
+        nested = ts.vmap(ts.vmap(lambda a: a * w.T.sum()))(xs)
+        return rows, nested, ts.vmap(lambda x: w, out_axes=None)(xs)
+
+    rows, nested, same = apply(w, xs)
+    np.testing.assert_allclose(rows, (xs @ w) * w.sum(), rtol=1e-5)
+    np.testing.assert_allclose(nested, xs * w.sum(), rtol=1e-5)
+    np.testing.assert_array_equal(same, w)
+
+
+def test_conv_pool_scan_and_updates_match_a_loop() -> None:
+    images, kernel = rand(3, 2, 1, 6, 6), rand(4, 1, 3, 3)
+    rows, idx = rand(3, 5), rng.integers(0, 5, size=(3, 2))
+
+    def f(x, k, v, i):  # noqa: ANN001, ANN202
+        pooled = ts.nn.max_pool2d(ts.nn.conv2d(x, k, padding=1), 2).sum()
+        return pooled + ts.cumsum(v, 0) + ts.take_along_axis(v, i, 0).sum() + v.at[i].add(1.0)
+
+    # the reference target: this checks the batching rules, not Numba's compile time
+    got = ts.vmap(f, in_axes=(0, None, 0, 0), target="reference")(images, kernel, rows, idx)
+    single = ts.jit(f, target="reference")
+    for b in range(3):
+        np.testing.assert_allclose(
+            got[b], single(images[b], kernel, rows[b], idx[b]), rtol=1e-4, atol=1e-5
+        )
+    with pytest.raises(ts.TessError, match="convolution's weights"):
+        ts.vmap(lambda x, k: ts.nn.conv2d(x, k))(images, np.stack([kernel] * 3))

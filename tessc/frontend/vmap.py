@@ -13,7 +13,8 @@ positional argument, each an int, None (not mapped) or a tuple/list/dict prefix 
 argument's structure; keyword arguments are mapped over axis 0, as in JAX. `out_axes` is
 the same for the result: where the batch dim goes, None for an output that does not depend
 on the batch. Called on arrays (outside a trace), a `vmap` function is jit-compiled, once
-per signature.
+per signature. A vmapped function may close over Tensors of the enclosing trace (unmapped,
+as in JAX).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from tessc.dialects.builder_types import TessError, dtype_name
 from tessc.frontend.batching import BatchedBlock, batch_block
 from tessc.frontend.jit import JitFunction
 from tessc.frontend.pytree import REGISTERED, TreeDef, flatten_tree, object_fields, unflatten_tree
-from tessc.frontend.tracer import Tensor, Trace
+from tessc.frontend.tracer import Tensor, Trace, trace_of
 
 AxisSpec = Any
 """An int, None, or a tuple/list/dict of them (a prefix of a pytree)."""
@@ -144,7 +145,7 @@ class VmapFunction:
     def _splice(self, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
         """Trace `fn` on one example and rebuild it, batched, into the current trace."""
         _, all_leaves = flatten_tree((tuple(args), kwargs), _is_leaf, "")
-        outer = next(leaf.trace for _, leaf in all_leaves if isinstance(leaf, Tensor))
+        outer = trace_of(*(leaf for _, leaf in all_leaves if isinstance(leaf, Tensor)))
         names = self._argument_names(len(args))
         # Each argument's structure, leaves and their axes; keyword arguments at axis 0.
         parts: list[tuple[TreeDef, list[tuple[str, Any]], list[int | None]]] = []
@@ -179,13 +180,13 @@ class VmapFunction:
         if size is None:
             raise TessError("vmap needs at least one argument mapped over an axis (in_axes)")
 
-        inner = Trace()
+        inner = Trace(capture=True)
         block = BatchedBlock(outer.builder, size)
         inner_leaves = []
         for tensor, axis, path in outer_leaves:
             shape = tensor.shape if axis is None else tensor.shape[:axis] + tensor.shape[axis + 1 :]
             example = inner.input(shape, tensor.dtype, path, tensor.weak)
-            value = tensor.value
+            value = outer.own(tensor)
             if axis is not None and axis != 0:
                 order = [axis, *(d for d in range(tensor.ndim) if d != axis)]
                 value = outer.builder.permute(value, order)
@@ -202,10 +203,14 @@ class VmapFunction:
         )
         with inner:
             result = self.fn(*inner_args, **inner_kwargs)
-        for constant, argument in zip(
-            inner.constants, inner.block.args[len(inner_leaves) :], strict=True
-        ):
-            block.values[argument] = (outer.constant(constant, constant.dtype), False)
+        constants = iter(inner.constants)
+        captures = inner.captures or {}
+        for argument in inner.block.args[len(inner_leaves) :]:
+            if argument in captures:  # a closure over a Tensor of an enclosing trace
+                block.values[argument] = (outer.own(captures[argument]), False)
+            else:
+                constant = next(constants)
+                block.values[argument] = (outer.constant(constant, constant.dtype), False)
         batch_block(block, list(inner.block.ops))
         for entry in inner.debug:  # printed once per batch element, as JAX's
             values = [block.materialized(v) for v in entry.values]
@@ -218,13 +223,7 @@ class VmapFunction:
         outputs = []
         for (path, tensor), axis in zip(leaves, axes, strict=True):
             entry = block.values.get(tensor.value)
-            if entry is None:
-                raise TessError(
-                    f"output `{path}` of the vmapped function is a Tensor of the enclosing "
-                    "trace: pass the Tensors a vmapped function uses as its arguments "
-                    "(in_axes None for those not mapped)"
-                )
-            value, batched = entry
+            value, batched = entry if entry is not None else (outer.own(tensor), False)
             if axis is None:
                 if batched:
                     raise TessError(
