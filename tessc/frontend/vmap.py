@@ -63,8 +63,8 @@ def _leaf_axes(spec: AxisSpec, value: Any, what: str) -> list[int | None]:
     if type(spec) is type(value) and (
         object_fields(value) is not None or type(value) in REGISTERED
     ):
-        spec_tree, spec_leaves = flatten_tree(spec, lambda v: v is None or type(v) is int, "")
-        value_tree, _ = flatten_tree(value, _is_leaf, "")
+        # the same class with an axis (or None) for each array field
+        _, spec_leaves = flatten_tree(spec, lambda v: v is None or type(v) is int, "")
         if len(spec_leaves) == _leaf_count(value):
             return [leaf for _, leaf in spec_leaves]
     raise ValueError(
