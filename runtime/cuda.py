@@ -10,9 +10,12 @@ in which the host keeps its intermediate device buffers. So:
 
 - intermediates live on the device and are allocated once per program (per
   `CudaExecutable` and thread: the workspace arena and the `buffers` dict), not per call;
+  outputs, uploads and packed arenas come from the program's `DevicePool`
+  (`tessc.runtime.cuda_memory`), each reused once the caller no longer holds it;
 - inputs: a NumPy array (or anything `np.asarray` takes) is copied to the device; a Numba
   device array is used as it is; any other object with `__cuda_array_interface__` (CuPy,
-  PyTorch CUDA tensors) is wrapped by `cuda.as_cuda_array`, without a copy;
+  PyTorch CUDA tensors) is wrapped by `cuda.as_cuda_array`, without a copy; a strided
+  device array is copied once, into a contiguous pooled one;
 - outputs: when every argument the caller passed was a host array, the outputs are copied
   back and returned as NumPy arrays; when any was a device array, they are returned as
   device arrays, with no host round trip. Host<->device copies happen only there, at the
@@ -22,9 +25,10 @@ in which the host keeps its intermediate device buffers. So:
   with another input is copied first, so donation never changes a result;
 - `"arenas"` (`tess-fuse-horizontal`): the caller's arrays are packed into device arenas
   (on the host first when they are host arrays: one upload per arena) and the outputs are
-  views of the output arenas. The views of a donated arena are remembered: when the next
-  call gets exactly those objects back (`params = step(params, grads)`), the arena is
-  passed as it is, updated in place, and the same view objects are returned.
+  views of the output arenas. The views of every output arena are remembered (weakly):
+  when a later call gets exactly those objects back as an input arena's members
+  (`params = step(params, grads)`), that arena is passed as it is, not repacked; a
+  donated one is updated in place and the same view objects are returned.
 
 `resident(arrays)` uploads arrays once (a jitted function's captured constants) and returns
 them wrapped as `Resident`: passed on every call, they are neither copied again nor count
