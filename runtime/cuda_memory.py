@@ -6,10 +6,11 @@ array is handed out again only when nothing but the pool refers to it or to its 
 caller's reference, no view of it anywhere, on the device or in the simulator). So a
 program's outputs and uploads are allocated on its first calls and reused after, and an
 array the caller still holds (an output it kept, a view of an output arena) is never
-overwritten by a later call: the pool allocates another. `allocations` counts the device
-allocations it made (a test's per-call count). numba-cuda has no pool of its own; an
-External Memory Management plugin (CuPy's or RMM's pool) would make each allocation cheap,
-but still one per output per call, and must be set before the CUDA context exists.
+overwritten by a later call: the pool allocates another (kept, up to `MAX_PER_SHAPE` of a
+shape). `allocations` counts the device allocations it made (a test's per-call count).
+numba-cuda has no pool of its own; an External Memory Management plugin (CuPy's or RMM's
+pool) would make each allocation cheap, but still one per output per call, and must be
+set before the CUDA context exists.
 
 `copy_strided(destination, source)` copies a device array of any strides into another of
 the same shape (one grid-stride launch): a non-contiguous view a caller passes, or a
@@ -46,6 +47,10 @@ def _references(array: Any) -> tuple[int, int, int]:
     return sys.getrefcount(array), sys.getrefcount(memory), int(getattr(owner, "refct", 0))
 
 
+MAX_PER_SHAPE = 8
+"""The most arrays of one (shape, dtype) a pool keeps."""
+
+
 class DevicePool:
     """Device arrays by (shape, dtype), each handed out again once nothing else refers to it."""
 
@@ -63,8 +68,12 @@ class DevicePool:
                 return entry[0]
         from numba import cuda
 
-        entries.append([cuda.device_array(key[0], dtype=np.dtype(dtype)), None])
         self.allocations += 1
+        if len(entries) >= MAX_PER_SHAPE:
+            # Every pooled array of this shape is held: a caller keeping many results (or
+            # a reference this pool cannot see). Not pooled, so the pool stays bounded.
+            return cuda.device_array(key[0], dtype=np.dtype(dtype))
+        entries.append([cuda.device_array(key[0], dtype=np.dtype(dtype)), None])
         entry = entries[-1]
         entry[1] = _references(entry[0])  # measured as the loop above measures it
         return entry[0]

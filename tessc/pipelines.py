@@ -133,10 +133,7 @@ _FUSE = (
     "dce,tess-to-linalg,tess-fuse,tess-pack-narrow,tess-cse-generics,tess-fuse-epilogue,"
     "tess-fuse-horizontal{donated-only=true}"
 )
-_GPU_FUSE = (
-    "dce,tess-to-linalg,tess-fuse,tess-fuse-epilogue,"
-    "tess-fuse-horizontal{segmented=false}"
-)
+_GPU_FUSE = "dce,tess-to-linalg,tess-fuse,tess-fuse-epilogue,tess-fuse-horizontal{segmented=false}"
 _BUFFERS = "tess-bufferize,tess-memory-plan"
 _LOOPS = (
     "tess-outline-kernels,tess-linalg-to-loops,tess-pack-matmul,tess-interchange-rows,"

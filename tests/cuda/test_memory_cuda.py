@@ -126,3 +126,15 @@ def test_an_output_arena_given_back_is_not_repacked(
     for k in shapes:
         want = 0.9 * (0.9 * v[k] + v[k]) + v[k]
         np.testing.assert_allclose(velocity[k].copy_to_host(), want, rtol=1e-5)
+
+
+def test_the_pool_stays_bounded_when_every_array_is_held() -> None:
+    from tessc.runtime.cuda_memory import MAX_PER_SHAPE, DevicePool
+
+    pool = DevicePool()
+    held = [pool.take((4,), np.float32) for _ in range(MAX_PER_SHAPE + 3)]
+    assert len({id(a) for a in held}) == len(held) and pool.allocations == len(held)
+    assert len(pool.arrays[((4,), np.dtype(np.float32).str)]) == MAX_PER_SHAPE
+    del held
+    pool.take((4,), np.float32)
+    assert pool.allocations == MAX_PER_SHAPE + 3  # a pooled one, free again
