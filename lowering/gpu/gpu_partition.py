@@ -291,12 +291,18 @@ def join(
     second: func.FuncOp,
     second_call: func.CallOp,
     built: tuple[func.FuncOp, list[SSAValue]] | None = None,
+    at_first: bool = False,
 ) -> func.CallOp:
-    """One kernel running `first`'s ops, then `second`'s, called where `second` was."""
+    """One kernel running `first`'s ops, then `second`'s, called where `second` was (or,
+    `at_first`, where `first` was)."""
     joined, operands = built or joined_function(first, first_call, second, second_call)
     call = func.CallOp(joined.sym_name.data, operands, [])
-    Rewriter.replace_op(second_call, call)
-    Rewriter.erase_op(first_call)
+    if at_first:
+        Rewriter.replace_op(first_call, call)
+        Rewriter.erase_op(second_call)
+    else:
+        Rewriter.replace_op(second_call, call)
+        Rewriter.erase_op(first_call)
     Rewriter.insert_op(joined, InsertPoint.after(first))
     Rewriter.erase_op(first)
     Rewriter.erase_op(second)
@@ -399,6 +405,44 @@ def join_kernels(host: func.FuncOp, module: ModuleOp) -> None:
             previous = op
 
 
+def separate(a: Sequence[SSAValue], b: Sequence[SSAValue]) -> bool:
+    """Whether no host value of `a` shares memory with one of `b`."""
+    return all(disjoint([x, y]) and x is not y for x in a for y in b)
+
+
+def join_distant_epilogues(host: func.FuncOp, module: ModuleOp) -> bool:
+    """Join one elementwise kernel that only rewrites a reduction kernel's output (a bias
+    gradient's update) into that reduction, across the kernel calls between them, when
+    none of those touches the memory it uses and its operands exist at the reduction's
+    call: it runs there. Whether it joined one."""
+    block = host.body.block
+    calls = [op for op in block.ops if isinstance(op, func.CallOp) and kernel_called(op, module)]
+    for j, second_call in enumerate(calls):
+        second = kernel_called(second_call, module)
+        assert second is not None
+        for first_call in reversed(calls[:j]):
+            first = kernel_called(first_call, module)
+            assert first is not None
+            if joinable(first, first_call, second, second_call):
+                defined = all(
+                    isinstance(v, BlockArgument)
+                    or (v.owner.parent is block and block.get_operation_index(v.owner)
+                        < block.get_operation_index(first_call))
+                    for v in second_call.arguments
+                )  # fmt: skip
+                start = block.get_operation_index(first_call)
+                between = list(block.ops)[start + 1 : block.get_operation_index(second_call)]
+                plain = all(
+                    isinstance(op, _BETWEEN_CALLS) or op in calls for op in between
+                )  # no host copy between
+                if defined and plain:
+                    join(first, first_call, second, second_call, at_first=True)
+                    return True
+            if not separate(first_call.arguments, second_call.arguments):
+                break  # `second` cannot run before this call
+    return False
+
+
 @dataclass(frozen=True)
 class TessGpuPartitionPass(ModulePass):
     """Split each outlined kernel into GPU launches and mark each with its shape."""
@@ -414,6 +458,8 @@ class TessGpuPartitionPass(ModulePass):
         ]
         for host in hosts:
             join_kernels(host, op)
+            while join_distant_epilogues(host, op):
+                pass
         kernels = [
             f
             for f in op.body.block.ops
