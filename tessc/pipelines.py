@@ -131,7 +131,7 @@ _FUSE = (
 )
 _GPU_FUSE = (
     "dce,tess-to-linalg,tess-fuse,tess-fuse-epilogue,"
-    "tess-fuse-horizontal{donated-only=true segmented=false}"
+    "tess-fuse-horizontal{donated-only=true segmented=false computed-groups=false}"
 )
 _BUFFERS = "tess-bufferize,tess-memory-plan"
 _LOOPS = (
