@@ -102,3 +102,50 @@ def test_grouped_train_step_matches_the_reference() -> None:
         for name in ("w", "b"):
             np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(results["cpu"][1], results["reference"][1], rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------
+# A standalone optimizer step packs only on its first call
+# ---------------------------------------------------------------------------------------
+
+SHAPES = [(3,), (4, 2), (5,), (2, 2, 2), (0,), (1,)]
+
+
+def executable_of(optimizer: tessc.optim.Optimizer) -> Any:
+    (compiled,) = optimizer._compiled["cpu"]._compiled.values()
+    return compiled
+
+
+def test_gradients_from_a_jitted_function_are_not_packed() -> None:
+    rng = np.random.default_rng(3)
+    params = [rng.standard_normal(s).astype(np.float32) for s in SHAPES]  # apart
+    scale = tessc.jit(lambda ps, k: [p * k for p in ps])
+    optimizer = tessc.optim.SGD(lr=0.1, momentum=0.9)
+    state = optimizer.init(params)
+    want_p, want_buf = [p.copy() for p in params], [np.zeros_like(p) for p in params]
+    p = params
+    copies = []
+    for step in range(4):
+        k = np.float32(0.5 + step)
+        grads = scale(want_p, k)  # views of one buffer, in the parameters' order
+        p, state = optimizer.step(p, grads, state)
+        copies.append(executable_of(optimizer).packing_copies)
+        for i, g in enumerate(grads):
+            want_buf[i] = g.copy() if step == 0 else 0.9 * want_buf[i] + g
+            want_p[i] = want_p[i] - np.float32(0.1) * want_buf[i]
+    # The separately allocated parameters once; never the gradients, never again.
+    assert copies == [1, 1, 1, 1]
+    for got, want in zip(p, want_p, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_separate_gradient_arrays_are_packed_on_each_call() -> None:
+    rng = np.random.default_rng(4)
+    optimizer = tessc.optim.SGD(lr=0.1)
+    p = [rng.standard_normal(s).astype(np.float32) for s in SHAPES]
+    state = optimizer.init(p)
+    for _ in range(3):
+        grads = [np.ones(s, np.float32) for s in SHAPES]  # new arrays, apart
+        p, state = optimizer.step(p, grads, state)
+    # The parameters on the first call, the gradients on each: 1 + 3.
+    assert executable_of(optimizer).packing_copies == 4
