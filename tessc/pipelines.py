@@ -49,7 +49,10 @@ they cost nothing; fusion would otherwise carry them as extra kernel outputs.
 
 `cuda` runs `tess-fuse-horizontal` without its segmented reductions (`segmented=false`):
 the gpu passes do not lower `tess.row_ranges` loops, so a Lamb step there keeps a
-reduction kernel per parameter norm (correct, not fused).
+reduction kernel per parameter norm (correct, not fused). Nor does it group a train
+step's updates (`computed-groups=false`: `tess-gpu-partition` would split the group into
+a launch per member anyway) or stack products sharing a right operand
+(`tess-fuse{horizontal-fc=false}`: the gpu passes are not tested on its row slices).
 
 In `cpu`, `tess-fuse-horizontal` packs only updates of donated arguments (`donated-only`):
 an optimizer's parameters and states, which the caller keeps across calls and can keep in
@@ -130,7 +133,7 @@ _FUSE = (
     "tess-fuse-horizontal{donated-only=true}"
 )
 _GPU_FUSE = (
-    "dce,tess-to-linalg,tess-fuse,tess-fuse-epilogue,"
+    "dce,tess-to-linalg,tess-fuse{horizontal-fc=false},tess-fuse-epilogue,"
     "tess-fuse-horizontal{donated-only=true segmented=false computed-groups=false}"
 )
 _BUFFERS = "tess-bufferize,tess-memory-plan"

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from xdsl.dialects import func
 from xdsl.dialects.linalg.ops import GenericOp
 
 import tessc
@@ -48,6 +49,11 @@ def products(function: Any, *args: Any) -> list[GenericOp]:
     ]
 
 
+def kernel_count(function: Any, *args: Any) -> int:
+    lowered = lower_module(tessc.trace(function, *args).module, "loops")
+    return sum(isinstance(op, func.FuncOp) and "tess.kernel" in op.attributes for op in lowered.ops)
+
+
 def stacked_report(function: Any, *args: Any) -> list[str]:
     from tessc.context import make_context
     from tessc.pipelines import run_passes
@@ -77,12 +83,22 @@ def test_adjacent_slices_stack_without_a_copy(rows: int, split: int, k: int, n: 
 
 
 @pytest.mark.parametrize(
-    ("m", "k", "n"), [((3, 2, 4), 4, 5), ((20, 1, 9), 33, 17), ((0, 2, 3), 3, 2), ((2, 3, 1), 0, 4)]
+    ("m", "k", "n"),
+    [
+        ((3, 2, 4), 4, 5),
+        ((20, 1, 9), 33, 17),
+        ((64, 40, 24), 256, 64),
+        ((0, 2, 3), 3, 2),
+        ((2, 3, 1), 0, 4),
+    ],
 )
 def test_apart_left_operands_are_copied_once(m: tuple[int, int, int], k: int, n: int) -> None:
     a, b, c = (rand(rows, k, seed=s) for s, rows in enumerate(m))
     w = rand(k, n, seed=9)
     assert len(products(apart, a, b, c, w)) == 1
+    # The copy runs in the product's kernel, row by row: one kernel (and the relu).
+    kernels = kernel_count(apart, a, b, c, w)
+    assert kernels == (2 if m[1] else 1)
     (report,) = stacked_report(apart, a, b, c, w)
     assert report.startswith("3 products, rows copied once")
     got = tessc.jit(apart)(a, b, c, w)

@@ -31,6 +31,7 @@ from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.rewriter import InsertPoint
 
 from tessc.dialects import contract
+from tessc.dialects.kernel import wrap_in_group
 from tessc.lowering.fusion.fuse_horizontal_groups import body_fingerprint
 from tessc.lowering.linalg.generic_analysis import generic_maps, reads_captured, reads_loop_indices
 
@@ -258,6 +259,10 @@ def stack_products(members: Sequence[Product], anchor: Operation, report: bool) 
         rows_of.result.name_hint = member.op.results[0].name_hint
         member.op.results[0].replace_all_uses_with(rows_of.result)
         start += count
+    if view is None and isinstance(stacked.owner, GenericOp):
+        # The copy shares the product's row loop: one kernel copies row i, then
+        # multiplies it (the left operand "packed" where each source lies).
+        wrap_in_group([stacked.owner, fill, product])
     for member in members:
         empty = member.init.outputs[0].owner
         member.op.detach()
@@ -290,6 +295,11 @@ def stack_all(block: Block, report: bool) -> None:
         if isinstance(op, GenericOp) and (product := as_product(op)) is not None:
             classes.setdefault(product.key(), []).append(product)
     for members in classes.values():
+        # The same product twice is tess-cse-generics' to merge, not a stack of copies.
+        lefts: dict[SSAValue, Product] = {}
+        for member in members:
+            lefts.setdefault(member.left, member)
+        members = list(lefts.values())
         refused: list[Product] = []
         while len(members) >= 2:
             anchor = anchor_of(members)
