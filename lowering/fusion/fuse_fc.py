@@ -32,8 +32,12 @@ from xdsl.rewriter import InsertPoint
 
 from tessc.dialects import contract
 from tessc.dialects.kernel import wrap_in_group
-from tessc.lowering.fusion.fuse_horizontal_groups import body_fingerprint
-from tessc.lowering.linalg.generic_analysis import generic_maps, reads_captured, reads_loop_indices
+from tessc.lowering.linalg.generic_analysis import (
+    body_fingerprint,
+    generic_maps,
+    reads_captured,
+    reads_loop_indices,
+)
 
 ROWS_LEFT = AffineMap(3, 0, (AffineExpr.dimension(0), AffineExpr.dimension(2)))
 """The left operand read at (i, k): its rows are dim 0."""
