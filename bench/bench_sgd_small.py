@@ -36,15 +36,17 @@ evidence for "packs once".
 Measured once (x86_64 AMD EPYC, 2 cores shared with ~8 other jobs, load average 12-14:
 noise of tens of percent; `--repeat 30 --rounds 3`; 200 parameters, 183,232 floats):
 
-    contender                           us  / tessc jit, not donated  / numpy in place  / torch fused=True
-    tessc opt.step                  15214.3                    56.29x            47.27x              19.73x
-    tessc opt.step, separate grads  16557.6                    61.26x            51.45x              21.47x
-    tessc program, arenas             115.3                     0.43x             0.36x               0.15x
-    tessc program, separate grads     806.7                     2.98x             2.51x               1.05x
-    tessc jit, not donated            270.3                     1.00x             0.84x               0.35x
-    numpy in place                    321.8                     1.19x             1.00x               0.42x
-    torch foreach=True                254.3                     0.94x             0.79x               0.33x
-    torch fused=True                  771.3                     2.85x             2.40x               1.00x
+    contender                            us  / unfused  / numpy  / torch fused
+    tessc opt.step                  15214.3     56.29x   47.27x        19.73x
+    tessc opt.step, separate grads  16557.6     61.26x   51.45x        21.47x
+    tessc program, arenas             115.3      0.43x    0.36x         0.15x
+    tessc program, separate grads     806.7      2.98x    2.51x         1.05x
+    tessc jit, not donated            270.3      1.00x    0.84x         0.35x
+    numpy in place                    321.8      1.19x    1.00x         0.42x
+    torch foreach=True                254.3      0.94x    0.79x         0.33x
+    torch fused=True                  771.3      2.85x    2.40x         1.00x
+
+(unfused: `tessc jit, not donated`; numpy: in place.)
 
 The fused kernel on arenas (`tessc program, arenas`) is 2.8x NumPy in place and 2.3x the
 unfused kernels; the packing count of `opt.step` stays at 1 (its first call, the
@@ -158,14 +160,19 @@ def main() -> None:
         f"# packing copies of opt.step: {first} on its first call, "
         f"{executable.packing_copies} after {1 + args.rounds * (args.repeat + 1)} calls"
     )
-    bases = [
-        b for b in ("tessc jit, not donated", "numpy in place", "torch fused=True") if b in medians
-    ]
+    bases = {
+        "unfused": "tessc jit, not donated",
+        "numpy": "numpy in place",
+        "torch fused": "torch fused=True",
+    }
+    bases = {short: name for short, name in bases.items() if name in medians}
     width = max(len(n) for n in medians)
-    print(f"{'contender'.ljust(width)}      us  " + "  ".join(f"/ {b}" for b in bases))
+    print(f"{'contender'.ljust(width)}       us  " + "  ".join(f"/ {b}" for b in bases))
     for name, ms in medians.items():
-        ratios = "  ".join(f"{ms / medians[b]:.2f}x".rjust(len(b) + 2) for b in bases)
-        print(f"{name.ljust(width)}  {ms * 1e3:6.1f}  {ratios}")
+        ratios = "  ".join(
+            f"{ms / medians[b]:.2f}x".rjust(len(short) + 2) for short, b in bases.items()
+        )
+        print(f"{name.ljust(width)}  {ms * 1e3:7.1f}  {ratios}")
     print("# ratio = the row's time / the column's (median; below 1: the row is faster)")
 
 
