@@ -372,6 +372,12 @@ FUSED = StrList("tess.fused")
 back by `tess-fuse` and `tess-fuse-epilogue` to name the merged op in later reports."""
 FUSION_REFUSED = Str("tess.fusion_refused")
 """`tess-fuse`: why each remaining producer edge was not fused."""
+FC_STACKED = Str("tess.fc_stacked")
+"""`tess-fuse` (`horizontal-fc`): on a product over stacked left operands, how many
+products it computes and how the rows were stacked (a view, or a copy)."""
+FC_REFUSED = Str("tess.fc_refused")
+"""`tess-fuse` (`horizontal-fc`): why a product sharing its right operand with another
+was not stacked with it."""
 HORIZONTAL_MEMBERS = Int("tess.horizontal_members")
 """`tess-fuse-horizontal`: how many updates an arena generic computes."""
 HORIZONTAL_PROLOGUE = Int("tess.horizontal_prologue")
@@ -392,6 +398,8 @@ REPORTS = (
     KIND,
     FUSED,
     FUSION_REFUSED,
+    FC_STACKED,
+    FC_REFUSED,
     HORIZONTAL_MEMBERS,
     HORIZONTAL_PROLOGUE,
     HORIZONTAL_REFUSED,
@@ -414,6 +422,8 @@ __all__ = [
     "GROUPED",
     "GROUP_REFUSED",
     "GPU_SHAPE",
+    "FC_REFUSED",
+    "FC_STACKED",
     "GRID_STRIDE",
     "HORIZONTAL_MEMBERS",
     "HORIZONTAL_PROLOGUE",

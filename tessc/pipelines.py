@@ -53,7 +53,10 @@ reduction kernel per parameter norm (correct, not fused). It packs updates of ar
 that are not donated too: on the GPU a launch per parameter costs more than packing (a
 device-to-device copy), and an output arena given back on the next call (`params, state
 = step(params, grads, state)`) is passed without repacking (`tessc.runtime.cuda`), so an
-Adam step without donation is one arena launch, as with it.
+Adam step without donation is one arena launch, as with it. It does not group a train
+step's updates (`computed-groups=false`: `tess-gpu-partition` would split the group into
+a launch per member anyway) or stack products sharing a right operand
+(`tess-fuse{horizontal-fc=false}`: the gpu passes are not tested on its row slices).
 
 In `cpu`, `tess-fuse-horizontal` packs only updates of donated arguments (`donated-only`):
 an optimizer's parameters and states, which the caller keeps across calls and can keep in
@@ -133,7 +136,10 @@ _FUSE = (
     "dce,tess-to-linalg,tess-fuse,tess-pack-narrow,tess-cse-generics,tess-fuse-epilogue,"
     "tess-fuse-horizontal{donated-only=true}"
 )
-_GPU_FUSE = "dce,tess-to-linalg,tess-fuse,tess-fuse-epilogue,tess-fuse-horizontal{segmented=false}"
+_GPU_FUSE = (
+    "dce,tess-to-linalg,tess-fuse{horizontal-fc=false},tess-fuse-epilogue,"
+    "tess-fuse-horizontal{segmented=false computed-groups=false}"
+)
 _BUFFERS = "tess-bufferize,tess-memory-plan"
 _LOOPS = (
     "tess-outline-kernels,tess-linalg-to-loops,tess-pack-matmul,tess-interchange-rows,"
