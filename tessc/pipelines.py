@@ -149,7 +149,8 @@ _LOOPS = (
 )
 _BASIC_LOOPS = "tess-outline-kernels,tess-linalg-to-loops,canonicalize,cse"
 _GPU = (
-    "tess-outline-kernels,tess-gpu-partition,tess-gpu-rows,tess-gpu-contract,tess-gpu-reduce,"
+    "tess-outline-kernels,tess-gpu-partition,tess-gpu-rows,tess-gpu-conv,tess-gpu-contract,"
+    "tess-gpu-reduce,"
     "tess-gpu-map,"
     "canonicalize,cse"
 )
