@@ -30,6 +30,7 @@ from xdsl.ir.affine import (
     AffineConstantExpr,
     AffineDimExpr,
     AffineExpr,
+    AffineMap,
 )
 from xdsl.passes import ModulePass
 
@@ -100,20 +101,42 @@ class Convolution:
         return self.reduction.ranges[dim]
 
 
+def single_dims(affine_map: AffineMap) -> set[int] | None:
+    """The dims of a map whose every result reads at most one dim (a weight's: `k`, or
+    `K - 1 - k` where autodiff's flip fused in), None if some result reads more."""
+    dims: set[int] = set()
+    for expr in affine_map.results:
+        form = linear_form(expr)
+        if form is None:
+            return None
+        used = {d for d, k in form.items() if d is not None and k != 0}
+        if len(used) > 1:
+            return None
+        dims |= used  # type: ignore[arg-type]
+    return dims
+
+
 def match_convolution(reduction: Reduction) -> Convolution | None:
     op = reduction.op
-    if len(op.inputs) != 2 or not isinstance(reduction.combine, arith.AddfOp | arith.AddiOp):
-        return None
-    if any(not isinstance(v.type, MemRefType) for v in op.inputs):
+    if not isinstance(reduction.combine, arith.AddfOp | arith.AddiOp):
         return None
     if any(isinstance(inner, IndexOp) for inner in op.body.walk()):
         return None
-    maps = maps_of(op)
-    plain = [all(isinstance(e, AffineDimExpr) for e in m.results) for m in maps]
-    if not plain[2] or plain[0] == plain[1]:
+    # Inputs the body never reads (left by fusion) are not loaded.
+    read = [k for k, arg in enumerate(op.body.block.args[: len(op.inputs)]) if arg.uses]
+    if len(read) != 2 or any(not isinstance(op.inputs[k].type, MemRefType) for k in read):
         return None
-    image, weight = (1, 0) if plain[0] else (0, 1)
-    weight_dims = {e.position for e in maps[weight].results}  # type: ignore[attr-defined]
+    maps = maps_of(op)
+    if not all(isinstance(e, AffineDimExpr) for e in maps[-1].results):
+        return None
+    single = {k: single_dims(maps[k]) for k in read}
+    weights = [k for k in read if single[k] is not None]
+    images = [k for k in read if single[k] is None]
+    if len(weights) != 1 or len(images) != 1:
+        return None
+    (image,), (weight,) = images, weights
+    weight_dims = single[weight]
+    assert weight_dims is not None
     reduced, parallel = set(reduction.red_dims), set(reduction.out_dims)
     windows: list[Window] = []
     image_plain: set[int] = set()
@@ -144,6 +167,8 @@ def match_convolution(reduction: Reduction) -> Convolution | None:
         return None
     outer = tuple(d for d in reduction.out_dims if d not in outs | features)
     if any(d not in image_plain for d in outer) or image_plain - {*outer, *channels}:
+        return None
+    if weight_dims - {*outer, *channels, *features, *taps}:
         return None
     (c,), (f,) = channels, features
     return Convolution(reduction, image, weight, c, f, outer, tuple(windows))
@@ -305,7 +330,7 @@ class ConvKernel:
         """f(image, weight): the body's producer part on one value of each operand."""
         conv = self.conv
         op = conv.reduction.op
-        values = {conv.image: image, conv.weight: weight, 2: self.tree.identity(b)}
+        values = {conv.image: image, conv.weight: weight, len(op.inputs): self.tree.identity(b)}
         mapping = emit_element(b, op, [], self.gk.values, values, skip=(conv.reduction.combine,))
         acc = op.body.block.args[-1]
         (x,) = (v for v in conv.reduction.combine.operands if v is not acc)
