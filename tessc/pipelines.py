@@ -29,7 +29,8 @@ pass-pipeline string in `xdsl-opt -p` syntax. For `cpu`:
     stage    the module holds                         passes that reach it
     gpu      host funcs launching `gpu.func`s of      tess-outline-kernels,
              one `gpu.module @kernels` (level 5g)     tess-gpu-partition, tess-gpu-rows,
-                                                      tess-gpu-contract, tess-gpu-reduce,
+                                                      tess-gpu-conv, tess-gpu-contract,
+                                                      tess-gpu-reduce,
                                                       tess-gpu-map, canonicalize, cse
     numba    Python source for Numba's CUDA target    codegen: emit_cuda
 

@@ -367,6 +367,11 @@ def conv_kernel(kernel: func.FuncOp, module: ModuleOp) -> bool:
     local = [b.add(tx, b.c(t.lanes_x * v)) for v in range(t.cols)]
     # Lanes past the box read (and never store) position p mod box: in the patch.
     coords = [b.delinearize(b.remui(p, b.c(product(t.box))), list(t.box)) for p in local]
+    # Where each position's window starts in the patch (tap 0), hoisted out of the loops.
+    starts = [
+        [b.mul(q, b.c(w.stride)) for q, w in zip(coords[v], conv.windows, strict=True)]
+        for v in range(t.cols)
+    ]
     channels = conv.extent(conv.channel)
 
     def chunk_step(
@@ -405,8 +410,8 @@ def conv_kernel(kernel: func.FuncOp, module: ModuleOp) -> bool:
             col_values = []
             for v in range(t.cols):
                 at = [
-                    bt.add(bt.mul(q, bt.c(w.stride)), bt.mul(kv, bt.c(w.dilation)))
-                    for q, kv, w in zip(coords[v], k, conv.windows, strict=True)
+                    bt.add(start, bt.mul(kv, bt.c(w.dilation)))
+                    for start, kv, w in zip(starts[v], k, conv.windows, strict=True)
                 ]
                 col_values.append(bt.load(patch, [cc, *at]))
             return [
