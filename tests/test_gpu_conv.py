@@ -53,3 +53,11 @@ def test_every_conv_stages_its_patch_and_weights() -> None:
     # conv and its gradient conv.
     assert set(ENTRIES[:3]) <= staged
     assert {"input_gradient", "weight_gradient"} <= staged
+
+
+def test_staged_convs_parse_and_verify_upstream() -> None:
+    from test_upstream_mlir import check_parses, upstream_text, upstream_tool
+
+    upstream_tool("mlir-opt")
+    _, lowered = lowered_source(CONVS)
+    check_parses([("convs at gpu", upstream_text(lowered))])
