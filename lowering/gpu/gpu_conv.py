@@ -49,6 +49,7 @@ from tessc.lowering.gpu.gpu_tree import Reduction, TreeKernel, match_reduction
 LANES_X = 16  # threads along the spatial box (each owns up to COLS positions)
 LANES_Y = 16  # threads along out-channels (each owns up to ROWS channels)
 MAX_BOX = 64  # spatial positions per block tile
+MAX_ROW = 16  # of which along the innermost dim, with several spatial dims
 MAX_CHUNK = 8  # input channels staged per step
 SHARED_BYTES = 48 * 1024  # static shared memory a block may use
 MAX_GRID_Z = 65535
@@ -211,7 +212,9 @@ def plan(conv: Convolution, element_bytes: int) -> Tiling | None:
     box: list[int] = []
     room = MAX_BOX
     for window in reversed(conv.windows):
-        box.insert(0, max(1, min(conv.extent(window.out), room)))
+        # Rows of 16 at most in 2-D and 3-D: a squarer box reads less halo per output.
+        widest = room if len(box) or len(conv.windows) == 1 else MAX_ROW
+        box.insert(0, max(1, min(conv.extent(window.out), room, widest)))
         room = max(1, room // box[0])
     patch = tuple(
         w.stride * (t - 1) + w.dilation * (conv.extent(w.tap) - 1) + 1
@@ -254,7 +257,7 @@ class ConvKernel:
         extents = [t.chunk, *t.patch]
         element_type = memory.type.element_type  # type: ignore[attr-defined]
         threads = t.lanes_x * t.lanes_y
-        lane = self.lane(b)
+        lane = self.thread
 
         def copy(bl: Body, e: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
             cc, *p = bl.delinearize(e, extents)
@@ -290,7 +293,7 @@ class ConvKernel:
         taps = [conv.extent(w.tap) for w in conv.windows]
         extents = [t.features, t.chunk, *taps]
         element_type = memory.type.element_type  # type: ignore[attr-defined]
-        lane = self.lane(b)
+        lane = self.thread
 
         def copy(bl: Body, e: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
             ff, cc, *k = bl.delinearize(e, extents)
@@ -315,9 +318,6 @@ class ConvKernel:
             return ()
 
         b.loop(lane, b.c(product(extents)), b.c(t.lanes_x * t.lanes_y), copy, hint="e")
-
-    def lane(self, b: Body) -> SSAValue:
-        return self.thread
 
     @staticmethod
     def zero(element_type: Attribute) -> Callable[[Body], Sequence[SSAValue]]:

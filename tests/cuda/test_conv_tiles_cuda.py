@@ -26,6 +26,7 @@ CASES = {
         (4, 3, 3, 2),
         {"stride": (1, 2), "padding": (1, 0), "dilation": (1, 2)},
     ),
+    "wide_rows": ((1, 2, 3, 40), (3, 2, 2, 3), {}),  # 2 x 38 outputs: three 2 x 16 boxes
     "depthwise": ((1, 4, 6, 5), (4, 1, 3, 3), {"padding": "same", "groups": 4}),
     "conv1d_long": ((1, 2, 150), (3, 2, 3), {"stride": 2, "dilation": 3, "padding": 2}),
 }
