@@ -104,7 +104,7 @@ def _available(name: str) -> bool:
     return module is not None and (module != _GRAD or importlib.util.find_spec(_GRAD) is not None)
 
 
-_SUBMODULES = ("optim", "nn", "linalg", "random")
+_SUBMODULES = ("optim", "nn", "linalg", "random", "distributed")
 """Subpackages offered as attributes (`tessc.optim.Adam`), imported on first use."""
 
 
