@@ -26,6 +26,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 
+from tessc.distributed_failures import RankFailure, guarded
 from tessc.distributed_layout import LeafSpec, describe_mismatch, leaf_names, plan_buckets
 from tessc.frontend.pytree import flatten_tree
 
@@ -124,6 +125,42 @@ def test_buckets_cover_the_buffer() -> None:
     assert plan_buckets(10, 4, 16) == [(0, 4), (4, 8), (8, 10)]
     with pytest.raises(ValueError, match="smaller than one element"):
         plan_buckets(10, 8, 4)
+
+
+class FakeStore:
+    """The two calls of torch's Store the roll call makes; `answering` ranks have set
+    their key already; `down` raises as a store whose host died."""
+
+    def __init__(self, answering: set[int], down: bool = False):
+        self.keys = {f"rollcall/3/{r}" for r in answering}
+        self.down = down
+
+    def set(self, key: str, value: str) -> None:
+        if self.down:
+            raise RuntimeError("Connection refused")
+        self.keys.add(key)
+
+    def check(self, keys: list[str]) -> bool:
+        return all(k in self.keys for k in keys)
+
+
+@pytest.mark.parametrize(
+    ("store", "ranks", "says"),
+    [
+        (FakeStore({0, 2}), [1, 3], "ranks 1, 3 did not answer within 0.2 s"),
+        (FakeStore({0, 1, 2, 3}), [], "with every rank alive: RuntimeError: boom"),
+        (FakeStore(set(), down=True), [0], "rank 0 (which hosts it"),
+    ],
+)
+def test_a_failed_collective_names_the_silent_ranks(
+    store: FakeStore, ranks: list[int], says: str
+) -> None:
+    with pytest.raises(RankFailure, match="the all-reduce failed on rank 2 of 4") as caught:
+        with guarded("the all-reduce", store, rank=2, world=4, sequence=3, answer_s=0.2):
+            raise RuntimeError("boom\nsecond line")
+    assert caught.value.ranks == ranks
+    assert says in str(caught.value)
+    assert isinstance(caught.value.__cause__, RuntimeError)
 
 
 def test_without_init_one_process_holds_the_whole_batch() -> None:
