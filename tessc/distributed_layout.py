@@ -187,7 +187,10 @@ class FlatBuffer:
 def torch_view(array: Any, torch: Any) -> Any:
     """A torch tensor sharing `array`'s memory (raises if torch would copy)."""
     if not is_device_array(array):
-        tensor = torch.from_numpy(array)
+        if array.dtype.name == "bfloat16":  # ml_dtypes' type, which NumPy knows as void
+            tensor = torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+        else:
+            tensor = torch.from_numpy(array)
         if tensor.data_ptr() != array.ctypes.data:  # pragma: no cover - from_numpy never copies
             raise RuntimeError("torch.from_numpy copied the gradient buffer")
         return tensor

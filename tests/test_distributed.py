@@ -27,7 +27,13 @@ import numpy as np
 import pytest
 
 from tessc.distributed_failures import RankFailure, guarded
-from tessc.distributed_layout import LeafSpec, describe_mismatch, leaf_names, plan_buckets
+from tessc.distributed_layout import (
+    FlatBuffer,
+    LeafSpec,
+    describe_mismatch,
+    leaf_names,
+    plan_buckets,
+)
 from tessc.frontend.pytree import flatten_tree
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -163,6 +169,21 @@ def test_a_failed_collective_names_the_silent_ranks(
     assert isinstance(caught.value.__cause__, RuntimeError)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_torch_shares_the_flat_buffer(dtype: str) -> None:
+    torch = pytest.importorskip("torch")
+    if dtype == "bfloat16":
+        dtype = pytest.importorskip("ml_dtypes").bfloat16
+    buffer = FlatBuffer(np.dtype(dtype), [(2, 3), (4,)], 1, False, torch)
+    buffer.pack([np.ones((2, 3), dtype), np.full(4, 2, dtype)], [np.float32(0.5)])
+    assert buffer.tensor.data_ptr() == buffer.array.ctypes.data
+    assert buffer.array.ctypes.data % 64 == 0
+    buffer.tensor.mul_(2)  # torch writes what tessc's views read
+    assert buffer.tensor.tolist() == [2.0] * 6 + [4.0] * 4 + [1.0]
+    assert buffer.views[1].tolist() == [4.0] * 4
+    assert [float(x) for x in buffer.extras_on_host()] == [1.0]
+
+
 def test_without_init_one_process_holds_the_whole_batch() -> None:
     import tessc as ts
 
@@ -208,6 +229,10 @@ def test_two_ranks_one_all_reduce_then_clear_failures(tmp_path: Path) -> None:
         "on rank 0 but (4, 3) float32 on rank 1 (every rank must build the same model)"
     )
     assert report["broadcast"] == {"b": [0.0, 1.0, 2.0], "w": [[0.0, 0.0], [0.0, 0.0]]}
+    mixed = report["mixed"]  # one flat buffer, one all-reduce, per dtype
+    want = {"a": [1.5] * 3, "h": [2.5] * 2, "z": [3.5] * 2}
+    assert mixed["values"] == {k: want[k] for k in mixed["values"]}
+    assert mixed["dtypes"]["h"] == "float16" and mixed["all_reduces"] == len(mixed["values"])
     # Rank 1 exited before step 1's all-reduce: rank 0 names it, promptly.
     assert report["ok"] is False and report["type"] == "RankFailure", report.get("traceback")
     assert report["ranks"] == [1]

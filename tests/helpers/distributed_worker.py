@@ -57,6 +57,27 @@ def reduce_steps(reducer, rank: int, shape: tuple[int, int], die: bool = False) 
     return steps
 
 
+def mixed_dtypes(rank: int) -> dict:
+    """One step over float32, float16 and (with ml_dtypes) bfloat16 leaves: one flat
+    buffer, so one all-reduce, per dtype."""
+    import tessc as ts
+
+    grads = {"a": np.full(3, rank + 1.0, np.float32), "h": np.full(2, rank + 2.0, np.float16)}
+    try:
+        import ml_dtypes
+
+        grads["z"] = np.full(2, rank + 3.0, ml_dtypes.bfloat16)
+    except ImportError:
+        pass
+    reducer = ts.distributed.GradientReducer()
+    reduced = reducer(grads)
+    return {
+        "values": {k: [float(x) for x in v] for k, v in reduced.items()},
+        "dtypes": {k: v.dtype.name for k, v in reduced.items()},
+        "all_reduces": reducer.collectives,
+    }
+
+
 def run(scenario: str, out: dict) -> None:
     """`checks`: reduce, buckets, mismatch (its ValueError recorded), then rank 1 dies.
     `hang`: rank 1 sleeps through the second step, the timeout is 4 s."""
@@ -81,6 +102,7 @@ def run(scenario: str, out: dict) -> None:
         out["mismatch"] = str(error)
     params = {"w": np.full((2, 2), float(rank), np.float32), "b": np.arange(3.0) + rank}
     out["broadcast"] = {k: v.tolist() for k, v in ts.distributed.broadcast(params).items()}
+    out["mixed"] = mixed_dtypes(rank)
     out["die"] = reduce_steps(ts.distributed.GradientReducer(), rank, (3, 4), die=True)
 
 
