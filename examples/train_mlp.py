@@ -97,22 +97,26 @@ def make_train_step(optimizer: ts.optim.Optimizer, target: str):
 
 def make_data_parallel_step(optimizer: ts.optim.Optimizer, target: str):
     """The same step over the ranks: each computes the loss and gradients of its shard of
-    the batch; the reducer averages both across ranks with one all-reduce; every rank
-    applies the optimizer's own fused step to its (identical) parameters."""
+    the batch, into the reducer's flat buffer (`grad_buffers`, donated and never read:
+    the compiled step writes each gradient there); the reducer averages both across ranks
+    with one all-reduce over that buffer; every rank applies the optimizer's own fused
+    step, which reads the buffer as its gradient arena, to its (identical) parameters."""
 
-    @ts.jit(target=target)
-    def grad_step(params, x_all, y_all, idx):
+    @ts.jit(target=target, donate_argnums=(1,))
+    def grad_step(params, grad_buffers, x_all, y_all, idx):
         x, y = x_all[idx], y_all[idx]
         return ts.value_and_grad(loss_fn)(params, x, y)
 
     reducer = ts.distributed.GradientReducer()
 
     def train_step(params, opt_state, x_all, y_all, idx):
-        loss, grads = grad_step(params, x_all, y_all, ts.distributed.shard(idx))
+        buffers = reducer.gradient_buffers(params, scalars=1)
+        loss, grads = grad_step(params, buffers, x_all, y_all, ts.distributed.shard(idx))
         grads, loss = reducer(grads, loss)
         params, opt_state = optimizer.step(params, grads, opt_state)
         return params, opt_state, loss
 
+    train_step.reducer = reducer  # its `copied` count: 0 when the gradients land in place
     return train_step
 
 

@@ -5,19 +5,21 @@ for the cuda target). Run the script under `torchrun --nproc_per_node=N`:
     ts.distributed.init(target="cpu")              # reads torchrun's RANK, WORLD_SIZE, ...
     params = ts.distributed.broadcast(params)       # rank 0's values, on every rank
     reducer = ts.distributed.GradientReducer()
+    grad_step = ts.jit(lambda p, out, x, y: ts.value_and_grad(loss_fn)(p, x, y),
+                       donate_argnums=(1,))        # `out`: where the gradients go
     for idx in batches:                             # the global batch's indices
-        loss, grads = grad_step(params, x, y, ts.distributed.shard(idx))
+        out = reducer.gradient_buffers(params, scalars=1)
+        loss, grads = grad_step(params, out, x[shard(idx)], y[shard(idx)])
         grads, loss = reducer(grads, loss)          # mean over the ranks
         params, state = opt.step(params, grads, state)
-        if ts.distributed.is_main(): print(loss)
 
-Each rank computes the gradients of its shard; `GradientReducer` copies them into one flat
-buffer per dtype (the loss in its last slot) and sums it with ONE all-reduce per step
-(bucketed by `bucket_mb`, as DDP, when larger), over a torch tensor that shares the
-buffer's memory. The gradients it returns are views of that buffer in `tessc.arena`'s
-layout, so the optimizer's fused step reads them without a copy. The first call checks
-that every rank has the same leaves (`ValueError` naming a leaf and each rank's shape);
-a collective that fails names the dead rank (`RankFailure`, `tessc.distributed_failures`).
+Each rank computes the gradients of its shard into one flat buffer per dtype (the loss in
+its last slot), and `GradientReducer` sums it with ONE all-reduce per step (bucketed by
+`bucket_mb`, as DDP, when larger) over a torch tensor sharing its memory. Gradients that
+were computed elsewhere are copied in first. The reduced gradients are views of the buffer
+in `tessc.arena`'s layout, so the optimizer's fused step reads them without a copy either.
+The first call checks that every rank has the same leaves (`ValueError` naming a leaf and
+each rank's shape); a failed collective names the dead rank (`RankFailure`).
 """
 
 from __future__ import annotations
@@ -214,15 +216,21 @@ class _Layout:
             for d, members in self.members.items()
         }
 
-    def pack(self, leaves: list[Any], extras: tuple[Any, ...]) -> None:
+    def pack(self, leaves: list[Any], extras: tuple[Any, ...]) -> int:
+        """Copy the leaves not already in place; returns how many were copied."""
+        copied = 0
         for d, members in self.members.items():
             first = d == self.specs[0].dtype
-            self.buffers[d].pack([leaves[k] for k in members], extras if first else ())
+            copied += self.buffers[d].pack([leaves[k] for k in members], extras if first else ())
+        return copied
 
-    def views(self) -> list[Any]:
+    def views(self, fresh: bool = False) -> list[Any]:
+        """Every leaf's view, in flatten order (new array objects with `fresh`)."""
         out: list[Any] = [None] * len(self.specs)
         for d, members in self.members.items():
-            for k, view in zip(members, self.buffers[d].views, strict=True):
+            buffer = self.buffers[d]
+            views = buffer.fresh_views() if fresh else buffer.views
+            for k, view in zip(members, views, strict=True):
                 out[k] = view
         return out
 
@@ -292,11 +300,23 @@ class GradientReducer(_Collective):
     def __init__(self, average: bool = True, bucket_mb: float = DEFAULT_BUCKET_MB):
         super().__init__(bucket_mb)
         self.average = bool(average)
+        self.copied = 0
+        """Gradients the last call copied into the buffer (0 when all were computed in
+        `gradient_buffers`)."""
+
+    def gradient_buffers(self, like: Pytree, scalars: int = 0) -> Pytree:
+        """Views of the flat buffer shaped like `like` (the parameters): give them to the
+        jitted gradient step as a donated argument it does not read, and the compiled step
+        computes each gradient in its view, so nothing is copied before the all-reduce.
+        `scalars`: how many scalars the calls will reduce with the gradients. New array
+        objects each call (a donated view the step did not use is marked donated)."""
+        layout, _ = self.prepare(like, (None,) * scalars)
+        return unflatten_tree(self.structure, layout.views(fresh=True))
 
     def __call__(self, grads: Pytree, *scalars: Any) -> Any:
         _, dist = _torch()
         layout, leaves = self.prepare(grads, scalars)
-        layout.pack(leaves, scalars)
+        self.copied = layout.pack(leaves, scalars)
         g = group()
         with g.guarded("the gradient all-reduce"):
             works = []

@@ -148,31 +148,43 @@ class FlatBuffer:
         else:
             raw = aligned_empty(self.size * self.dtype.itemsize, ALIGNMENT)
             self.array = raw.view(self.dtype)
-        self.views = [
-            self.array[int(a) : int(b)].reshape(shape)
+        self.spans = [
+            (int(a), int(b), tuple(shape))
             for a, b, shape in zip(offsets[:-1], offsets[1:], shapes, strict=True)
         ]
+        self.views = self.fresh_views()
         first_extra = int(offsets[-1])
         self.extra_views = [self.array[k : k + 1] for k in range(first_extra, self.size)]
         self.tensor = torch_view(self.array, torch)
         self.buckets = plan_buckets(self.size, self.dtype.itemsize, bucket_bytes)
 
-    def pack(self, leaves: Sequence[Any], extras: Sequence[Any]) -> None:
-        """Copy `leaves` and `extras` in (the one copy: from the arrays the compiled
-        gradient step returned into the buffer the all-reduce reads)."""
+    def fresh_views(self) -> list[Any]:
+        """New array objects over the leaves' spans (the same memory as `views`)."""
+        return [self.array[a:b].reshape(shape) for a, b, shape in self.spans]
+
+    def pack(self, leaves: Sequence[Any], extras: Sequence[Any]) -> int:
+        """Copy `leaves` and `extras` in; a leaf already at its place in the buffer (a
+        gradient the compiled step computed in a donated view) is not copied. Returns the
+        number of leaves copied."""
+        moved = [
+            (view, leaf)
+            for view, leaf in zip(self.views, leaves, strict=True)
+            if data_address(leaf) != data_address(view)
+        ]
         if self.device:
-            for view, leaf in zip(self.views, leaves, strict=True):
+            for view, leaf in moved:
                 view.copy_to_device(leaf)
             for view, extra in zip(self.extra_views, extras, strict=True):
                 if is_device_array(extra):
                     view.copy_to_device(extra.reshape(1))
                 else:
                     view.copy_to_device(np.asarray(extra, dtype=self.dtype).reshape(1))
-            return
-        for view, leaf in zip(self.views, leaves, strict=True):
+            return len(moved)
+        for view, leaf in moved:
             np.copyto(view, leaf, casting="no")
         for view, extra in zip(self.extra_views, extras, strict=True):
             view[0] = extra
+        return len(moved)
 
     def extras_on_host(self) -> list[np.ndarray]:
         """The extra slots, copied out as 0-d host arrays (the buffer is reused next step)."""
@@ -182,6 +194,14 @@ class FlatBuffer:
         tail = self.array[first:]
         values = tail.copy_to_host() if self.device else tail.copy()
         return [values[k].reshape(()) for k in range(len(values))]
+
+
+def data_address(array: Any) -> int | None:
+    """Where `array`'s data starts (device or host memory), or None for a non-array."""
+    interface = getattr(array, "__cuda_array_interface__", None)
+    if interface is None:
+        interface = getattr(array, "__array_interface__", None)
+    return int(interface["data"][0]) if interface is not None else None
 
 
 def torch_view(array: Any, torch: Any) -> Any:
@@ -204,6 +224,7 @@ __all__ = [
     "DEFAULT_BUCKET_BYTES",
     "FlatBuffer",
     "LeafSpec",
+    "data_address",
     "describe_mismatch",
     "leaf_names",
     "leaf_specs",

@@ -200,6 +200,43 @@ def test_without_init_one_process_holds_the_whole_batch() -> None:
 # ---------------------------------------------------------------------------------------
 
 
+def test_gradients_computed_in_the_buffer_are_not_copied() -> None:
+    """`gradient_buffers`, donated to the jitted gradient step, is where the compiled step
+    writes the gradients: the reducer copies nothing (one process, world of 1)."""
+    needs_gloo()
+    import tessc as ts
+
+    rng = np.random.default_rng(5)
+    params = {"w": rng.standard_normal((6, 3)).astype(np.float32), "b": np.zeros(3, np.float32)}
+    x, y = rng.standard_normal((8, 6)).astype(np.float32), rng.integers(0, 3, 8)
+
+    def loss_fn(p, x, y):
+        return ts.nn.cross_entropy(x @ p["w"] + p["b"], y)
+
+    @ts.jit(donate_argnums=(1,))
+    def grad_step(p, grad_buffers, x, y):
+        return ts.value_and_grad(loss_fn)(p, x, y)
+
+    want_loss, want = ts.jit(ts.value_and_grad(loss_fn))(params, x, y)
+    ts.distributed.init()
+    try:
+        reducer = ts.distributed.GradientReducer()
+        for _ in range(2):
+            buffers = reducer.gradient_buffers(params, scalars=1)
+            loss, grads = grad_step(params, buffers, x, y)
+            assert all(grads[k] is buffers[k] for k in grads)
+            reduced, reduced_loss = reducer(grads, loss)
+            assert reducer.copied == 0
+            assert all(np.shares_memory(reduced[k], reducer.buffers[0].array) for k in reduced)
+            for k in want:
+                np.testing.assert_array_equal(reduced[k], want[k])
+            assert float(reduced_loss) == float(want_loss)
+        reducer({k: v.copy() for k, v in want.items()}, want_loss)  # computed elsewhere
+        assert reducer.copied == 2
+    finally:
+        ts.distributed.shutdown()
+
+
 def expected_mean(step: int) -> dict[str, np.ndarray]:
     """The mean over ranks 0 and 1 of the worker's gradients at `step`."""
     base = (1 + step + 2 + step) / 2
