@@ -5,11 +5,11 @@ for the cuda target). Run the script under `torchrun --nproc_per_node=N`:
     ts.distributed.init(target="cpu")              # reads torchrun's RANK, WORLD_SIZE, ...
     params = ts.distributed.broadcast(params)       # rank 0's values, on every rank
     reducer = ts.distributed.GradientReducer()
-    grad_step = ts.jit(lambda p, out, x, y: ts.value_and_grad(loss_fn)(p, x, y),
-                       donate_argnums=(1,))        # `out`: where the gradients go
-    for idx in batches:                             # the global batch's indices
+    step = ts.jit(grad_step, donate_argnums=(1,))  # grad_step(params, out, x, y): `out`
+    for idx in batches:                             # unread, the gradients go there
         out = reducer.gradient_buffers(params, scalars=1)
-        loss, grads = grad_step(params, out, x[shard(idx)], y[shard(idx)])
+        mine = ts.distributed.shard(idx)            # this rank's share of the batch
+        loss, grads = step(params, out, x[mine], y[mine])
         grads, loss = reducer(grads, loss)          # mean over the ranks
         params, state = opt.step(params, grads, state)
 
@@ -118,9 +118,14 @@ def init(target: str = "cpu", timeout: float = 60.0, backend: str | None = None)
         return _group
     if world == 1 and "MASTER_PORT" not in environ:
         address, port = "127.0.0.1", _free_port()
-    else:
+    elif "MASTER_PORT" in environ:
         address = environ.get("MASTER_ADDR", "127.0.0.1")
         port = int(environ["MASTER_PORT"])
+    else:
+        raise RuntimeError(
+            f"tessc.distributed.init: WORLD_SIZE={world} but no MASTER_PORT; start the "
+            "processes with torchrun (or set RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)"
+        )
     # As torch's env:// rendezvous: torchrun's agent hosts the store when it says so
     # (then the store outlives any worker), else rank 0 does.
     agent_store = environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
@@ -196,19 +201,31 @@ def _is_leaf(value: Any) -> bool:
 
 
 class _Layout:
-    """The flat buffers of one pytree's leaves, grouped by dtype (first appearance order)."""
+    """The flat buffers of one pytree's leaves, one per dtype (first appearance order).
+    The extra scalars (the loss) ride in the widest buffer, or in a float32 one of their
+    own when every leaf is 16-bit (a bfloat16 loss would lose its digits)."""
 
     def __init__(
-        self, specs: list[LeafSpec], extras: int, device: bool, torch: Any, bucket_bytes: int
+        self,
+        specs: list[LeafSpec],
+        dtypes: dict[str, np.dtype],
+        extras: int,
+        device: bool,
+        torch: Any,
+        bucket_bytes: int,
     ):
         self.specs = specs
-        dtypes = list(dict.fromkeys(s.dtype for s in specs))
         self.members = {d: [k for k, s in enumerate(specs) if s.dtype == d] for d in dtypes}
+        self.extras_dtype = max(dtypes, key=lambda d: dtypes[d].itemsize)
+        if extras and dtypes[self.extras_dtype].itemsize < 4:
+            self.extras_dtype = "float32"
+            dtypes = {**dtypes, "float32": np.dtype(np.float32)}
+            self.members.setdefault("float32", [])
         self.buffers = {
             d: FlatBuffer(
-                np.dtype(d),
+                dtypes[d],
                 [specs[k].shape for k in members],
-                extras if d == dtypes[0] else 0,
+                extras if d == self.extras_dtype else 0,
                 device,
                 torch,
                 bucket_bytes,
@@ -220,8 +237,8 @@ class _Layout:
         """Copy the leaves not already in place; returns how many were copied."""
         copied = 0
         for d, members in self.members.items():
-            first = d == self.specs[0].dtype
-            copied += self.buffers[d].pack([leaves[k] for k in members], extras if first else ())
+            mine = extras if d == self.extras_dtype else ()
+            copied += self.buffers[d].pack([leaves[k] for k in members], mine)
         return copied
 
     def views(self, fresh: bool = False) -> list[Any]:
@@ -278,7 +295,8 @@ class _Collective:
         mismatch = describe_mismatch(layouts, self.what)
         if mismatch is not None:
             raise ValueError(mismatch)
-        self._layout = _Layout(specs, len(extras), key[3], torch, self.bucket_bytes)
+        dtypes = {s.dtype: np.dtype(leaf.dtype) for s, leaf in zip(specs, leaves, strict=True)}
+        self._layout = _Layout(specs, dtypes, len(extras), key[3], torch, self.bucket_bytes)
         self._key, self.structure = key, structure
         return self._layout, leaves
 
@@ -337,8 +355,7 @@ class GradientReducer(_Collective):
         reduced = unflatten_tree(self.structure, layout.views())
         if not scalars:
             return reduced
-        first = layout.buffers[layout.specs[0].dtype]
-        return (reduced, *first.extras_on_host())
+        return (reduced, *layout.buffers[layout.extras_dtype].extras_on_host())
 
 
 def broadcast(tree: Pytree, src: int = 0, bucket_mb: float = DEFAULT_BUCKET_MB) -> Pytree:

@@ -270,6 +270,8 @@ def test_two_ranks_one_all_reduce_then_clear_failures(tmp_path: Path) -> None:
     want = {"a": [1.5] * 3, "h": [2.5] * 2, "z": [3.5] * 2}
     assert mixed["values"] == {k: want[k] for k in mixed["values"]}
     assert mixed["dtypes"]["h"] == "float16" and mixed["all_reduces"] == len(mixed["values"])
+    assert mixed["half_loss_dtype"] == "float32" and mixed["half_all_reduces"] == 2
+    assert abs(mixed["half_loss"] - 5 / 6) < 1e-6  # float16 would be off by ~1e-4
     # Rank 1 exited before step 1's all-reduce: rank 0 names it, promptly.
     assert report["ok"] is False and report["type"] == "RankFailure", report.get("traceback")
     assert report["ranks"] == [1]

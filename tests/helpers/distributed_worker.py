@@ -71,10 +71,15 @@ def mixed_dtypes(rank: int) -> dict:
         pass
     reducer = ts.distributed.GradientReducer()
     reduced = reducer(grads)
+    half = ts.distributed.GradientReducer()  # 16-bit gradients: the loss gets a float32 slot
+    _, loss = half({"h": grads["h"]}, np.float32(rank + 1 / 3))
     return {
         "values": {k: [float(x) for x in v] for k, v in reduced.items()},
         "dtypes": {k: v.dtype.name for k, v in reduced.items()},
         "all_reduces": reducer.collectives,
+        "half_loss": float(loss),
+        "half_loss_dtype": loss.dtype.name,
+        "half_all_reduces": half.collectives,
     }
 
 
