@@ -285,8 +285,9 @@ class _Collective:
             return self._layout, leaves
         if self._key is not None:
             raise ValueError(
-                f"tessc.distributed: the {self.what} changed structure, shape or dtype since "
-                "the first call; a reducer's layout is fixed (make a new one on every rank)"
+                f"tessc.distributed: the {self.what} (or the number of scalars reduced with "
+                "them) changed since the first call; a reducer's layout is fixed (make a new "
+                "one on every rank)"
             )
         g = group()
         layouts: list[Any] = [None] * g.world

@@ -233,6 +233,8 @@ def test_gradients_computed_in_the_buffer_are_not_copied() -> None:
             assert float(reduced_loss) == float(want_loss)
         reducer({k: v.copy() for k, v in want.items()}, want_loss)  # computed elsewhere
         assert reducer.copied == 2
+        with pytest.raises(ValueError, match="changed since the first call"):
+            reducer({"w": want["w"]}, want_loss)
     finally:
         ts.distributed.shutdown()
 
