@@ -108,7 +108,7 @@ def _available(name: str) -> bool:
     return module is not None and (module != _GRAD or importlib.util.find_spec(_GRAD) is not None)
 
 
-_SUBMODULES = ("optim", "nn", "linalg", "random", "tree_util", "debug")
+_SUBMODULES = ("optim", "nn", "linalg", "random", "tree_util", "debug", "distributed")
 """Subpackages offered as attributes (`tessc.optim.Adam`), imported on first use."""
 
 
