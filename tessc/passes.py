@@ -43,6 +43,7 @@ TESS_PASSES: dict[str, str] = {
         "tessc.lowering.loops.register_accumulate:TessRegisterAccumulatePass"
     ),
     "tess-expand-math": "tessc.lowering.loops.expand_math:TessExpandMathPass",
+    "tess-attention-kernels": "tessc.lowering.loops.attention_kernels:TessAttentionKernelsPass",
     "tess-hoist-constants": "tessc.lowering.loops.hoist_constants:TessHoistConstantsPass",
     "tess-hoist-scratch": "tessc.lowering.buffers.hoist_scratch:TessHoistScratchPass",
     "tess-gpu-partition": "tessc.lowering.gpu.gpu_partition:TessGpuPartitionPass",

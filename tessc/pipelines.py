@@ -18,6 +18,7 @@ pass-pipeline string in `xdsl-opt -p` syntax. For `cpu`:
                                                       tess-parallel-columns,
                                                       tess-register-accumulate,
                                                       tess-expand-math,
+                                                      tess-attention-kernels,
                                                       tess-hoist-constants,
                                                       tess-hoist-scratch, canonicalize,
                                                       cse
@@ -138,9 +139,10 @@ _LOOPS = (
     "tess-outline-kernels,tess-linalg-to-loops,tess-pack-matmul,tess-interchange-rows,"
     "tess-row-dots,tess-tile,tess-tile-dot,"
     "tess-parallel-columns,tess-register-accumulate,"
-    "tess-expand-math,tess-hoist-constants,tess-hoist-scratch,canonicalize,cse"
+    "tess-expand-math,tess-attention-kernels,tess-hoist-constants,tess-hoist-scratch,"
+    "canonicalize,cse"
 )
-_BASIC_LOOPS = "tess-outline-kernels,tess-linalg-to-loops,canonicalize,cse"
+_BASIC_LOOPS = "tess-outline-kernels,tess-linalg-to-loops,tess-attention-kernels,canonicalize,cse"
 _GPU = (
     "tess-outline-kernels,tess-gpu-partition,tess-gpu-rows,tess-gpu-contract,tess-gpu-reduce,"
     "tess-gpu-map,"
