@@ -239,3 +239,16 @@ def test_errors_name_the_shapes(shapes: Any, mask: Any, message: str) -> None:
 def test_mask_and_causal_are_exclusive() -> None:
     with pytest.raises(TessError, match="exclusive"):
         ts.jit(lambda q: sdpa(q, q, q, np.ones((3, 3), bool), is_causal=True))(normal(3, 2))
+
+
+def test_the_tess_language_gives_the_tracers_ir() -> None:
+    source = (
+        "def f(q: f64[2, 3, 4], k: f64[2, 5, 4], v: f64[2, 5, 2], m: f64[3, 5]):\n"
+        "    return scaled_dot_product_attention(q, k, v, m, scale=0.5)\n"
+    )
+
+    def f(q, k, v, m):
+        return sdpa(q, k, v, m, scale=0.5)
+
+    args = (normal(2, 3, 4), normal(2, 5, 4), normal(2, 5, 2), normal(3, 5))
+    assert str(ts.parse_tess(source, "f.tess")) == ts.trace(f, *args).ir()

@@ -240,7 +240,7 @@ class AttentionKernelBuilder:
         at = [*batch, i]
         if out is not None:
             nest.fill_row(out, at, self.value_depth)
-        scores = nest.insert(memref.AllocaOp.get(self.element, shape=[self.block_size]))
+        scores = nest.insert(memref.AllocOp.get(self.element, shape=[self.block_size]))
         end = self.key_end(nest, i)
         block = nest.index(self.block_size)
 
