@@ -23,6 +23,9 @@ from xdsl.passes import ModulePass
 
 TESS_PASSES: dict[str, str] = {
     "tess-autodiff": "tessc.lowering.autodiff.autodiff:TessAutodiffPass",
+    "tess-decompose-attention": (
+        "tessc.lowering.linalg.decompose_attention:TessDecomposeAttentionPass"
+    ),
     "tess-to-linalg": "tessc.lowering.linalg.to_linalg:TessToLinalgPass",
     "tess-fuse": "tessc.lowering.fusion.fuse:TessFusePass",
     "tess-pack-narrow": "tessc.lowering.fusion.pack_narrow:TessPackNarrowPass",

@@ -24,8 +24,10 @@ pass-pipeline string in `xdsl-opt -p` syntax. For `cpu`:
                                                       cse
     numba    Python source for Numba (level 6)        codegen: emit_numba
 
-`cuda` shares the front (tess, fused, buffers) and then maps each kernel onto the GPU
-(lowering/gpu/README.md is the level's contract with the CUDA code generator):
+`cuda` shares the front (tess, fused, buffers; first `tess-decompose-attention`, the
+attention ops as the tess ops they compute, for want of a GPU flash kernel) and then maps
+each kernel onto the GPU (lowering/gpu/README.md is the level's contract with the CUDA
+code generator):
 
     stage    the module holds                         passes that reach it
     gpu      host funcs launching `gpu.func`s of      tess-outline-kernels,
@@ -131,7 +133,7 @@ _FUSE = (
     "tess-fuse-horizontal{donated-only=true}"
 )
 _GPU_FUSE = (
-    "dce,tess-to-linalg,tess-fuse,tess-fuse-epilogue,"
+    "dce,tess-decompose-attention,tess-to-linalg,tess-fuse,tess-fuse-epilogue,"
     "tess-fuse-horizontal{donated-only=true segmented=false}"
 )
 _BUFFERS = "tess-bufferize,tess-memory-plan"
