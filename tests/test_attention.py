@@ -252,3 +252,14 @@ def test_the_tess_language_gives_the_tracers_ir() -> None:
 
     args = (normal(2, 3, 4), normal(2, 5, 4), normal(2, 5, 2), normal(3, 5))
     assert str(ts.parse_tess(source, "f.tess")) == ts.trace(f, *args).ir()
+
+
+def test_sliced_operands_are_read_where_they_lie() -> None:
+    """q, k, v as slices of one tensor (a fused qkv projection): strided views, which the
+    kernel reads in place."""
+    x = normal(2, 5, 12)
+
+    def f(x):
+        return sdpa(x[..., :4], x[:, 1:, 4:8], x[:, 1:, 8:])
+
+    close(ts.jit(f)(x), ts.jit(f, target="reference")(x))

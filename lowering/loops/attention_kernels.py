@@ -26,6 +26,7 @@ from xdsl.dialects import arith, func, math, memref, scf
 from xdsl.dialects.builtin import (
     AnyFloat,
     FloatAttr,
+    FunctionType,
     IndexType,
     IntegerAttr,
     MemRefType,
@@ -329,10 +330,17 @@ class AttentionKernelBuilder:
         nest.loop(first, nest.index(self.rows), nest.index(1), [], query, "i")
 
 
-def define_attention_kernel(function: func.FuncOp, block_size: int) -> None:
-    """Give the declaration `function` its loop nest and mark it `tess.kernel`."""
+def define_attention_kernel(
+    function: func.FuncOp, block_size: int, call: func.CallOp | None = None
+) -> None:
+    """Give the declaration `function` its loop nest and mark it `tess.kernel`. Its
+    argument types become those `call` (its one call) passes: a strided view of a slice
+    is read where it lies (the nest only loads and stores elements)."""
     spec = contract.ATTENTION_KERNEL.get(function)
     assert spec is not None
+    if call is not None:
+        types = [v.type for v in call.arguments]
+        function.function_type = FunctionType.from_lists(types, [])
     block = Block(arg_types=function.function_type.inputs.data)
     AttentionKernelBuilder(spec, list(block.args), block_size).build(block)
     function.body.add_block(block)
@@ -348,13 +356,19 @@ class TessAttentionKernelsPass(ModulePass):
     block: int = DEFAULT_BLOCK
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        calls = {
+            call.callee.root_reference.data: call
+            for call in op.walk()
+            if isinstance(call, func.CallOp)
+        }
         for function in list(op.ops):
             if (
                 isinstance(function, func.FuncOp)
                 and function.is_declaration
                 and contract.ATTENTION_KERNEL.has(function)
             ):
-                define_attention_kernel(function, max(1, self.block))
+                call = calls.get(function.sym_name.data)
+                define_attention_kernel(function, max(1, self.block), call)
 
 
 __all__ = ["DEFAULT_BLOCK", "TessAttentionKernelsPass", "define_attention_kernel"]
