@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> None:
         measure(attention_runs, args.rounds, 1),
         {
             "tessc": f"planned peak {attention_bytes / 2**20:.2f} MiB",
-            "PyTorch eager": f"(the (L, L) scores alone: {scores / 2**20:.0f} MiB)",
+            "PyTorch eager": f"(the (L, L) scores alone: {scores / 2**20:.2f} MiB)",
         },
     )
     if missing:
