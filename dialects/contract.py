@@ -374,6 +374,13 @@ launched. Written by `tess-gpu-partition`; read by `tess-gpu-rows`, `tess-gpu-co
 `tess-gpu-reduce` and `tess-gpu-map`, each taking the kernels of its shape
 (`gpu_common.kernel_functions`)."""
 
+GRID_STRIDE = Unit("tess.grid_stride")
+"""On a `gpu.func`: its blocks stride over the work along grid x (`for p = block_id x; ...;
+p += grid_dim x`), so any grid x from 1 to its launch's runs it; the launch's grid x is the
+most blocks with work (the kernel has no `known_grid_size`). Written by the gpu passes
+(`GpuKernel.finish`); read by codegen, which sizes grid x at launch time from the device
+(`tessc.runtime.cuda_launch`)."""
+
 TILE_SIZES = IntArray("tess.tile_sizes")
 """On a tiled row kernel's `scf.parallel`: its row tile, then each contraction's (TK, TJ).
 Written by `tess-tile`, which also skips loops that carry it (tiling once)."""
@@ -460,6 +467,7 @@ __all__ = [
     "GROUPED",
     "GROUP_REFUSED",
     "GPU_SHAPE",
+    "GRID_STRIDE",
     "HORIZONTAL_MEMBERS",
     "HORIZONTAL_PROLOGUE",
     "HORIZONTAL_REFUSED",

@@ -11,6 +11,8 @@ tessc's runtime: runs the Python/Numba source that codegen produced, reading no 
 - `cuda.CudaExecutable(module, entry)`: the same for a CUDA module (`TESSC_TARGET = "cuda"`),
   on host or device arrays (imported only for such a module: Numba's CUDA target is an
   optional extra);
+- `cuda_launch`: each CUDA launch's grid from the device's limits, and the launch counter;
+  `cuda_memory`: the pool a CUDA program's outputs come from, strided device copies;
 - `executable(module, entry)`: whichever of the two the module's target needs;
 - `arena.arena(arrays)`: arrays as views of one contiguous buffer, the layout a
   horizontally fused program reads without a copy (`tessc.arena`).

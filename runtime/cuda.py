@@ -10,9 +10,12 @@ in which the host keeps its intermediate device buffers. So:
 
 - intermediates live on the device and are allocated once per program (per
   `CudaExecutable` and thread: the workspace arena and the `buffers` dict), not per call;
+  outputs, uploads and packed arenas come from the program's `DevicePool`
+  (`tessc.runtime.cuda_memory`), each reused once the caller no longer holds it;
 - inputs: a NumPy array (or anything `np.asarray` takes) is copied to the device; a Numba
   device array is used as it is; any other object with `__cuda_array_interface__` (CuPy,
-  PyTorch CUDA tensors) is wrapped by `cuda.as_cuda_array`, without a copy;
+  PyTorch CUDA tensors) is wrapped by `cuda.as_cuda_array`, without a copy; a strided
+  device array is copied once, into a contiguous pooled one;
 - outputs: when every argument the caller passed was a host array, the outputs are copied
   back and returned as NumPy arrays; when any was a device array, they are returned as
   device arrays, with no host round trip. Host<->device copies happen only there, at the
@@ -22,9 +25,10 @@ in which the host keeps its intermediate device buffers. So:
   with another input is copied first, so donation never changes a result;
 - `"arenas"` (`tess-fuse-horizontal`): the caller's arrays are packed into device arenas
   (on the host first when they are host arrays: one upload per arena) and the outputs are
-  views of the output arenas. The views of a donated arena are remembered: when the next
-  call gets exactly those objects back (`params = step(params, grads)`), the arena is
-  passed as it is, updated in place, and the same view objects are returned.
+  views of the output arenas. The views of every output arena are remembered (weakly):
+  when a later call gets exactly those objects back as an input arena's members
+  (`params = step(params, grads)`), that arena is passed as it is, not repacked; a
+  donated one is updated in place and the same view objects are returned.
 
 `resident(arrays)` uploads arrays once (a jitted function's captured constants) and returns
 them wrapped as `Resident`: passed on every call, they are neither copied again nor count
@@ -39,16 +43,20 @@ from __future__ import annotations
 
 import threading
 import types
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from tessc.runtime.cache import CompileStats, numba_compile_stats
+from tessc.runtime.cuda_memory import DevicePool
+from tessc.runtime.numba_cuda_compat import restore_numpy_row_stack
 from tessc.runtime.signatures import ArenaSlot, ArraySpec, format_shape, read_signature
 
 
 def _cuda() -> Any:
+    restore_numpy_row_stack()
     from numba import cuda
 
     return cuda
@@ -148,8 +156,9 @@ class CudaExecutable:
         self._members = signature.arena_members()
         # For each output slot, the caller input at the same place of its donated arena.
         self._sources = [signature.input_in_place(slot) for slot in self.output_slots]
-        # Donated arena -> (the views of it the last call returned, the arena).
-        self._device_views: dict[int, tuple[tuple[Any, ...], Any]] = {}
+        # Output arena -> (weak references to the views of it the last call returned, each
+        # with its offset in the arena; a weak reference to the arena).
+        self._returned: dict[int, tuple[tuple[tuple[weakref.ref[Any], int], ...], Any]] = {}
 
     # -- program state ------------------------------------------------------------------
 
@@ -163,6 +172,15 @@ class CudaExecutable:
                 _cuda().device_array(size, dtype=np.uint8) if size is not None else None
             )
         return state["buffers"], state["workspace"]
+
+    @property
+    def pool(self) -> DevicePool:
+        """This thread's pool of output, upload and arena device arrays
+        (`tessc.runtime.cuda_memory`): allocated on the first calls, reused after."""
+        state = self._per_thread.__dict__
+        if "pool" not in state:
+            state["pool"] = DevicePool()
+        return state["pool"]
 
     def resident(self, arrays: Sequence[np.ndarray]) -> tuple[Resident, ...]:
         """`arrays` uploaded once, to pass on every call without a copy."""
@@ -193,12 +211,10 @@ class CudaExecutable:
                 arg if getattr(type(arg), "__cuda_ndarray__", False) else cuda.as_cuda_array(arg)
             )
             self._check(spec, where, tuple(array.shape), array.dtype)
-            if not array.is_c_contiguous():
-                raise ValueError(f"{where} is a non-contiguous device array")
-            return array, True
+            return self.pool.contiguous(array), True  # a strided view: one device copy
         host = np.asarray(arg)
         self._check(spec, where, host.shape, host.dtype)
-        return cuda.to_device(_c_contiguous(host)), False
+        return self.pool.upload(_c_contiguous(host)), False
 
     def _where(self, k: int) -> str:
         return f"'{self.entry}' input {k} ('{self.inputs[k].name}')"
@@ -207,7 +223,6 @@ class CudaExecutable:
         """Host inputs (device arrays), whether the caller passed device arrays, and the
         arenas passed without a copy (the caller gave back the views of one that an
         earlier call returned)."""
-        cuda = _cuda()
         device = False
         zero_copy: set[int] = set()
         host: list[Any] = [None] * len(self.host_inputs)
@@ -218,9 +233,9 @@ class CudaExecutable:
         for h, ks in self._members.items():
             spec = self.host_inputs[h]
             size = spec.shape[0] or 0
-            cached = self._device_views.get(h)
-            if cached is not None and all(args[k] is v for k, v in zip(ks, cached[0], strict=True)):
-                host[h], device = cached[1], True
+            returned = self._returned_arena(args, ks)
+            if returned is not None and tuple(returned.shape) == (size,):
+                host[h], device = returned, True
                 zero_copy.add(h)
                 continue
             if not any(is_device_array(args[k]) for k in ks):
@@ -229,9 +244,9 @@ class CudaExecutable:
                     slot, array = self.input_slots[k], np.asarray(args[k])
                     self._check(slot.spec, self._where(k), array.shape, array.dtype)
                     packed[slot.offset : slot.offset + slot.size] = array.reshape(-1)
-                host[h] = cuda.to_device(packed)
+                host[h] = self.pool.upload(packed)
                 continue
-            arena = cuda.device_array(size, dtype=spec.dtype)
+            arena = self.pool.take((size,), spec.dtype)
             for k in ks:
                 slot = self.input_slots[k]
                 array, on_device = self.to_device(slot.spec, self._where(k), args[k])
@@ -242,12 +257,22 @@ class CudaExecutable:
             host[h] = arena
         return host, device, zero_copy
 
+    def _returned_arena(self, args: Sequence[object], ks: Sequence[int]) -> Any:
+        """The output arena of an earlier call whose views, as it returned them, the caller
+        passes as `args[ks]`, each at its slot's offset: passed as it is, no repacking."""
+        for views, arena_ref in self._returned.values():
+            offsets = {id(view): offset for ref, offset in views if (view := ref()) is not None}
+            if len(offsets) == len(ks) and all(
+                offsets.get(id(args[k]), -1) == self.input_slots[k].offset for k in ks
+            ):
+                return arena_ref()
+        return None
+
     # -- the call -----------------------------------------------------------------------
 
     def __call__(self, *args: object) -> tuple[Any, ...]:
         if len(args) != len(self.inputs):
             raise ValueError(f"'{self.entry}' takes {len(self.inputs)} inputs, got {len(args)}")
-        cuda = _cuda()
         zero_copy: set[int] = set()
         if self.input_slots:
             inputs, device, zero_copy = self._pack(args)
@@ -260,11 +285,11 @@ class CudaExecutable:
         outputs: list[Any] = []
         for spec, alias in zip(self.host_outputs, self.output_aliases, strict=True):
             if alias is None:
-                outputs.append(cuda.device_array(spec.shape, dtype=spec.dtype))
+                outputs.append(self.pool.take(spec.shape, spec.dtype))
                 continue
             array = inputs[alias]
             if any(_overlap(array, other) for j, other in enumerate(inputs) if j != alias):
-                copy = cuda.device_array(spec.shape, dtype=spec.dtype)
+                copy = self.pool.take(spec.shape, spec.dtype)
                 copy.copy_to_device(array)
                 inputs[alias] = array = copy
                 zero_copy.discard(alias)
@@ -273,7 +298,7 @@ class CudaExecutable:
         extra = [workspace] if self.workspace_bytes is not None else []
         self.function(*inputs, *outputs, *extra, buffers)
         if self.output_slots:
-            results = self._unpack(outputs, inputs, device, zero_copy)
+            results = self._unpack(args, outputs, device, zero_copy)
         else:
             results = outputs
         if device:
@@ -281,14 +306,14 @@ class CudaExecutable:
         return tuple(r.copy_to_host() for r in results)
 
     def _unpack(
-        self, outputs: list[Any], inputs: list[Any], device: bool, zero_copy: set[int]
+        self, args: Sequence[object], outputs: list[Any], device: bool, zero_copy: set[int]
     ) -> list[Any]:
-        """The caller's outputs: views of the output arenas. Where an output arena is a
-        donated input arena, its views are remembered: given back on the next call (a
-        training loop's `params = step(params, ...)`), they pass that arena without a copy
-        and come back as the same objects, updated in place."""
+        """The caller's outputs: views of the output arenas. The views of each output arena
+        are remembered (weakly): given back on a later call (a training loop's `params =
+        step(params, ...)`), they pass that arena without repacking, and a donated one comes
+        back as the same objects, updated in place."""
         results: list[Any] = []
-        fresh: dict[int, dict[int, Any]] = {}
+        fresh: dict[int, list[tuple[weakref.ref[Any], int]]] = {}
         for slot, k in zip(self.output_slots, self._sources, strict=True):
             arena = outputs[slot.host]
             if slot.offset is None:
@@ -296,15 +321,14 @@ class CudaExecutable:
                 continue
             alias = self.output_aliases[slot.host]
             if k is not None and alias in zero_copy:
-                results.append(self._device_views[alias][0][self._members[alias].index(k)])
+                results.append(args[k])  # the caller's view of the donated arena
                 continue
             view = arena[slot.offset : slot.offset + slot.size].reshape(slot.spec.shape)
-            if k is not None and device:
-                fresh.setdefault(alias, {})[k] = view  # type: ignore[arg-type]
+            if device:
+                fresh.setdefault(slot.host, []).append((weakref.ref(view), slot.offset))
             results.append(view)
         for h, views in fresh.items():
-            if sorted(views) == self._members[h]:
-                self._device_views[h] = (tuple(views[k] for k in self._members[h]), inputs[h])
+            self._returned[h] = (tuple(views), weakref.ref(outputs[h]))
         return results
 
     def compile_stats(self) -> CompileStats:

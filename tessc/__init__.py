@@ -18,6 +18,9 @@ elementwise forms are `ts.maximum`/`ts.minimum`. `ts.where(c, a, b)` selects. Wh
 and PyTorch disagree, the function is NumPy's and the method PyTorch's (`ts.transpose(x,
 axes)` vs `x.transpose(d0, d1)`, `ts.var(x, axis, ddof=0)` vs `x.var(dim)`, `ts.max(x, axis)`
 vs `x.max(dim)`: `tessc.frontend.numpy_forms`, README "NumPy or PyTorch").
+`ts.vmap(f, in_axes, out_axes)` maps a function of one example over a batch dim (JAX's;
+batched at trace time, composing with `jit` and `grad`), `ts.debug.print(fmt, x=x)` prints
+runtime values from a compiled function, and `ts.tree_util` registers pytree nodes.
 `ts.parse_tess(text, filename)` reads the `.tess` language into the same `tess` IR.
 `ts.arena(arrays)` copies arrays into one contiguous buffer and returns views of it, the
 layout a horizontally fused optimizer step (`tess-fuse-horizontal`) reads without a copy.
@@ -82,6 +85,7 @@ _EXPORTS: dict[str, str] = {
     "TessSourceError": _TESS_LANG,
     "grad": _GRAD,
     "value_and_grad": _GRAD,
+    "vmap": "tessc.frontend.vmap",
     "pad": "tessc.nn_conv",
     "arena": _ARENA,
     "arena_buffer": _ARENA,
@@ -104,7 +108,7 @@ def _available(name: str) -> bool:
     return module is not None and (module != _GRAD or importlib.util.find_spec(_GRAD) is not None)
 
 
-_SUBMODULES = ("optim", "nn", "linalg", "random")
+_SUBMODULES = ("optim", "nn", "linalg", "random", "tree_util", "debug")
 """Subpackages offered as attributes (`tessc.optim.Adam`), imported on first use."""
 
 

@@ -52,7 +52,11 @@ they cost nothing; fusion would otherwise carry them as extra kernel outputs.
 
 `cuda` runs `tess-fuse-horizontal` without its segmented reductions (`segmented=false`):
 the gpu passes do not lower `tess.row_ranges` loops, so a Lamb step there keeps a
-reduction kernel per parameter norm (correct, not fused).
+reduction kernel per parameter norm (correct, not fused). It packs updates of arguments
+that are not donated too: on the GPU a launch per parameter costs more than packing (a
+device-to-device copy), and an output arena given back on the next call (`params, state
+= step(params, grads, state)`) is passed without repacking (`tessc.runtime.cuda`), so an
+Adam step without donation is one arena launch, as with it.
 
 In `cpu`, `tess-fuse-horizontal` packs only updates of donated arguments (`donated-only`):
 an optimizer's parameters and states, which the caller keeps across calls and can keep in
@@ -134,7 +138,7 @@ _FUSE = (
 )
 _GPU_FUSE = (
     "dce,tess-decompose-attention,tess-to-linalg,tess-fuse,tess-fuse-epilogue,"
-    "tess-fuse-horizontal{donated-only=true segmented=false}"
+    "tess-fuse-horizontal{segmented=false}"
 )
 _BUFFERS = "tess-bufferize,tess-memory-plan"
 _LOOPS = (

@@ -5,8 +5,9 @@ The input is the gpu level's contract (lowering/gpu/README.md). Each kernel `gpu
 becomes `@cuda.jit(cache=True)` (thread and block ops are `cuda.threadIdx.x` ...,
 `gpu.barrier` is `cuda.syncthreads()`, workgroup attributions and memrefs
 `cuda.shared.array`), each host a plain Python function launching `k[grid, block](...)` on
-device arrays, its intermediates allocated once per program (`device_buffer`). Loops,
-branches and the arith, math and memref ops are the CPU emitter's
+device arrays (grids from `tessc.runtime.cuda_launch`: sized to the device for a
+`tess.grid_stride` kernel, and counted), its intermediates allocated once per program
+(`device_buffer`). Loops, branches and the arith, math and memref ops are the CPU emitter's
 (`numba_function.FunctionEmitter`, `numba_ops`), with `CUDA_TEMPLATES` respelling the NumPy
 ufuncs Numba's CUDA target lacks. `TESSC_SIGNATURES` is the CPU one; `TESSC_TARGET =
 "cuda"` selects `tessc.runtime.cuda`. The launch configuration is the gpu level's; the
@@ -40,7 +41,12 @@ from tessc.lowering.loops.index_values import constant_int
 from tessc.runtime import abi
 
 # Names the generated module defines (besides `to_numba`'s): no local may shadow them.
-CUDA_MODULE_NAMES = frozenset({"cuda", "config", "device_buffer", abi.TARGET, "buffers"})
+CUDA_MODULE_NAMES = frozenset(
+    {
+        *("cuda", "config", "device_buffer", abi.TARGET, "buffers"),
+        *("fixed_grid", "strided_grid", "copy_strided"),
+    }
+)
 
 WORKGROUP_SPACES = ("workgroup", "3")
 PRIVATE_SPACES = ("private", "5")
@@ -113,6 +119,22 @@ def memory_space(typ: Attribute) -> str:
     return str(space)
 
 
+def is_contiguous(typ: Attribute) -> bool:
+    """Whether a memref type is laid out row-major without gaps (what `copy_to_device` needs)."""
+    if not isinstance(typ, MemRefType) or isinstance(typ.layout, NoneAttr):
+        return True
+    shape = typ.get_shape()
+    strides = typ.get_strides()
+    if strides is None or any(d < 0 for d in shape):
+        return False
+    expected = 1
+    for extent, stride in reversed(list(zip(shape, strides, strict=True))):
+        if extent != 1 and stride != expected:
+            return False
+        expected *= extent
+    return True
+
+
 def _in_space(typ: Attribute, spaces: Sequence[str]) -> bool:
     text = memory_space(typ)
     return bool(text) and any(s == text or f"<{s}>" in text for s in spaces)
@@ -133,13 +155,16 @@ class _CudaEmitter(FunctionEmitter):
         fn: func.FuncOp | gpu.FuncOp,
         function_names: dict[str, str],
         kernel_names: dict[tuple[str, str], str],
+        grid_stride_kernels: frozenset[str] = frozenset(),
     ):
         super().__init__(fn, function_names, parallel=False)  # type: ignore[arg-type]
         self.kernel_names = kernel_names
+        self.grid_stride_kernels = grid_stride_kernels
         self.on_device = isinstance(fn, gpu.FuncOp)
         self.names.taken |= CUDA_MODULE_NAMES | set(kernel_names.values())
         self.templates = CUDA_TEMPLATES
         self.buffer_count = 0
+        self.uses_strided_copy = False
 
     def kernel_argument_names(self) -> list[str]:
         """The kernel's parameters: the entry block's arguments but workgroup attributions."""
@@ -299,6 +324,11 @@ class _CudaEmitter(FunctionEmitter):
             # Nothing to copy; and the views of an empty array may differ in strides, which
             # `copy_to_device` checks.
             return
+        if not (is_contiguous(source.type) and is_contiguous(typ)):
+            # `copy_to_device` copies one memory region: a strided view takes a kernel.
+            self.uses_strided_copy = True
+            self.line(f"copy_strided({self.expr(destination)}, {self.expr(source)})")
+            return
         self.line(f"{self.expr(destination)}.copy_to_device({self.expr(source)})")
 
     def emit_launch(self, op: gpu.LaunchFuncOp) -> None:
@@ -310,13 +340,24 @@ class _CudaEmitter(FunctionEmitter):
             # A zero-size tensor: nothing to run, and CUDA refuses an empty grid.
             self.line(f"# {self.kernel_names[target]}: an empty grid, not launched")
             return
+        name = self.kernel_names[target]
         grid = ", ".join(self.expr(v) for v in grid_sizes)
-        block = ", ".join(self.expr(v) for v in (op.blockSizeX, op.blockSizeY, op.blockSizeZ))
-        config = f"({grid}), ({block})"
+        block_sizes = (op.blockSizeX, op.blockSizeY, op.blockSizeZ)
+        block = ", ".join(self.expr(v) for v in block_sizes)
+        if name in self.grid_stride_kernels:
+            sizes = [constant_int(v) for v in block_sizes]
+            threads = (
+                str(sizes[0] * sizes[1] * sizes[2])
+                if None not in sizes
+                else " * ".join(self.expr(v) for v in block_sizes)
+            )
+            config = f"strided_grid({grid}, {threads}), ({block})"
+        else:
+            config = f"fixed_grid({grid}), ({block})"
         if op.dynamicSharedMemorySize is not None:
             config += f", 0, {self.expr(op.dynamicSharedMemorySize)}"
         arguments = ", ".join(self.expr(a) for a in op.kernelOperands)
-        self.line(f"{self.kernel_names[target]}[{config}]({arguments})")
+        self.line(f"{name}[{config}]({arguments})")
 
     def emit_call(self, op: func.CallOp) -> None:
         if self.on_device:
@@ -409,7 +450,7 @@ def _emit_module(module: ModuleOp) -> str:
 
     bodies: list[str] = []
     signatures: list[str] = []
-    uses_math = uses_bitcast = False
+    uses_math = uses_bitcast = uses_strided_copy = False
     for module_name, kernel in kernels:
         if len(kernel.body.blocks) != 1:
             raise UnsupportedOpError(kernel, f"@{kernel.sym_name.data} has more than one block")
@@ -433,15 +474,21 @@ def _emit_module(module: ModuleOp) -> str:
             "\n".join([f"{decorator}\ndef {pyname}({', '.join(arg_names)}):", *emitter.lines])
         )
 
+    grid_stride_kernels = frozenset(
+        kernel_names[(module_name, kernel.sym_name.data)]
+        for module_name, kernel in kernels
+        if contract.GRID_STRIDE.has(kernel)
+    )
     for fn in hosts:
         pyname = host_names[fn.sym_name.data]
-        emitter = _CudaEmitter(fn, host_names, kernel_names)
+        emitter = _CudaEmitter(fn, host_names, kernel_names, grid_stride_kernels)
         num_outputs = contract.NUM_OUTPUTS.get(fn) or 0
         arg_names = emitter.argument_names(num_outputs)
         emitter.indent = 0
         emitter.emit_body(fn.body.block)
         uses_math |= emitter.uses_math
         uses_bitcast |= emitter.uses_bitcast
+        uses_strided_copy |= emitter.uses_strided_copy
         entry = signature_entry(fn, pyname, arg_names)
         if entry is not None:
             signatures.append(entry)
@@ -455,6 +502,9 @@ def _emit_module(module: ModuleOp) -> str:
             "from numba import config, cuda, types",
             "from numba.extending import intrinsic",
         ]
+    imports.append("from tessc.runtime.cuda_launch import fixed_grid, strided_grid")
+    if uses_strided_copy:
+        imports.append("from tessc.runtime.cuda_memory import copy_strided")
     signature_text = "{\n" + "\n".join(signatures) + "\n}" if signatures else "{}"
     prologue = [
         "# Generated by tessc (tessc.lowering.codegen.to_cuda) from gpu-level IR. Do not edit.",

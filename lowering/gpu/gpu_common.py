@@ -392,10 +392,16 @@ class GpuKernel:
         return Body(self.block, self.constants)
 
     def finish(
-        self, grid: tuple[int, int, int], threads: tuple[int, int, int], module: ModuleOp
+        self,
+        grid: tuple[int, int, int],
+        threads: tuple[int, int, int],
+        module: ModuleOp,
+        grid_stride: bool = False,
     ) -> Launch:
         """Close the body, add the `gpu.func` to `@kernels`; the launch that runs it.
-        Arguments the body does not use are dropped."""
+        Arguments the body does not use are dropped. `grid_stride`: blocks stride over the
+        work along x, so grid x (here the most blocks with work) may be any smaller count:
+        the kernel is marked `tess.grid_stride`, without `known_grid_size`."""
         for k in reversed(range(len(self.args))):
             if not self.block.args[k].uses:
                 self.block.erase_arg(self.block.args[k])
@@ -412,9 +418,11 @@ class GpuKernel:
             Region(self.block),
             kernel=True,
             known_block_size=threads,
-            known_grid_size=grid,
+            known_grid_size=None if grid_stride else grid,
             workgroup_attributions=len(self.block.args) - len(self.args),
         )
+        if grid_stride:
+            contract.GRID_STRIDE.set(function)
         kernels_module(module).body.block.add_op(function)
         return Launch(self.name, grid, threads, tuple(self.args))
 
@@ -490,15 +498,21 @@ def linalg_ops(kernel: func.FuncOp) -> list[LinalgStructuredOperation]:
     return [op for op in kernel.body.block.ops if isinstance(op, LinalgStructuredOperation)]
 
 
+MAX_GRID_X = 2**31 - 1
+"""CUDA's limit on grid x. A grid-stride launch asks for every block with work, up to this;
+the runtime launches as many as the device runs at once (`tessc.runtime.cuda_launch`)."""
+
+
 def elementwise_threads(total: int) -> tuple[int, int]:
     """(block, grid) for a grid-stride loop over `total` elements: 256 threads at most
-    (fewer, a multiple of 32, for small totals), 1024 blocks at most."""
+    (fewer, a multiple of 32, for small totals), a block per `block` elements."""
     threads = max(32, min(256, -(-total // 32) * 32))
-    return threads, max(1, min(1024, -(-total // threads)))
+    return threads, max(1, min(MAX_GRID_X, -(-total // threads)))
 
 
 __all__ = [
     "KERNELS_MODULE",
+    "MAX_GRID_X",
     "Body",
     "Constants",
     "GpuKernel",

@@ -6,8 +6,9 @@ Every kernel still left after `tess-gpu-contract` and `tess-gpu-reduce` (all `ma
 kernels, and leftover reductions) runs over its first output flattened row-major, so
 consecutive threads write consecutive addresses, in a grid-stride loop; loop dims the
 threads do not cover run sequentially in iterator order. Block 256 threads (or the count
-rounded up to a warp), grid at most 1024 blocks, both static. A horizontally fused
-optimizer update is one such launch over its arenas. Details in lowering/gpu/README.md
+rounded up to a warp); grid x: every block with work, cut to what the device runs at once
+at launch (`tess.grid_stride`). A horizontally fused optimizer update is one such launch
+over its arenas. Details in lowering/gpu/README.md
 (shape 1). xDSL's `gpu-map-parallel-loops` only annotates loops, and xDSL 0.74 has no pass
 from a mapped loop to `gpu.launch_func`.
 """
@@ -105,7 +106,7 @@ def map_kernel(kernel: func.FuncOp, module: ModuleOp) -> None:
             return ()
 
         b.loop(start, b.c(total), stride, element, hint="l")
-    launch = gk.finish((blocks, 1, 1), (threads, 1, 1), module)
+    launch = gk.finish((blocks, 1, 1), (threads, 1, 1), module, grid_stride=True)
     launch_kernel(module, kernel, [launch])
 
 

@@ -13,14 +13,15 @@ The GPU counterpart of `tess-linalg-to-loops`' nest fusion; xDSL's outlining pas
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, memref
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.ir import Block, BlockArgument, Region, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineDimExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -28,13 +29,14 @@ from xdsl.traits import SymbolTable
 
 from tessc.dialects import contract
 from tessc.lowering.gpu.gpu_common import (
+    constant_index,
     is_reduction,
     kernels_module,
     linalg_ops,
     loop_ranges,
     maps_of,
 )
-from tessc.lowering.gpu.gpu_tree import is_row_kernel
+from tessc.lowering.gpu.gpu_tree import is_row_kernel, row_dim
 
 
 def is_fill_of(op: LinalgStructuredOperation, buffer: SSAValue) -> bool:
@@ -63,7 +65,7 @@ def accesses(op: LinalgStructuredOperation) -> list[tuple[SSAValue, AffineMap, b
 
 @dataclass
 class LaunchGroup:
-    shape: str  # "map" or "reduce"
+    shape: str  # "map", "reduce" or "rows" (`merge_row_runs`)
     ops: list[LinalgStructuredOperation] = field(default_factory=list[LinalgStructuredOperation])
 
     @property
@@ -139,6 +141,35 @@ def partition(ops: Sequence[LinalgStructuredOperation]) -> list[LaunchGroup]:
     return groups
 
 
+def row_runnable(ops: Sequence[LinalgStructuredOperation]) -> bool:
+    """`is_row_kernel`, for ops none of which loads memory in its body (a gather's
+    `memref.load` at a computed row is no indexing map `is_row_kernel` could check)."""
+    return is_row_kernel(ops) and not any(
+        isinstance(operand.type, MemRefType)
+        for op in ops
+        for inner in op.body.walk()
+        for operand in inner.operands
+    )
+
+
+def merge_row_runs(groups: Sequence[LaunchGroup]) -> list[LaunchGroup]:
+    """`groups` with each longest run of two or more consecutive launches that one block per
+    row runs together (`is_row_kernel`) as one `rows` launch: the softmax after a matmul,
+    split by its reductions, is one launch, as it is when it is a kernel of its own."""
+    merged: list[LaunchGroup] = []
+    i = 0
+    while i < len(groups):
+        j = len(groups)
+        while j > i + 1 and not row_runnable([op for g in groups[i:j] for op in g.ops]):
+            j -= 1
+        if j > i + 1:
+            merged.append(LaunchGroup("rows", [op for g in groups[i:j] for op in g.ops]))
+        else:
+            merged.append(groups[i])
+        i = j if j > i + 1 else i + 1
+    return merged
+
+
 def split_kernel(kernel: func.FuncOp, groups: list[LaunchGroup], module: ModuleOp) -> None:
     """Make one kernel function per group (module docstring) and call them in order."""
     name = kernel.sym_name.data
@@ -148,6 +179,7 @@ def split_kernel(kernel: func.FuncOp, groups: list[LaunchGroup], module: ModuleO
     if is_row_kernel(linalg_ops(kernel)):
         contract.GPU_SHAPE.set(kernel, "rows")  # one launch after all: a block per row
         return
+    groups = merge_row_runs(groups)
     constants = [op for op in kernel.body.block.ops if isinstance(op, arith.ConstantOp)]
     parts: list[func.FuncOp] = []
     for j, group in enumerate(groups):
@@ -214,19 +246,23 @@ def joinable(
     return reduced is not None and written == {reduced}
 
 
-def join(
+def joined_function(
     first: func.FuncOp, first_call: func.CallOp, second: func.FuncOp, second_call: func.CallOp
-) -> func.CallOp:
-    """One kernel running `first`'s ops, then `second`'s, called where `second` was."""
+) -> tuple[func.FuncOp, list[SSAValue]]:
+    """One kernel running `first`'s ops, then `second`'s, and the host values it takes
+    (one argument for host values that are the same memory: two views of one window)."""
     operands: list[SSAValue] = []
+    position: dict[object, int] = {}
     for value in (*first_call.arguments, *second_call.arguments):
-        if value not in operands:
+        key = same_memory_key(value)
+        if key not in position:
+            position[key] = len(operands)
             operands.append(value)
     block = Block(arg_types=[v.type for v in operands])
     for kernel, call in ((first, first_call), (second, second_call)):
         values: dict[SSAValue, SSAValue] = {}
         for old, value in zip(kernel.body.block.args, call.arguments, strict=True):
-            new = block.args[operands.index(value)]
+            new = block.args[position[same_memory_key(value)]]
             new.name_hint = new.name_hint or old.name_hint
             values[old] = new
         for op in kernel.body.block.ops:
@@ -237,13 +273,116 @@ def join(
         first.sym_name.data, ([v.type for v in operands], []), Region(block), visibility="private"
     )
     contract.KERNEL.copy(first, joined)
+    return joined, operands
+
+
+def same_memory_key(value: SSAValue) -> object:
+    """`value`, or for a window of the workspace (a `memref.view`, perhaps reshaped) its
+    (buffer, start, end, type): two SSA values with one key are the same array."""
+    window = byte_range(value)
+    if window is None or isinstance(value, BlockArgument):
+        return value
+    return (*window, value.type)
+
+
+def join(
+    first: func.FuncOp,
+    first_call: func.CallOp,
+    second: func.FuncOp,
+    second_call: func.CallOp,
+    built: tuple[func.FuncOp, list[SSAValue]] | None = None,
+    at_first: bool = False,
+) -> func.CallOp:
+    """One kernel running `first`'s ops, then `second`'s, called where `second` was (or,
+    `at_first`, where `first` was)."""
+    joined, operands = built or joined_function(first, first_call, second, second_call)
     call = func.CallOp(joined.sym_name.data, operands, [])
-    Rewriter.replace_op(second_call, call)
-    Rewriter.erase_op(first_call)
+    if at_first:
+        Rewriter.replace_op(first_call, call)
+        Rewriter.erase_op(second_call)
+    else:
+        Rewriter.replace_op(second_call, call)
+        Rewriter.erase_op(first_call)
     Rewriter.insert_op(joined, InsertPoint.after(first))
     Rewriter.erase_op(first)
     Rewriter.erase_op(second)
     return call
+
+
+def byte_range(value: SSAValue) -> tuple[SSAValue, int, int] | None:
+    """(the buffer, start, end) in bytes that a host value covers: a function argument is
+    a buffer of its own, a `memref.view` at a constant shift a window of its source."""
+    if isinstance(value.owner, memref.CollapseShapeOp | memref.ExpandShapeOp):
+        return byte_range(value.owner.operands[0])
+    typ = value.type
+    if not isinstance(typ, MemRefType) or any(d < 0 for d in typ.get_shape()):
+        return None
+    size = math.prod(typ.get_shape()) * (typ.element_type.bitwidth // 8)  # type: ignore[attr-defined]
+    if isinstance(value, BlockArgument):
+        return value, 0, size
+    if isinstance(value.owner, memref.ViewOp):
+        shift = constant_index(value.owner.byte_shift)
+        source = value.owner.source
+        if shift is not None and isinstance(source, BlockArgument):
+            return source, shift, shift + size
+    return None
+
+
+def disjoint(values: Sequence[SSAValue]) -> bool:
+    """Whether the distinct host `values` cover disjoint memory (the no-overlap promise
+    `tess-outline-kernels` makes for one kernel's arguments, kept by a join). An output
+    that reuses a donated input's storage overlaps it."""
+    ranges = [byte_range(v) for v in values]
+    if any(r is None for r in ranges):
+        return False
+    for i, (a, a0, a1) in enumerate(ranges):  # type: ignore[misc]
+        for b, b0, b1 in ranges[i + 1 :]:  # type: ignore[misc]
+            if a is b and a0 < b1 and b0 < a1:
+                return False
+            if a is not b and isinstance(a, BlockArgument) and isinstance(b, BlockArgument):
+                owner = a.owner.parent_op()
+                if isinstance(owner, func.FuncOp) and aliased(owner, a.index, b.index):
+                    return False
+    return True
+
+
+def aliased(function: func.FuncOp, a: int, b: int) -> bool:
+    """Whether arguments `a` and `b` of `function` share storage (`tess.aliases_input`)."""
+    return any(contract.ALIASES_INPUT.get_arg(function, x) == y for x, y in ((a, b), (b, a)))
+
+
+def row_join(
+    first: func.FuncOp, first_call: func.CallOp, second: func.FuncOp, second_call: func.CallOp
+) -> tuple[func.FuncOp, list[SSAValue]] | None:
+    """The joined kernel, when one block per row runs both kernels' ops (two row-wise steps
+    of a softmax gradient) on buffers that do not overlap; else None."""
+    built = joined_function(first, first_call, second, second_call)
+    ops = linalg_ops(built[0])
+    if row_runnable(ops) and disjoint(built[1]) and all(map(reads_rows_contiguously, ops)):
+        return built
+    return None
+
+
+def reads_rows_contiguously(op: LinalgStructuredOperation) -> bool:
+    """Whether a reduction's largest input does not have the row as its innermost dim: a
+    block per row then reads consecutive addresses. (A column sum, run as rows, would read
+    with a stride; alone it is `tess-gpu-reduce`'s coalesced column variant.)"""
+    if not is_reduction(op):
+        return True
+    written = {v for v in op.outputs}
+    row = row_dim(op, written)
+    inputs = [
+        (operand.type.get_shape(), affine_map)
+        for operand, affine_map in zip(op.inputs, maps_of(op), strict=False)
+        if isinstance(operand.type, MemRefType) and operand.type.get_shape()
+    ]
+    if not inputs:
+        return True
+    shape, affine_map = max(inputs, key=lambda pair: math.prod(pair[0]))
+    for expr, extent in reversed(list(zip(affine_map.results, shape, strict=True))):
+        if extent != 1:
+            return not (isinstance(expr, AffineDimExpr) and expr.position == row)
+    return True
 
 
 def join_kernels(host: func.FuncOp, module: ModuleOp) -> None:
@@ -256,10 +395,52 @@ def join_kernels(host: func.FuncOp, module: ModuleOp) -> None:
             previous = None
             continue
         first = kernel_called(previous, module) if previous is not None else None
-        if previous is not None and first is not None and joinable(first, previous, second, op):
+        if previous is None or first is None:
+            previous = op
+        elif joinable(first, previous, second, op):
             previous = join(first, previous, second, op)
+        elif (rows := row_join(first, previous, second, op)) is not None:
+            previous = join(first, previous, second, op, rows)
         else:
             previous = op
+
+
+def separate(a: Sequence[SSAValue], b: Sequence[SSAValue]) -> bool:
+    """Whether no host value of `a` shares memory with one of `b`."""
+    return all(disjoint([x, y]) and x is not y for x in a for y in b)
+
+
+def join_distant_epilogues(host: func.FuncOp, module: ModuleOp) -> bool:
+    """Join one elementwise kernel that only rewrites a reduction kernel's output (a bias
+    gradient's update) into that reduction, across the kernel calls between them, when
+    none of those touches the memory it uses and its operands exist at the reduction's
+    call: it runs there. Whether it joined one."""
+    block = host.body.block
+    calls = [op for op in block.ops if isinstance(op, func.CallOp) and kernel_called(op, module)]
+    for j, second_call in enumerate(calls):
+        second = kernel_called(second_call, module)
+        assert second is not None
+        for first_call in reversed(calls[:j]):
+            first = kernel_called(first_call, module)
+            assert first is not None
+            if joinable(first, first_call, second, second_call):
+                defined = all(
+                    isinstance(v, BlockArgument)
+                    or (v.owner.parent is block and block.get_operation_index(v.owner)
+                        < block.get_operation_index(first_call))
+                    for v in second_call.arguments
+                )  # fmt: skip
+                start = block.get_operation_index(first_call)
+                between = list(block.ops)[start + 1 : block.get_operation_index(second_call)]
+                plain = all(
+                    isinstance(op, _BETWEEN_CALLS) or op in calls for op in between
+                )  # no host copy between
+                if defined and plain:
+                    join(first, first_call, second, second_call, at_first=True)
+                    return True
+            if not separate(first_call.arguments, second_call.arguments):
+                break  # `second` cannot run before this call
+    return False
 
 
 @dataclass(frozen=True)
@@ -277,6 +458,8 @@ class TessGpuPartitionPass(ModulePass):
         ]
         for host in hosts:
             join_kernels(host, op)
+            while join_distant_epilogues(host, op):
+                pass
         kernels = [
             f
             for f in op.body.block.ops

@@ -26,6 +26,7 @@ from xdsl.ir.affine import AffineDimExpr
 from xdsl.passes import ModulePass
 
 from tessc.lowering.gpu.gpu_common import (
+    MAX_GRID_X,
     Body,
     GpuKernel,
     Launch,
@@ -38,7 +39,10 @@ from tessc.lowering.gpu.gpu_tree import Reduction, TreeKernel, match_reduction
 
 MAX_THREADS = 256
 COLUMN_LANES = (32, 8)
-MAX_PARTIAL_BLOCKS = 64
+MAX_PARTIALS = 1024
+"""A whole-tensor reduction's first pass folds into at most this many partials (blocks stride
+over them: the grid the device gets does not change the sum); one block adds them up."""
+MAX_COLUMN_SPLIT = 64
 MIN_STEPS = 4
 FEW_BLOCKS = 16
 COLUMN_SPLIT_STEPS = 512
@@ -72,27 +76,38 @@ def pow2_threads(count: int, cap: int = MAX_THREADS) -> int:
     return threads
 
 
+@dataclass(frozen=True)
+class ElementAt:
+    """The reduced element at (output p, step r): `prepare(b, p)` once per output (its
+    indices: `divui`/`remui` of p), `value(b, prepared, r)` per step."""
+
+    prepare: Callable[[Body, SSAValue], Sequence[SSAValue]]
+    value: Callable[[Body, Sequence[SSAValue], SSAValue], SSAValue]
+
+
 def build_rows(
     tk: TreeKernel,
     threads: int,
     outputs: int,
     first_step: Callable[[Body, SSAValue, SSAValue], tuple[SSAValue, SSAValue]],
-    element: Callable[[Body, SSAValue, SSAValue], SSAValue],
+    element: ElementAt,
     finish: Callable[[Body, SSAValue, SSAValue], None],
     steps: int,
 ) -> None:
     """Row variant: blocks stride over `outputs` (none: every block works on output 0);
     per output, lanes stride over `steps` from `first_step(b, p, tx)` = (start, stride),
-    folding `element(b, p, r)`; lane 0 runs `finish(b, total, p)`."""
+    folding `element`'s value at step r (its output indices made once per output, outside
+    the loop); lane 0 runs `finish(b, total, p)`."""
     b = tk.gk.body()
     tree_buffer = tk.gk.workgroup_buffer(tk.element_type, [threads], "tree")
     tx, bx, gdx = b.thread_id("x"), b.block_id("x"), b.grid_dim("x")
 
     def per_output(bp: Body, p: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
         start, stride = first_step(bp, p, tx)
+        at = element.prepare(bp, p)
 
         def fold(br: Body, r: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
-            return [tk.reduction.combined(br, acc[0], element(br, p, r))]
+            return [tk.reduction.combined(br, acc[0], element.value(br, at, r))]
 
         (partial,) = bp.loop(start, bp.c(steps), stride, fold, [tk.identity(bp)], hint="r")
         bp.store(partial, tree_buffer, [tx])
@@ -128,9 +143,11 @@ def reduce_kernel(kernel: func.FuncOp, module: ModuleOp) -> bool:
     def out_positions(b: Body, p: SSAValue) -> list[SSAValue]:
         return b.delinearize(p, reduction.out_shape)
 
-    def element_at(tk: TreeKernel) -> Callable[[Body, SSAValue, SSAValue], SSAValue]:
-        return lambda b, p, r: tk.element(
-            b, out_positions(b, p), b.delinearize(r, reduction.red_shape)
+    def element_at(tk: TreeKernel, output: int | None = None) -> ElementAt:
+        """`output`: every p reduces into that one output (a whole-tensor first pass)."""
+        return ElementAt(
+            lambda b, p: out_positions(b, p if output is None else b.c(output)),
+            lambda b, at, r: tk.element(b, at, b.delinearize(r, reduction.red_shape)),
         )
 
     def finish_at(tk: TreeKernel) -> Callable[[Body, SSAValue, SSAValue], None]:
@@ -145,7 +162,7 @@ def reduce_kernel(kernel: func.FuncOp, module: ModuleOp) -> bool:
         return False  # a thread per output folds a few steps faster than a block would
     threads = pow2_threads(steps)
     if outputs == 1 and steps >= 2 * threads:
-        blocks = min(MAX_PARTIAL_BLOCKS, -(-steps // threads))
+        blocks = min(MAX_PARTIALS, -(-steps // threads))
         partial_type = MemRefType(element_type, [blocks])
         first = GpuKernel.create(
             f"{name}_0", kernel, ops[: ops.index(reduction.op) + 1], [(0, partial_type)]
@@ -153,19 +170,19 @@ def reduce_kernel(kernel: func.FuncOp, module: ModuleOp) -> bool:
         tk = TreeKernel(reduction, first, element_type)
         (partials,) = first.scratch_args
         partials.name_hint = "partials"
+        # Partial p folds steps p * threads + lane, + threads * blocks, ...: blocks stride
+        # over the partials, so every partial is written, whatever grid the device gets,
+        # and each is the same sum on every device.
         build_rows(
             tk,
             threads,
-            0,
-            lambda b, p, tx: (
-                b.add(b.mul(b.block_id("x"), b.c(threads)), tx),
-                b.c(threads * blocks),
-            ),
-            element_at(tk),
-            lambda b, total, p: b.store(total, partials, [b.block_id("x")]),
+            blocks,
+            lambda b, p, tx: (b.add(b.mul(p, b.c(threads)), tx), b.c(threads * blocks)),
+            element_at(tk, 0),
+            lambda b, total, p: b.store(total, partials, [p]),
             steps,
         )
-        launch_first = first.finish((blocks, 1, 1), (threads, 1, 1), module)
+        launch_first = first.finish((blocks, 1, 1), (threads, 1, 1), module, grid_stride=True)
         second = GpuKernel.create(f"{name}_1", kernel, ops, [(0, partial_type)])
         tk2 = TreeKernel(reduction, second, element_type)
         (partials2,) = second.scratch_args
@@ -176,7 +193,7 @@ def reduce_kernel(kernel: func.FuncOp, module: ModuleOp) -> bool:
             threads2,
             1,
             lanes_from(threads2),
-            lambda b, p, r: b.load(partials2, [r]),
+            ElementAt(lambda b, p: (), lambda b, at, r: b.load(partials2, [r])),
             finish_at(tk2),
             blocks,
         )
@@ -187,7 +204,7 @@ def reduce_kernel(kernel: func.FuncOp, module: ModuleOp) -> bool:
     columns = outputs > 1 and not innermost_is_reduced(reduction)
     width, height = COLUMN_LANES
     if columns and -(-outputs // width) < FEW_BLOCKS and steps >= COLUMN_SPLIT_STEPS:
-        split = min(MAX_PARTIAL_BLOCKS, -(-steps // COLUMN_SPLIT_STEPS))
+        split = min(MAX_COLUMN_SPLIT, -(-steps // COLUMN_SPLIT_STEPS))
         partial_type = MemRefType(element_type, [split, outputs])
         first = GpuKernel.create(
             f"{name}_0", kernel, ops[: ops.index(reduction.op) + 1], [(0, partial_type)]
@@ -209,7 +226,12 @@ def reduce_kernel(kernel: func.FuncOp, module: ModuleOp) -> bool:
         (partials2,) = second.scratch_args
         partials2.name_hint = "partials"
         launch_second = build_columns(
-            tk2, outputs, split, lambda b, p, r: b.load(partials2, [r, p]), finish_at(tk2), module
+            tk2,
+            outputs,
+            split,
+            ElementAt(lambda b, p: (p,), lambda b, at, r: b.load(partials2, [r, at[0]])),
+            finish_at(tk2),
+            module,
         )
         launch_kernel(module, kernel, [launch_first, launch_second], [partial_type])
         return True
@@ -220,7 +242,9 @@ def reduce_kernel(kernel: func.FuncOp, module: ModuleOp) -> bool:
         launch = build_columns(tk, outputs, steps, element_at(tk), finish_at(tk), module)
     else:
         build_rows(tk, threads, outputs, lanes_from(threads), element_at(tk), finish_at(tk), steps)
-        launch = gk.finish((min(outputs, 1024), 1, 1), (threads, 1, 1), module)
+        launch = gk.finish(
+            (min(outputs, MAX_GRID_X), 1, 1), (threads, 1, 1), module, grid_stride=True
+        )
     launch_kernel(module, kernel, [launch])
     return True
 
@@ -229,7 +253,7 @@ def build_columns(
     tk: TreeKernel,
     outputs: int,
     steps: int,
-    element: Callable[[Body, SSAValue, SSAValue], SSAValue],
+    element: ElementAt,
     finish: Callable[[Body, SSAValue, SSAValue], None],
     module: ModuleOp,
     split: int = 1,
@@ -246,8 +270,10 @@ def build_columns(
         inside = bp.cmp(p, bp.c(outputs), "ult")
 
         def fold_all(bi: Body) -> Sequence[SSAValue]:
+            at = element.prepare(bi, p)
+
             def fold(br: Body, r: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
-                return [tk.reduction.combined(br, acc[0], element(br, p, r))]
+                return [tk.reduction.combined(br, acc[0], element.value(br, at, r))]
 
             start = bi.add(bi.mul(b.block_id("y"), bi.c(height)), ty) if split > 1 else ty
             stride = bi.c(height * split)
@@ -266,9 +292,9 @@ def build_columns(
         bp.when(bp.andi(bp.cmp(ty, bp.c(0), "eq"), inside), last)
         return ()
 
-    blocks = min(-(-outputs // width), 1024)
+    blocks = min(-(-outputs // width), MAX_GRID_X)
     b.loop(b.mul(bx, b.c(width)), b.c(outputs), b.mul(gdx, b.c(width)), per_block, hint="p0")
-    return tk.gk.finish((blocks, split, 1), (width, height, 1), module)
+    return tk.gk.finish((blocks, split, 1), (width, height, 1), module, grid_stride=True)
 
 
 @dataclass(frozen=True)

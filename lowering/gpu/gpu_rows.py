@@ -25,6 +25,7 @@ from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
 
 from tessc.lowering.gpu.gpu_common import (
+    MAX_GRID_X,
     Body,
     GpuKernel,
     emit_element,
@@ -99,7 +100,7 @@ def rows_kernel(kernel: func.FuncOp, module: ModuleOp) -> None:
         return ()
 
     b.loop(bx, b.c(rows), gdx, per_row, hint="row")
-    launch = gk.finish((min(rows, 1024), 1, 1), (threads, 1, 1), module)
+    launch = gk.finish((min(rows, MAX_GRID_X), 1, 1), (threads, 1, 1), module, grid_stride=True)
     launch_kernel(module, kernel, [launch])
 
 

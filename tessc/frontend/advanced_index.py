@@ -9,7 +9,10 @@ Gathers and scatters beyond one integer-array index, built from `tess.take` and
 - `x.at[key].set/add/mul/min/max(v)` (JAX's functional updates): `add` is a `scatter_add`
   of `v` at the flat positions `x[key]` reads; the others compare each position of `x` with
   each updated position, a (size, updates) mask reduced along the updates (so `set` is
-  NumPy's last-write-wins on repeated indices, `mul`/`min`/`max` combine them all).
+  NumPy's last-write-wins on repeated indices, `mul`/`min`/`max` combine them all);
+- boolean masks: a constant (NumPy) mask is its `np.nonzero` indices, as in NumPy; a
+  traced mask cannot read (`x[mask]`'s shape depends on its values: an error naming
+  `ts.where`, as JAX's NonConcreteBooleanIndexError) but can update, as a `select`.
 
 Indices count back from the end when negative and are clamped to the dim, as `take` does.
 This module works on the tracer's `Tensor` without importing it (the tracer imports this).
@@ -18,6 +21,7 @@ This module works on the tracer's `Tensor` without importing it (the tracer impo
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -51,6 +55,56 @@ def is_array_index(item: Any, tensor_type: type) -> bool:
     return isinstance(item, tensor_type | np.ndarray | list) or (
         isinstance(item, np.generic) and not isinstance(item, np.integer)
     )
+
+
+NONCONCRETE_MASK = (
+    "`x[mask]` with a traced boolean mask has a shape that depends on the mask's values, "
+    "which a compiled program cannot have (JAX raises NonConcreteBooleanIndexError here): "
+    "use ts.where(mask, x, 0) to keep the shape, or make the mask a NumPy array (a "
+    "constant: then x[mask] is NumPy's)"
+)
+
+
+def is_boolean_mask(item: Any, tensor_type: type) -> bool:
+    """A boolean array index: a bool Tensor, a NumPy bool array or a list of bools."""
+    if isinstance(item, tensor_type):
+        return item.dtype == np.bool_
+    if isinstance(item, np.ndarray):
+        return item.dtype == np.bool_
+    return isinstance(item, list) and np.asarray(item).dtype == np.bool_
+
+
+def expand_boolean_masks(x: Any, items: list[Any]) -> list[Any]:
+    """`items` with each constant boolean mask replaced by the integer index arrays of its
+    True elements (`np.nonzero`, as NumPy does); a traced mask is a TessError."""
+    if not any(is_boolean_mask(item, type(x)) for item in items):
+        return items
+    if any(isinstance(item, type(x)) and is_boolean_mask(item, type(x)) for item in items):
+        raise TessError(NONCONCRETE_MASK)
+    consumed = sum(
+        np.ndim(item) if is_boolean_mask(item, type(x)) else 1
+        for item in items
+        if item is not None and item is not Ellipsis
+    )
+    expanded: list[Any] = []
+    dim = 0
+    for item in items:
+        if item is Ellipsis:
+            dim += x.ndim - consumed
+        elif item is not None and not is_boolean_mask(item, type(x)):
+            dim += 1
+        if not is_boolean_mask(item, type(x)):
+            expanded.append(item)
+            continue
+        mask = np.asarray(item)
+        if mask.ndim == 0 or mask.shape != tuple(x.shape[dim : dim + mask.ndim]):
+            raise TessError(
+                f"boolean index of shape {mask.shape} does not match the indexed dims "
+                f"{tuple(x.shape[dim : dim + mask.ndim])} of a tensor of shape {x.shape}"
+            )
+        expanded.extend(index.astype(np.int64) for index in np.nonzero(mask))
+        dim += mask.ndim
+    return expanded
 
 
 def advanced_index(x: Any, items: list[Any]) -> Any:
@@ -168,8 +222,45 @@ class IndexUpdate:
             ) from None
         return positions.reshape((positions.size,)), v.reshape((positions.size,))
 
+    def _traced_mask(self) -> Any:
+        """The key if it is one traced boolean mask (then an update is a select), else None."""
+        key = self.key
+        return key if isinstance(key, type(self.x)) and key.dtype == np.bool_ else None
+
+    def _masked(self, values: Any, update: Callable[[Any], Any]) -> Any:
+        """`x` where the traced `mask` is False, `update(v)` where it is True: NumPy's
+        `x[mask] op= v` for a `v` that broadcasts to each selected row (`x.shape[mask.ndim:]`,
+        so the number of True elements does not matter); any other `v` is a TessError."""
+        x, mask = self.x, self.key
+        if mask.shape != x.shape[: mask.ndim]:
+            raise TessError(
+                f"boolean index of shape {mask.shape} does not match the leading dims of a "
+                f"tensor of shape {x.shape}"
+            )
+        operand = x.trace.operand(values, x.dtype)
+        if operand is None:
+            raise TessError(f"cannot update a Tensor with a {type(values).__name__}")
+        if isinstance(operand, int | float | bool):
+            operand = x.trace.builder.fill(operand, (), x.dtype)
+        v = _tensor(x, operand)
+        rest = tuple(x.shape[mask.ndim :])
+        try:
+            fits = broadcast_shapes(v.shape, rest) == rest
+        except ValueError:
+            fits = False
+        if not fits:
+            raise TessError(
+                f"x.at[mask] with a traced boolean mask takes updates that broadcast to "
+                f"{rest} (each selected element); updates of shape {v.shape} depend on how "
+                "many elements the mask selects: use ts.where(mask, new_x, x)"
+            )
+        condition = mask.reshape((*mask.shape, *(1,) * len(rest)))
+        return self._where(condition, update(v.astype(x.dtype)), x)
+
     def add(self, values: Any) -> Any:
         x = self.x
+        if self._traced_mask() is not None:
+            return self._masked(values, lambda v: x + v)
         positions, v = self._positions_and_updates(values)
         if v.size == 0:
             return x
@@ -185,6 +276,8 @@ class IndexUpdate:
 
     def set(self, values: Any) -> Any:
         x = self.x
+        if self._traced_mask() is not None:
+            return self._masked(values, lambda v: v)
         positions, v = self._positions_and_updates(values)
         if v.size == 0:
             return x
@@ -203,12 +296,18 @@ class IndexUpdate:
         return getattr(spread, reduce)(1).reshape(x.shape)
 
     def mul(self, values: Any) -> Any:
+        if self._traced_mask() is not None:
+            return self._masked(values, lambda v: self.x * v)
         return self.x * self._combine(values, 1, "prod")
 
     def min(self, values: Any) -> Any:
+        if self._traced_mask() is not None:
+            return self._masked(values, self.x.minimum)
         return self.x.minimum(self._combine(values, self._extreme(+1), "amin"))
 
     def max(self, values: Any) -> Any:
+        if self._traced_mask() is not None:
+            return self._masked(values, self.x.maximum)
         return self.x.maximum(self._combine(values, self._extreme(-1), "amax"))
 
     def get(self) -> Any:

@@ -109,7 +109,7 @@ class _Writer:
             )
             return all(self.match(child, f"{expr}[{i}]", types) for i, child in enumerate(node[1]))
         if kind == "object":  # its attributes, read at every call
-            if not all(name.isidentifier() for name in node[2]):
+            if not isinstance(node[2], tuple) or not all(name.isidentifier() for name in node[2]):
                 return False
             typ, names = self.constant("Y", node[1]), self.constant("N", node[2])
             self.globals["fields"] = object_fields

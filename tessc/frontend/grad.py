@@ -258,6 +258,8 @@ class GradFunction:
         values = _clone_into(outer, gradient, inputs, wanted)
         by_result = dict(zip(wanted, values, strict=True))
 
+        for entry in traced.debug:  # the function's prints, on the primal values
+            outer.debug.append(entry.with_values(_clone_into(outer, primal, inputs, entry.values)))
         gradient_tensors = [Tensor(by_result[v], outer) for v in returned[primal_count:]]
         grads, offset = [], 0
         for leaf_range, tree in wrt:

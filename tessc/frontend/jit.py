@@ -46,6 +46,7 @@ import numpy as np
 from tessc import timing
 from tessc.frontend import donation
 from tessc.frontend.call_plan import MISS, compile_call_plan
+from tessc.frontend.debug_print import debug_values, printer
 from tessc.frontend.donation import DONATED, donated_to
 from tessc.frontend.pytree import TreeDef, flatten_tree, match_tree, tree_builder, unflatten_tree
 from tessc.frontend.trace_function import (
@@ -102,7 +103,10 @@ class _FastPath:
         device = hasattr(compiled, "resident")
         runner = getattr(compiled, "runner", None)
         plan = None
-        if call is checked and runner is not None and not device:
+        build_output = tree_builder(traced.output_tree)
+        if traced.debug:  # the outputs after the user's are printed (`debug_print`)
+            build_output = _printing(build_output, printer(traced.debug))
+        elif call is checked and runner is not None and not device:
             plan = compile_call_plan(
                 traced.signature.tree[2],
                 array_types,
@@ -119,7 +123,7 @@ class _FastPath:
             array_types,
             compiled,
             constants,
-            tree_builder(traced.output_tree),
+            build_output,
             device,
             call,
             plan,
@@ -260,7 +264,9 @@ class JitFunction:
         if traced is None:
             try:
                 with timing.phase("trace"):
-                    traced = trace_signature(self.fn, signature, [name for name, _ in arrays])
+                    traced = trace_signature(
+                        self.fn, signature, [name for name, _ in arrays], debug_outputs=True
+                    )
             except Exception as error:
                 if not signature.weak:
                     raise
@@ -368,7 +374,23 @@ class JitFunction:
         ):
             self._fast = _FastPath.of(traced, compiled, constants, name)
             self.plan_builds += 1
+        if traced.debug:
+            printed = len(debug_values(traced.debug))
+            printer(traced.debug)(outputs[len(outputs) - printed :])
         return unflatten_tree(traced.output_tree, list(outputs))
+
+
+def _printing(
+    build: Callable[[Iterator[Any]], Any], emit: Callable[[Sequence[Any]], None]
+) -> Callable[[Iterator[Any]], Any]:
+    """`build`, then `emit` of the outputs it left (the printed values)."""
+
+    def build_and_print(outputs: Iterator[Any]) -> Any:
+        result = build(outputs)
+        emit(list(outputs))
+        return result
+
+    return build_and_print
 
 
 def _returned_in_place(compiled: Any, donated: Sequence[int]) -> frozenset[int] | None:

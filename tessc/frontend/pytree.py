@@ -16,6 +16,9 @@ NamedTuple), and any other instance that holds arrays by its attributes (`vars`)
 a jitted method reads `self.w` at every call rather than baking in the array it saw first.
 An object holding no array stays a static value (hashed, as before). Rebuilding one makes
 an instance without calling `__init__` and sets the attributes, as JAX's dataclass nodes.
+A class registered with `register_pytree_node(cls, flatten, unflatten)` (JAX's signature,
+`tessc.tree_util`) is a node by its own functions: `("object", cls, CustomNode(aux),
+children)`, rebuilt by `unflatten(aux, children)`.
 """
 
 from __future__ import annotations
@@ -34,6 +37,47 @@ TreeDef: TypeAlias = tuple[Any, ...]
 CONTAINERS = (tuple, list, dict)
 
 
+@dataclasses.dataclass(frozen=True)
+class CustomNode:
+    """The `names` slot of a registered class's object node: the auxiliary data its
+    `flatten` returned (hashable: it is part of a jit signature)."""
+
+    aux: Any
+
+
+REGISTERED: dict[type, tuple[Callable[[Any], tuple[Any, Any]], Callable[[Any, Any], Any]]] = {}
+"""The classes of `register_pytree_node`: their flatten and unflatten functions."""
+
+
+def register_pytree_node(
+    cls: type,
+    flatten_func: Callable[[Any], tuple[Any, Any]],
+    unflatten_func: Callable[[Any, Any], Any],
+) -> None:
+    """Make `cls` a pytree node, as `jax.tree_util.register_pytree_node`: `flatten_func(obj)`
+    returns `(children, aux_data)` (an iterable of subtrees; hashable static data), and
+    `unflatten_func(aux_data, children)` rebuilds an instance."""
+    if not isinstance(cls, type):
+        raise TypeError(f"register_pytree_node expects a class, got {cls!r}")
+    if cls in (*CONTAINERS, type(None)):
+        raise ValueError(f"{cls.__name__} is a pytree node already")
+    REGISTERED[cls] = (flatten_func, unflatten_func)
+
+
+def _flatten_registered(obj: Any, path: str) -> tuple[tuple[Any, ...], CustomNode]:
+    """A registered object's children and aux data, checked."""
+    children, aux = REGISTERED[type(obj)][0](obj)
+    try:
+        hash(aux)
+    except TypeError:
+        raise TypeError(
+            f"`{path}`: the flatten function registered for {type(obj).__name__} returned "
+            f"auxiliary data of type {type(aux).__name__}, which is not hashable (jit "
+            "compares it between calls)"
+        ) from None
+    return tuple(children), CustomNode(aux)
+
+
 def is_weak_scalar(obj: Any) -> bool:
     """A Python int (in int64's range) or float: traced as a weakly typed 0-d array."""
     if type(obj) is float:
@@ -45,6 +89,8 @@ def object_fields(obj: Any) -> tuple[str, ...] | None:
     """The attributes an object is flattened by (a dataclass's fields, else its `vars`),
     or None for what is never an object node (functions, types, modules, anything without
     a `__dict__`)."""
+    if type(obj) in REGISTERED:
+        return None
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return tuple(field.name for field in dataclasses.fields(obj))
     if callable(obj) or isinstance(obj, types.ModuleType):
@@ -129,6 +175,14 @@ def flatten_tree(
         ]
         tree = (dict, tuple(keys), tuple(c[0] for c in children))
         return tree, [x for c in children for x in c[1]]
+    if type(obj) in REGISTERED:
+        items, key = _flatten_registered(obj, path)
+        children = [
+            flatten_tree(item, is_leaf, f"{path}_{i}", scalars, _ancestors=_ancestors)
+            for i, item in enumerate(items)
+        ]
+        tree = ("object", type(obj), key, tuple(c[0] for c in children))
+        return tree, [x for c in children for x in c[1]]
     names = object_fields(obj)
     if names is not None:
         node = _flatten_object(obj, names, is_leaf, path, _ancestors)
@@ -175,9 +229,11 @@ def unflatten_tree(tree: TreeDef, leaves: list[Any]) -> Any:
     return build(tree)
 
 
-def make_object(cls: type, names: tuple[str, ...], values: list[Any]) -> Any:
+def make_object(cls: type, names: tuple[str, ...] | CustomNode, values: list[Any]) -> Any:
     """An instance of `cls` with attributes `names` set to `values`, `__init__` not run
-    (frozen dataclasses included)."""
+    (frozen dataclasses included); a registered class's by its unflatten function."""
+    if isinstance(names, CustomNode):
+        return REGISTERED[cls][1](names.aux, values)
     obj = object.__new__(cls)
     for name, value in zip(names, values, strict=True):
         object.__setattr__(obj, name, value)
@@ -220,6 +276,15 @@ def match_tree(node: TreeDef, obj: Any, leaves: list[np.ndarray]) -> bool:
             if key not in obj or not match_tree(child, obj[key], leaves):
                 return False
         return True
+    if kind == "object" and isinstance(node[2], CustomNode):
+        if type(obj) is not node[1]:
+            return False
+        children, key = _flatten_registered(obj, "")
+        return (
+            key == node[2]
+            and len(children) == len(node[3])
+            and all(match_tree(c, item, leaves) for c, item in zip(node[3], children, strict=True))
+        )
     if kind == "object":
         if type(obj) is not node[1] or object_fields(obj) != node[2]:
             return False

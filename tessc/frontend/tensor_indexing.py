@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tessc.dialects.builder_types import TessError
-from tessc.frontend.advanced_index import IndexUpdateHelper, advanced_index, is_array_index
+from tessc.frontend.advanced_index import (
+    IndexUpdateHelper,
+    advanced_index,
+    expand_boolean_masks,
+    is_array_index,
+)
 from tessc.frontend.user_location import located
 
 if TYPE_CHECKING:
@@ -37,8 +42,17 @@ class TensorIndexing:
     @located
     def __getitem__(self: Tensor, key: Any) -> Tensor:
         """NumPy indexing: ints, slices (any step), `None`, `...` as `tess.slice` views and
-        reshapes; integer arrays (or integer Tensors) as a gather (`tess.take`)."""
+        reshapes; integer arrays (or integer Tensors) as a gather (`tess.take`); a boolean
+        NumPy mask as its True positions (a traced mask: an error naming `ts.where`)."""
         return basic_index(self, key)
+
+    @located
+    def __setitem__(self: Tensor, key: Any, value: Any) -> None:
+        raise TessError(
+            "a traced Tensor cannot be assigned to in place (its value is an SSA value of "
+            "the program, as JAX's arrays are immutable): write x = x.at[key].set(v), or "
+            "x = ts.where(mask, v, x) for a boolean mask"
+        )
 
     @property
     def at(self: Tensor) -> IndexUpdateHelper:
@@ -47,8 +61,10 @@ class TensorIndexing:
 
 
 def basic_index(x: Tensor, key: Any) -> Tensor:
-    """`x[key]` for NumPy's basic indexing plus one integer-array index (see __getitem__)."""
+    """`x[key]` for NumPy's basic indexing plus one integer-array index (see __getitem__);
+    a constant boolean mask is its integer indices (NumPy's rule)."""
     items = list(key) if isinstance(key, tuple) else [key]
+    items = expand_boolean_masks(x, items)
     if sum(is_array_index(item, type(x)) for item in items) > 1:
         return advanced_index(x, items)
     if sum(item is Ellipsis for item in items) > 1:

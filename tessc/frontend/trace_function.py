@@ -24,8 +24,10 @@ from xdsl.dialects.builtin import ArrayAttr, ModuleOp
 from tessc.dialects import contract
 from tessc.dialects.builder import finish_function
 from tessc.frontend import function_forms, vocabulary  # noqa: F401  (register Tensor's NumPy forms)
+from tessc.frontend.debug_print import DebugPrint, debug_values
 from tessc.frontend.pytree import (
     CONTAINERS,
+    REGISTERED,
     SIMPLE_STATICS,
     TreeDef,
     flatten_tree,
@@ -71,8 +73,10 @@ def host_array(value: Any, path: str) -> np.ndarray:
         if device is not None and int(device()[0]) not in (1, 3):  # kDLCPU, kDLCUDAHost
             raise TypeError(
                 f"argument `{path}` ({_type_name(value)}) is an array on device "
-                f"{device()}, not on the host: copy it to the host first, or, for a CUDA "
-                'array, use target="cuda"'
+                f"{device()}, not on the host, and has no `__cuda_array_interface__`: copy "
+                'it to the host first, or pass target="cuda" an array that exports the '
+                "interface (a CuPy, PyTorch or Numba array; cupy.from_dlpack(x) wraps a "
+                "DLPack one without a copy)"
             )
         try:
             return np.from_dlpack(value)
@@ -106,7 +110,9 @@ def _is_output_leaf(value: Any) -> bool:
     instance holding Tensors: `pytree`'s object nodes); plain values in them come back as
     they are."""
     return isinstance(value, Tensor) or not (
-        isinstance(value, (*CONTAINERS, *SIMPLE_STATICS)) or object_fields(value) is not None
+        isinstance(value, (*CONTAINERS, *SIMPLE_STATICS))
+        or object_fields(value) is not None
+        or type(value) in REGISTERED
     )
 
 
@@ -155,6 +161,9 @@ class TracedFunction:
     signature: Signature
     constants: tuple[np.ndarray, ...]
     output_tree: TreeDef
+    debug: tuple[DebugPrint, ...] = ()
+    """The `ts.debug.print`s of the trace (their values in the function's body); with
+    `trace_signature(debug_outputs=True)` returned after the user's outputs."""
 
     def ir(self) -> str:
         return str(self.module)
@@ -250,7 +259,12 @@ def flatten_arguments(
             leaf = np.asarray(leaf, float_dtype if type(leaf) is float else np.int64)
         elif type(leaf) is not np.ndarray and not is_device_array(leaf):
             leaf = host_array(leaf, path)
-        shape, dtype = leaf_type(leaf)
+        try:
+            shape, dtype = leaf_type(leaf)
+        except Exception as error:  # noqa: BLE001 - an exporter's own refusal
+            raise TypeError(
+                f"argument `{path}` ({_type_name(original)}) cannot be read as an array: {error}"
+            ) from None
         if dtype.byteorder not in ("=", "|") and dtype.newbyteorder("=") in ARRAY_DTYPES:
             # A byte-swapped (big-endian) array: computed on in native order.
             leaf = np.asarray(leaf).astype(dtype.newbyteorder("="))
@@ -273,8 +287,11 @@ def trace(fn: Callable, *args: Any, **kwargs: Any) -> TracedFunction:
     return trace_signature(fn, signature, [name for name, _ in arrays])
 
 
-def trace_signature(fn: Callable, signature: Signature, names: Sequence[str]) -> TracedFunction:
-    """Trace `fn` with one input Tensor per array of `signature` (named by `names`)."""
+def trace_signature(
+    fn: Callable, signature: Signature, names: Sequence[str], debug_outputs: bool = False
+) -> TracedFunction:
+    """Trace `fn` with one input Tensor per array of `signature` (named by `names`); with
+    `debug_outputs`, the values of its `ts.debug.print`s are returned after its outputs."""
     tracer = Trace()
     weak = set(signature.weak)
     inputs = [
@@ -307,7 +324,8 @@ def trace_signature(fn: Callable, signature: Signature, names: Sequence[str]) ->
             f"`{getattr(fn, '__name__', fn)}` must return a Tensor or a tuple/list/dict of "
             f"Tensors, got {found}"
         )
-    tracer.builder.ret(*(tracer.own(tensor) for _, tensor in outputs))
+    printed = debug_values(tracer.debug) if debug_outputs else []
+    tracer.builder.ret(*(tracer.own(tensor) for _, tensor in outputs), *printed)
     entry = _symbol_name(fn)
     function = finish_function(entry, tracer.block)
     if signature.donated:
@@ -318,4 +336,6 @@ def trace_signature(fn: Callable, signature: Signature, names: Sequence[str]) ->
         )
     module = ModuleOp([function])
     module.verify()
-    return TracedFunction(module, entry, signature, tuple(tracer.constants), output_tree)
+    return TracedFunction(
+        module, entry, signature, tuple(tracer.constants), output_tree, tuple(tracer.debug)
+    )

@@ -40,6 +40,7 @@ from tessc.dialects.builder_types import (
 )
 from tessc.dialects.tess import element_type_of
 from tessc.frontend import composites
+from tessc.frontend.debug_print import DebugPrint
 from tessc.frontend.numpy_protocol import numpy_function, numpy_ufunc, require_numpy_forms
 from tessc.frontend.tensor_indexing import TensorIndexing
 from tessc.frontend.tensor_reductions import TensorReductions
@@ -58,12 +59,16 @@ _CURRENT_TRACE: contextvars.ContextVar[Trace | None] = contextvars.ContextVar(
 class Trace:
     """The function being built: its entry block, a builder, and the captured constants."""
 
-    def __init__(self) -> None:
+    def __init__(self, capture: bool = False) -> None:
+        """With `capture` (vmap's trace), a Tensor of an enclosing trace used here becomes
+        an argument of this one (`captures`), as a closure over it does in JAX."""
         require_numpy_forms()
+        self.captures: dict[SSAValue, Tensor] | None = {} if capture else None
         self.block = Block()
         self.builder = TessBuilder.at_end(self.block)
         self.constants: list[np.ndarray] = []
         self.concretized: set[SSAValue] = set()  # weak inputs whose value was asked for
+        self.debug: list[DebugPrint] = []  # `ts.debug.print`s, returned as extra outputs
         self.active = True
         self._token: contextvars.Token[Trace | None] | None = None
 
@@ -137,6 +142,13 @@ class Trace:
         self.active = False
 
     def own(self, tensor: Tensor) -> SSAValue:
+        if tensor.trace is not self and self.captures is not None and tensor.trace.active:
+            for argument, captured in self.captures.items():
+                if captured.value is tensor.value:
+                    return argument
+            argument = self.input(tensor.shape, tensor.dtype, "captured", tensor.weak).value
+            self.captures[argument] = tensor
+            return argument
         if tensor.trace is not self:
             raise TessError(
                 "a Tensor from another trace is used here (did a Tensor escape a jit function?)"
@@ -152,12 +164,15 @@ def _is_operand(value: Any) -> bool:
 
 
 def trace_of(*values: Any) -> Trace:
+    current = _CURRENT_TRACE.get()
     for value in values:
         if isinstance(value, Tensor):
             if not value.trace.active:
                 raise TessError("this Tensor belongs to a finished trace")
+            if current is not None and current.captures is not None:
+                return current  # vmap's trace takes its enclosing traces' Tensors
             return value.trace
-    trace = _CURRENT_TRACE.get()
+    trace = current
     if trace is None:
         raise TessError("expected a traced Tensor: call this inside a @tessc.jit function")
     return trace

@@ -15,6 +15,10 @@ from __future__ import annotations
 
 import os
 
+from tessc.runtime.numba_cuda_compat import restore_numpy_row_stack
+
+restore_numpy_row_stack()  # before any test module's `from numba import cuda`: NumPy >= 2.5
+
 ENABLED = (
     os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or os.environ.get("TESSC_CUDA_HARDWARE") == "1"
 )

@@ -68,15 +68,15 @@ func.func @seed(%a: tensor<3x5x1xf32>, %b: tensor<1x5x4xf32>) -> tensor<3x4xf32>
 // CHECK-NOT:  @cuda.jit
 
 // CHECK:      def chain(x, b, out0, buffers):
-// CHECK-NEXT:     chain_kernel_0[(1, 1, 1), (256, 1, 1)](x, b, out0)
+// CHECK-NEXT:     chain_kernel_0[strided_grid(1, 1, 1, 256), (256, 1, 1)](x, b, out0)
 // CHECK:      def layer(x, w, b, out0, buffers):
-// CHECK-NEXT:     layer_kernel_0[(2, 2, 1), (16, 16, 1)](out0, x, w, b)
+// CHECK-NEXT:     layer_kernel_0[fixed_grid(2, 2, 1), (16, 16, 1)](out0, x, w, b)
 // CHECK:      def twice(x, w, v, out0, workspace, buffers):
 // CHECK-NEXT:     view0 = buffers.get("twice.view0")
 // CHECK-NEXT:     if view0 is None:
 // CHECK-NEXT:         view0 = buffers["twice.view0"] = workspace[0:{{[0-9]+}}].view(np.float32).reshape((5, 7))
-// CHECK-NEXT:     twice_kernel_0_0[(1, 1, 1), (16, 16, 1)](view0, x, w)
-// CHECK-NEXT:     twice_kernel_0_1[(1, 1, 1), (16, 16, 1)](view0, out0, v)
+// CHECK-NEXT:     twice_kernel_0_0[fixed_grid(1, 1, 1), (16, 16, 1)](view0, x, w)
+// CHECK-NEXT:     twice_kernel_0_1[fixed_grid(1, 1, 1), (16, 16, 1)](view0, out0, v)
 // CHECK:      def seed(a, b, out0, buffers):
-// CHECK-NEXT:     seed_kernel_0[(1, 1, 1), (16, 16, 1)](out0, a, b)
+// CHECK-NEXT:     seed_kernel_0[fixed_grid(1, 1, 1), (16, 16, 1)](out0, a, b)
 // CHECK-NOT:  device_buffer(

@@ -38,7 +38,7 @@
         memref.store %e, %out0[%i] : memref<33xf32>
       }
       "gpu.return"() : () -> ()
-    }) {gpu.kernel, sym_name = "scale_kernel_0"} : () -> ()
+    }) {gpu.kernel, sym_name = "scale_kernel_0", tess.grid_stride} : () -> ()
   }) : () -> ()
   "func.func"() <{sym_name = "dot", function_type = (memref<5x33xf32>, memref<5x33xf32>, memref<f32>) -> ()}> ({
   ^bb0(%x: memref<5x33xf32>, %y: memref<5x33xf32>, %out0: memref<f32>):
@@ -118,6 +118,7 @@
 // CHECK-EMPTY:
 // CHECK-NEXT: import numpy as np
 // CHECK-NEXT: from numba import cuda
+// CHECK-NEXT: from tessc.runtime.cuda_launch import fixed_grid, strided_grid
 // CHECK:      TESSC_TARGET = "cuda"
 // CHECK:      "scale": {
 // CHECK-NEXT:     "function": "scale",
@@ -165,10 +166,11 @@
 // CHECK:              old = cuda.atomic.add(acc.reshape(1), 0, pq_1)
 
 // CHECK:      def scale(x, y, out0, buffers):
-// CHECK-NEXT:     scale_kernel_0[(2, 1, 1), (8, 1, 1)](out0, x, y)
+// A tess.grid_stride kernel: grid x from the device (at most 2 blocks), each launch counted.
+// CHECK-NEXT:     scale_kernel_0[strided_grid(2, 1, 1, 8), (8, 1, 1)](out0, x, y)
 
 // CHECK:      def dot(x, y, out0, buffers):
 // CHECK-NEXT:     buf = device_buffer(buffers, "dot.0", (), np.float32)
-// CHECK-NEXT:     zero[(1, 1, 1), (1, 1, 1)](buf)
-// CHECK-NEXT:     sum_[(3, 1, 1), (8, 1, 1)](buf, x, y)
+// CHECK-NEXT:     zero[fixed_grid(1, 1, 1), (1, 1, 1)](buf)
+// CHECK-NEXT:     sum_[fixed_grid(3, 1, 1), (8, 1, 1)](buf, x, y)
 // CHECK-NEXT:     out0.copy_to_device(buf)

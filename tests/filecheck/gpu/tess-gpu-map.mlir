@@ -55,7 +55,7 @@ func.func @sgd(%lr: tensor<f32>, %w0: tensor<4x3xf32> {tess.donated}, %g0: tenso
 
 // CHECK:       "gpu.module"() <{sym_name = "kernels"}> ({
 
-// CHECK:         "gpu.func"() <{function_type = (memref<2x3x5xf32>, memref<3x1xf32>, memref<2x3x5xf32>) -> (), known_block_size = array<i32: 32, 1, 1>, known_grid_size = array<i32: 1, 1, 1>}> ({
+// CHECK:         "gpu.func"() <{function_type = (memref<2x3x5xf32>, memref<3x1xf32>, memref<2x3x5xf32>) -> (), known_block_size = array<i32: 32, 1, 1>}> ({
 // CHECK-NEXT:    ^bb0(%x: memref<2x3x5xf32>, %y: memref<3x1xf32>, %out0: memref<2x3x5xf32>):
 // CHECK-DAG:       %[[C30:.+]] = arith.constant 30 : index
 // CHECK-DAG:       %[[C5:.+]] = arith.constant 5 : index
@@ -80,18 +80,18 @@ func.func @sgd(%lr: tensor<f32>, %w0: tensor<4x3xf32> {tess.donated}, %g0: tenso
 // CHECK-NEXT:        memref.store {{.*}}, %out0[%[[I0]], %[[I1]], %[[I2]]] : memref<2x3x5xf32>
 // CHECK-NEXT:      }
 // CHECK-NEXT:      "gpu.return"() : () -> ()
-// CHECK-NEXT:    }) {sym_name = "chain_kernel_0", gpu.kernel} : () -> ()
+// CHECK-NEXT:    }) {sym_name = "chain_kernel_0", gpu.kernel, tess.grid_stride} : () -> ()
 
 // The store's last index is the fastest-varying one (the remainder by 40).
-// CHECK:         "gpu.func"() <{function_type = (memref<40x3xf32>, memref<3x40xf32>) -> (), known_block_size = array<i32: 128, 1, 1>, known_grid_size = array<i32: 1, 1, 1>}> ({
+// CHECK:         "gpu.func"() <{function_type = (memref<40x3xf32>, memref<3x40xf32>) -> (), known_block_size = array<i32: 128, 1, 1>}> ({
 // CHECK:           scf.for %l =
 // CHECK-NEXT:        %[[J:.+]] = arith.remui %l, %{{.+}} : index
 // CHECK-NEXT:        %[[I:.+]] = arith.divui %l, %{{.+}} : index
 // CHECK-NEXT:        %[[V:.+]] = memref.load %x[%[[J]], %[[I]]] : memref<40x3xf32>
 // CHECK-NEXT:        memref.store %[[V]], %out0[%[[I]], %[[J]]] : memref<3x40xf32>
 
-// CHECK:         "gpu.func"() <{function_type = {{.*}}, known_block_size = array<i32: 256, 1, 1>, known_grid_size = array<i32: 5, 1, 1>}> ({
-// CHECK:         sym_name = "big_kernel_0", gpu.kernel}
+// CHECK:         "gpu.func"() <{function_type = {{.*}}, known_block_size = array<i32: 256, 1, 1>}> ({
+// CHECK:         sym_name = "big_kernel_0", gpu.kernel, tess.grid_stride}
 
 // The arena update: one 1-D loop over 23 elements; the learning rate a rank-0 load.
 // CHECK:         "gpu.func"() <{function_type = (memref<23xf32>, memref<f32>, memref<23xf32>, memref<23xf32>) -> (), known_block_size = {{.*}}}> ({

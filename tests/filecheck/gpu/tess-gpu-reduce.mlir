@@ -55,7 +55,7 @@ func.func @tall(%x: tensor<1100x3xf32>) -> tensor<3xf32> {
 
 // CHECK:       "gpu.module"() <{sym_name = "kernels"}> ({
 
-// CHECK:         "gpu.func"() <{function_type = (memref<3x4xf32>, memref<3x17x1xf32>, memref<1x17x4xf32>) -> (), known_block_size = array<i32: 32, 8, 1>, known_grid_size = array<i32: 1, 1, 1>}> ({
+// CHECK:         "gpu.func"() <{function_type = (memref<3x4xf32>, memref<3x17x1xf32>, memref<1x17x4xf32>) -> (), known_block_size = array<i32: 32, 8, 1>}> ({
 // CHECK-NEXT:    ^bb0(%{{.+}}: memref<1x17x4xf32>, %[[TREE:tree]]: memref<8x32xf32, #gpu.address_space<workgroup>>):
 // CHECK-NOT:       memref.alloca
 // CHECK-DAG:       %[[TX:.+]] = "gpu.thread_id"() <{dimension = #gpu<dim x>}> : () -> index
@@ -63,6 +63,9 @@ func.func @tall(%x: tensor<1100x3xf32>) -> tensor<3xf32> {
 // CHECK:           scf.for %p0 =
 // CHECK:             %[[P:.+]] = arith.addi %p0, %[[TX]] : index
 // CHECK:             %[[PART:.+]] = scf.if %{{.+}} -> (f32) {
+// The output's indices are split once per output, not per step of the loop.
+// CHECK-NEXT:          arith.remui %[[P]]
+// CHECK-NEXT:          arith.divui %[[P]]
 // CHECK-NEXT:          %[[ACC:.+]] = scf.for %r = %[[TY]] to %{{.+}} step %{{.+}} iter_args(%[[A:.+]] = %{{.+}}) -> (f32) {
 // CHECK:                 memref.load %a[
 // CHECK:                 memref.load %b[
@@ -83,23 +86,23 @@ func.func @tall(%x: tensor<1100x3xf32>) -> tensor<3xf32> {
 // CHECK-NEXT:        scf.if %[[LAST]] {
 // CHECK-NEXT:          memref.load %[[TREE]][%{{.+}}, %[[TX]]]
 // CHECK:               memref.store {{.*}}, %out0[
-// CHECK:         sym_name = "seed_kernel_0", gpu.kernel, workgroup_attributions = 1 : i64}
-// CHECK:         "gpu.func"() <{function_type = {{.*}}, known_block_size = array<i32: 64, 1, 1>, known_grid_size = array<i32: 7, 1, 1>}> ({
+// CHECK:         sym_name = "seed_kernel_0", gpu.kernel, workgroup_attributions = 1 : i64, tess.grid_stride}
+// CHECK:         "gpu.func"() <{function_type = {{.*}}, known_block_size = array<i32: 64, 1, 1>}> ({
 
-// CHECK:         sym_name = "rows_kernel_0", gpu.kernel, workgroup_attributions = 1 : i64}
+// CHECK:         sym_name = "rows_kernel_0", gpu.kernel, workgroup_attributions = 1 : i64, tess.grid_stride}
 
 // The first pass: each of 3 blocks folds a strided share into partials[block_id].
-// CHECK:         "gpu.func"() <{function_type = (memref<513xf32>, memref<3xf32>) -> (), known_block_size = array<i32: 256, 1, 1>, known_grid_size = array<i32: 3, 1, 1>}> ({
+// CHECK:         "gpu.func"() <{function_type = (memref<513xf32>, memref<3xf32>) -> (), known_block_size = array<i32: 256, 1, 1>}> ({
 // CHECK-NEXT:    ^bb0(%x: memref<513xf32>, %partials: memref<3xf32>, %tree: memref<256xf32, #gpu.address_space<workgroup>>):
 // CHECK:           memref.store {{.*}}, %partials[%{{.+}}] : memref<3xf32>
-// CHECK:         sym_name = "whole_kernel_0_0", gpu.kernel, workgroup_attributions = 1 : i64}
+// CHECK:         sym_name = "whole_kernel_0_0", gpu.kernel, workgroup_attributions = 1 : i64, tess.grid_stride}
 // The second: one block folds the partials, lane 0 stores the sum and divides by 513.
 // CHECK:         "gpu.func"() <{function_type = (memref<f32>, memref<3xf32>) -> (), known_block_size = array<i32: 32, 1, 1>, known_grid_size = array<i32: 1, 1, 1>}> ({
 // CHECK:           memref.load %partials[
 // CHECK:           arith.divf
 // CHECK:         sym_name = "whole_kernel_0_1", gpu.kernel, workgroup_attributions = 1 : i64}
-// CHECK:         "gpu.func"() <{function_type = {{.*}}, known_block_size = array<i32: 32, 8, 1>, known_grid_size = array<i32: 1, 3, 1>}> ({
+// CHECK:         "gpu.func"() <{function_type = {{.*}}, known_block_size = array<i32: 32, 8, 1>}> ({
 
-// CHECK:         sym_name = "tall_kernel_0_0", gpu.kernel, workgroup_attributions = 1 : i64}
-// CHECK:         "gpu.func"() <{function_type = {{.*}}, known_block_size = array<i32: 32, 8, 1>, known_grid_size = array<i32: 1, 1, 1>}> ({
-// CHECK:         sym_name = "tall_kernel_0_1", gpu.kernel, workgroup_attributions = 1 : i64}
+// CHECK:         sym_name = "tall_kernel_0_0", gpu.kernel, workgroup_attributions = 1 : i64, tess.grid_stride}
+// CHECK:         "gpu.func"() <{function_type = {{.*}}, known_block_size = array<i32: 32, 8, 1>}> ({
+// CHECK:         sym_name = "tall_kernel_0_1", gpu.kernel, workgroup_attributions = 1 : i64, tess.grid_stride}

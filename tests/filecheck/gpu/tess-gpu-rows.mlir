@@ -19,7 +19,7 @@ func.func @softmax(%x: tensor<6x33xf32>) -> tensor<6x33xf32> {
 // CHECK-NOT:     gpu.launch_func
 // CHECK:         func.return
 
-// CHECK:       "gpu.func"() <{function_type = {{.*}}, known_block_size = array<i32: 64, 1, 1>, known_grid_size = array<i32: 6, 1, 1>}> ({
+// CHECK:       "gpu.func"() <{function_type = {{.*}}, known_block_size = array<i32: 64, 1, 1>}> ({
 // CHECK-NEXT:  ^bb0({{.*}}, %[[MAXT:tree]]: memref<64xf32, #gpu.address_space<workgroup>>, %[[SUMT:tree_1]]: memref<64xf32, #gpu.address_space<workgroup>>):
 // CHECK-NOT:     memref.alloca
 // CHECK:         %[[TX:.+]] = "gpu.thread_id"() <{dimension = #gpu<dim x>}> : () -> index
@@ -45,4 +45,4 @@ func.func @softmax(%x: tensor<6x33xf32>) -> tensor<6x33xf32> {
 // CHECK:           "gpu.barrier"() : () -> ()
 // CHECK-NEXT:    }
 // CHECK-NEXT:    "gpu.return"() : () -> ()
-// CHECK-NEXT:  }) {sym_name = "softmax_kernel_0", gpu.kernel, workgroup_attributions = 2 : i64}
+// CHECK-NEXT:  }) {sym_name = "softmax_kernel_0", gpu.kernel, workgroup_attributions = 2 : i64, tess.grid_stride}
