@@ -263,3 +263,24 @@ def test_sliced_operands_are_read_where_they_lie() -> None:
         return sdpa(x[..., :4], x[:, 1:, 4:8], x[:, 1:, 8:])
 
     close(ts.jit(f)(x), ts.jit(f, target="reference")(x))
+
+
+def test_vmap_adds_a_batch_dim() -> None:
+    """`vmap` of attention (and of its gradient) is attention with one more batch dim; an
+    unbatched mask stays one, broadcast."""
+    q, k, v = normal(3, 4, 2), normal(3, 5, 2), normal(3, 5, 2)
+    mask = float_mask(4, 5)
+
+    def one(q, k, v):
+        return sdpa(q, k, v, mask)
+
+    def grads(q, k, v):
+        return ts.grad(lambda q, k, v: sdpa(q, k, v, mask).sum(), argnums=(0, 1, 2))(q, k, v)
+
+    batched = ts.jit(lambda q, k, v: (ts.vmap(one)(q, k, v), ts.vmap(grads)(q, k, v)))
+    value, per_example = batched(q, k, v)
+    close(value, ts.jit(one, target="reference")(q, k, v))
+    for example in range(3):
+        wanted = ts.jit(grads, target="reference")(q[example], k[example], v[example])
+        for got, want in zip(per_example, wanted, strict=True):
+            close(got[example], want)
