@@ -317,17 +317,28 @@ class AttentionKernelBuilder:
         if dv is not None:
             nest.fill_row(dv, at, self.value_depth)
 
-        def query(i: SSAValue, carried: list[SSAValue]) -> list[SSAValue]:
+        def accumulate(i: SSAValue) -> None:
             p = self.probability(nest, batch, i, j)
             if dv is not None:
                 nest.axpy_row(dv, at, p, self.operands["dout"], [*batch, i], self.value_depth)
             if dk is not None:
                 ds = self.score_gradient(nest, batch, i, j, p)
                 nest.axpy_row(dk, at, ds, self.operands["q"], [*batch, i], self.depth)
-            return []
 
-        first = j if self.spec.causal else nest.index(0)  # causal: the rows i >= j
-        nest.loop(first, nest.index(self.rows), nest.index(1), [], query, "i")
+        def query(i: SSAValue) -> None:
+            if not self.spec.causal:
+                return accumulate(i)
+            # The rows i >= j, under a test rather than from `j`: the loop keeps a static
+            # trip count, which codegen's parallel threshold reads.
+            sees = nest.insert(arith.CmpiOp(i, j, "sge"))
+            inside = Block([scf.YieldOp()])
+            nest.builder.insert(scf.IfOp(sees, [], Region(inside)))
+            after = nest.builder.insertion_point
+            nest.builder.insertion_point = InsertPoint.before(inside.last_op)  # type: ignore[arg-type]
+            accumulate(i)
+            nest.builder.insertion_point = after
+
+        nest.range(nest.index(self.rows), query, "i")
 
 
 def define_attention_kernel(

@@ -3,8 +3,8 @@
 // forward: parallel over batch and query rows; the keys in blocks of 64 (a 64-long scratch
 // per row, never the (L, S) scores), the running maximum and sum carried by the block loop,
 // the output row rescaled once per block; a bool mask's size-1 dim read at index 0. The
-// key/value gradients: parallel over key rows, the causal query rows i >= j streamed, each
-// probability recomputed from the row logsumexp. (canonicalize and cse only tidy.)
+// key/value gradients: parallel over key rows, the causal query rows i >= j (a test in a
+// loop of static trip count) streamed, each probability recomputed from the row logsumexp. (canonicalize and cse only tidy.)
 // RUN: tessc-opt %s -p tess-attention-kernels,canonicalize,cse | filecheck %s
 // RUN: tessc-opt %s -p 'tess-attention-kernels{block=16}' | filecheck %s --check-prefix=BLOCK
 
@@ -36,8 +36,10 @@ func.func private @dkv(memref<3x4xf64>, memref<5x4xf64>, memref<5x6xf64>, memref
 // CHECK-LABEL: func.func private @dkv(
 // CHECK:         "scf.parallel"
 // CHECK-NEXT:    ^bb0(%r: index):
-// CHECK:           scf.for %i = %r to %{{.*}} step
-// CHECK:             memref.load %3[%i] : memref<3xf64>
+// CHECK:           scf.for %i = %{{.*}} to %{{.*}} step
+// CHECK-NEXT:        %[[SEES:.*]] = arith.cmpi sge, %i, %r : index
+// CHECK-NEXT:        scf.if %[[SEES]] {
+// CHECK-NEXT:          memref.load %3[%i] : memref<3xf64>
 // CHECK:             math.exp
 // CHECK:             memref.store %{{.*}}, %7[%r, %e{{.*}}] : memref<5x6xf64>
 // CHECK:             memref.store %{{.*}}, %6[%r, %e{{.*}}] : memref<5x4xf64>
