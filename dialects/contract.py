@@ -343,8 +343,9 @@ ATTENTION_KERNEL = AttentionKernelAttr("tess.attention_kernel")
 kernel to be written (`AttentionKernel`); its arguments are the tess op's operands, its
 results (out-params after bufferization) `computes`. Written by `tess-to-linalg`
 (`to_linalg_attention.py`); kept by `tess-bufferize` (which turns the declaration's
-signature into destination-passing form); read by `tess-attention-kernels`, which gives
-the declaration its body and marks it `tess.kernel`."""
+signature into destination-passing form, with the memref types its one call passes); read
+by `tess-attention-kernels`, which gives the declaration its body and marks it
+`tess.kernel`."""
 
 KERNEL = Unit("tess.kernel")
 """On a `func.func`: a kernel (one loop nest the host calls), not a host. Written by

@@ -284,3 +284,16 @@ def test_vmap_adds_a_batch_dim() -> None:
         wanted = ts.jit(grads, target="reference")(q[example], k[example], v[example])
         for got, want in zip(per_example, wanted, strict=True):
             close(got[example], want)
+
+
+def test_sliced_operands_verify_after_every_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With `TESSC_VERIFY_PASSES=1` the module verifies after each pass: the kernel's
+    declaration takes its call's strided types at `tess-bufferize` already."""
+    monkeypatch.setenv("TESSC_VERIFY_PASSES", "1")
+    x = normal(2, 5, 12)
+
+    def f(x):
+        return sdpa(x[..., :4], x[:, 1:, 4:8], x[:, 1:, 8:], scale=0.25)
+
+    ir = ts.jit(f).ir(x, stage="loops")
+    assert "strided<[60, 12, 1]" in ir.split("func.func private @attention_kernel_0(")[1]
