@@ -46,6 +46,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from tessc.dialects import tess
+from tessc.dialects.builder_attention import AttentionBuilder
 from tessc.dialects.builder_conv import ConvBuilder
 from tessc.dialects.builder_index import IndexBuilder
 from tessc.dialects.builder_types import (
@@ -74,7 +75,7 @@ from tessc.dialects.tess_base import (
 )
 
 
-class TessBuilder(IndexBuilder, ConvBuilder):
+class TessBuilder(IndexBuilder, ConvBuilder, AttentionBuilder):
     """Emits `tess` ops at an insertion point; every method returns the new SSAValue."""
 
     def __init__(self, at: InsertPoint | Builder):

@@ -131,10 +131,11 @@ def __getattr__(name: str) -> Dialect:
     use (PEP 562), so that importing `tess` does not import `tess_index`."""
     if name != "Tess":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from tessc.dialects.tess_attention import ATTENTION_OPS
     from tessc.dialects.tess_conv import CONV_OPS
     from tessc.dialects.tess_index import INDEX_OPS
 
-    dialect = Dialect("tess", [*CORE_OPS, *INDEX_OPS, *CONV_OPS])
+    dialect = Dialect("tess", [*CORE_OPS, *INDEX_OPS, *CONV_OPS, *ATTENTION_OPS])
     globals()["Tess"] = dialect
     return dialect
 

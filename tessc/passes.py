@@ -23,6 +23,9 @@ from xdsl.passes import ModulePass
 
 TESS_PASSES: dict[str, str] = {
     "tess-autodiff": "tessc.lowering.autodiff.autodiff:TessAutodiffPass",
+    "tess-decompose-attention": (
+        "tessc.lowering.linalg.decompose_attention:TessDecomposeAttentionPass"
+    ),
     "tess-to-linalg": "tessc.lowering.linalg.to_linalg:TessToLinalgPass",
     "tess-fuse": "tessc.lowering.fusion.fuse:TessFusePass",
     "tess-pack-narrow": "tessc.lowering.fusion.pack_narrow:TessPackNarrowPass",
@@ -43,6 +46,7 @@ TESS_PASSES: dict[str, str] = {
         "tessc.lowering.loops.register_accumulate:TessRegisterAccumulatePass"
     ),
     "tess-expand-math": "tessc.lowering.loops.expand_math:TessExpandMathPass",
+    "tess-attention-kernels": "tessc.lowering.loops.attention_kernels:TessAttentionKernelsPass",
     "tess-hoist-constants": "tessc.lowering.loops.hoist_constants:TessHoistConstantsPass",
     "tess-hoist-scratch": "tessc.lowering.buffers.hoist_scratch:TessHoistScratchPass",
     "tess-gpu-partition": "tessc.lowering.gpu.gpu_partition:TessGpuPartitionPass",

@@ -45,6 +45,7 @@ from xdsl.parser import Parser
 from tessc.dialects import tess, tess_conv, tess_index
 from tessc.dialects.functions import lookup_function, module_functions
 from tessc.dialects.tess import format_shape
+from tessc.reference_attention import ATTENTION_IMPLEMENTATIONS
 
 OpImplementation = Callable[[Any, list[np.ndarray]], np.ndarray]
 """Computes the single result of an op from the op (for its properties) and its operands."""
@@ -297,6 +298,7 @@ def _arg_reduce(function: Callable[..., np.ndarray]) -> OpImplementation:
 
 
 OP_IMPLEMENTATIONS[tess_index.ArgMaxOp] = _arg_reduce(np.argmax)
+OP_IMPLEMENTATIONS.update(ATTENTION_IMPLEMENTATIONS)
 OP_IMPLEMENTATIONS[tess_index.ArgMinOp] = _arg_reduce(np.argmin)
 
 

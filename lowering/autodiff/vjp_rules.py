@@ -80,6 +80,7 @@ from tessc.dialects.tess_index import (
     TakeOp,
     UnsliceOp,
 )
+from tessc.lowering.autodiff.vjp_attention import ATTENTION_VJP_RULES
 from tessc.lowering.autodiff.vjp_conv import CONV_VJP_RULES
 
 Shape = tuple[int, ...]
@@ -586,5 +587,6 @@ def _concat_rule(
 
 
 VJP_RULES.update(CONV_VJP_RULES)  # pad, conv, pool, unpool: vjp_conv.py
+VJP_RULES.update(ATTENTION_VJP_RULES)  # attention, its lse and gradient: vjp_attention.py
 
 __all__ = ["VJP_RULES", "ZERO_GRADIENT_OPS", "GradEmitter", "VjpRule"]

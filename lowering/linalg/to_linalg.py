@@ -65,6 +65,7 @@ from tessc.lowering.linalg.builders import (
     typed_body,
     unit_dims_map,
 )
+from tessc.lowering.linalg.to_linalg_attention import attention_patterns
 from tessc.lowering.linalg.to_linalg_conv import conv_patterns
 from tessc.lowering.linalg.to_linalg_index import index_patterns
 
@@ -504,6 +505,7 @@ class TessToLinalgPass(ModulePass):
                     ReshapeToLinalg(),
                     *index_patterns(),
                     *conv_patterns(),
+                    *attention_patterns(),
                 ],
                 dce_enabled=False,
             ),
