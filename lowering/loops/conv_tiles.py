@@ -98,14 +98,16 @@ class ConvNest:
     w: SSAValue
     strides: tuple[int, ...]
     dilations: tuple[int, ...]
+    taps: tuple[int, ...]
+    weight: WeightLayout
 
     @property
     def out_shape(self) -> tuple[int, ...]:
         return _shape(self.out)
 
     @property
-    def w_shape(self) -> tuple[int, ...]:
-        return _shape(self.w)
+    def depth(self) -> int:
+        return _shape(self.x)[1]
 
 
 def _shape(value: SSAValue) -> tuple[int, ...]:
@@ -168,18 +170,19 @@ def _roles(
 
 
 def _window(
-    index: SSAValue, o: SSAValue | None, k: SSAValue | None, zero: set[SSAValue]
-) -> tuple[int, int] | None:
-    """(stride, dilation) if `index` is `o * stride + k * dilation` (a unit loop: 1)."""
+    index: SSAValue, o: SSAValue | None, zero: set[SSAValue]
+) -> tuple[int, int, SSAValue | None] | None:
+    """(stride, dilation, tap index) if `index` is `o * stride + k * dilation` (a unit
+    loop, or no tap index: 1)."""
     form = linear(index)
     if form is None or form.get(None, 0) != 0:
         return None
-    allowed = {v for v in (o, k) if v is not None} | zero
-    if any(v not in allowed for v, c in form.items() if v is not None and c):
+    form = {v: n for v, n in form.items() if n and v not in zero and v is not None}
+    stride = form.pop(o, 0) if o is not None else 1
+    if len(form) > 1 or stride < 1 or (form and min(form.values()) < 1):
         return None
-    stride = form.get(o, 0) if o is not None else 1
-    dilation = form.get(k, 0) if k is not None else 1
-    return (stride, dilation) if stride >= 1 and dilation >= 1 else None
+    k, dilation = next(iter(form.items()), (None, 1))
+    return stride, dilation, k
 
 
 def match_conv(op: scf.ParallelOp) -> ConvNest | None:
@@ -215,30 +218,25 @@ def match_conv(op: scf.ParallelOp) -> ConvNest | None:
         return None
     outputs = (*rows[2:], j)
     reduced = set(loop_ivs[:-1]) - zero
+    trips = {lp.body.block.args[0]: unit_loop_bound(lp.lb, lp.ub, lp.step) or 0 for lp in loops}
     for x, w in (factors, factors[::-1]):
-        w_shape, x_shape = _shape(w.memref), _shape(x.memref)
-        if len(w_shape) != spatial + 2 or len(x_shape) != spatial + 2:
-            continue
-        if x_shape[:2] != (out_shape[0], w_shape[1]) or w_shape[0] != out_shape[1]:
-            continue
-        filter_index = w.indices[0]
-        if filter_index is not rows[1] and not (
-            rows[1] is None and constant_int(filter_index) == 0
-        ):
-            continue
-        if (w_roles := _roles(tuple(w.indices)[1:], w_shape[1:], reduced, zero)) is None:
-            continue
-        c, *taps = w_roles
-        if set(w_roles) - {None} != reduced or len(set(w_roles) - {None}) != len(reduced):
-            continue
+        x_shape = _shape(x.memref)
         x_indices = tuple(x.indices)
-        if _roles(x_indices[:2], x_shape[:2], parallel_args | reduced, zero) != [rows[0], c]:
+        if len(x_shape) != spatial + 2 or x_shape[0] != out_shape[0]:
             continue
-        windows = [
-            _window(index, o, k, zero)
-            for index, o, k in zip(x_indices[2:], outputs, taps, strict=True)
-        ]
-        if any(window is None for window in windows):
+        if _roles(x_indices[:1], x_shape[:1], parallel_args, zero) != [rows[0]]:
+            continue
+        if (c := x_indices[1]) not in reduced:
+            continue
+        windows = [_window(index, o, zero) for index, o in zip(x_indices[2:], outputs, strict=True)]
+        if any(window is None for window in windows) or None in windows:
+            continue
+        taps = [window[2] for window in windows if window is not None]
+        if {c, *taps} - {None} != reduced or len(reduced) != 1 + len(set(taps) - {None}):
+            continue
+        extents = tuple(trips[k] if k is not None else 1 for k in taps)
+        layout = _weight_layout(w, rows[1], out_shape[1], c, x_shape[1], taps, extents, zero)
+        if layout is None:
             continue
         before = members[: positions[0]]
         after = members[positions[0] + 1 :]
@@ -253,8 +251,72 @@ def match_conv(op: scf.ParallelOp) -> ConvNest | None:
             w.memref,
             tuple(window[0] for window in windows if window is not None),
             tuple(window[1] for window in windows if window is not None),
+            extents,
+            layout,
         )
     return None
+
+
+@dataclass(frozen=True)
+class WeightLayout:
+    """Where the weight `w[f, c, k...]` lies in its memref (a permuted or reversed view
+    of it, as a transposed convolution reads it): element strides of a filter and of a
+    channel, the offset of tap 0 and the signed step of each tap dim."""
+
+    filter_stride: int
+    channel_stride: int
+    origin: int
+    tap_steps: tuple[int, ...]
+
+
+def _weight_layout(
+    w: memref.LoadOp,
+    f: SSAValue | None,
+    features: int,
+    c: SSAValue,
+    channels: int,
+    taps: Sequence[SSAValue | None],
+    extents: Sequence[int],
+    zero: set[SSAValue],
+) -> WeightLayout | None:
+    """The layout of `w`'s load if each index is the filter, the channel, a tap (forward or
+    reversed: `K - 1 - k`) or the 0 of a unit dim, each found once."""
+    shape, strides = _shape(w.memref), _strides(w.memref)
+    found: dict[str, int] = {}
+    origin, steps = 0, [0] * len(taps)
+    for index, extent, stride in zip(w.indices, shape, strides, strict=True):
+        form = linear(index)
+        if form is None:
+            return None
+        form = {v: n for v, n in form.items() if n and v not in zero}
+        if not form and extent == 1:
+            continue
+        if f is not None and form == {f: 1} and extent == features:
+            role = "f"
+        elif form == {c: 1} and extent == channels:
+            role = "c"
+        else:
+            matches = [
+                (i, n) for i, k in enumerate(taps)
+                if k is not None and extent == extents[i]
+                and form in ({k: 1}, {k: -1, None: extents[i] - 1})
+                for n in [form[k]]
+            ]  # fmt: skip
+            if len(matches) != 1:
+                return None
+            i, sign = matches[0]
+            role = f"k{i}"
+            steps[i] = sign * stride
+            origin += 0 if sign > 0 else (extent - 1) * stride
+        if role in found:
+            return None
+        found[role] = stride
+    wanted = {"c", *(f"k{i}" for i, k in enumerate(taps) if k is not None)}
+    if f is not None:
+        wanted.add("f")
+    if set(found) != wanted:
+        return None
+    return WeightLayout(found.get("f", 1), found["c"], origin, tuple(steps))
 
 
 def column_tiles(cols: int, width: int, lanes: int) -> list[tuple[int, int, int]]:
@@ -282,10 +344,9 @@ class ConvTiles(RewritePattern):
     def match_and_rewrite(self, op: scf.ParallelOp, rewriter: PatternRewriter) -> None:
         if (nest := match_conv(op)) is None:
             return
-        w_shape = nest.w_shape
-        if nest.strides[-1] != 1 or w_shape[1] < self.min_depth:
+        if nest.strides[-1] != 1 or nest.depth < self.min_depth:
             return
-        if math.prod(w_shape[2:]) > self.max_taps:
+        if math.prod(nest.taps) > self.max_taps:
             return
         constant = IndexConstants.before(op)
         ops = _build(nest, self.vector_bits, constant)
@@ -293,13 +354,12 @@ class ConvTiles(RewritePattern):
 
 
 def _build(nest: ConvNest, vector_bits: int, constant: IndexConstants) -> list[Operation]:
-    out_shape, w_shape = nest.out_shape, nest.w_shape
+    out_shape, layout = nest.out_shape, nest.weight
     x_strides = _strides(nest.x)
-    w_strides = _strides(nest.w)
     element = nest.out.type.element_type  # type: ignore[attr-defined]
     bits = 32 if isinstance(element, Float32Type) else 64
     most_rows, width, lanes = register_tile(vector_bits, bits)
-    features, depth = w_shape[0], w_shape[1]
+    features, depth = out_shape[1], nest.depth
     rows = max(r for r in range(1, most_rows + 1) if features % r == 0)
     spatial = len(out_shape) - 2
     top: list[Operation] = []
@@ -350,11 +410,11 @@ def _build(nest: ConvNest, vector_bits: int, constant: IndexConstants) -> list[O
     position: IndexValue = 0
     for i, o in enumerate(outer):
         position = e.add(position, e.mul(o, math.prod(out_shape[3 + i :])))
-    a_base = e.mul(f0, w_strides[0])
+    a_base = e.add(e.mul(f0, layout.filter_stride), layout.origin)
     b_base: IndexValue = e.mul(n, x_strides[0])
     for i, o in enumerate(outer):
         b_base = e.add(b_base, e.mul(o, nest.strides[i] * x_strides[2 + i]))
-    taps = w_shape[2:]
+    taps = nest.taps
     tap_strides = [nest.dilations[i] * x_strides[2 + i] for i in range(spatial)]
 
     Tile = tuple[IndexValue, tuple[int, int, int]]  # output column, (rows, cols, lanes)
@@ -364,7 +424,7 @@ def _build(nest: ConvNest, vector_bits: int, constant: IndexConstants) -> list[O
         if level == spatial:
             column, shape = tile
             indices = [et.value(v) for v in (n, f0, column)]
-            strides = (w_strides[0], w_strides[1], x_strides[1])
+            strides = (layout.filter_stride, layout.channel_stride, x_strides[1])
             values = (et.value(a), et.value(b), et.value(depth))
             mma = MmaOp(
                 nest.w, values[0], nest.x, *values[1:], acc, indices, yes.result, shape, strides
@@ -373,7 +433,7 @@ def _build(nest: ConvNest, vector_bits: int, constant: IndexConstants) -> list[O
             return
 
         def step(es: Emitter, k: IndexValue) -> None:
-            a_k = es.add(a, es.mul(k, w_strides[2 + level]))
+            a_k = es.add(a, es.mul(k, layout.tap_steps[level]))
             tap(es, level + 1, a_k, es.add(b, es.mul(k, tap_strides[level])), tile)
 
         emit_loop(et, static(taps[level]), f"k{level}", step)
@@ -417,4 +477,4 @@ class TessConvTilesPass(ModulePass):
         PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(op)
 
 
-__all__ = ["ConvNest", "TessConvTilesPass", "column_tiles", "match_conv"]
+__all__ = ["ConvNest", "TessConvTilesPass", "WeightLayout", "column_tiles", "match_conv"]
