@@ -83,3 +83,18 @@ def test_convs_left_to_the_plain_nest(x_shape: Any, w_shape: Any, kw: Any) -> No
         return ts.nn.conv2d(x, w, **kw)
 
     assert not tiled(f, x, w)
+
+
+def test_weight_gradient_tiles_over_its_taps() -> None:
+    """The weight gradient's conv has the output's 10x20 extent as taps (over max-taps):
+    each call's depth is a row of 20 taps, the batch (channels) a loop around the calls."""
+    x, w, g = rng_arrays(5, (2, 4, 10, 20), (6, 4, 3, 3), (2, 6, 10, 20))
+
+    def loss(x: Any, w: Any) -> Any:
+        return (ts.nn.conv2d(x, w, padding=1) * g).sum()
+
+    grad = ts.grad(loss, argnums=1)
+    loops = ts.jit(grad).ir(x, w, stage="loops")
+    assert "micro.mma" in loops and "strides = array<i64: 200, 1, 1>" in loops
+    want = ts.jit(grad, target="reference")(x, w)
+    np.testing.assert_allclose(ts.jit(grad)(x, w), want, rtol=1e-10, atol=1e-10)

@@ -344,16 +344,23 @@ class ConvTiles(RewritePattern):
     def match_and_rewrite(self, op: scf.ParallelOp, rewriter: PatternRewriter) -> None:
         if (nest := match_conv(op)) is None:
             return
-        if nest.strides[-1] != 1 or nest.depth < self.min_depth:
+        if nest.strides[-1] != 1:
             return
-        if math.prod(nest.taps) > self.max_taps:
+        # Many taps (a weight gradient: the taps are the output's extent): the last tap
+        # is the depth of each call, read forward by both operands.
+        tap_depth = math.prod(nest.taps) > self.max_taps
+        if tap_depth and (nest.taps[-1] < self.min_depth or nest.weight.tap_steps[-1] < 1):
+            return
+        if not tap_depth and nest.depth < self.min_depth:
             return
         constant = IndexConstants.before(op)
-        ops = _build(nest, self.vector_bits, constant)
+        ops = _build(nest, self.vector_bits, constant, tap_depth)
         rewriter.replace(op, [*constant.ops, *ops], [])
 
 
-def _build(nest: ConvNest, vector_bits: int, constant: IndexConstants) -> list[Operation]:
+def _build(
+    nest: ConvNest, vector_bits: int, constant: IndexConstants, tap_depth: bool
+) -> list[Operation]:
     out_shape, layout = nest.out_shape, nest.weight
     x_strides = _strides(nest.x)
     element = nest.out.type.element_type  # type: ignore[attr-defined]
@@ -414,29 +421,35 @@ def _build(nest: ConvNest, vector_bits: int, constant: IndexConstants) -> list[O
     b_base: IndexValue = e.mul(n, x_strides[0])
     for i, o in enumerate(outer):
         b_base = e.add(b_base, e.mul(o, nest.strides[i] * x_strides[2 + i]))
-    taps = nest.taps
     tap_strides = [nest.dilations[i] * x_strides[2 + i] for i in range(spatial)]
+    # (extent, weight step, input step) of each loop around the calls, and of the depth.
+    axes = [(k, layout.tap_steps[i], tap_strides[i]) for i, k in enumerate(nest.taps)]
+    channel = (depth, layout.channel_stride, x_strides[1])
+    if tap_depth:  # the last tap is the depth, the channels a loop
+        axes, inner = [channel, *axes[:-1]], axes[-1]
+    else:
+        inner = channel
 
     Tile = tuple[IndexValue, tuple[int, int, int]]  # output column, (rows, cols, lanes)
 
     def tap(et: Emitter, level: int, a: IndexValue, b: IndexValue, tile: Tile) -> None:
-        """The taps' loops from `level` on, a `micro.mma` of depth C at each tap."""
-        if level == spatial:
+        """The loops from `level` on, a `micro.mma` of the depth in each."""
+        if level == len(axes):
             column, shape = tile
             indices = [et.value(v) for v in (n, f0, column)]
-            strides = (layout.filter_stride, layout.channel_stride, x_strides[1])
-            values = (et.value(a), et.value(b), et.value(depth))
+            strides = (layout.filter_stride, inner[1], inner[2])
+            values = (et.value(a), et.value(b), et.value(inner[0]))
             mma = MmaOp(
                 nest.w, values[0], nest.x, *values[1:], acc, indices, yes.result, shape, strides
             )
             et.block.add_op(mma)
             return
+        extent, a_step, b_step = axes[level]
 
         def step(es: Emitter, k: IndexValue) -> None:
-            a_k = es.add(a, es.mul(k, layout.tap_steps[level]))
-            tap(es, level + 1, a_k, es.add(b, es.mul(k, tap_strides[level])), tile)
+            tap(es, level + 1, es.add(a, es.mul(k, a_step)), es.add(b, es.mul(k, b_step)), tile)
 
-        emit_loop(et, static(taps[level]), f"k{level}", step)
+        emit_loop(et, static(extent), f"k{level}", step)
 
     for start, tile_cols, tile_lanes in column_tiles(cols, width, lanes):
         tile = (e.add(position, start), (rows, tile_cols, tile_lanes))
