@@ -8,11 +8,11 @@ o*s + k*d]` is (F x C) times (C x O) along an output row. So the nest `(n, f, o.
 MR filters, outer output rows): for each tile of NR output columns and each tap, one
 `micro.mma` of depth C with strides (weight: filter and channel strides; input: channel
 plane stride, unit columns). No im2col buffer and no packing: the input row segments are
-read in place. Rule (measured, lowering/loops/README.md): taken where the input's column
-stride is 1, groups == 1, C >= `min-depth` (16) and the taps are at most `max-taps`
-(49): a weight gradient (taps = the output's extent, depth = the batch) and a
-one-channel first layer keep the plain nest. The row segments (zero fill, bias, relu)
-run per filter of the block, in order.
+read in place. Rule (measured, lowering/loops/README.md): the input's column stride is 1,
+groups == 1; up to `max-taps` (49) taps, depth C, if C >= `min-depth` (16); more taps (a
+weight gradient: taps = the output's extent, channels = the batch), depth = the last tap
+(>= `min-depth`, read forward), channels a loop. A one-channel layer keeps the plain nest.
+The row segments (zero fill, bias, relu) run per filter of the block, in order.
 """
 
 from __future__ import annotations
