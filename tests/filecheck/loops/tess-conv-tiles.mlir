@@ -43,3 +43,14 @@ func.func @strided(%x: tensor<2x16x9x21xf32>, %w: tensor<6x16x3x3xf32>) -> tenso
   %0 = tess.conv %x, %w strides = [2, 2] dilations = [1, 1] padding_low = [0, 0] padding_high = [0, 0] groups = 1 : tensor<2x16x9x21xf32>, tensor<6x16x3x3xf32> -> tensor<2x6x4x10xf32>
   func.return %0 : tensor<2x6x4x10xf32>
 }
+
+// More taps than max-taps (as a weight gradient has): each call's depth is a row of 20
+// taps (weight and input both read forward, unit k steps), the channels a loop.
+// CHECK-LABEL: func.func private @many_taps_kernel_0(
+// CHECK:         scf.for %k0 = {{.*}} to %{{.*}} step
+// CHECK:           scf.for %k1 =
+// CHECK:             micro.mma {{.*}} {rows = 6 : i64, cols = 3 : i64, lanes = 3 : i64, strides = array<i64: 800, 1, 1>}
+func.func @many_taps(%x: tensor<1x4x12x22xf32>, %w: tensor<6x4x10x20xf32>) -> tensor<1x6x3x3xf32> {
+  %0 = tess.conv %x, %w strides = [1, 1] dilations = [1, 1] padding_low = [0, 0] padding_high = [0, 0] groups = 1 : tensor<1x4x12x22xf32>, tensor<6x4x10x20xf32> -> tensor<1x6x3x3xf32>
+  func.return %0 : tensor<1x6x3x3xf32>
+}
