@@ -145,7 +145,8 @@ _GPU_FUSE = (
 )
 _BUFFERS = "tess-bufferize,tess-memory-plan"
 _LOOPS = (
-    "tess-outline-kernels,tess-linalg-to-loops,tess-pack-matmul,tess-interchange-rows,"
+    "tess-outline-kernels,tess-linalg-to-loops,tess-conv-tiles,tess-pack-matmul,"
+    "tess-interchange-rows,"
     "tess-row-dots,tess-tile,tess-tile-dot,"
     "tess-parallel-columns,tess-register-accumulate,"
     "tess-expand-math,tess-attention-kernels,tess-hoist-constants,tess-hoist-scratch,"
