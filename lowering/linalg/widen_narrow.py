@@ -63,8 +63,8 @@ class WidenCast(RewritePattern):
         for narrow, other in ((source, target), (target, source)):
             wide = wide_type(narrow)
             if wide is not None and other != wide and other != narrow:
-                middle = rewriter.insert_op(tess.CastOp(op.input, wide))
-                rewriter.replace_op(op, tess.CastOp(middle, target))
+                middle = rewriter.insert(tess.CastOp(op.input, wide))
+                rewriter.replace(op, tess.CastOp(middle, target))
                 return
 
 
@@ -77,7 +77,7 @@ class WidenOp(RewritePattern):
         if not has_narrow_types(op) or op.regions:
             return
         operands = [
-            rewriter.insert_op(tess.CastOp(v, _widened(v.type).element_type)).result
+            rewriter.insert(tess.CastOp(v, _widened(v.type).element_type)).result
             if _is_narrow(v)
             else v
             for v in op.operands
@@ -88,14 +88,14 @@ class WidenOp(RewritePattern):
             properties=dict(op.properties),
             attributes=dict(op.attributes),
         )
-        rewriter.insert_op(wide)
+        rewriter.insert(wide)
         results = [
-            rewriter.insert_op(tess.CastOp(new, old.type.element_type)).result
+            rewriter.insert(tess.CastOp(new, old.type.element_type)).result
             if _is_narrow(old)
             else new
             for old, new in zip(op.results, wide.results, strict=True)
         ]
-        rewriter.replace_op(op, [], results)
+        rewriter.replace(op, [], results)
 
 
 @dataclass(frozen=True)
