@@ -46,7 +46,9 @@ class TensorShape:
         """PyTorch's `view(*shape)`: `reshape` (tess values have no layout to respect);
         `view(dtype)`, as NumPy's and PyTorch's, reinterprets the bits as a dtype of the same
         width (`bitcast`)."""
-        if len(shape) == 1 and not isinstance(shape[0], Sequence | int | np.integer):
+        if len(shape) == 1 and (
+            isinstance(shape[0], str) or not isinstance(shape[0], Sequence | int | np.integer)
+        ):
             return self.bitcast(shape[0])
         return self._build("reshape", shape=shape_args(shape))
 
