@@ -16,10 +16,9 @@ from __future__ import annotations
 import keyword
 import math
 import re
+import struct
 from collections.abc import Iterable, Sequence
 
-import ml_dtypes  # noqa: F401 - registers the "bfloat16" NumPy dtype
-import numpy as np
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import (
     AnyFloat,
@@ -115,10 +114,25 @@ def scalar_ctor(typ: Attribute) -> str:
     return f"np.{dtype_name(typ)}"
 
 
+def narrow_bits(value: float, typ: Attribute) -> int:
+    """The bits of the bf16/f16 nearest `value` (through f32, ties to even), as a kernel
+    holds them."""
+    value = float(value)
+    if math.isnan(value):
+        return 0x7FC0 if isinstance(typ, BFloat16Type) else 0x7E00
+    sign = 0x8000 if math.copysign(1.0, value) < 0 else 0
+    try:
+        if isinstance(typ, Float16Type):
+            return struct.unpack("<H", struct.pack("<e", value))[0]
+        bits = struct.unpack("<I", struct.pack("<f", value))[0]
+    except OverflowError:  # beyond the type's largest finite value: infinity
+        return sign | (0x7F80 if isinstance(typ, BFloat16Type) else 0x7C00)
+    return (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+
+
 def float_literal(value: float, typ: Attribute) -> str:
-    if is_narrow_float(typ):  # the bits a kernel holds (NumPy's, ml_dtypes's rounding)
-        narrow = np.dtype(NARROW_FLOAT_NAMES[type(typ)])
-        return f"np.uint16({int(np.array(value, np.float32).astype(narrow).view(np.uint16))})"
+    if is_narrow_float(typ):  # the bits a kernel holds
+        return f"np.uint16({narrow_bits(value, typ)})"
     if math.isnan(value):
         text = "np.nan"
     elif math.isinf(value):
@@ -163,8 +177,7 @@ def global_definition(op: memref.GlobalOp) -> str:
     element = value.get_element_type()
     numbers = value.get_values()
     if is_narrow_float(element):  # the bits a kernel holds
-        narrow = np.dtype(NARROW_FLOAT_NAMES[type(element)])
-        numbers = np.array(numbers, np.float32).astype(narrow).view(np.uint16).tolist()
+        numbers = [narrow_bits(v, element) for v in numbers]
     values = ", ".join(str(v) for v in numbers)
     shape = tuple_literal(memref_shape(op.type))
     dtype = dtype_name(element)
