@@ -375,6 +375,7 @@ for _op_type, _partials in BINARY_PARTIALS.items():
     CeilOp,
     RoundOp,
     *BITWISE_OPS,
+    BitcastOp,  # reinterpreted bits: no derivative
 )
 def _zero_rule(
     emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
