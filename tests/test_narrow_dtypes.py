@@ -148,14 +148,13 @@ def test_split_bf16_masters_follow_the_fp32_run(name: str) -> None:
 
 
 def test_split_sgd_step_is_one_fused_kernel() -> None:
-    opt = ts.optim.SGD(lr=0.1, master_weights="split")
+    opt = ts.optim.SGD(lr=0.1, momentum=0.9, master_weights="split")
     params, trail = ts.optim.split_params(_masters(6))
     state = opt.init(params, trail=trail)
     grads = {k: np.ones(v.shape, BF16) for k, v in params.items()}
     params, state = opt.step(params, grads, state)
     fused = opt._compiled["cpu"].ir(params, grads, state, stage="fused")
-    assert fused.count("tess.cast") == 0 or fused.count("linalg.generic") == 2  # step + update
-    assert fused.count("linalg.generic") == 2
+    assert fused.count("linalg.generic") == 2  # the step count, and ONE update of all three
 
 
 def test_split_master_weights_errors() -> None:
