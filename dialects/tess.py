@@ -60,6 +60,7 @@ from tessc.dialects.tess_elementwise import (
     AbsOp,
     AddOp,
     BinaryOp,
+    BitcastOp,
     CastOp,
     CeilOp,
     CompareOp,
@@ -121,6 +122,7 @@ REDUCE_OPS: tuple[type[ReduceOp], ...] = (SumOp, ReduceMaxOp, MeanOp)
 CORE_OPS: tuple[type[TessOp], ...] = (
     *UNARY_OPS, *BINARY_OPS, *REDUCE_OPS,
     ReshapeOp, PermuteOp, BroadcastToOp, FillOp, SelectOp, MatmulOp, CastOp, StopGradientOp,
+    BitcastOp,
     *BITWISE_OPS, IotaOp,  # not in BINARY_OPS: random programs keep to float arithmetic
     ProdOp,  # not in REDUCE_OPS: random programs keep to sums, means and maxima
 )  # fmt: skip
@@ -152,6 +154,7 @@ __all__ = [
     "AddOp",
     "BINARY_OPS",
     "BinaryOp",
+    "BitcastOp",
     "broadcast_shapes",
     "BroadcastToOp",
     "CastOp",

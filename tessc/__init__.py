@@ -98,6 +98,7 @@ _FUNCTION_FORMS = (
     "exp", "log", "relu", "sigmoid", "tanh", "sqrt", "abs", "neg", "reciprocal", "sin", "cos",
     "erf", "pow", "maximum", "minimum", "matmul",
     "sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "astype",
+    "bitcast",
     "reshape", "view", "permute", "swapaxes", "broadcast_to", "unsqueeze", "squeeze", "flatten",
     "repeat_interleave",
 )  # fmt: skip

@@ -26,6 +26,7 @@ TESS_PASSES: dict[str, str] = {
     "tess-decompose-attention": (
         "tessc.lowering.linalg.decompose_attention:TessDecomposeAttentionPass"
     ),
+    "tess-widen-narrow": "tessc.lowering.linalg.widen_narrow:TessWidenNarrowPass",
     "tess-to-linalg": "tessc.lowering.linalg.to_linalg:TessToLinalgPass",
     "tess-fuse": "tessc.lowering.fusion.fuse:TessFusePass",
     "tess-pack-narrow": "tessc.lowering.fusion.pack_narrow:TessPackNarrowPass",
@@ -145,6 +146,7 @@ KERNEL_LEVEL = InputLevel(
 
 INPUT_LEVELS: dict[str, InputLevel] = {
     "tess-autodiff": FUNCTION_LEVEL,
+    "tess-widen-narrow": TESS_LEVEL,
     "tess-to-linalg": TESS_LEVEL,
     "tess-fuse": FUSED_LEVEL,
     "tess-pack-narrow": FUSED_LEVEL,

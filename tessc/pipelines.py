@@ -6,7 +6,8 @@ pass-pipeline string in `xdsl-opt -p` syntax. For `cpu`:
 
     stage    the module holds                         passes that reach it
     tess     the program as written (levels 1-2)      -
-    fused    linalg.generic on tensors (level 3)      dce, tess-to-linalg, tess-fuse,
+    fused    linalg.generic on tensors (level 3)      dce, tess-widen-narrow,
+                                                      tess-to-linalg, tess-fuse,
                                                       tess-pack-narrow, tess-cse-generics,
                                                       tess-fuse-epilogue,
                                                       tess-fuse-horizontal
@@ -136,12 +137,14 @@ class Pipeline:
 
 
 _FUSE = (
-    "dce,tess-to-linalg,tess-fuse,tess-pack-narrow,tess-cse-generics,tess-fuse-epilogue,"
+    "dce,tess-widen-narrow,tess-to-linalg,tess-fuse,tess-pack-narrow,tess-cse-generics,"
+    "tess-fuse-epilogue,"
     "tess-fuse-horizontal{donated-only=true}"
 )
 _GPU_FUSE = (
-    "dce,tess-decompose-attention,tess-to-linalg,tess-fuse{horizontal-fc=false},"
-    "tess-fuse-epilogue,tess-fuse-horizontal{segmented=false computed-groups=false}"
+    "dce,tess-widen-narrow,tess-decompose-attention,tess-to-linalg,"
+    "tess-fuse{horizontal-fc=false},tess-fuse-epilogue,"
+    "tess-fuse-horizontal{segmented=false computed-groups=false}"
 )
 _BUFFERS = "tess-bufferize,tess-memory-plan"
 _LOOPS = (
@@ -170,13 +173,13 @@ PIPELINES: dict[str, Pipeline] = {
         ),
         Pipeline(
             "cpu-unfused",
-            ("dce,tess-to-linalg", _BUFFERS, _LOOPS),
+            ("dce,tess-widen-narrow,tess-to-linalg", _BUFFERS, _LOOPS),
             "numba",
             "cpu without fusion: one kernel per tess op (the baseline fusion is measured by)",
         ),
         Pipeline(
             "cpu-basic",
-            ("dce,tess-to-linalg", "tess-bufferize", _BASIC_LOOPS),
+            ("dce,tess-widen-narrow,tess-to-linalg", "tess-bufferize", _BASIC_LOOPS),
             "numba",
             "the minimal lowering: no fusion, memory plan, tiling or math expansion",
         ),

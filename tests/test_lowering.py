@@ -167,6 +167,13 @@ class LoopLevelFunctions(InterpreterFunctions):
         width = op.result_types[0].width.data  # type: ignore[attr-defined]
         return (self.signed((args[0] % (1 << width)) >> args[1], width),)
 
+    @impl(arith.BitcastOp)
+    def run_bitcast(self, interpreter: Interpreter, op: Operation, args: PythonValues):
+        source, target = op.operand_types[0], op.result_types[0]
+        names = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q"}
+        packed = np.array(args[0], names[str(source)]).tobytes()
+        return (np.frombuffer(packed, names[str(target)])[0].item(),)
+
     @staticmethod
     def signed(value: int, width: int) -> int:
         """`value` (mod 2^width) as a two's complement integer of `width` bits."""
@@ -458,6 +465,12 @@ func.func @affine(%x: tensor<2x3xf32>, %w: tensor<3xf32>) -> tensor<2x3xf32> {
   %0 = tess.mul %x, %w : tensor<2x3xf32>, tensor<3xf32> -> tensor<2x3xf32>
   %1 = tess.add %0, %w : tensor<2x3xf32>, tensor<3xf32> -> tensor<2x3xf32>
   func.return %1 : tensor<2x3xf32>
+}""",
+    "bitcasts": """
+func.func @main(%a: tensor<2x3xf32>, %i: tensor<3xi64>) -> (tensor<2x3xi32>, tensor<3xf64>) {
+  %0 = tess.bitcast %a : tensor<2x3xf32> -> tensor<2x3xi32>
+  %1 = tess.bitcast %i : tensor<3xi64> -> tensor<3xf64>
+  func.return %0, %1 : tensor<2x3xi32>, tensor<3xf64>
 }""",
     "integers_and_casts": """
 func.func @main(%a: tensor<2x3xf32>, %i: tensor<3xi32>) -> (tensor<2x3xi64>, tensor<2x3xi1>,

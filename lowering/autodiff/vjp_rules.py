@@ -26,6 +26,7 @@ from tessc.dialects.tess import (
     AbsOp,
     AddOp,
     BinaryOp,
+    BitcastOp,
     BroadcastToOp,
     CastOp,
     CeilOp,
@@ -215,7 +216,7 @@ VJP_RULES: dict[type[Operation], VjpRule] = {}
 ZERO_GRADIENT_OPS: tuple[type[Operation], ...] = (
     LtOp, GtOp, EqOp, FillOp, arith.ConstantOp, OneHotOp, ArgMaxOp, ArgMinOp, StopGradientOp,
     FloorOp, CeilOp, RoundOp,  # piecewise constant: zero almost everywhere
-    IotaOp, *BITWISE_OPS,
+    IotaOp, *BITWISE_OPS, BitcastOp,
 )  # fmt: skip
 """Ops whose result does not depend differentiably on any operand (integer or bool results,
 masks, constants). Any op with a non-float result is treated the same way by the pass."""
@@ -375,6 +376,7 @@ for _op_type, _partials in BINARY_PARTIALS.items():
     CeilOp,
     RoundOp,
     *BITWISE_OPS,
+    BitcastOp,  # reinterpreted bits: no derivative
 )
 def _zero_rule(
     emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]

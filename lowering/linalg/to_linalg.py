@@ -181,6 +181,20 @@ class CastToLinalg(RewritePattern):
         rewriter.replace(op, [], [result])
 
 
+class BitcastToLinalg(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tess.BitcastOp, rewriter: PatternRewriter) -> None:
+        target = result_type_of(op).element_type
+        result = build_elementwise(
+            rewriter,
+            [op.input],
+            result_type_of(op),
+            lambda b, args: b.insert(arith.BitcastOp(args[0], target)).result,
+            op.name,
+        )
+        rewriter.replace(op, [], [result])
+
+
 class FillToLinalg(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: tess.FillOp, rewriter: PatternRewriter) -> None:
@@ -495,6 +509,7 @@ class TessToLinalgPass(ModulePass):
                     BinaryToLinalg(),
                     SelectToLinalg(),
                     CastToLinalg(),
+                    BitcastToLinalg(),
                     StopGradientToLinalg(),
                     FillToLinalg(),
                     SplatConstantToLinalg(),
