@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from tessc.runtime.abi import ALIGNMENT, HUGE_PAGE
+from tessc.runtime.abi import ALIGNMENT, HUGE_PAGE, KERNEL_BITS_DTYPES
 from tessc.runtime.cache import CompileStats, numba_compile_stats
 from tessc.runtime.signatures import ArenaSlot, ArraySpec, format_shape, read_signature
 
@@ -148,6 +148,20 @@ def carve_outputs(
     return [flat[b][offset : offset + size].reshape(shape) for b, offset, size, shape in views]
 
 
+def as_bits(array: np.ndarray) -> np.ndarray:
+    """A 16-bit float array as the compiled code takes it: its bits (a view)."""
+    return array.view(np.uint16) if array.dtype.name in KERNEL_BITS_DTYPES else array
+
+
+def as_bits_call(function: Callable[..., None]) -> Callable[..., None]:
+    """`function`, called with its 16-bit float arrays viewed as their bits."""
+
+    def call(*arrays: np.ndarray) -> None:
+        function(*map(as_bits, arrays))
+
+    return call
+
+
 class Executable:
     """The host function `entry` of a loaded module, called on NumPy arrays.
 
@@ -167,6 +181,8 @@ class Executable:
         self._members = signature.arena_members()
         self._zero_copy: dict[int, tuple[tuple[object, ...], np.ndarray]] = {}
         self.function = getattr(module, signature.function)
+        if any(s.dtype.name in KERNEL_BITS_DTYPES for s in (*self.host_inputs, *self.host_outputs)):
+            self.function = as_bits_call(self.function)
         self.workspace_bytes = signature.workspace_bytes
         self.output_aliases = signature.output_aliases
         self._donates = any(alias is not None for alias in self.output_aliases)

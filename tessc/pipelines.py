@@ -6,7 +6,8 @@ pass-pipeline string in `xdsl-opt -p` syntax. For `cpu`:
 
     stage    the module holds                         passes that reach it
     tess     the program as written (levels 1-2)      -
-    fused    linalg.generic on tensors (level 3)      dce, tess-to-linalg, tess-fuse,
+    fused    linalg.generic on tensors (level 3)      dce, tess-widen-narrow,
+                                                      tess-to-linalg, tess-fuse,
                                                       tess-pack-narrow, tess-cse-generics,
                                                       tess-fuse-epilogue,
                                                       tess-fuse-horizontal
@@ -18,13 +19,16 @@ pass-pipeline string in `xdsl-opt -p` syntax. For `cpu`:
                                                       tess-parallel-columns,
                                                       tess-register-accumulate,
                                                       tess-expand-math,
+                                                      tess-attention-kernels,
                                                       tess-hoist-constants,
                                                       tess-hoist-scratch, canonicalize,
                                                       cse
     numba    Python source for Numba (level 6)        codegen: emit_numba
 
-`cuda` shares the front (tess, fused, buffers) and then maps each kernel onto the GPU
-(lowering/gpu/README.md is the level's contract with the CUDA code generator):
+`cuda` shares the front (tess, fused, buffers; first `tess-decompose-attention`, the
+attention ops as the tess ops they compute, for want of a GPU flash kernel) and then maps
+each kernel onto the GPU (lowering/gpu/README.md is the level's contract with the CUDA
+code generator):
 
     stage    the module holds                         passes that reach it
     gpu      host funcs launching `gpu.func`s of      tess-outline-kernels,
@@ -134,21 +138,25 @@ class Pipeline:
 
 
 _FUSE = (
-    "dce,tess-to-linalg,tess-fuse,tess-pack-narrow,tess-cse-generics,tess-fuse-epilogue,"
+    "dce,tess-widen-narrow,tess-to-linalg,tess-fuse,tess-pack-narrow,tess-cse-generics,"
+    "tess-fuse-epilogue,"
     "tess-fuse-horizontal{donated-only=true}"
 )
 _GPU_FUSE = (
-    "dce,tess-to-linalg,tess-fuse{horizontal-fc=false},tess-fuse-epilogue,"
+    "dce,tess-widen-narrow,tess-decompose-attention,tess-to-linalg,"
+    "tess-fuse{horizontal-fc=false},tess-fuse-epilogue,"
     "tess-fuse-horizontal{segmented=false computed-groups=false}"
 )
 _BUFFERS = "tess-bufferize,tess-memory-plan"
 _LOOPS = (
-    "tess-outline-kernels,tess-linalg-to-loops,tess-pack-matmul,tess-interchange-rows,"
+    "tess-outline-kernels,tess-linalg-to-loops,tess-conv-tiles,tess-pack-matmul,"
+    "tess-interchange-rows,"
     "tess-row-dots,tess-tile,tess-tile-dot,"
     "tess-parallel-columns,tess-register-accumulate,"
-    "tess-expand-math,tess-hoist-constants,tess-hoist-scratch,canonicalize,cse"
+    "tess-expand-math,tess-attention-kernels,tess-hoist-constants,tess-hoist-scratch,"
+    "canonicalize,cse"
 )
-_BASIC_LOOPS = "tess-outline-kernels,tess-linalg-to-loops,canonicalize,cse"
+_BASIC_LOOPS = "tess-outline-kernels,tess-linalg-to-loops,tess-attention-kernels,canonicalize,cse"
 _GPU = (
     "tess-outline-kernels,tess-gpu-partition,tess-gpu-rows,tess-gpu-conv,tess-gpu-contract,"
     "tess-gpu-reduce,"
@@ -167,13 +175,13 @@ PIPELINES: dict[str, Pipeline] = {
         ),
         Pipeline(
             "cpu-unfused",
-            ("dce,tess-to-linalg", _BUFFERS, _LOOPS),
+            ("dce,tess-widen-narrow,tess-to-linalg", _BUFFERS, _LOOPS),
             "numba",
             "cpu without fusion: one kernel per tess op (the baseline fusion is measured by)",
         ),
         Pipeline(
             "cpu-basic",
-            ("dce,tess-to-linalg", "tess-bufferize", _BASIC_LOOPS),
+            ("dce,tess-widen-narrow,tess-to-linalg", "tess-bufferize", _BASIC_LOOPS),
             "numba",
             "the minimal lowering: no fusion, memory plan, tiling or math expansion",
         ),
