@@ -63,7 +63,11 @@ def check(name: str, dtype: type, rtol: float) -> None:
     ):
         np.testing.assert_allclose(np.asarray(got_g), np.asarray(want_g), rtol=rtol, atol=rtol)
     assert staged_kernels(f, x, w, b) == 1
-    assert staged_kernels(g, x, w, b) == 3  # the forward, the input and the weight gradient
+    # Every conv of the gradient program: the forward, the weight gradient and the input
+    # gradient (one conv per stride phase where the stride is > 1).
+    convs = ts.jit(g, target="cuda").ir(x, w, b, stage="tess").count("tess.conv ")
+    assert convs >= 3
+    assert staged_kernels(g, x, w, b) == convs
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
