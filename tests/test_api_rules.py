@@ -178,7 +178,6 @@ REFUSED = {
     "ts.max(x, dim=1)": (lambda x: ts.max(x, dim=1), "tessc.max(x, axis)"),
     "ts.var(x, dim=1)": (lambda x: ts.var(x, dim=1), "ddof=0"),
     "ts.transpose(x, 0)": (lambda x: ts.transpose(x, 0), "swapaxes"),
-    "x.view(np.int32)": (lambda x: x.view(np.int32), "astype"),
     "x.flatten('F')": (lambda x: x.flatten("F"), "start_dim"),
     "x.repeat(2)": (lambda x: x.repeat(2), "at least one per dim"),
     "x.mT on a vector": (lambda x: x[0, 0].mT, "rank 2 or more"),
