@@ -50,6 +50,7 @@ TESS_PASSES: dict[str, str] = {
     "tess-gpu-contract": "tessc.lowering.gpu.gpu_contract:TessGpuContractPass",
     "tess-gpu-reduce": "tessc.lowering.gpu.gpu_reduce:TessGpuReducePass",
     "tess-gpu-map": "tessc.lowering.gpu.gpu_map:TessGpuMapPass",
+    "tess-gpu-horizontal": "tessc.lowering.gpu.gpu_horizontal:TessGpuHorizontalPass",
 }
 
 

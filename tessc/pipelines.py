@@ -30,7 +30,8 @@ pass-pipeline string in `xdsl-opt -p` syntax. For `cpu`:
     gpu      host funcs launching `gpu.func`s of      tess-outline-kernels,
              one `gpu.module @kernels` (level 5g)     tess-gpu-partition, tess-gpu-rows,
                                                       tess-gpu-contract, tess-gpu-reduce,
-                                                      tess-gpu-map, canonicalize, cse
+                                                      tess-gpu-map, tess-gpu-horizontal,
+                                                      canonicalize, cse
     numba    Python source for Numba's CUDA target    codegen: emit_cuda
 
 It has no `loops` stage: the GPU passes read the outlined linalg kernels directly, where a
@@ -144,7 +145,7 @@ _LOOPS = (
 _BASIC_LOOPS = "tess-outline-kernels,tess-linalg-to-loops,canonicalize,cse"
 _GPU = (
     "tess-outline-kernels,tess-gpu-partition,tess-gpu-rows,tess-gpu-contract,tess-gpu-reduce,"
-    "tess-gpu-map,"
+    "tess-gpu-map,tess-gpu-horizontal,"
     "canonicalize,cse"
 )
 
