@@ -28,7 +28,8 @@ pass-pipeline string in `xdsl-opt -p` syntax. For `cpu`:
 
     stage    the module holds                         passes that reach it
     gpu      host funcs launching `gpu.func`s of      tess-outline-kernels,
-             one `gpu.module @kernels` (level 5g)     tess-gpu-partition, tess-gpu-rows,
+             one `gpu.module @kernels` (level 5g)     tess-gpu-fold-transposes,
+                                                      tess-gpu-partition, tess-gpu-rows,
                                                       tess-gpu-contract, tess-gpu-reduce,
                                                       tess-gpu-map, tess-gpu-horizontal,
                                                       canonicalize, cse
@@ -144,8 +145,8 @@ _LOOPS = (
 )
 _BASIC_LOOPS = "tess-outline-kernels,tess-linalg-to-loops,canonicalize,cse"
 _GPU = (
-    "tess-outline-kernels,tess-gpu-partition,tess-gpu-rows,tess-gpu-contract,tess-gpu-reduce,"
-    "tess-gpu-map,tess-gpu-horizontal,"
+    "tess-outline-kernels,tess-gpu-fold-transposes,tess-gpu-partition,tess-gpu-rows,"
+    "tess-gpu-contract,tess-gpu-reduce,tess-gpu-map,tess-gpu-horizontal,"
     "canonicalize,cse"
 )
 

@@ -10,7 +10,8 @@ fewer threads and no barrier (its extra threads skip it). A group of several bec
 `gpu.func`: grid x is the members' blocks one after the other, and a block runs its
 member's body under `scf.if` on the block index (uniform in the block: the member's
 barriers stay uniform), its thread, block and grid ids recomputed from the merged ones
-(a grid-stride member runs its launch's grid x). The groups launch in order.
+(a grid-stride member runs its launch's grid x). A launch of one block that depends on a
+group of one block runs after it in that block, a barrier between. Groups launch in order.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class Member:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     written: list[SSAValue]  # the launch's operands the kernel stores to
+    after_barrier: bool = False  # runs after the group's members before it (one block)
 
     @property
     def blocks(self) -> int:
@@ -124,11 +126,22 @@ def depends(later: Member, earlier: Member) -> bool:
 
 def fits(group: Sequence[Member], member: Member) -> bool:
     """Whether `member` can join `group` (module docstring)."""
-    members = [*group, member]
+    if any(m.after_barrier for m in group):
+        return False
+    return block_fits([*group, member])
+
+
+def block_fits(members: Sequence[Member]) -> bool:
     threads = max(m.threads for m in members)
     return all(m.threads == threads or not m.has_barrier for m in members) and (
         sum(m.shared_bytes for m in members) <= SHARED_BYTES
     )
+
+
+def chains(group: Sequence[Member], member: Member) -> bool:
+    """Whether `member`, which reads or writes what `group` does, can run after it in the
+    same launch: everything is one block, where a barrier orders them."""
+    return grid_blocks(group) == 1 and member.blocks == 1 and block_fits([*group, member])
 
 
 def schedule(members: Sequence[Member]) -> list[list[Member]]:
@@ -140,7 +153,10 @@ def schedule(members: Sequence[Member]) -> list[list[Member]]:
             if any(depends(member, other) for other in group):
                 earliest = position + 1
         target = next((p for p in range(earliest, len(groups)) if fits(groups[p], member)), None)
-        if target is None:
+        if target is None and earliest == len(groups) and groups and chains(groups[-1], member):
+            member.after_barrier = True
+            groups[-1].append(member)
+        elif target is None:
             groups.insert(earliest, [member])
         else:
             groups[target].append(member)
@@ -163,9 +179,12 @@ def merged_kernel(group: Sequence[Member], name: str) -> tuple[GpuFuncOp, list[S
     linear = b.add(ids[0], b.mul(ids[1], b.c(widest.block[0])))
     linear = b.add(linear, b.mul(ids[2], b.c(widest.block[0] * widest.block[1])))
     block_id = b.block_id("x")
-    first_block = 0
+    first_block = grid = 0
     next_shared = len(operands)
     for member in group:
+        if member.after_barrier:
+            b.barrier()  # the block's global writes so far are visible to all its threads
+            first_block = 0
         args = member.kernel.body.block.args
         values: dict[SSAValue, SSAValue] = {
             arg: block.args[operands.index(v)]
@@ -186,6 +205,7 @@ def merged_kernel(group: Sequence[Member], name: str) -> tuple[GpuFuncOp, list[S
 
         b.when(mine, run)
         first_block += member.blocks
+        grid = max(grid, first_block)
     block.add_op(gpu.ReturnOp([]))
     for op in reversed(constants.ops):
         assert block.first_op is not None
@@ -196,7 +216,7 @@ def merged_kernel(group: Sequence[Member], name: str) -> tuple[GpuFuncOp, list[S
         Region(block),
         kernel=True,
         known_block_size=widest.block,
-        known_grid_size=(first_block, 1, 1),
+        known_grid_size=(grid, 1, 1),
         workgroup_attributions=len(shared),
     )
     return kernel, operands
@@ -270,7 +290,7 @@ def merge_run(host: func.FuncOp, run: Sequence[Operation], module: ModuleOp) -> 
         widest = max(group, key=lambda m: m.threads)
         sizes = [
             arith.ConstantOp(IntegerAttr.from_index_int_value(n))
-            for n in (sum(m.blocks for m in group), 1, *widest.block)
+            for n in (grid_blocks(group), 1, *widest.block)
         ]
         new_ops.extend(sizes)
         one = sizes[1].result
@@ -292,6 +312,16 @@ def merge_run(host: func.FuncOp, run: Sequence[Operation], module: ModuleOp) -> 
         else:
             block.insert_op_before(op, anchor)
     return merged
+
+
+def grid_blocks(group: Sequence[Member]) -> int:
+    """The merged launch's grid x: the most blocks a stage of the group runs."""
+    stages: list[int] = [0]
+    for member in group:
+        if member.after_barrier:
+            stages.append(0)
+        stages[-1] += member.blocks
+    return max(stages)
 
 
 def unique_name(kernels: gpu.ModuleOp, stem: str) -> str:
