@@ -32,6 +32,7 @@ from tessc.dialects.gpu_func import GpuFuncOp
 from tessc.dialects.gpu_memory import is_workgroup
 from tessc.lowering.gpu.gpu_common import (
     KERNELS_MODULE,
+    MAX_GRID_X,
     Body,
     Constants,
     constant_index,
@@ -128,7 +129,7 @@ def fits(group: Sequence[Member], member: Member) -> bool:
     """Whether `member` can join `group` (module docstring)."""
     if any(m.after_barrier for m in group):
         return False
-    return block_fits([*group, member])
+    return block_fits([*group, member]) and grid_blocks([*group, member]) <= MAX_GRID_X
 
 
 def block_fits(members: Sequence[Member]) -> bool:
