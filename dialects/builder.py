@@ -46,6 +46,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.rewriter import InsertPoint
 
 from tessc.dialects import tess
+from tessc.dialects.builder_attention import AttentionBuilder
 from tessc.dialects.builder_conv import ConvBuilder
 from tessc.dialects.builder_index import IndexBuilder
 from tessc.dialects.builder_types import (
@@ -56,6 +57,7 @@ from tessc.dialects.builder_types import (
     Shape,
     TessError,
     describe,
+    dtype_name,
     element_type,
     infer_shape,
     is_float_value,
@@ -69,12 +71,14 @@ from tessc.dialects.tess_base import (
     broadcast_shapes,
     element_type_of,
     format_shape,
+    is_bool,
     is_float,
     matmul_shape,
 )
+from tessc.dialects.tess_elementwise import element_width as bit_width
 
 
-class TessBuilder(IndexBuilder, ConvBuilder):
+class TessBuilder(IndexBuilder, ConvBuilder, AttentionBuilder):
     """Emits `tess` ops at an insertion point; every method returns the new SSAValue."""
 
     def __init__(self, at: InsertPoint | Builder):
@@ -150,6 +154,20 @@ class TessBuilder(IndexBuilder, ConvBuilder):
         return self.insert(tess.CastOp(x, target))
 
     astype = cast
+
+    def bitcast(self, x: SSAValue, dtype: DTypeLike) -> SSAValue:
+        """`x`'s bits reinterpreted as `dtype`, of the same width (`tess.bitcast`; NumPy's
+        `view(dtype)`, `jax.lax.bitcast_convert_type`), or `x` if it has it."""
+        source, target = element_type_of(x), element_type(dtype)
+        if source == target:
+            return x
+        if is_bool(source) or is_bool(target) or bit_width(source) != bit_width(target):
+            raise TessError(
+                f"cannot reinterpret {dtype_name(source)} as {dtype_name(target)}: bitcast "
+                "takes a float or integer dtype of the same width (32: float32/int32, 64: "
+                "float64/int64, 16: bfloat16/float16/int16)"
+            )
+        return self.insert(tess.BitcastOp(x, target))
 
     def floating(self, x: SSAValue) -> SSAValue:
         """`x` as a float tensor: integers and bools become `default_float`."""

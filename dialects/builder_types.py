@@ -14,15 +14,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TypeAlias
 
+import ml_dtypes
 import numpy as np
 from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
     Float32Type,
     Float64Type,
     IntegerType,
     TensorType,
+    bf16,
+    f16,
     f32,
     f64,
     i1,
+    i16,
     i32,
     i64,
 )
@@ -31,11 +37,11 @@ from xdsl.ir import SSAValue
 from tessc.dialects.tess_base import element_type_of, format_shape, is_float
 
 Shape: TypeAlias = tuple[int, ...]
-FloatType: TypeAlias = Float32Type | Float64Type
-ElementType: TypeAlias = Float32Type | Float64Type | IntegerType
+FloatType: TypeAlias = Float32Type | Float64Type | BFloat16Type | Float16Type
+ElementType: TypeAlias = FloatType | IntegerType
 Operand: TypeAlias = SSAValue | float | int
 DimsLike: TypeAlias = int | Sequence[int] | None
-DTypeLike: TypeAlias = str | type | np.dtype | Float32Type | Float64Type | IntegerType
+DTypeLike: TypeAlias = str | type | np.dtype | FloatType | IntegerType
 
 
 class TessError(ValueError):
@@ -45,19 +51,27 @@ class TessError(ValueError):
 
 _DTYPE_NAMES: dict[str, ElementType] = {
     "f32": f32, "float32": f32, "f64": f64, "float64": f64,
+    "bf16": bf16, "bfloat16": bf16, "f16": f16, "float16": f16,
+    "i16": i16, "int16": i16,
     "i32": i32, "int32": i32, "i64": i64, "int64": i64, "i1": i1, "bool": i1,
 }  # fmt: skip
-_SHORT_NAMES: dict[ElementType, str] = {f32: "f32", f64: "f64", i32: "i32", i64: "i64", i1: "i1"}
+_SHORT_NAMES: dict[ElementType, str] = {
+    f32: "f32", f64: "f64", bf16: "bf16", f16: "f16", i16: "i16", i32: "i32", i64: "i64",
+    i1: "i1",
+}  # fmt: skip
 _NUMPY_DTYPES: dict[ElementType, np.dtype] = {
-    f32: np.dtype(np.float32), f64: np.dtype(np.float64), i32: np.dtype(np.int32),
+    f32: np.dtype(np.float32), f64: np.dtype(np.float64), bf16: np.dtype(ml_dtypes.bfloat16),
+    f16: np.dtype(np.float16), i16: np.dtype(np.int16), i32: np.dtype(np.int32),
     i64: np.dtype(np.int64), i1: np.dtype(np.bool_),
 }  # fmt: skip
+NARROW_FLOATS: tuple[ElementType, ...] = (bf16, f16)
+"""The 16-bit floats: stored in their dtype, computed in f32 (`tess-widen-narrow`)."""
 
 
 def element_type(dtype: DTypeLike) -> ElementType:
-    """`f32`/`f64`/`i32`/`i64`/`i1` from "f32", "float64", "int32", "bool", `np.float32`,
-    `np.int64`, a NumPy dtype or an xDSL type."""
-    if isinstance(dtype, Float32Type | Float64Type | IntegerType) and dtype in _SHORT_NAMES:
+    """`f32`/`f64`/`bf16`/`f16`/`i16`/`i32`/`i64`/`i1` from "f32", "bfloat16", "int32",
+    "bool", `np.float32`, `ml_dtypes.bfloat16`, a NumPy dtype or an xDSL type."""
+    if isinstance(dtype, FloatType | IntegerType) and dtype in _SHORT_NAMES:
         return dtype
     if isinstance(dtype, str) and dtype in _DTYPE_NAMES:
         return _DTYPE_NAMES[dtype]
@@ -68,7 +82,8 @@ def element_type(dtype: DTypeLike) -> ElementType:
     if name in _DTYPE_NAMES:
         return _DTYPE_NAMES[name]
     raise TessError(
-        f"unsupported dtype {name}: tessc computes in float32, float64, int32, int64 and bool"
+        f"unsupported dtype {name}: tessc computes in float32, float64, bfloat16, float16, "
+        "int16, int32, int64 and bool"
     )
 
 
@@ -77,7 +92,7 @@ def numpy_dtype(dtype: DTypeLike) -> np.dtype:
 
 
 def dtype_name(dtype: DTypeLike) -> str:
-    """The short name used in diagnostics and `.tess` types: "f32", "f64", "i32", "i64", "i1"."""
+    """The short name used in diagnostics and `.tess` types: "f32", "bf16", "i32", "i1", ..."""
     return _SHORT_NAMES[element_type(dtype)]
 
 
@@ -97,9 +112,9 @@ def promote_types(
     """
     kinds = list(dict.fromkeys(types))
     floats = [t for t in kinds if is_float(t)]
-    if floats:
-        return f64 if f64 in floats else f32
-    result = i64 if i64 in kinds else i32 if i32 in kinds else i1
+    if floats:  # bf16 with f16 is f32, as in JAX; a 16-bit float with integers stays 16-bit
+        return f64 if f64 in floats else floats[0] if len(floats) == 1 else f32
+    result = i64 if i64 in kinds else i32 if i32 in kinds else i16 if i16 in kinds else i1
     numbers = list(weak)
     if any(isinstance(v, float | np.floating) for v in numbers):
         return default_float
@@ -123,7 +138,7 @@ def shape_of(value: SSAValue) -> Shape:
 def describe(value: SSAValue) -> str:
     """`f32(3,4)`: a tensor's dtype and shape, as diagnostics name it."""
     element = element_type_of(value)
-    name = dtype_name(element) if isinstance(element, Float32Type | Float64Type) else str(element)
+    name = dtype_name(element) if is_float(element) else str(element)
     return f"{name}{format_shape(shape_of(value))}"
 
 

@@ -43,11 +43,14 @@ from dataclasses import dataclass
 from xdsl.dialects import func
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    BoolAttr,
     DenseArrayBase,
     DictionaryAttr,
+    FloatAttr,
     IntegerAttr,
     StringAttr,
     UnitAttr,
+    f64,
     i64,
 )
 from xdsl.ir import Attribute, Operation
@@ -253,6 +256,44 @@ class ArenaLayoutAttr(_Discardable):
         )
 
 
+ATTENTION_RESULTS = ("out", "lse", "dq", "dk", "dv")
+"""What an attention kernel may compute (`AttentionKernel.computes`)."""
+
+
+@dataclass(frozen=True)
+class AttentionKernel:
+    """What a fused attention kernel computes (names of `ATTENTION_RESULTS`, one per
+    out-param, in their order), its score scale and whether it is causal."""
+
+    computes: tuple[str, ...]
+    scale: float
+    causal: bool
+
+
+@dataclass(frozen=True)
+class AttentionKernelAttr(_Discardable):
+    """`{computes = ["out", "lse"], scale = 0.125 : f64, causal = true}`."""
+
+    def get(self, op: Operation) -> AttentionKernel | None:
+        attr = op.attributes.get(self.name)
+        if not isinstance(attr, DictionaryAttr):
+            return None
+        computes, scale, causal = (attr.data[k] for k in ("computes", "scale", "causal"))
+        assert isinstance(computes, ArrayAttr) and isinstance(scale, FloatAttr)
+        assert isinstance(causal, IntegerAttr)
+        names = tuple(c.data for c in computes if isinstance(c, StringAttr))
+        return AttentionKernel(names, float(scale.value.data), bool(causal.value.data))
+
+    def set(self, op: Operation, kernel: AttentionKernel) -> None:
+        op.attributes[self.name] = DictionaryAttr(
+            {
+                "computes": ArrayAttr([StringAttr(c) for c in kernel.computes]),
+                "scale": FloatAttr(kernel.scale, f64),
+                "causal": BoolAttr.from_bool(kernel.causal),
+            }
+        )
+
+
 # ---------------------------------------------------------------------------------------
 # The contract
 # ---------------------------------------------------------------------------------------
@@ -296,6 +337,15 @@ NUM_OUTPUTS = Int("tess.num_outputs")
 """On a bufferized function: how many of its trailing memref arguments are out-params
 (destination-passing style). Written by `tess-bufferize`; read by `tess-memory-plan` and
 codegen, CPU and CUDA (the `TESSC_SIGNATURES` inputs/outputs split)."""
+
+ATTENTION_KERNEL = AttentionKernelAttr("tess.attention_kernel")
+"""On a private `func.func` declaration (levels 3-4) that a host calls: a fused attention
+kernel to be written (`AttentionKernel`); its arguments are the tess op's operands, its
+results (out-params after bufferization) `computes`. Written by `tess-to-linalg`
+(`to_linalg_attention.py`); kept by `tess-bufferize` (which turns the declaration's
+signature into destination-passing form, with the memref types its one call passes); read
+by `tess-attention-kernels`, which gives the declaration its body and marks it
+`tess.kernel`."""
 
 KERNEL = Unit("tess.kernel")
 """On a `func.func`: a kernel (one loop nest the host calls), not a host. Written by
@@ -372,6 +422,12 @@ FUSED = StrList("tess.fused")
 back by `tess-fuse` and `tess-fuse-epilogue` to name the merged op in later reports."""
 FUSION_REFUSED = Str("tess.fusion_refused")
 """`tess-fuse`: why each remaining producer edge was not fused."""
+FC_STACKED = Str("tess.fc_stacked")
+"""`tess-fuse` (`horizontal-fc`): on a product over stacked left operands, how many
+products it computes and how the rows were stacked (a view, or a copy)."""
+FC_REFUSED = Str("tess.fc_refused")
+"""`tess-fuse` (`horizontal-fc`): why a product sharing its right operand with another
+was not stacked with it."""
 HORIZONTAL_MEMBERS = Int("tess.horizontal_members")
 """`tess-fuse-horizontal`: how many updates an arena generic computes."""
 HORIZONTAL_PROLOGUE = Int("tess.horizontal_prologue")
@@ -392,6 +448,8 @@ REPORTS = (
     KIND,
     FUSED,
     FUSION_REFUSED,
+    FC_STACKED,
+    FC_REFUSED,
     HORIZONTAL_MEMBERS,
     HORIZONTAL_PROLOGUE,
     HORIZONTAL_REFUSED,
@@ -406,6 +464,10 @@ __all__ = [
     "ALIASES_INPUT",
     "ARENA_BYTES",
     "ARENA_LAYOUT",
+    "ATTENTION_KERNEL",
+    "ATTENTION_RESULTS",
+    "AttentionKernel",
+    "AttentionKernelAttr",
     "ROW_RANGES",
     "CHUNK_SIZE",
     "DONATED",
@@ -414,6 +476,8 @@ __all__ = [
     "GROUPED",
     "GROUP_REFUSED",
     "GPU_SHAPE",
+    "FC_REFUSED",
+    "FC_STACKED",
     "GRID_STRIDE",
     "HORIZONTAL_MEMBERS",
     "HORIZONTAL_PROLOGUE",

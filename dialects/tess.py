@@ -60,6 +60,7 @@ from tessc.dialects.tess_elementwise import (
     AbsOp,
     AddOp,
     BinaryOp,
+    BitcastOp,
     CastOp,
     CeilOp,
     CompareOp,
@@ -121,6 +122,7 @@ REDUCE_OPS: tuple[type[ReduceOp], ...] = (SumOp, ReduceMaxOp, MeanOp)
 CORE_OPS: tuple[type[TessOp], ...] = (
     *UNARY_OPS, *BINARY_OPS, *REDUCE_OPS,
     ReshapeOp, PermuteOp, BroadcastToOp, FillOp, SelectOp, MatmulOp, CastOp, StopGradientOp,
+    BitcastOp,
     *BITWISE_OPS, IotaOp,  # not in BINARY_OPS: random programs keep to float arithmetic
     ProdOp,  # not in REDUCE_OPS: random programs keep to sums, means and maxima
 )  # fmt: skip
@@ -131,10 +133,11 @@ def __getattr__(name: str) -> Dialect:
     use (PEP 562), so that importing `tess` does not import `tess_index`."""
     if name != "Tess":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from tessc.dialects.tess_attention import ATTENTION_OPS
     from tessc.dialects.tess_conv import CONV_OPS
     from tessc.dialects.tess_index import INDEX_OPS
 
-    dialect = Dialect("tess", [*CORE_OPS, *INDEX_OPS, *CONV_OPS])
+    dialect = Dialect("tess", [*CORE_OPS, *INDEX_OPS, *CONV_OPS, *ATTENTION_OPS])
     globals()["Tess"] = dialect
     return dialect
 
@@ -151,6 +154,7 @@ __all__ = [
     "AddOp",
     "BINARY_OPS",
     "BinaryOp",
+    "BitcastOp",
     "broadcast_shapes",
     "BroadcastToOp",
     "CastOp",

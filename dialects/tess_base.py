@@ -14,7 +14,15 @@ from collections.abc import Callable, Sequence
 from enum import Enum
 from typing import ClassVar
 
-from xdsl.dialects.builtin import Float32Type, Float64Type, IntegerType, NoneAttr, TensorType
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IntegerType,
+    NoneAttr,
+    TensorType,
+)
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import IRDLOperation, traits_def
 from xdsl.traits import Pure
@@ -96,13 +104,13 @@ def tensor_shape(value: SSAValue | Attribute) -> Shape:
 class Elements(Enum):
     """Which element types an op takes."""
 
-    FLOAT = "f32 or f64"
-    NUMBER = "f32, f64, i32 or i64"
-    ANY = "f32, f64, i32, i64 or i1"
+    FLOAT = "f32, f64, bf16 or f16"
+    NUMBER = "f32, f64, bf16, f16, i16, i32 or i64"
+    ANY = "f32, f64, bf16, f16, i16, i32, i64 or i1"
 
 
 def is_float(typ: Attribute) -> bool:
-    return isinstance(typ, Float32Type | Float64Type)
+    return isinstance(typ, Float32Type | Float64Type | BFloat16Type | Float16Type)
 
 
 def is_bool(typ: Attribute) -> bool:
@@ -110,8 +118,8 @@ def is_bool(typ: Attribute) -> bool:
 
 
 def is_integer(typ: Attribute) -> bool:
-    """`i32`/`i64` (not `i1`, which is bool)."""
-    return isinstance(typ, IntegerType) and typ.width.data in (32, 64)
+    """`i16`/`i32`/`i64` (not `i1`, which is bool)."""
+    return isinstance(typ, IntegerType) and typ.width.data in (16, 32, 64)
 
 
 def element_allowed(typ: Attribute, elements: Elements) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import abc
 from typing import ClassVar
 
-from xdsl.dialects.builtin import TensorType, i1
+from xdsl.dialects.builtin import IntegerType, TensorType, i1
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import VarConstraint, base, irdl_op_definition, operand_def, result_def
 from xdsl.utils.exceptions import VerifyException
@@ -249,6 +249,43 @@ class CastOp(TessOp):
         check_tensor_type(self, self.input.type, Elements.ANY)
         check_tensor_type(self, self.result.type, Elements.ANY)
         check_result_shape(self, tensor_shape(self.input))
+
+
+@irdl_op_definition
+class BitcastOp(TessOp):
+    """Each element's bits reinterpreted as another type of the same width (as
+    `jax.lax.bitcast_convert_type`, NumPy's `view`): `tess.bitcast %x : tensor<3xbf16> ->
+    tensor<3xi16>`; f32/i32, f64/i64, and bf16/f16/i16 share their widths."""
+
+    name = "tess.bitcast"
+    PATTERN_KIND: ClassVar[PatternKind] = PatternKind.ELEMENTWISE
+    ELEMENTS: ClassVar[Elements] = Elements.NUMBER
+
+    input = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue | Operation, element_type: Attribute):
+        input = SSAValue.get(input)
+        super().__init__(
+            operands=[input], result_types=[result_tensor(tensor_shape(input), element_type)]
+        )
+
+    def verify_(self) -> None:
+        source = check_tensor_type(self, self.input.type, Elements.NUMBER)
+        target = check_tensor_type(self, self.result.type, Elements.NUMBER)
+        check_result_shape(self, tensor_shape(self.input))
+        if element_width(source) != element_width(target):
+            raise VerifyException(
+                f"'{self.name}' reinterprets bits of one width: {source} is "
+                f"{element_width(source)} bits, {target} {element_width(target)}"
+            )
+
+
+def element_width(typ: Attribute) -> int:
+    """The bits of a float or integer element type."""
+    return typ.width.data if isinstance(typ, IntegerType) else typ.bitwidth  # type: ignore[attr-defined]
 
 
 @irdl_op_definition

@@ -9,6 +9,7 @@ are updated in place.
 
     python examples/train_mlp.py [--epochs 20] [--optimizer sgd|adam]
                                  [--target cpu|cpu-unfused|cuda|reference] [--plot FILE]
+    torchrun --standalone --nproc_per_node=2 examples/train_mlp.py --data-parallel
 
 With `--target cuda` the parameters and the data are copied to the GPU once and stay
 there: every step takes and returns device arrays (only the loss is read back). Without a
@@ -19,12 +20,20 @@ Shows a progress bar (tqdm), then the loss and test accuracy per epoch next to t
 training written by hand in NumPy (forward, backward, momentum SGD or Adam, the same
 minibatches from the same weights: the two should reach the same loss), and writes the
 curves to a PNG (matplotlib).
+
+With `--data-parallel`, under torchrun (`tessc.distributed`, `pip install -e
+'.[distributed]'`), each of N processes computes the gradients of its N-th of every batch;
+one all-reduce per step averages them (and the loss) and every rank runs the same
+optimizer step. Rank 0 prints, compares with NumPy on the whole batch, and plots: the
+curve is the single-process one, to float rounding.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -71,10 +80,11 @@ def logits(params, x):
     return h @ params["w2"] + params["b2"]
 
 
-def make_train_step(optimizer: ts.optim.Optimizer, target: str):
-    def loss_fn(params, x, y):
-        return ts.nn.cross_entropy(logits(params, x), y)
+def loss_fn(params, x, y):
+    return ts.nn.cross_entropy(logits(params, x), y)
 
+
+def make_train_step(optimizer: ts.optim.Optimizer, target: str):
     @ts.jit(target=target, donate_argnums=(0, 1))
     def train_step(params, opt_state, x_all, y_all, idx):
         x, y = x_all[idx], y_all[idx]  # the minibatch, gathered inside the step
@@ -82,6 +92,31 @@ def make_train_step(optimizer: ts.optim.Optimizer, target: str):
         params, opt_state = optimizer.step(params, grads, opt_state)
         return params, opt_state, loss
 
+    return train_step
+
+
+def make_data_parallel_step(optimizer: ts.optim.Optimizer, target: str):
+    """The same step over the ranks: each computes the loss and gradients of its shard of
+    the batch, into the reducer's flat buffer (`grad_buffers`, donated and never read:
+    the compiled step writes each gradient there); the reducer averages both across ranks
+    with one all-reduce over that buffer; every rank applies the optimizer's own fused
+    step, which reads the buffer as its gradient arena, to its (identical) parameters."""
+
+    @ts.jit(target=target, donate_argnums=(1,))
+    def grad_step(params, grad_buffers, x_all, y_all, idx):
+        x, y = x_all[idx], y_all[idx]
+        return ts.value_and_grad(loss_fn)(params, x, y)
+
+    reducer = ts.distributed.GradientReducer()
+
+    def train_step(params, opt_state, x_all, y_all, idx):
+        buffers = reducer.gradient_buffers(params, scalars=1)
+        loss, grads = grad_step(params, buffers, x_all, y_all, ts.distributed.shard(idx))
+        grads, loss = reducer(grads, loss)
+        params, opt_state = optimizer.step(params, grads, opt_state)
+        return params, opt_state, loss
+
+    train_step.reducer = reducer  # its `copied` count: 0 when the gradients land in place
     return train_step
 
 
@@ -205,8 +240,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--target", default="cpu")
     parser.add_argument("--plot", default="train_mlp.png", help="PNG to write ('' for none)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--data-parallel", action="store_true", help="under torchrun: shard every batch"
+    )
+    parser.add_argument("--history", default="", help="JSON file for the curves (rank 0)")
     args = parser.parse_args(argv)
     from tqdm import tqdm
+
+    lead = True  # the process that evaluates, compares with NumPy, prints and plots
+    if args.data_parallel:
+        ts.distributed.init(target=args.target)
+        lead = ts.distributed.is_main()
 
     x_train, y_train, x_test, y_test = load_digits_data()
     steps = len(x_train) // args.batch  # whole batches only: one signature, one trace
@@ -214,20 +258,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     orders = [rng.permutation(len(x_train)) for _ in range(args.epochs)]
 
     optimizer = make_optimizer(args.optimizer, args.lr)
-    train_step, evaluate = make_train_step(optimizer, args.target), make_evaluate(args.target)
+    make_step = make_data_parallel_step if args.data_parallel else make_train_step
+    train_step, evaluate = make_step(optimizer, args.target), make_evaluate(args.target)
     params = init_params(args.hidden)
     # Copies: the tessc step donates its parameters (their arrays are updated in place).
     reference = {k: v.copy() for k, v in params.items()}
     numpy_opt = NumpyOptimizer(optimizer, reference)
     state = on_target(optimizer.init(params), args.target)
     params = on_target(params, args.target)
+    if args.data_parallel:  # rank 0's initial values everywhere (here they agree already)
+        params = ts.distributed.broadcast(params)
     data = on_target((x_train, y_train, x_test, y_test), args.target)
     start = time.perf_counter()
     # Trace and compile (or load from the kernel cache) on other arrays: the step donates.
     warm = init_params(args.hidden)
     warm_state = on_target(optimizer.init(warm), args.target)
     train_step(on_target(warm, args.target), warm_state, *data[:2], orders[0][: args.batch])
-    evaluate(params, *data[2:])
+    if lead:
+        evaluate(params, *data[2:])
     compile_time = time.perf_counter() - start
 
     history: dict[str, list[float]] = {k: [] for k in ("loss", "accuracy")}
@@ -237,7 +285,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         range(args.epochs),
         desc=f"{args.optimizer} on {args.target}",
         unit="epoch",
-        disable=args.no_progress,
+        disable=args.no_progress or not lead,
     )
     for epoch in bar:
         batches = [orders[epoch][k * args.batch : (k + 1) * args.batch] for k in range(steps)]
@@ -247,18 +295,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             params, state, loss = train_step(params, state, *data[:2], idx)
             losses.append(loss)
         t1 = time.perf_counter()
+        history["loss"].append(float(np.mean([float(on_host(v)) for v in losses])))
+        if not lead:
+            continue
         for idx in batches:
             np_loss, grads = numpy_train_step(reference, x_train, y_train, idx)
             reference = numpy_opt.step(reference, grads)
             np_losses.append(np_loss)
         t2 = time.perf_counter()
         tessc_time, numpy_time = tessc_time + t1 - t0, numpy_time + t2 - t1
-        history["loss"].append(float(np.mean([float(on_host(v)) for v in losses])))
         history["accuracy"].append(float(on_host(evaluate(params, *data[2:]))))
         history["numpy_loss"].append(float(np.mean(np_losses)))
         history["numpy_accuracy"].append(numpy_accuracy(reference, x_test, y_test))
         bar.set_postfix(loss=f"{history['loss'][-1]:.4f}", acc=f"{history['accuracy'][-1]:.3f}")
 
+    if args.data_parallel:
+        world = ts.distributed.world_size()
+        ts.distributed.shutdown()
+        if lead:
+            print(f"data-parallel over {world} processes (printed by rank 0)")
+    if not lead:
+        return history
     print(f"compile (or load from the kernel cache): {compile_time:.2f} s")
     print("epoch  loss (numpy)      test accuracy (numpy)")
     for k in range(args.epochs):
@@ -275,6 +332,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.plot:
         plot(history, args.plot, f"digits MLP, {args.optimizer}, target {args.target}")
         print(f"wrote {args.plot}")
+    if args.history:
+        Path(args.history).write_text(json.dumps(history))
     return history
 
 

@@ -37,3 +37,7 @@ OUTPUT_NAMES = "output_names"
 WORKSPACE_BYTES = "workspace_bytes"
 OUTPUT_ALIASES = "output_aliases"
 ARENAS = "arenas"
+
+KERNEL_BITS_DTYPES = ("bfloat16", "float16")
+"""Array dtypes Numba has no type for: a signature names them as the caller holds them, and
+the compiled code takes the arrays as their bits (`uint16` views, no copy)."""

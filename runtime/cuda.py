@@ -49,8 +49,10 @@ from typing import Any
 
 import numpy as np
 
+from tessc.runtime.abi import KERNEL_BITS_DTYPES
 from tessc.runtime.cache import CompileStats, numba_compile_stats
 from tessc.runtime.cuda_memory import DevicePool
+from tessc.runtime.executor import as_bits
 from tessc.runtime.numba_cuda_compat import restore_numpy_row_stack
 from tessc.runtime.signatures import ArenaSlot, ArraySpec, format_shape, read_signature
 
@@ -122,6 +124,12 @@ def _overlap(a: Any, b: Any) -> bool:
     return a0 < b1 and b0 < a1 and a1 > a0 and b1 > b0
 
 
+def storage_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype a device array of `dtype` is held in: a 16-bit float as its bits (Numba's
+    CUDA target has neither bfloat16 nor float16 arrays to pass to a kernel)."""
+    return np.dtype(np.uint16) if dtype.name in KERNEL_BITS_DTYPES else dtype
+
+
 class Resident:
     """A device array uploaded once, passed on every call (a captured constant)."""
 
@@ -190,7 +198,8 @@ class CudaExecutable:
     # -- inputs -------------------------------------------------------------------------
 
     def _check(self, spec: ArraySpec, where: str, shape: tuple[int, ...], dtype: Any) -> None:
-        if np.dtype(dtype) != spec.dtype:
+        device_bits = spec.dtype.name in KERNEL_BITS_DTYPES and np.dtype(dtype) == np.uint16
+        if np.dtype(dtype) != spec.dtype and not device_bits:
             raise ValueError(
                 f"{where} has dtype {np.dtype(dtype).name}, expected {spec.dtype.name}"
             )
@@ -214,7 +223,7 @@ class CudaExecutable:
             return self.pool.contiguous(array), True  # a strided view: one device copy
         host = np.asarray(arg)
         self._check(spec, where, host.shape, host.dtype)
-        return self.pool.upload(_c_contiguous(host)), False
+        return self.pool.upload(as_bits(_c_contiguous(host))), False
 
     def _where(self, k: int) -> str:
         return f"'{self.entry}' input {k} ('{self.inputs[k].name}')"
@@ -244,9 +253,9 @@ class CudaExecutable:
                     slot, array = self.input_slots[k], np.asarray(args[k])
                     self._check(slot.spec, self._where(k), array.shape, array.dtype)
                     packed[slot.offset : slot.offset + slot.size] = array.reshape(-1)
-                host[h] = self.pool.upload(packed)
+                host[h] = self.pool.upload(as_bits(packed))
                 continue
-            arena = self.pool.take((size,), spec.dtype)
+            arena = self.pool.take((size,), storage_dtype(spec.dtype))
             for k in ks:
                 slot = self.input_slots[k]
                 array, on_device = self.to_device(slot.spec, self._where(k), args[k])
@@ -285,11 +294,11 @@ class CudaExecutable:
         outputs: list[Any] = []
         for spec, alias in zip(self.host_outputs, self.output_aliases, strict=True):
             if alias is None:
-                outputs.append(self.pool.take(spec.shape, spec.dtype))
+                outputs.append(self.pool.take(spec.shape, storage_dtype(spec.dtype)))
                 continue
             array = inputs[alias]
             if any(_overlap(array, other) for j, other in enumerate(inputs) if j != alias):
-                copy = self.pool.take(spec.shape, spec.dtype)
+                copy = self.pool.take(spec.shape, storage_dtype(spec.dtype))
                 copy.copy_to_device(array)
                 inputs[alias] = array = copy
                 zero_copy.discard(alias)
@@ -301,9 +310,11 @@ class CudaExecutable:
             results = self._unpack(args, outputs, device, zero_copy)
         else:
             results = outputs
-        if device:
+        if device:  # a 16-bit float output stays its bits (`storage_dtype`) on the device
             return tuple(results)
-        return tuple(r.copy_to_host() for r in results)
+        return tuple(
+            r.copy_to_host().view(spec.dtype) for r, spec in zip(results, self.outputs, strict=True)
+        )
 
     def _unpack(
         self, args: Sequence[object], outputs: list[Any], device: bool, zero_copy: set[int]

@@ -14,6 +14,9 @@ a tuple.
   allocated once per `Executable` and thread (`workspace_buffer`: 64-byte aligned, 2 MiB
   aligned and advised huge pages from 2 MiB on) and reused by every call, so a call
   allocates nothing but its outputs.
+- A program that donates nothing allocates its outputs as views of one buffer per dtype,
+  back to back in order (`carve_plan`): the gradients a jitted gradient function returns
+  are then an arena an optimizer step reads without packing them.
 - For `"output_aliases"` (donated inputs, e.g. a parameter an optimizer step overwrites),
   output j is computed in input k's array, which is then returned as that output. When
   input k's array is read-only or shares memory with another input, it is copied first,
@@ -37,7 +40,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from tessc.runtime.abi import ALIGNMENT, HUGE_PAGE
+from tessc.runtime.abi import ALIGNMENT, HUGE_PAGE, KERNEL_BITS_DTYPES
 from tessc.runtime.cache import CompileStats, numba_compile_stats
 from tessc.runtime.signatures import ArenaSlot, ArraySpec, format_shape, read_signature
 
@@ -45,19 +48,24 @@ from tessc.runtime.signatures import ArenaSlot, ArraySpec, format_shape, read_si
 def arena_of(arrays: Sequence[np.ndarray], offsets: Sequence[int], size: int) -> np.ndarray | None:
     """The 1-D array of `size` elements whose elements from `offsets[k]` on are `arrays[k]`
     (C-contiguous, one dtype), if they are views of one buffer laid out so; else None."""
-    itemsize = arrays[0].dtype.itemsize
-    start = arrays[0].__array_interface__["data"][0] - offsets[0] * itemsize
-    for array, offset in zip(arrays, offsets, strict=True):
+    # An empty array has no element to place (NumPy may point it anywhere): skipped.
+    placed = [(a, o) for a, o in zip(arrays, offsets, strict=True) if a.size]
+    if not placed:
+        return None
+    first, first_offset = placed[0]
+    itemsize = first.dtype.itemsize
+    start = first.__array_interface__["data"][0] - first_offset * itemsize
+    for array, offset in placed:
         if array.__array_interface__["data"][0] != start + offset * itemsize:
             return None
-    root = arrays[0] if arrays[0].base is None else arrays[0].base
+    root = first if first.base is None else first.base
     if not isinstance(root, np.ndarray) or not root.flags.c_contiguous:
         return None
     begin = start - root.__array_interface__["data"][0]
     if begin < 0 or begin + size * itemsize > root.nbytes:
         return None
     flat = root.reshape(-1).view(np.uint8)[begin : begin + size * itemsize]
-    return flat.view(arrays[0].dtype)
+    return flat.view(first.dtype)
 
 
 def aligned(raw: np.ndarray, size: int, alignment: int) -> np.ndarray:
@@ -104,6 +112,56 @@ def memory_owner(array: np.ndarray) -> np.ndarray | None:
     return base if type(base) is np.ndarray and base.flags.owndata else None
 
 
+CarvePlan = tuple[
+    tuple[tuple[np.dtype, int], ...], tuple[tuple[int, int, int, tuple[int, ...]], ...]
+]
+"""(the buffers: (dtype, elements) each; the outputs: (buffer, offset, size, shape) each)."""
+
+
+def carve_plan(specs: Sequence[ArraySpec]) -> CarvePlan | None:
+    """How to allocate the outputs `specs` as views of one buffer per dtype, back to back
+    in order, when there are at least two of static shape: then a program's outputs that
+    another program packs into an arena (a gradient function's gradients, an optimizer
+    step's `grads`) are passed to it without a copy (`arena_of`), and a call allocates one
+    array per dtype instead of one per output. None otherwise."""
+    if len(specs) < 2 or any(None in spec.shape for spec in specs):
+        return None
+    buffers: dict[np.dtype, int] = {}
+    order: dict[np.dtype, int] = {}
+    views: list[tuple[int, int, int, tuple[int, ...]]] = []
+    for spec in specs:
+        dtype = np.dtype(spec.dtype)
+        shape: tuple[int, ...] = tuple(spec.shape)  # type: ignore[arg-type]
+        size = int(np.prod(shape, dtype=np.int64))
+        slot = order.setdefault(dtype, len(order))
+        views.append((slot, buffers.get(dtype, 0), size, shape))
+        buffers[dtype] = buffers.get(dtype, 0) + size
+    return tuple(buffers.items()), tuple(views)
+
+
+def carve_outputs(
+    buffers: tuple[tuple[np.dtype, int], ...],
+    views: tuple[tuple[int, int, int, tuple[int, ...]], ...],
+) -> list[np.ndarray]:
+    """New outputs as `carve_plan` laid them out."""
+    flat = [aligned_empty(size * dtype.itemsize, ALIGNMENT).view(dtype) for dtype, size in buffers]
+    return [flat[b][offset : offset + size].reshape(shape) for b, offset, size, shape in views]
+
+
+def as_bits(array: np.ndarray) -> np.ndarray:
+    """A 16-bit float array as the compiled code takes it: its bits (a view)."""
+    return array.view(np.uint16) if array.dtype.name in KERNEL_BITS_DTYPES else array
+
+
+def as_bits_call(function: Callable[..., None]) -> Callable[..., None]:
+    """`function`, called with its 16-bit float arrays viewed as their bits."""
+
+    def call(*arrays: np.ndarray) -> None:
+        function(*map(as_bits, arrays))
+
+    return call
+
+
 class Executable:
     """The host function `entry` of a loaded module, called on NumPy arrays.
 
@@ -123,9 +181,15 @@ class Executable:
         self._members = signature.arena_members()
         self._zero_copy: dict[int, tuple[tuple[object, ...], np.ndarray]] = {}
         self.function = getattr(module, signature.function)
+        if any(s.dtype.name in KERNEL_BITS_DTYPES for s in (*self.host_inputs, *self.host_outputs)):
+            self.function = as_bits_call(self.function)
         self.workspace_bytes = signature.workspace_bytes
         self.output_aliases = signature.output_aliases
         self._donates = any(alias is not None for alias in self.output_aliases)
+        self._carved = carve_plan(self.host_outputs) if not self._donates else None
+        self.packing_copies = 0
+        """Input arenas packed by copy so far (a counter for tests: a training loop
+        that feeds back what the step returned packs only on its first call)."""
         self._per_thread = threading.local()
         # The caller input each output is when computed in place in its donated arena.
         self._same_as_input = [signature.input_in_place(slot) for slot in self.output_slots]
@@ -197,6 +261,7 @@ class Executable:
             size = self.host_inputs[h].shape[0] or 0
             arena = arena_of(arrays, offsets, size)
             if arena is None:
+                self.packing_copies += 1
                 arena = self.packing_buffer(h, size)
                 for array, k in zip(arrays, members, strict=True):
                     slot = self.input_slots[k]
@@ -323,7 +388,13 @@ class Executable:
             owners = ", ".join(f"o{k}" for k in range(count))
             lines.append(f"    if len({{{owners}}}) != {count}: {fallback}")
         outputs = []
+        if self._carved is not None:
+            names["carve"], names["plan"] = carve_outputs, self._carved
+            outputs = [f"r{h}" for h in range(len(self.host_outputs))]
+            lines.append(f"    {', '.join(outputs)}, = carve(*plan)")
         for h, spec in enumerate(self.host_outputs):
+            if self._carved is not None:
+                break
             if h in aliased:
                 outputs.append(f"i{aliased[h]}")
                 continue
@@ -351,12 +422,15 @@ class Executable:
             # Distinct known owners: no two inputs overlap (`donated` then checks nothing).
             if any(o is None for o in owners) or len(set(map(id, owners))) != len(owners):
                 owners = []
-        outputs = [
-            np.empty(spec.shape, dtype=spec.dtype)
-            if alias is None
-            else self.donated(inputs, alias, owners)
-            for spec, alias in zip(self.host_outputs, self.output_aliases, strict=True)
-        ]
+        if self._carved is not None:
+            outputs = carve_outputs(*self._carved)
+        else:
+            outputs = [
+                np.empty(spec.shape, dtype=spec.dtype)
+                if alias is None
+                else self.donated(inputs, alias, owners)
+                for spec, alias in zip(self.host_outputs, self.output_aliases, strict=True)
+            ]
         if self.workspace_bytes is not None:
             self.function(*inputs, *outputs, self.workspace())
         else:

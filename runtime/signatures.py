@@ -55,6 +55,7 @@ import types
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import ml_dtypes  # noqa: F401 - registers the "bfloat16" dtype name a signature may hold
 import numpy as np
 
 from tessc.runtime import abi

@@ -98,6 +98,7 @@ _FUNCTION_FORMS = (
     "exp", "log", "relu", "sigmoid", "tanh", "sqrt", "abs", "neg", "reciprocal", "sin", "cos",
     "erf", "pow", "maximum", "minimum", "matmul",
     "sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "astype",
+    "bitcast",
     "reshape", "view", "permute", "swapaxes", "broadcast_to", "unsqueeze", "squeeze", "flatten",
     "repeat_interleave",
 )  # fmt: skip
@@ -108,7 +109,7 @@ def _available(name: str) -> bool:
     return module is not None and (module != _GRAD or importlib.util.find_spec(_GRAD) is not None)
 
 
-_SUBMODULES = ("optim", "nn", "linalg", "random", "tree_util", "debug")
+_SUBMODULES = ("optim", "nn", "linalg", "random", "tree_util", "debug", "distributed")
 """Subpackages offered as attributes (`tessc.optim.Adam`), imported on first use."""
 
 

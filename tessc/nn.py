@@ -30,6 +30,7 @@ from tessc.dialects.builder_types import TessError
 from tessc.frontend.function_forms import lift, one_hot, stop_gradient, where
 from tessc.frontend.tracer import Tensor
 from tessc.frontend.user_location import located
+from tessc.nn_attention import scaled_dot_product_attention
 from tessc.nn_conv import (
     avg_pool1d,
     avg_pool2d,
@@ -276,6 +277,7 @@ __all__ = [
     "pad",
     "relu",
     "rms_norm",
+    "scaled_dot_product_attention",
     "silu",
     "softmax",
 ]

@@ -40,12 +40,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from tessc.frontend.function_forms import where
 from tessc.frontend.jit import JitFunction, jit
 from tessc.frontend.pytree import flatten_tree, unflatten_tree
 from tessc.frontend.tracer import Tensor
+from tessc.optim_split import TRAIL, check_master_weights, join, master_params, split_params
+from tessc.optim_split import split as split_halves
 from tessc.runtime.arena import arena
 from tessc.runtime.cuda import is_device_array
 
@@ -62,12 +65,20 @@ def _leaves(tree: Pytree, what: str) -> tuple[Any, list[Any]]:
     return structure, [leaf for _, leaf in leaves]
 
 
-def _dtype(leaves: list[Any]) -> np.dtype:
+def _dtype(leaves: list[Any], split: bool = False) -> np.dtype:
+    """The parameters' one dtype; under split master weights, the f32 their state is in."""
     dtypes = {np.dtype(leaf.dtype) for leaf in leaves}
     if len(dtypes) != 1:
         names = ", ".join(sorted(d.name for d in dtypes)) or "none"
         raise TypeError(f"an optimizer's parameters must share one float dtype, got {names}")
     (dtype,) = dtypes
+    if split:
+        if dtype != ml_dtypes.bfloat16:
+            raise TypeError(
+                'master_weights="split" updates bfloat16 parameters (the top halves: '
+                f"ts.optim.split_params), got {dtype}"
+            )
+        return np.dtype(np.float32)
     if dtype not in (np.float32, np.float64):
         raise TypeError(f"an optimizer updates float32 or float64 parameters, got {dtype}")
     return dtype
@@ -95,6 +106,10 @@ class Optimizer:
     slots: dict[str, float] = {}
     """Per-parameter state slots and the value each starts at."""
 
+    master_weights: str | None = None
+    """"split": bf16 parameters whose fp32 masters' low halves the state holds
+    (`tessc.optim_split`)."""
+
     def __init__(self) -> None:
         self._compiled: dict[str, JitFunction] = {}
         self._compiled_settings: dict[str, tuple] = {}  # the hyperparameters it was traced with
@@ -112,15 +127,20 @@ class Optimizer:
 
     # -- the protocol --------------------------------------------------------------------
 
-    def init(self, params: Pytree) -> dict[str, Any]:
+    def init(self, params: Pytree, trail: Pytree = None) -> dict[str, Any]:
         """The initial state: a pytree like `params` per slot, and `step` = 0.
 
         On NumPy arrays each slot is one `tessc.arena` (its arrays are views of one
         buffer, in the order the compiled step packs them); on device arrays, device
-        arrays; inside a trace, `tess.fill`s.
+        arrays; inside a trace, `tess.fill`s. Under `master_weights="split"` the state
+        also holds `trail` (from `ts.optim.split_params`; zeros if None: masters equal to
+        the bf16 `params`).
         """
         structure, leaves = _leaves(params, "params")
-        dtype = _dtype(leaves)
+        split = self.master_weights == "split"
+        dtype = _dtype(leaves, split)
+        if split:
+            return self._init_split(params, trail, dtype)
         if any(isinstance(leaf, Tensor) for leaf in leaves):
             from tessc.frontend.function_forms import full
 
@@ -141,6 +161,22 @@ class Optimizer:
 
             flat_structure, flat = _leaves(state, "state")
             return unflatten_tree(flat_structure, [cuda.to_device(a) for a in flat])
+        return state
+
+    def _init_split(self, params: Pytree, trail: Pytree, dtype: np.dtype) -> dict[str, Any]:
+        structure, leaves = _leaves(params, "params")
+        if trail is None:
+            trails = [np.zeros(np.shape(p), np.int16) for p in leaves]
+        else:
+            trails = [np.asarray(t, np.int16) for t in self._matching(structure, trail, TRAIL)]
+        self.master_weights = None  # the slots as an fp32 optimizer's, then the trails
+        try:
+            state = self.init(
+                unflatten_tree(structure, [np.zeros(np.shape(p), dtype) for p in leaves])
+            )
+        finally:
+            self.master_weights = "split"
+        state[TRAIL] = unflatten_tree(structure, arena(trails, np.int16))
         return state
 
     def step(self, params: Pytree, grads: Pytree, state: dict[str, Any]) -> tuple[Pytree, dict]:
@@ -176,11 +212,20 @@ class Optimizer:
         structure, ps = _leaves(params, "params")
         gradients = self._matching(structure, grads, "grads")
         slots = {name: self._matching(structure, state[name], name) for name in self.slots}
+        split = self.master_weights == "split"
+        if split:  # the fp32 masters, rebuilt from their halves inside the update kernel
+            trails = self._matching(structure, state[TRAIL], TRAIL)
+            ps = [join(p, t) for p, t in zip(ps, trails, strict=True)]
+            gradients = [g.astype(np.float32) for g in gradients]
         count = state["step"] + 1.0
         scalars = self.scalars(count)
         new_ps, new_slots = self.update_all(ps, gradients, slots, scalars)
         new_state = {name: unflatten_tree(structure, v) for name, v in new_slots.items()}
         new_state["step"] = count
+        if split:
+            halves = [split_halves(p) for p in new_ps]
+            new_ps = [top for top, _ in halves]
+            new_state[TRAIL] = unflatten_tree(structure, [trail for _, trail in halves])
         return unflatten_tree(structure, new_ps), new_state
 
     def update_all(
@@ -225,8 +270,10 @@ class SGD(Optimizer):
         dampening: float = 0.0,
         weight_decay: float = 0.0,
         nesterov: bool = False,
+        master_weights: str | None = None,
     ):
         super().__init__()
+        self.master_weights = check_master_weights(master_weights)
         self.lr = _check("lr", lr)
         self.momentum = _check("momentum", momentum)
         self.dampening = float(dampening)
@@ -344,8 +391,10 @@ class Adagrad(Optimizer):
         weight_decay: float = 0.0,
         initial_accumulator_value: float = 0.0,
         eps: float = 1e-10,
+        master_weights: str | None = None,
     ):
         super().__init__()
+        self.master_weights = check_master_weights(master_weights)
         self.lr = _check("lr", lr)
         self.lr_decay = _check("lr_decay", lr_decay)
         self.weight_decay = _check("weight_decay", weight_decay)
@@ -433,8 +482,10 @@ class Lamb(Optimizer):
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-6,
         weight_decay: float = 0.01,
+        master_weights: str | None = None,
     ):
         super().__init__()
+        self.master_weights = check_master_weights(master_weights)
         self.lr = _check("lr", lr)
         self.betas = _betas(betas)
         self.eps = _check("eps", eps)
@@ -461,4 +512,14 @@ class Lamb(Optimizer):
         return p - (self.lr * ratio) * self.direction(p, m, v, s), {"exp_avg": m, "exp_avg_sq": v}
 
 
-__all__ = ["SGD", "Adagrad", "Adam", "AdamW", "Lamb", "Optimizer", "RMSprop"]
+__all__ = [
+    "SGD",
+    "Adagrad",
+    "Adam",
+    "AdamW",
+    "Lamb",
+    "Optimizer",
+    "RMSprop",
+    "master_params",
+    "split_params",
+]

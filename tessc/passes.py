@@ -23,6 +23,10 @@ from xdsl.passes import ModulePass
 
 TESS_PASSES: dict[str, str] = {
     "tess-autodiff": "tessc.lowering.autodiff.autodiff:TessAutodiffPass",
+    "tess-decompose-attention": (
+        "tessc.lowering.linalg.decompose_attention:TessDecomposeAttentionPass"
+    ),
+    "tess-widen-narrow": "tessc.lowering.linalg.widen_narrow:TessWidenNarrowPass",
     "tess-to-linalg": "tessc.lowering.linalg.to_linalg:TessToLinalgPass",
     "tess-fuse": "tessc.lowering.fusion.fuse:TessFusePass",
     "tess-pack-narrow": "tessc.lowering.fusion.pack_narrow:TessPackNarrowPass",
@@ -36,6 +40,7 @@ TESS_PASSES: dict[str, str] = {
     "tess-tile": "tessc.lowering.loops.tile:TessTilePass",
     "tess-tile-dot": "tessc.lowering.loops.tile_dot:TessTileDotPass",
     "tess-pack-matmul": "tessc.lowering.loops.pack_matmul:TessPackMatmulPass",
+    "tess-conv-tiles": "tessc.lowering.loops.conv_tiles:TessConvTilesPass",
     "tess-row-dots": "tessc.lowering.loops.row_dots:TessRowDotsPass",
     "tess-interchange-rows": "tessc.lowering.loops.interchange_rows:TessInterchangeRowsPass",
     "tess-parallel-columns": "tessc.lowering.loops.parallel_columns:TessParallelColumnsPass",
@@ -43,10 +48,12 @@ TESS_PASSES: dict[str, str] = {
         "tessc.lowering.loops.register_accumulate:TessRegisterAccumulatePass"
     ),
     "tess-expand-math": "tessc.lowering.loops.expand_math:TessExpandMathPass",
+    "tess-attention-kernels": "tessc.lowering.loops.attention_kernels:TessAttentionKernelsPass",
     "tess-hoist-constants": "tessc.lowering.loops.hoist_constants:TessHoistConstantsPass",
     "tess-hoist-scratch": "tessc.lowering.buffers.hoist_scratch:TessHoistScratchPass",
     "tess-gpu-partition": "tessc.lowering.gpu.gpu_partition:TessGpuPartitionPass",
     "tess-gpu-rows": "tessc.lowering.gpu.gpu_rows:TessGpuRowsPass",
+    "tess-gpu-conv": "tessc.lowering.gpu.gpu_conv:TessGpuConvPass",
     "tess-gpu-contract": "tessc.lowering.gpu.gpu_contract:TessGpuContractPass",
     "tess-gpu-reduce": "tessc.lowering.gpu.gpu_reduce:TessGpuReducePass",
     "tess-gpu-map": "tessc.lowering.gpu.gpu_map:TessGpuMapPass",
@@ -142,6 +149,7 @@ KERNEL_LEVEL = InputLevel(
 
 INPUT_LEVELS: dict[str, InputLevel] = {
     "tess-autodiff": FUNCTION_LEVEL,
+    "tess-widen-narrow": TESS_LEVEL,
     "tess-to-linalg": TESS_LEVEL,
     "tess-fuse": FUSED_LEVEL,
     "tess-pack-narrow": FUSED_LEVEL,
@@ -155,6 +163,7 @@ INPUT_LEVELS: dict[str, InputLevel] = {
     "tess-tile": LOOP_LEVEL,
     "tess-tile-dot": LOOP_LEVEL,
     "tess-pack-matmul": LOOP_LEVEL,
+    "tess-conv-tiles": LOOP_LEVEL,
     "tess-row-dots": LOOP_LEVEL,
     "tess-interchange-rows": LOOP_LEVEL,
     "tess-parallel-columns": LOOP_LEVEL,
@@ -165,6 +174,7 @@ INPUT_LEVELS: dict[str, InputLevel] = {
     "tess-gpu-fold-transposes": KERNEL_LEVEL,
     "tess-gpu-partition": KERNEL_LEVEL,
     "tess-gpu-rows": KERNEL_LEVEL,
+    "tess-gpu-conv": KERNEL_LEVEL,
     "tess-gpu-contract": KERNEL_LEVEL,
     "tess-gpu-reduce": KERNEL_LEVEL,
     "tess-gpu-map": KERNEL_LEVEL,

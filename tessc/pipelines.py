@@ -6,7 +6,8 @@ pass-pipeline string in `xdsl-opt -p` syntax. For `cpu`:
 
     stage    the module holds                         passes that reach it
     tess     the program as written (levels 1-2)      -
-    fused    linalg.generic on tensors (level 3)      dce, tess-to-linalg, tess-fuse,
+    fused    linalg.generic on tensors (level 3)      dce, tess-widen-narrow,
+                                                      tess-to-linalg, tess-fuse,
                                                       tess-pack-narrow, tess-cse-generics,
                                                       tess-fuse-epilogue,
                                                       tess-fuse-horizontal
@@ -18,21 +19,24 @@ pass-pipeline string in `xdsl-opt -p` syntax. For `cpu`:
                                                       tess-parallel-columns,
                                                       tess-register-accumulate,
                                                       tess-expand-math,
+                                                      tess-attention-kernels,
                                                       tess-hoist-constants,
                                                       tess-hoist-scratch, canonicalize,
                                                       cse
     numba    Python source for Numba (level 6)        codegen: emit_numba
 
-`cuda` shares the front (tess, fused, buffers) and then maps each kernel onto the GPU
-(lowering/gpu/README.md is the level's contract with the CUDA code generator):
+`cuda` shares the front (tess, fused, buffers; first `tess-decompose-attention`, the
+attention ops as the tess ops they compute, for want of a GPU flash kernel) and then maps
+each kernel onto the GPU (lowering/gpu/README.md is the level's contract with the CUDA
+code generator):
 
     stage    the module holds                         passes that reach it
     gpu      host funcs launching `gpu.func`s of      tess-outline-kernels,
              one `gpu.module @kernels` (level 5g)     tess-gpu-fold-transposes,
                                                       tess-gpu-partition, tess-gpu-rows,
-                                                      tess-gpu-contract, tess-gpu-reduce,
-                                                      tess-gpu-map, tess-gpu-horizontal,
-                                                      canonicalize, cse
+                                                      tess-gpu-conv, tess-gpu-contract,
+                                                      tess-gpu-reduce, tess-gpu-map,
+                                                      tess-gpu-horizontal, canonicalize, cse
     numba    Python source for Numba's CUDA target    codegen: emit_cuda
 
 It has no `loops` stage: the GPU passes read the outlined linalg kernels directly, where a
@@ -55,7 +59,10 @@ reduction kernel per parameter norm (correct, not fused). It packs updates of ar
 that are not donated too: on the GPU a launch per parameter costs more than packing (a
 device-to-device copy), and an output arena given back on the next call (`params, state
 = step(params, grads, state)`) is passed without repacking (`tessc.runtime.cuda`), so an
-Adam step without donation is one arena launch, as with it.
+Adam step without donation is one arena launch, as with it. It does not group a train
+step's updates (`computed-groups=false`: `tess-gpu-partition` would split the group into
+a launch per member anyway) or stack products sharing a right operand
+(`tess-fuse{horizontal-fc=false}`: the gpu passes are not tested on its row slices).
 
 In `cpu`, `tess-fuse-horizontal` packs only updates of donated arguments (`donated-only`):
 an optimizer's parameters and states, which the caller keeps across calls and can keep in
@@ -132,21 +139,28 @@ class Pipeline:
 
 
 _FUSE = (
-    "dce,tess-to-linalg,tess-fuse,tess-pack-narrow,tess-cse-generics,tess-fuse-epilogue,"
+    "dce,tess-widen-narrow,tess-to-linalg,tess-fuse,tess-pack-narrow,tess-cse-generics,"
+    "tess-fuse-epilogue,"
     "tess-fuse-horizontal{donated-only=true}"
 )
-_GPU_FUSE = "dce,tess-to-linalg,tess-fuse,tess-fuse-epilogue,tess-fuse-horizontal{segmented=false}"
+_GPU_FUSE = (
+    "dce,tess-widen-narrow,tess-decompose-attention,tess-to-linalg,"
+    "tess-fuse{horizontal-fc=false},tess-fuse-epilogue,"
+    "tess-fuse-horizontal{segmented=false computed-groups=false}"
+)
 _BUFFERS = "tess-bufferize,tess-memory-plan"
 _LOOPS = (
-    "tess-outline-kernels,tess-linalg-to-loops,tess-pack-matmul,tess-interchange-rows,"
+    "tess-outline-kernels,tess-linalg-to-loops,tess-conv-tiles,tess-pack-matmul,"
+    "tess-interchange-rows,"
     "tess-row-dots,tess-tile,tess-tile-dot,"
     "tess-parallel-columns,tess-register-accumulate,"
-    "tess-expand-math,tess-hoist-constants,tess-hoist-scratch,canonicalize,cse"
+    "tess-expand-math,tess-attention-kernels,tess-hoist-constants,tess-hoist-scratch,"
+    "canonicalize,cse"
 )
-_BASIC_LOOPS = "tess-outline-kernels,tess-linalg-to-loops,canonicalize,cse"
+_BASIC_LOOPS = "tess-outline-kernels,tess-linalg-to-loops,tess-attention-kernels,canonicalize,cse"
 _GPU = (
     "tess-outline-kernels,tess-gpu-fold-transposes,tess-gpu-partition,tess-gpu-rows,"
-    "tess-gpu-contract,tess-gpu-reduce,tess-gpu-map,tess-gpu-horizontal,"
+    "tess-gpu-conv,tess-gpu-contract,tess-gpu-reduce,tess-gpu-map,tess-gpu-horizontal,"
     "canonicalize,cse"
 )
 
@@ -161,13 +175,13 @@ PIPELINES: dict[str, Pipeline] = {
         ),
         Pipeline(
             "cpu-unfused",
-            ("dce,tess-to-linalg", _BUFFERS, _LOOPS),
+            ("dce,tess-widen-narrow,tess-to-linalg", _BUFFERS, _LOOPS),
             "numba",
             "cpu without fusion: one kernel per tess op (the baseline fusion is measured by)",
         ),
         Pipeline(
             "cpu-basic",
-            ("dce,tess-to-linalg", "tess-bufferize", _BASIC_LOOPS),
+            ("dce,tess-widen-narrow,tess-to-linalg", "tess-bufferize", _BASIC_LOOPS),
             "numba",
             "the minimal lowering: no fusion, memory plan, tiling or math expansion",
         ),

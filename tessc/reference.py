@@ -18,7 +18,8 @@ running its output on random inputs and comparing against `interpret` on the ori
 
 Besides the `tess` ops, a program may use `func.call` (to another func of the module),
 `func.return`, and `arith.constant` with a dense tensor or a scalar. Element types are
-f32/f64, i32/i64 and i1 (NumPy bool).
+f32/f64, i32/i64 and i1 (NumPy bool), and the 16-bit storage types bf16 (`ml_dtypes`), f16
+and i16, which compute as `tess-widen-narrow` says: in 32 bits, rounded once per op.
 """
 
 from __future__ import annotations
@@ -27,10 +28,13 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import (
+    BFloat16Type,
     DenseIntOrFPElementsAttr,
+    Float16Type,
     Float32Type,
     Float64Type,
     FloatAttr,
@@ -42,9 +46,12 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.parser import Parser
 
+from tessc.context import make_context
 from tessc.dialects import tess, tess_conv, tess_index
 from tessc.dialects.functions import lookup_function, module_functions
 from tessc.dialects.tess import format_shape
+from tessc.lowering.linalg.widen_narrow import TessWidenNarrowPass, has_narrow_types
+from tessc.reference_attention import ATTENTION_IMPLEMENTATIONS
 
 OpImplementation = Callable[[Any, list[np.ndarray]], np.ndarray]
 """Computes the single result of an op from the op (for its properties) and its operands."""
@@ -52,6 +59,8 @@ OpImplementation = Callable[[Any, list[np.ndarray]], np.ndarray]
 _DTYPES: dict[type[Attribute], np.dtype] = {
     Float32Type: np.dtype(np.float32),
     Float64Type: np.dtype(np.float64),
+    BFloat16Type: np.dtype(ml_dtypes.bfloat16),
+    Float16Type: np.dtype(np.float16),
 }
 
 
@@ -62,6 +71,7 @@ _DTYPES: dict[type[Attribute], np.dtype] = {
 
 _INTEGER_DTYPES: dict[int, np.dtype] = {
     1: np.dtype(np.bool_),
+    16: np.dtype(np.int16),
     32: np.dtype(np.int32),
     64: np.dtype(np.int64),
 }
@@ -247,6 +257,12 @@ def _cast(op: tess.CastOp, operands: list[np.ndarray]) -> np.ndarray:
     return operands[0].astype(dtype)
 
 
+@_implements(tess.BitcastOp)
+def _bitcast(op: tess.BitcastOp, operands: list[np.ndarray]) -> np.ndarray:
+    _, dtype = shape_and_dtype(op.result.type)
+    return np.ascontiguousarray(operands[0]).view(dtype)
+
+
 @_implements(tess.SelectOp)
 def _select(op: tess.SelectOp, operands: list[np.ndarray]) -> np.ndarray:
     cond, lhs, rhs = operands
@@ -297,6 +313,7 @@ def _arg_reduce(function: Callable[..., np.ndarray]) -> OpImplementation:
 
 
 OP_IMPLEMENTATIONS[tess_index.ArgMaxOp] = _arg_reduce(np.argmax)
+OP_IMPLEMENTATIONS.update(ATTENTION_IMPLEMENTATIONS)
 OP_IMPLEMENTATIONS[tess_index.ArgMinOp] = _arg_reduce(np.argmin)
 
 
@@ -510,6 +527,11 @@ def interpret(
     """
     func_op = find_func(module, func_name)
     arrays = check_arguments(func_op, args)
+    if any(has_narrow_types(op) for op in module.walk()):
+        # 16-bit tensors compute in f32 and round once per op, as the compiled code does.
+        module = module.clone()
+        TessWidenNarrowPass().apply(make_context(), module)
+        func_op = find_func(module, func_name)
     with np.errstate(all="ignore"):
         results = _run_func(module, func_op, arrays)
     outputs = func_op.function_type.outputs.data

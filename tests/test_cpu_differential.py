@@ -282,7 +282,7 @@ def test_pipelines_reach_every_stage_in_order() -> None:
     assert STAGES == ("tess", "fused", "buffers", "loops", "numba")
     cpu = get_pipeline("cpu")
     assert cpu.passes_to("tess") == ""
-    assert cpu.passes_to("fused").startswith("dce,tess-to-linalg,tess-fuse")
+    assert cpu.passes_to("fused").startswith("dce,tess-widen-narrow,tess-to-linalg,tess-fuse")
     assert cpu.spec.startswith(cpu.passes_to("buffers"))
     assert "tess-fuse" not in get_pipeline("cpu-unfused").spec
     with pytest.raises(ValueError, match="unknown pipeline 'gpu'"):

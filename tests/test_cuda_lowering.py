@@ -117,6 +117,17 @@ def programs() -> dict[str, tuple[Callable[..., Any], tuple]]:
             (r(2, 9, 5, dtype=np.float64), r(2, 5, 4, dtype=np.float64)),
         ),
         "mlp_grad": (ts.value_and_grad(mlp_loss), (params, r(8, 5, dtype=np.float64))),
+        "conv_grad": (  # tess-gpu-conv: forward, input and weight gradients staged
+            ts.grad(
+                lambda x, w, b: ts.nn.conv2d(x, w, b, stride=2, padding=1, groups=2).relu().sum(),
+                argnums=(0, 1, 2),
+            ),
+            (r(1, 4, 5, 5), r(6, 2, 3, 3), r(6)),
+        ),
+        "conv1d": (
+            lambda x, w: ts.nn.conv1d(x, w, padding=2, dilation=2).tanh(),
+            (r(2, 3, 70, dtype=np.float64), r(5, 3, 3, dtype=np.float64)),
+        ),
         "optimizer": (
             lambda p, g, s: (
                 {k: p[k] - 0.1 * g[k] / ((s[k] + g[k] * g[k]).sqrt() + 1e-10) for k in p},

@@ -42,10 +42,11 @@ RUNTIME_FOR_LOWERING = "tessc.runtime.abi"
 
 DIALECT_THIRD_PARTY = {
     "tessc.dialects.builder": {"numpy"},
-    "tessc.dialects.builder_types": {"numpy"},
+    "tessc.dialects.builder_types": {"numpy", "ml_dtypes"},
     "tessc.dialects.builder_index": {"numpy"},
 }
-"""Besides xDSL: the builder converts NumPy dtypes and numbers for the front."""
+"""Besides xDSL: the builder converts NumPy dtypes (bfloat16 is ml_dtypes') and numbers for
+the front."""
 
 TEST_ONLY = frozenset({"hypothesis", "pytest", "_pytest", "lit", "filecheck"})
 

@@ -52,6 +52,7 @@ from tessc.lowering.buffers.bufferize import TessBufferizePass
 from tessc.lowering.buffers.outline_kernels import TessOutlineKernelsPass
 from tessc.lowering.linalg.loop_nests import plan_loop_nest
 from tessc.lowering.linalg.to_linalg import TessToLinalgPass, reassociation
+from tessc.lowering.loops.attention_kernels import TessAttentionKernelsPass
 from tessc.lowering.loops.linalg_to_loops import TessLinalgToLoopsPass
 from tessc.passes import load_pass
 from tessc.reference import find_func, interpret, shape_and_dtype
@@ -165,6 +166,13 @@ class LoopLevelFunctions(InterpreterFunctions):
     def run_shrui(self, interpreter: Interpreter, op: Operation, args: PythonValues):
         width = op.result_types[0].width.data  # type: ignore[attr-defined]
         return (self.signed((args[0] % (1 << width)) >> args[1], width),)
+
+    @impl(arith.BitcastOp)
+    def run_bitcast(self, interpreter: Interpreter, op: Operation, args: PythonValues):
+        source, target = op.operand_types[0], op.result_types[0]
+        names = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q"}
+        packed = np.array(args[0], names[str(source)]).tobytes()
+        return (np.frombuffer(packed, names[str(target)])[0].item(),)
 
     @staticmethod
     def signed(value: int, width: int) -> int:
@@ -303,7 +311,9 @@ def check_level(module: ModuleOp, level: str) -> None:
         return
     for function in module.ops:
         assert isinstance(function, func.FuncOp)
-        if contract.KERNEL.has(function):
+        if function.is_declaration:  # an attention kernel before tess-attention-kernels
+            assert contract.ATTENTION_KERNEL.has(function) and level == "kernels"
+        elif contract.KERNEL.has(function):
             assert function.sym_visibility is not None
             assert function.sym_visibility.data == "private"
         else:
@@ -320,6 +330,8 @@ def lower(module: ModuleOp, until: str = "loops") -> ModuleOp:
     ctx = make_context()
     for level in LEVELS:
         PASSES[level].apply(ctx, module)
+        if level == "loops":
+            TessAttentionKernelsPass().apply(ctx, module)
         check_level(module, level)
         if level == until:
             break
@@ -454,6 +466,12 @@ func.func @affine(%x: tensor<2x3xf32>, %w: tensor<3xf32>) -> tensor<2x3xf32> {
   %1 = tess.add %0, %w : tensor<2x3xf32>, tensor<3xf32> -> tensor<2x3xf32>
   func.return %1 : tensor<2x3xf32>
 }""",
+    "bitcasts": """
+func.func @main(%a: tensor<2x3xf32>, %i: tensor<3xi64>) -> (tensor<2x3xi32>, tensor<3xf64>) {
+  %0 = tess.bitcast %a : tensor<2x3xf32> -> tensor<2x3xi32>
+  %1 = tess.bitcast %i : tensor<3xi64> -> tensor<3xf64>
+  func.return %0, %1 : tensor<2x3xi32>, tensor<3xf64>
+}""",
     "integers_and_casts": """
 func.func @main(%a: tensor<2x3xf32>, %i: tensor<3xi32>) -> (tensor<2x3xi64>, tensor<2x3xi1>,
     tensor<3xi32>, tensor<2x3xf64>, tensor<2xi64>) {
@@ -551,6 +569,26 @@ func.func @main(%x: tensor<4x5xf64>, %y: tensor<3xf32>) -> (tensor<4x5xf64>, ten
   %0 = tess.erf %x : tensor<4x5xf64>
   %1 = tess.erf %y : tensor<3xf32>
   func.return %0, %1 : tensor<4x5xf64>, tensor<3xf32>
+}""",
+    "attention": """
+func.func @main(%q: tensor<2x3x4xf64>, %k: tensor<2x5x4xf64>, %v: tensor<2x5x2xf64>,
+    %m: tensor<1x3x5xi1>, %d: tensor<2x3xf64>, %g: tensor<2x3x2xf64>) -> (tensor<2x3x2xf64>,
+    tensor<2x3xf64>, tensor<2x3x4xf64>, tensor<2x5x4xf64>, tensor<2x5x2xf64>) {
+  %o = tess.attention %q, %k, %v mask %m scale = 0.5 : tensor<2x3x4xf64>, tensor<2x5x4xf64>,
+    tensor<2x5x2xf64>, tensor<1x3x5xi1> -> tensor<2x3x2xf64>
+  %l = tess.attention_lse %q, %k scale = 0.5 causal : tensor<2x3x4xf64>, tensor<2x5x4xf64>
+    -> tensor<2x3xf64>
+  %dq = tess.attention_grad %q, %k, %v, %l, %d, %g wrt = "q" scale = 0.5 causal :
+    tensor<2x3x4xf64>, tensor<2x5x4xf64>, tensor<2x5x2xf64>, tensor<2x3xf64>, tensor<2x3xf64>,
+    tensor<2x3x2xf64> -> tensor<2x3x4xf64>
+  %dk = tess.attention_grad %q, %k, %v, %l, %d, %g wrt = "k" scale = 0.5 causal :
+    tensor<2x3x4xf64>, tensor<2x5x4xf64>, tensor<2x5x2xf64>, tensor<2x3xf64>, tensor<2x3xf64>,
+    tensor<2x3x2xf64> -> tensor<2x5x4xf64>
+  %dv = tess.attention_grad %q, %k, %v, %l, %d, %g wrt = "v" scale = 0.5 causal :
+    tensor<2x3x4xf64>, tensor<2x5x4xf64>, tensor<2x5x2xf64>, tensor<2x3xf64>, tensor<2x3xf64>,
+    tensor<2x3x2xf64> -> tensor<2x5x2xf64>
+  func.return %o, %l, %dq, %dk, %dv : tensor<2x3x2xf64>, tensor<2x3xf64>, tensor<2x3x4xf64>,
+    tensor<2x5x4xf64>, tensor<2x5x2xf64>
 }""",
     "rounding": """
 func.func @main(%x: tensor<4x5xf64>, %y: tensor<3xf32>) -> (tensor<4x5xf64>, tensor<3xf32>,

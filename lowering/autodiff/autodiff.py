@@ -23,7 +23,7 @@ from typing import NoReturn
 from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import Float32Type, Float64Type, ModuleOp, TensorType
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
@@ -33,6 +33,7 @@ from xdsl.transforms.dead_code_elimination import region_dce
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects.functions import lookup_function, module_functions
+from tessc.dialects.tess_base import is_float
 from tessc.lowering.autodiff.vjp_rules import VJP_RULES, ZERO_GRADIENT_OPS, GradEmitter
 
 
@@ -108,7 +109,7 @@ class _PrimalCloner:
 
 def _is_float_tensor(value: SSAValue) -> bool:
     typ = value.type
-    return isinstance(typ, TensorType) and isinstance(typ.element_type, Float32Type | Float64Type)
+    return isinstance(typ, TensorType) and is_float(typ.element_type)
 
 
 def _active_values(ops: Sequence[Operation], differentiated: Sequence[SSAValue]) -> set[SSAValue]:
@@ -140,11 +141,8 @@ def _check_signature(primal: func.FuncOp, wrt: Sequence[int], results: Sequence[
     for kind, types, indices in (("argument", inputs, wrt), ("result", outputs, results)):
         for position in indices:
             typ = types[position]
-            if not (
-                isinstance(typ, TensorType)
-                and isinstance(typ.element_type, Float32Type | Float64Type)
-            ):
-                message = f"{kind} {position} of @{name} has type {typ}, not an f32/f64 tensor"
+            if not (isinstance(typ, TensorType) and is_float(typ.element_type)):
+                message = f"{kind} {position} of @{name} has type {typ}, not a float tensor"
                 _fail(message, primal)
 
 

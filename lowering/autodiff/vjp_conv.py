@@ -7,6 +7,9 @@ forward:
   the stride and padded by `d*(k-1)` (one `tess.unslice`), convolved with the kernel
   flipped (`tess.slice`, stride -1) and its channels swapped per group, then cropped to
   the input (a slice, only where the forward padding, low or high, exceeds `d*(k-1)`);
+  strided (one group): per phase `r` of the padded input, a stride-1 conv with only the
+  taps `k*d = r (mod s)`, interleaved (`concatenate`, `reshape`) and cropped: no product
+  with the zeros a dilated gradient would hold (autodiff/README.md);
 - conv, weight: a correlation of input and output gradient as a `tess.conv`, with the
   batch as the reduced channels: `dw[f, c, k] = sum_{n,o} xp[n, g*C/G + c, o*s + k*d] *
   dy[n, f, o]`, i.e. stride and dilation swapped; the bias gradient is the sum the
@@ -18,13 +21,15 @@ forward:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects.builder import TessBuilder
-from tessc.dialects.tess_base import tensor_shape
+from tessc.dialects.tess_base import element_type_of, tensor_shape
 from tessc.dialects.tess_conv import ConvOp, PadOp, PoolOp, UnpoolOp
 from tessc.dialects.tess_index import UnsliceOp
 
@@ -32,11 +37,111 @@ Contributions = list[SSAValue | None]
 Rule = Callable[[TessBuilder, Operation, SSAValue, tuple[bool, ...]], Contributions]
 
 
+def _swapped_weight(emit: TessBuilder, op: ConvOp) -> SSAValue:
+    """The weight with its channels swapped per group: (F, C/G, k) -> (C, F/G, k)."""
+    w_shape = tensor_shape(op.weight)
+    groups, features, cg, kernel = op.group_count, w_shape[0], w_shape[1], w_shape[2:]
+    spatial = len(kernel)
+    # (F, C/G, k) -> (G, F/G, C/G, k) -> (G, C/G, F/G, k) -> (C, F/G, k).
+    if groups == 1:
+        return emit.permute(op.weight, (1, 0, *range(2, 2 + spatial)))
+    w = emit.reshape(op.weight, (groups, features // groups, cg, *kernel))
+    w = emit.permute(w, (0, 2, 1, *range(3, 3 + spatial)))
+    return emit.reshape(w, (groups * cg, features // groups, *kernel))
+
+
+@dataclass(frozen=True)
+class _Phase:
+    """The taps of one dim that reach the padded-input positions `q * s + r`: `count` taps
+    `first + t * step`, read by a stride-1 conv of the output gradient (low padding `low`,
+    dilation `dilation`) with the kernel reversed, `length` outputs (a high padding of
+    `high`, or a crop of `-high`)."""
+
+    first: int
+    count: int
+    step: int
+    dilation: int
+    low: int
+    high: int
+    length: int
+
+
+def _phase(n: int, k: int, s: int, d: int, lo: int, hi: int, out: int, r: int) -> _Phase:
+    g = math.gcd(d, s)
+    step, dilation = s // g, d // g
+    first = next((j for j in range(min(step, k)) if (j * d - r) % s == 0), k)
+    count = len(range(first, k, step))
+    length = -(-(n + lo + hi) // s)  # positions q * s + r of the padded input, every r
+    if not count:
+        return _Phase(first, 0, step, dilation, 0, 0, length)
+    shift = (first * d - r) // s  # the output gradient at q - shift - t * dilation
+    low = shift + (count - 1) * dilation
+    return _Phase(first, count, step, dilation, low, length - out - shift, length)
+
+
+def _strided_input_gradient(emit: TessBuilder, op: ConvOp, grad: SSAValue) -> SSAValue:
+    """The input gradient of a strided conv without the zeros a dilated output gradient
+    would multiply: padded-input positions `q * s + r` take only the taps `k` with
+    `k * d = r (mod s)`, a stride-1 conv per phase `r` (s^2 of them in 2-D, each with
+    about 1/s^2 of the taps), interleaved (concatenate + reshape) and cropped."""
+    x_shape, out_shape = tensor_shape(op.input), tensor_shape(grad)
+    kernel = tensor_shape(op.weight)[2:]
+    spatial, groups = len(kernel), op.group_count
+    w = _swapped_weight(emit, op)
+    channels, per_group = tensor_shape(w)[:2]
+    dims = [
+        (x_shape[2 + i], kernel[i], op.static_strides[i], op.static_dilations[i],
+         op.static_low[i], op.static_high[i], out_shape[2 + i])
+        for i in range(spatial)
+    ]  # fmt: skip
+    phases = [[_phase(*dim, r) for r in range(dim[2])] for dim in dims]
+    lengths = [p[0].length for p in phases]
+
+    def phase_gradient(chosen: Sequence[_Phase]) -> SSAValue:
+        shape = (x_shape[0], channels, *lengths)
+        if any(p.count == 0 for p in chosen):
+            return emit.fill(0.0, shape, element_type_of(grad))
+        taps = emit.slice(
+            w,
+            [0, 0, *(p.first + (p.count - 1) * p.step for p in chosen)],
+            [1, 1, *(-p.step for p in chosen)],
+            [channels, per_group, *(p.count for p in chosen)],
+        )
+        dx = emit.conv(
+            grad, taps, [1] * spatial, [p.dilation for p in chosen], [p.low for p in chosen],
+            [max(p.high, 0) for p in chosen], groups,
+        )  # fmt: skip
+        if tensor_shape(dx) != shape:
+            dx = emit.slice(dx, [0] * len(shape), [1] * len(shape), shape)
+        return dx
+
+    def interleave(prefix: tuple[_Phase, ...]) -> SSAValue:
+        """The gradient at every phase of dims `len(prefix)`... given the earlier ones."""
+        level = len(prefix)
+        if level == spatial:
+            return phase_gradient(prefix)
+        parts = [interleave((*prefix, p)) for p in phases[level]]
+        if len(parts) == 1:
+            return parts[0]
+        shape = tensor_shape(parts[0])
+        axis = 2 + level
+        stacked = [emit.reshape(p, (*shape[: axis + 1], 1, *shape[axis + 1 :])) for p in parts]
+        both = emit.concatenate(stacked, axis + 1)
+        return emit.reshape(both, (*shape[:axis], shape[axis] * len(parts), *shape[axis + 1 :]))
+
+    full = interleave(())
+    offsets = [0, 0, *op.static_low]
+    return emit.slice(full, offsets, [1] * len(x_shape), x_shape)
+
+
 def _conv_input_gradient(emit: TessBuilder, op: ConvOp, grad: SSAValue) -> SSAValue:
+    if any(s > 1 for s in op.static_strides) and op.group_count == 1:
+        # Grouped: the conv's lowering reshapes its weight, and a tap slice of the weight
+        # is a strided view, which codegen cannot reshape; those keep the dilated form.
+        return _strided_input_gradient(emit, op, grad)
     x_shape, w_shape = tensor_shape(op.input), tensor_shape(op.weight)
     out_shape = tensor_shape(grad)
     groups = op.group_count
-    features, cg = w_shape[0], w_shape[1]
     kernel = w_shape[2:]
     spatial = len(kernel)
     offsets, lengths, crops = [0, 0], list(out_shape[:2]), [0] * spatial
@@ -53,13 +158,7 @@ def _conv_input_gradient(emit: TessBuilder, op: ConvOp, grad: SSAValue) -> SSAVa
             crops[i] = lo
     strides = [1, 1, *op.static_strides]
     dilated = emit.insert(UnsliceOp(grad, offsets, strides, lengths))
-    # (F, C/G, k) -> (G, F/G, C/G, k) -> (G, C/G, F/G, k) -> (C, F/G, k), k reversed.
-    if groups == 1:
-        w = emit.permute(op.weight, (1, 0, *range(2, 2 + spatial)))
-    else:
-        w = emit.reshape(op.weight, (groups, features // groups, cg, *kernel))
-        w = emit.permute(w, (0, 2, 1, *range(3, 3 + spatial)))
-        w = emit.reshape(w, (groups * cg, features // groups, *kernel))
+    w = _swapped_weight(emit, op)  # k reversed below
     w_shape_t = tensor_shape(w)
     w = emit.slice(
         w,

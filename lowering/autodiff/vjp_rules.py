@@ -26,6 +26,7 @@ from tessc.dialects.tess import (
     AbsOp,
     AddOp,
     BinaryOp,
+    BitcastOp,
     BroadcastToOp,
     CastOp,
     CeilOp,
@@ -80,6 +81,7 @@ from tessc.dialects.tess_index import (
     TakeOp,
     UnsliceOp,
 )
+from tessc.lowering.autodiff.vjp_attention import ATTENTION_VJP_RULES
 from tessc.lowering.autodiff.vjp_conv import CONV_VJP_RULES
 
 Shape = tuple[int, ...]
@@ -214,7 +216,7 @@ VJP_RULES: dict[type[Operation], VjpRule] = {}
 ZERO_GRADIENT_OPS: tuple[type[Operation], ...] = (
     LtOp, GtOp, EqOp, FillOp, arith.ConstantOp, OneHotOp, ArgMaxOp, ArgMinOp, StopGradientOp,
     FloorOp, CeilOp, RoundOp,  # piecewise constant: zero almost everywhere
-    IotaOp, *BITWISE_OPS,
+    IotaOp, *BITWISE_OPS, BitcastOp,
 )  # fmt: skip
 """Ops whose result does not depend differentiably on any operand (integer or bool results,
 masks, constants). Any op with a non-float result is treated the same way by the pass."""
@@ -374,6 +376,7 @@ for _op_type, _partials in BINARY_PARTIALS.items():
     CeilOp,
     RoundOp,
     *BITWISE_OPS,
+    BitcastOp,  # reinterpreted bits: no derivative
 )
 def _zero_rule(
     emit: GradEmitter, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
@@ -586,5 +589,6 @@ def _concat_rule(
 
 
 VJP_RULES.update(CONV_VJP_RULES)  # pad, conv, pool, unpool: vjp_conv.py
+VJP_RULES.update(ATTENTION_VJP_RULES)  # attention, its lse and gradient: vjp_attention.py
 
 __all__ = ["VJP_RULES", "ZERO_GRADIENT_OPS", "GradEmitter", "VjpRule"]

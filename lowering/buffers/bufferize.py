@@ -386,6 +386,28 @@ class TessBufferizePass(ModulePass):
         for function in list(op.walk()):
             if isinstance(function, func.FuncOp) and needs_bufferization(function):
                 bufferize_function(function)
+        adopt_call_layouts(op)
+
+
+def adopt_call_layouts(module: ModuleOp) -> None:
+    """An attention kernel's declaration (`tess.attention_kernel`), called once, takes the
+    memref types its call passes: a slice's strided view is read where it lies."""
+    calls: dict[str, list[func.CallOp]] = {}
+    for call in module.walk():
+        if isinstance(call, func.CallOp):
+            calls.setdefault(call.callee.root_reference.data, []).append(call)
+    for function in module.ops:
+        if not isinstance(function, func.FuncOp) or not function.is_declaration:
+            continue
+        if not contract.ATTENTION_KERNEL.has(function):
+            continue  # another declaration keeps the types it declares
+        found = calls.get(function.sym_name.data, [])
+        if len(found) != 1:
+            continue
+        types = [v.type for v in found[0].arguments]
+        declared = function.function_type
+        if len(types) == len(declared.inputs) and types != list(declared.inputs.data):
+            function.function_type = FunctionType.from_lists(types, declared.outputs.data)
 
 
 __all__ = ["TessBufferizePass"]

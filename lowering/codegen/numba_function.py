@@ -26,9 +26,9 @@ from tessc.lowering.codegen.numba_ops import OpEmitter
 from tessc.lowering.codegen.numba_source import (
     RESERVED_NAMES,
     UnsupportedOpError,
-    dtype_name,
     memref_shape,
     python_identifier,
+    signature_dtype_name,
     tuple_literal,
 )
 from tessc.lowering.loops.index_values import constant_int
@@ -399,7 +399,7 @@ def signature_entry(fn: func.FuncOp, pyname: str, arg_names: Sequence[str]) -> s
     num_outputs = contract.NUM_OUTPUTS.get(fn) or 0
     try:
         specs = [
-            f'({_shape_literal(memref_shape(t))}, "{dtype_name(t.element_type)}")'
+            f'({_shape_literal(memref_shape(t))}, "{signature_dtype_name(t.element_type)}")'
             for t in arg_types
             if isinstance(t, MemRefType)
         ]
@@ -441,7 +441,7 @@ def _arena_layout_entry(fn: func.FuncOp, arg_types: Sequence[Attribute], split: 
         for slot in slots:
             host_type = arg_types[base + slot.host]
             assert isinstance(host_type, MemRefType)
-            dtype = dtype_name(host_type.element_type)
+            dtype = signature_dtype_name(host_type.element_type)
             shape = _shape_literal(slot.shape)
             items.append(f'({shape}, "{dtype}", {slot.host}, {slot.offset})')
         return ", ".join(items)

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from xdsl.dialects import arith, func, memref
-from xdsl.dialects.builtin import AnyFloat, IntegerType, MemRefType
+from xdsl.dialects.builtin import AnyFloat, BFloat16Type, IntegerType, MemRefType
 from xdsl.ir import Operation, SSAValue
 
 from tessc.dialects import contract
@@ -33,6 +33,7 @@ from tessc.lowering.codegen.numba_source import (
     dtype_name,
     float_literal,
     global_name,
+    is_narrow_float,
     memref_shape,
     scalar_ctor,
     tuple_literal,
@@ -106,9 +107,22 @@ _STEMS: dict[str, str] = {
     "arith.mulf": "mul", "arith.muli": "mul", "arith.divf": "div", "arith.negf": "neg",
     "arith.maximumf": "max", "arith.minimumf": "min", "arith.fptosi": "int",
     "arith.sitofp": "float", "arith.uitofp": "float", "arith.bitcast": "bits",
+    "arith.extf": "wide", "arith.truncf": "narrow",
     "arith.andi": "and_", "arith.ori": "or_", "arith.xori": "xor", "arith.shli": "shl",
     "arith.shrsi": "shr", "arith.shrui": "shr",
 }  # fmt: skip
+
+
+def narrow_float_template(op: Operation) -> str | None:
+    """The conversion of `arith.extf` from, or `arith.truncf` to, a 16-bit float (held as
+    its bits: `NARROW_FLOAT_HELPERS`); None for any other op."""
+    if isinstance(op, arith.ExtFOp) and is_narrow_float(op.input.type):
+        prefix = "bf16" if isinstance(op.input.type, BFloat16Type) else "f16"
+        return f"{{T}}({prefix}_to_f32({{0}}))"
+    if isinstance(op, arith.TruncFOp) and is_narrow_float(op.result.type):
+        prefix = "bf16" if isinstance(op.result.type, BFloat16Type) else "f16"
+        return f"f32_to_{prefix}(np.float32({{0}}))"
+    return None
 
 
 def _stem(op: Operation) -> str:
@@ -135,6 +149,7 @@ class OpEmitter:
         self.indent = 1
         self.uses_math = False
         self.uses_bitcast = False
+        self.uses_narrow_floats = False  # `NARROW_FLOAT_HELPERS` convert 16-bit floats
         self.mma_tiles: set[MmaKey] = set()  # `micro.mma` tiles and layouts emitted
         self.uses_num_threads = False  # `micro.num_threads` read Numba's thread count
         self.uses_huge_pages = False  # a kernel's large scratch was advised huge pages
@@ -196,6 +211,9 @@ class OpEmitter:
     def _emit_data_op(self, op: Operation) -> bool:
         if isinstance(op, arith.ConstantOp):
             self.exprs[op.result] = constant_expr(op)
+        elif (template := narrow_float_template(op)) is not None:
+            self.uses_narrow_floats = self.uses_bitcast = True
+            self.emit_expression(op, template)
         elif op.name in self.templates:
             self.emit_expression(op, self.templates[op.name])
         elif isinstance(op, arith.CmpfOp):

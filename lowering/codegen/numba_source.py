@@ -16,12 +16,15 @@ from __future__ import annotations
 import keyword
 import math
 import re
+import struct
 from collections.abc import Iterable, Sequence
 
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import (
     AnyFloat,
+    BFloat16Type,
     DenseIntOrFPElementsAttr,
+    Float16Type,
     FloatAttr,
     IndexType,
     IntegerAttr,
@@ -75,7 +78,24 @@ def dtype_name(typ: Attribute) -> str:
     return name
 
 
+def signature_dtype_name(typ: Attribute) -> str:
+    """The NumPy dtype name of an array of `typ` as the caller holds it: a 16-bit float is
+    "bfloat16" (`ml_dtypes`) or "float16", which kernels hold as their bits (`dtype_name`)."""
+    return NARROW_FLOAT_NAMES.get(type(typ)) or dtype_name(typ)
+
+
+NARROW_FLOAT_NAMES: dict[type[Attribute], str] = {BFloat16Type: "bfloat16", Float16Type: "float16"}
+"""The 16-bit floats: Numba has neither type, so a kernel holds one as its bits (uint16)
+and computes in f32 (`NARROW_FLOAT_HELPERS` convert)."""
+
+
+def is_narrow_float(typ: Attribute) -> bool:
+    return type(typ) in NARROW_FLOAT_NAMES
+
+
 def _dtype_name(typ: Attribute) -> str:
+    if is_narrow_float(typ):
+        return "uint16"
     if isinstance(typ, AnyFloat):
         return _FLOAT_DTYPES[typ.bitwidth]
     if isinstance(typ, IndexType):
@@ -94,7 +114,25 @@ def scalar_ctor(typ: Attribute) -> str:
     return f"np.{dtype_name(typ)}"
 
 
+def narrow_bits(value: float, typ: Attribute) -> int:
+    """The bits of the bf16/f16 nearest `value` (through f32, ties to even), as a kernel
+    holds them."""
+    value = float(value)
+    if math.isnan(value):
+        return 0x7FC0 if isinstance(typ, BFloat16Type) else 0x7E00
+    sign = 0x8000 if math.copysign(1.0, value) < 0 else 0
+    try:
+        if isinstance(typ, Float16Type):
+            return struct.unpack("<H", struct.pack("<e", value))[0]
+        bits = struct.unpack("<I", struct.pack("<f", value))[0]
+    except OverflowError:  # beyond the type's largest finite value: infinity
+        return sign | (0x7F80 if isinstance(typ, BFloat16Type) else 0x7C00)
+    return (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+
+
 def float_literal(value: float, typ: Attribute) -> str:
+    if is_narrow_float(typ):  # the bits a kernel holds
+        return f"np.uint16({narrow_bits(value, typ)})"
     if math.isnan(value):
         text = "np.nan"
     elif math.isinf(value):
@@ -137,7 +175,10 @@ def global_definition(op: memref.GlobalOp) -> str:
     if not isinstance(value, DenseIntOrFPElementsAttr):
         raise UnsupportedOpError(op, "a memref.global without an initial value")
     element = value.get_element_type()
-    values = ", ".join(str(v) for v in value.get_values())
+    numbers = value.get_values()
+    if is_narrow_float(element):  # the bits a kernel holds
+        numbers = [narrow_bits(v, element) for v in numbers]
+    values = ", ".join(str(v) for v in numbers)
     shape = tuple_literal(memref_shape(op.type))
     dtype = dtype_name(element)
     return f"{global_name(op.sym_name.data)} = np.array([{values}], np.{dtype}).reshape({shape})"
@@ -162,6 +203,61 @@ def bitcast(typingctx, value, target):
         return builder.bitcast(args[0], context.get_value_type(result))
 
     return result(value, target), codegen
+'''.strip()
+
+
+# 16-bit floats in kernels: held as their bits (uint16), converted to f32 where loaded
+# (`arith.extf`) and rounded to nearest even where stored (`arith.truncf`), with integer
+# operations on the f32 bits (`bitcast`), so the same source runs on the CPU, on CUDA and
+# in the CUDA simulator. `{decorator}` is the target's device-function decorator.
+NARROW_FLOAT_HELPERS = '''
+{decorator}
+def bf16_to_f32(bits):
+    """A bfloat16's bits as the f32 it is (exact: its top 16 bits)."""
+    return bitcast(np.uint32(np.uint32(bits) << np.uint32(16)), np.float32)
+
+
+{decorator}
+def f32_to_bf16(value):
+    """The bits of the bfloat16 nearest f32 `value`, ties to even; NaN stays (quiet) NaN."""
+    bits = np.int64(bitcast(np.float32(value), np.uint32))
+    if value != value:
+        return np.uint16((bits >> 16) | 64)
+    return np.uint16((bits + 32767 + ((bits >> 16) & 1)) >> 16)
+
+
+{decorator}
+def f16_to_f32(bits):
+    """A float16's bits as the f32 it is (exact)."""
+    half = np.int64(bits)
+    sign = (half & 32768) << 16
+    magnitude = half & 32767
+    if magnitude >= 31744:  # inf or NaN
+        return bitcast(np.uint32(sign | 2139095040 | ((magnitude & 1023) << 13)), np.float32)
+    if magnitude < 1024:  # zero or subnormal: magnitude * 2^-24
+        scaled = np.float32(magnitude) * np.float32(5.9604644775390625e-08)
+        return -scaled if sign else scaled
+    return bitcast(np.uint32(sign | ((magnitude << 13) + 939524096)), np.float32)
+
+
+{decorator}
+def f32_to_f16(value):
+    """The bits of the float16 nearest f32 `value`, ties to even; NaN stays (quiet) NaN."""
+    bits = np.int64(bitcast(np.float32(value), np.uint32))
+    sign = (bits >> 16) & 32768
+    magnitude = bits & 2147483647
+    if magnitude > 2139095040:  # NaN
+        return np.uint16(sign | 32256 | ((magnitude >> 13) & 1023))
+    if magnitude >= 1199566848:  # from 65520 on: rounds to inf
+        return np.uint16(sign | 31744)
+    if magnitude >= 947912704:  # normal: drop 13 mantissa bits, ties to even
+        return np.uint16(sign | ((magnitude - 939524096 + 4095 + ((magnitude >> 13) & 1)) >> 13))
+    scaled = abs(np.float32(value)) * np.float32(16777216.0)  # subnormal units, exact
+    units = np.int64(scaled)
+    rest = scaled - np.float32(units)
+    if rest > np.float32(0.5) or (rest == np.float32(0.5) and units & 1):
+        units += 1
+    return np.uint16(sign | units)
 '''.strip()
 
 

@@ -31,6 +31,7 @@ from tessc.lowering.codegen.numba_function import (
 from tessc.lowering.codegen.numba_ops import EXPRESSIONS
 from tessc.lowering.codegen.numba_source import (
     BITCAST_INTRINSIC,
+    NARROW_FLOAT_HELPERS,
     RESERVED_NAMES,
     UnsupportedOpError,
     dtype_name,
@@ -450,7 +451,7 @@ def _emit_module(module: ModuleOp) -> str:
 
     bodies: list[str] = []
     signatures: list[str] = []
-    uses_math = uses_bitcast = uses_strided_copy = False
+    uses_math = uses_bitcast = uses_strided_copy = uses_narrow_floats = False
     for module_name, kernel in kernels:
         if len(kernel.body.blocks) != 1:
             raise UnsupportedOpError(kernel, f"@{kernel.sym_name.data} has more than one block")
@@ -466,6 +467,7 @@ def _emit_module(module: ModuleOp) -> str:
             emitter.line(f"return {', '.join(emitter.expr(v) for v in returned.operands)}")
         uses_math |= emitter.uses_math
         uses_bitcast |= emitter.uses_bitcast
+        uses_narrow_floats |= emitter.uses_narrow_floats
         decorator = (
             "@cuda.jit(cache=True)" if kernel.kernel is not None else "@cuda.jit(device=True)"
         )
@@ -517,6 +519,8 @@ def _emit_module(module: ModuleOp) -> str:
     helpers = [DEVICE_BUFFER_HELPER]
     if uses_bitcast:
         helpers += [BITCAST_INTRINSIC, SIMULATOR_BITCAST]
+    if uses_narrow_floats:
+        helpers.append(NARROW_FLOAT_HELPERS.format(decorator="@cuda.jit(device=True)"))
     return "\n\n\n".join(["\n".join(prologue), *helpers, *bodies]) + "\n"
 
 

@@ -39,6 +39,7 @@ from tessc.lowering.codegen.numba_micro import (
 from tessc.lowering.codegen.numba_source import (
     BITCAST_INTRINSIC,
     HUGE_PAGES_INTRINSIC,
+    NARROW_FLOAT_HELPERS,
     UnsupportedOpError,
     dtype_name,
     global_definition,
@@ -174,6 +175,7 @@ def _emit_module(
     bodies: list[str] = []
     signatures: list[str] = []
     uses_math = uses_prange = uses_bitcast = uses_num_threads = uses_huge_pages = False
+    uses_narrow_floats = False
     mma_tiles: set[MmaKey] = set()
     for fn in functions:
         name = fn.sym_name.data
@@ -198,6 +200,7 @@ def _emit_module(
             )
         uses_math |= emitter.uses_math
         uses_bitcast |= emitter.uses_bitcast
+        uses_narrow_floats |= emitter.uses_narrow_floats
         uses_num_threads |= emitter.uses_num_threads
         uses_huge_pages |= emitter.uses_huge_pages
         mma_tiles |= emitter.mma_tiles
@@ -261,6 +264,8 @@ def _emit_module(
         *(["", *tables] if tables else []),
     ]
     helpers = [BITCAST_INTRINSIC] if uses_bitcast else []
+    if uses_narrow_floats:
+        helpers.append(NARROW_FLOAT_HELPERS.format(decorator='@njit(inline="always")'))
     if mma_tiles:
         helpers += [MMA_TEMPLATE, "\n".join(mma_binding(tile) for tile in sorted(mma_tiles))]
     if uses_num_threads:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
+from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir import Operation, OpResult
@@ -31,6 +32,7 @@ from xdsl.pattern_rewriter import (
 
 from tessc.dialects import contract
 from tessc.lowering.fusion.fuse_build import build_fused
+from tessc.lowering.fusion.fuse_fc import stack_all
 from tessc.lowering.fusion.fuse_plan import FusionPlan, FusionPolicy, plan_fusion
 from tessc.lowering.linalg.generic_analysis import FactsCache, cached_facts, labels, pattern_kind
 
@@ -125,7 +127,9 @@ class TessFusePass(ModulePass):
 
     Options: `report` writes `tess.kind`, `tess.fused` and `tess.fusion_refused`;
     `max-cheap-ops` bounds the arithmetic ops of a producer that may be recomputed;
-    `multi-output` allows a fused generic to also yield an expensive producer's result.
+    `multi-output` allows a fused generic to also yield an expensive producer's result;
+    `horizontal-fc` then stacks products sharing their right operand into one
+    (`fuse_fc.py`; report: `tess.fc_stacked`, `tess.fc_refused`).
     """
 
     name = "tess-fuse"
@@ -133,6 +137,7 @@ class TessFusePass(ModulePass):
     report: bool = False
     max_cheap_ops: int = 4
     multi_output: bool = True
+    horizontal_fc: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         policy = FusionPolicy(max_cheap_ops=self.max_cheap_ops, multi_output=self.multi_output)
@@ -143,4 +148,9 @@ class TessFusePass(ModulePass):
         if self.report:
             for fused, merged in pattern.origins.items():
                 contract.FUSED.set(fused, [label for _, label in merged])
+        if self.horizontal_fc:
+            for function in [f for f in op.walk() if isinstance(f, func.FuncOp)]:
+                for block in function.body.blocks:
+                    stack_all(block, self.report)
+        if self.report:
             annotate(op, policy)

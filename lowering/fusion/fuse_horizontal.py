@@ -31,6 +31,7 @@ from tessc.dialects.contract import ARENA_LAYOUT
 from tessc.dialects.functions import called_functions
 from tessc.dialects.kernel import GroupOp, wrap_in_group
 from tessc.lowering.fusion.fuse_horizontal_arenas import FunctionPacker
+from tessc.lowering.fusion.fuse_horizontal_computed import group_computed_updates
 from tessc.lowering.fusion.fuse_horizontal_groups import (
     Family,
     Group,
@@ -140,6 +141,7 @@ class TessFuseHorizontalPass(ModulePass):
     donated_only: bool = False
     scalar_prologue: bool = True
     segmented: bool = True
+    computed_groups: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         called = called_functions(op)
@@ -195,6 +197,14 @@ class TessFuseHorizontalPass(ModulePass):
                 packer = FunctionPacker(function, self.chunk_size, self.report)
                 arenas, builders = packer.pack(packed, segmented)
                 group_kernels(block, arenas, builders, self.scalar_prologue, self.report)
+            if self.computed_groups:
+                size = max(2, self.min_group_size)
+                for group in group_computed_updates(block, ret, refused, size):
+                    members = [g for g in group.block.ops if isinstance(g, GenericOp)]
+                    for member in members:
+                        member.attributes.pop(contract.HORIZONTAL_REFUSED.name, None)
+                    if self.report:
+                        contract.HORIZONTAL_MEMBERS.set(group, len(members))
             for group in peeled:
                 group.restore()
 

@@ -29,7 +29,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.dialects.linalg.attrs import IteratorTypeAttr
 from xdsl.dialects.linalg.ops import GenericOp
-from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
+from xdsl.ir import BlockArgument, Operation, SSAValue
 from xdsl.ir.affine import AffineMap
 
 from tessc.dialects import contract
@@ -95,14 +95,16 @@ def build_arena_generic(
         shared = is_shared_operand(value, affine_map)
         inputs.append(value if shared else next(packed))
         maps.append(AffineMap(1, 0, ()) if shared else AffineMap.identity(1))
-    empties = [tensor.EmptyOp([], arena_type) for _ in first.outputs]
+    # Each output arena in its output's dtype (a split-bf16 update writes bf16, i16, f32).
+    output_types = [TensorType(element_of(v), arena_type.get_shape()) for v in first.outputs]
+    empties = [tensor.EmptyOp([], t) for t in output_types]
     generic = GenericOp(
         inputs,
         [e.results[0] for e in empties],
         first.body.clone(),
         [AffineMapAttr(m) for m in (*maps, *[AffineMap.identity(1)] * len(empties))],
         ArrayAttr([IteratorTypeAttr.parallel()]),
-        [arena_type] * len(empties),
+        output_types,
     )
     reports = (contract.HORIZONTAL_REFUSED.name, contract.HORIZONTAL_MEMBERS.name)
     generic.attributes.update({k: v for k, v in first.attributes.items() if k not in reports})
@@ -188,20 +190,22 @@ class FunctionPacker:
     def pack_arguments(
         self,
         members: Sequence[tuple[BlockArgument, ...]],
-        element: Attribute,
         number: int,
         attrs: dict[SSAValue, DictionaryAttr],
     ) -> tuple[list[BlockArgument], list[int]]:
         """Each operand position's arguments (one tuple per member, members in arena order)
-        as one arena argument; the arenas and each member's offset."""
+        as one arena argument of their dtype (positions may differ: a split-bf16 update
+        packs bf16 weights, int16 trails and f32 states); the arenas and each member's
+        offset."""
         block = self.function.body.block
         offsets = [0]
         for arguments in members:
             offsets.append(offsets[-1] + math.prod(shape_of(arguments[0])))
-        arena_type = TensorType(element, [offsets.pop()])
+        size = offsets.pop()
         arenas: list[BlockArgument] = []
         for position in range(len(members[0])):
             packed = [arguments[position] for arguments in members]
+            arena_type = TensorType(element_of(packed[0]), [size])
             lead = min(packed, key=lambda a: a.index)
             arena = block.insert_arg(arena_type, lead.index)
             arena.name_hint = _arena_name(packed, "", f"arena{number}_{position}")
@@ -218,10 +222,7 @@ class FunctionPacker:
         """Arena arguments and the arena generic for `group`; its members, to be erased."""
         block = self.function.body.block
         updates = sorted(group.updates, key=lambda u: u.arguments[0].index)
-        element = element_of(updates[0].op.results[0])
-        arenas, offsets = self.pack_arguments(
-            [u.arguments for u in updates], element, number, attrs
-        )
+        arenas, offsets = self.pack_arguments([u.arguments for u in updates], number, attrs)
         ops, generic = build_arena_generic(updates, arenas, self.chunk_size)
         if self.report:
             contract.HORIZONTAL_MEMBERS.set(generic, len(updates))
@@ -247,9 +248,8 @@ class FunctionPacker:
         block = self.function.body.block
         members = family.members
         template = members[0]
-        element = element_of(template.arguments[0])
         arguments = [m.arguments for m in members]
-        arenas, offsets = self.pack_arguments(arguments, element, number, attrs)
+        arenas, offsets = self.pack_arguments(arguments, number, attrs)
         builder = SegmentedBuilder(template, arenas, [m.size for m in members], self.chunk_size)
         builder.build()
         if self.report:

@@ -26,7 +26,12 @@ from xdsl.ir.affine import AffineMap
 
 from tessc.dialects.contract import DONATED
 from tessc.dialects.kernel import GroupOp, yielded_value
-from tessc.lowering.linalg.generic_analysis import generic_maps, reads_captured, reads_loop_indices
+from tessc.lowering.linalg.generic_analysis import (
+    body_fingerprint,
+    generic_maps,
+    reads_captured,
+    reads_loop_indices,
+)
 
 # ---------------------------------------------------------------------------------------
 # Elementwise ops
@@ -72,38 +77,7 @@ def elementwise_refusal(op: GenericOp) -> str | None:
                 f"operand {index} is read through {affine_map}, not the identity "
                 "(a broadcast, transpose or reduction)"
             )
-    types = {element_of(v) for v in op.operands if isinstance(v.type, ShapedType)}
-    if len(types) > 1:
-        names = ", ".join(sorted(str(t) for t in types))
-        return f"mixed dtypes ({names}): an arena holds one dtype"
-    return None
-
-
-def body_fingerprint(block: Block) -> Hashable:
-    """The body up to renaming: op names, properties, attributes, result types and how
-    operands are wired (block argument k, result r of the j-th op, or an outside value)."""
-    positions = {op: j for j, op in enumerate(block.ops)}
-
-    def wire(value: SSAValue) -> Hashable:
-        if isinstance(value, BlockArgument) and value.block is block:
-            return ("arg", value.index)
-        if isinstance(value, OpResult) and value.op in positions:
-            return ("result", positions[value.op], value.index)
-        return ("outside", value)
-
-    return (
-        tuple(arg.type for arg in block.args),
-        tuple(
-            (
-                op.name,
-                tuple(sorted(op.properties.items())),
-                tuple(sorted(op.attributes.items())),
-                tuple(wire(v) for v in op.operands),
-                tuple(r.type for r in op.results),
-            )
-            for op in block.ops
-        ),
-    )
+    return None  # mixed dtypes are fine: each operand position is its own arena
 
 
 def inputs_with_maps(op: GenericOp) -> list[tuple[SSAValue, AffineMap]]:

@@ -31,12 +31,11 @@ from tessc.lowering.linalg.generic_analysis import generic_maps
 
 def can_merge_siblings(first: GenericOp, second: GenericOp, block: Block) -> bool:
     """`first` and the later `second` iterate the same space, share a tensor input, and
-    every use of `first`'s results comes after `second` (so `second` does not depend on it)."""
+    every use of `first`'s results comes after `second` (so `second` does not depend on it).
+    Their outputs may differ in dtype (each output position is an arena of its own)."""
     if elementwise_refusal(first) or elementwise_refusal(second):
         return False
     if shape_of(first.results[0]) != shape_of(second.results[0]):
-        return False
-    if element_of(first.results[0]) != element_of(second.results[0]):
         return False
     shared = {v for v, m in inputs_with_maps(first) if not is_shared_operand(v, m)}
     if not any(v in shared for v in second.inputs):

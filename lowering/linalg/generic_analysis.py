@@ -14,6 +14,7 @@ No IR is changed here.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from xdsl.dialects import arith, tensor
@@ -21,7 +22,7 @@ from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
 from xdsl.dialects.linalg.abstract_ops import LinalgStructuredOperation
 from xdsl.dialects.linalg.attrs import IteratorType
 from xdsl.dialects.linalg.ops import FillOp, GenericOp, IndexOp, YieldOp
-from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
     AffineBinaryOpKind,
@@ -33,6 +34,34 @@ from xdsl.ir.affine import (
 
 from tessc.dialects import contract
 from tessc.dialects.tess import PatternKind
+
+
+def body_fingerprint(block: Block) -> Hashable:
+    """The body up to renaming: op names, properties, attributes, result types and how
+    operands are wired (block argument k, result r of the j-th op, or an outside value)."""
+    positions = {op: j for j, op in enumerate(block.ops)}
+
+    def wire(value: SSAValue) -> Hashable:
+        if isinstance(value, BlockArgument) and value.block is block:
+            return ("arg", value.index)
+        if isinstance(value, OpResult) and value.op in positions:
+            return ("result", positions[value.op], value.index)
+        return ("outside", value)
+
+    return (
+        tuple(arg.type for arg in block.args),
+        tuple(
+            (
+                op.name,
+                tuple(sorted(op.properties.items())),
+                tuple(sorted(op.attributes.items())),
+                tuple(wire(v) for v in op.operands),
+                tuple(r.type for r in op.results),
+            )
+            for op in block.ops
+        ),
+    )
+
 
 VIEW_OPS = (tensor.CollapseShapeOp, tensor.ExpandShapeOp)
 """Tensor ops that only reshape (injective, never fused into)."""
@@ -308,6 +337,7 @@ __all__ = [
     "VIEW_OPS",
     "BodyFacts",
     "FactsCache",
+    "body_fingerprint",
     "body_ops",
     "cached_facts",
     "generic_maps",

@@ -65,6 +65,7 @@ from tessc.lowering.linalg.builders import (
     typed_body,
     unit_dims_map,
 )
+from tessc.lowering.linalg.to_linalg_attention import attention_patterns
 from tessc.lowering.linalg.to_linalg_conv import conv_patterns
 from tessc.lowering.linalg.to_linalg_index import index_patterns
 
@@ -175,6 +176,20 @@ class CastToLinalg(RewritePattern):
             [op.input],
             result_type_of(op),
             lambda b, args: convert(b, args[0], target),
+            op.name,
+        )
+        rewriter.replace(op, [], [result])
+
+
+class BitcastToLinalg(RewritePattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: tess.BitcastOp, rewriter: PatternRewriter) -> None:
+        target = result_type_of(op).element_type
+        result = build_elementwise(
+            rewriter,
+            [op.input],
+            result_type_of(op),
+            lambda b, args: b.insert(arith.BitcastOp(args[0], target)).result,
             op.name,
         )
         rewriter.replace(op, [], [result])
@@ -494,6 +509,7 @@ class TessToLinalgPass(ModulePass):
                     BinaryToLinalg(),
                     SelectToLinalg(),
                     CastToLinalg(),
+                    BitcastToLinalg(),
                     StopGradientToLinalg(),
                     FillToLinalg(),
                     SplatConstantToLinalg(),
@@ -504,6 +520,7 @@ class TessToLinalgPass(ModulePass):
                     ReshapeToLinalg(),
                     *index_patterns(),
                     *conv_patterns(),
+                    *attention_patterns(),
                 ],
                 dce_enabled=False,
             ),

@@ -10,9 +10,9 @@ with the others' by a reshape (`(B, 3)` beside an unbatched `(4, 3)` becomes `(B
 so unbatched operands broadcast and are never copied B times; reductions, permutes,
 slices, pads and arg-reductions shift their dims by one; `take`/`scatter_add` with batched
 indices gather from the batch-flattened operand; convolutions and pools fold the batch
-into their N dim. The result is ordinary `tess` ops in one trace, so the batched program
-fuses, differentiates and lowers like any other. An op without a rule is a TessError
-naming it.
+into their N dim; the attention ops take it as one more batch dim. The result is
+ordinary `tess` ops in one trace, so the batched program fuses, differentiates and lowers
+like any other. An op without a rule is a TessError naming it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from xdsl.dialects.builtin import DenseArrayBase, IntegerType, TensorType, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
-from tessc.dialects import tess, tess_conv, tess_index
+from tessc.dialects import tess, tess_attention, tess_conv, tess_index
 from tessc.dialects.builder import TessBuilder
 from tessc.dialects.builder_types import TessError, shape_of
 from tessc.dialects.tess import element_type_of
@@ -248,6 +248,28 @@ def _folded_into_n(block: BatchedBlock, op: Operation) -> SSAValue:
     return b.reshape(b.insert(new), (block.size, *result))
 
 
+def _attention(block: BatchedBlock, op: Operation) -> SSAValue:
+    """The attention ops: the batch is one more leading batch dim of every operand (an
+    unbatched one broadcast to it), but a mask, whose dims broadcast: size 1 there."""
+    b = block.builder
+    mask = getattr(op, "mask", None)
+    operands = []
+    for v in op.operands:
+        if v is mask and not block.batched(v):
+            operands.append(b.reshape(block.lift(v), (1, *shape_of(v))))
+        else:
+            operands.append(block.materialized(v))
+    result = shape_of(op.results[0])
+    new = type(op).create(
+        operands=operands,
+        result_types=[TensorType(element_type_of(op.results[0]), (block.size, *result))],
+        properties=dict(op.properties),
+        attributes=dict(op.attributes),
+    )
+    new.verify()
+    return b.insert(new)
+
+
 RULES: dict[type[Operation], Rule] = {
     **dict.fromkeys(tess.UNARY_OPS, _elementwise),
     **dict.fromkeys(tess.BINARY_OPS, _elementwise),
@@ -272,6 +294,7 @@ RULES: dict[type[Operation], Rule] = {
     tess_conv.ConvOp: _folded_into_n,
     tess_conv.PoolOp: _folded_into_n,
     tess_conv.UnpoolOp: _folded_into_n,
+    **dict.fromkeys(tess_attention.ATTENTION_OPS, _attention),
 }
 """The batching rule of each `tess` op (ops with no operands, `fill` and `iota`, are
 never batched)."""

@@ -364,8 +364,9 @@ class JitFunction:
             inputs = [a if is_device_array(a) else np.asarray(a, order="C") for a in arrays]
             with timing.phase("first call (Numba: compile or load, run)" if first_call else "call"):
                 outputs = compiled(*inputs, *constants)
+            returned = {id(output) for output in outputs}
             for d in donated:  # its buffer may now hold an output, or scratch
-                if not any(arrays[d] is output for output in outputs):
+                if id(arrays[d]) not in returned:
                     donation.mark(arrays[d], name)
         if (
             not kwargs

@@ -43,14 +43,21 @@ class TensorShape:
 
     @located
     def view(self: Tensor, *shape: Any) -> Tensor:
-        """PyTorch's `view(*shape)`: `reshape` (tess values have no layout to respect).
-        `view(dtype)`, a reinterpretation of the bits, is refused."""
-        if len(shape) == 1 and not isinstance(shape[0], Sequence | int | np.integer):
-            raise TessError(
-                f"view({shape[0]!r}): reinterpreting the bits as another dtype is not "
-                "supported; convert the values with astype"
-            )
+        """PyTorch's `view(*shape)`: `reshape` (tess values have no layout to respect);
+        `view(dtype)`, as NumPy's and PyTorch's, reinterprets the bits as a dtype of the same
+        width (`bitcast`)."""
+        if len(shape) == 1 and (
+            isinstance(shape[0], str) or not isinstance(shape[0], Sequence | int | np.integer)
+        ):
+            return self.bitcast(shape[0])
         return self._build("reshape", shape=shape_args(shape))
+
+    @located
+    def bitcast(self: Tensor, dtype: Any) -> Tensor:
+        """The bits of each element as `dtype`, of the same width (`tess.bitcast`, like
+        `jax.lax.bitcast_convert_type`): float32/int32, float64/int64, or 16-bit
+        bfloat16/float16/int16."""
+        return self._build("bitcast", dtype=dtype)
 
     @located
     def permute(self: Tensor, *dims: Any) -> Tensor:

@@ -120,6 +120,7 @@ NN_FUNCTIONS = (
     "layer_norm",
     "rms_norm",
     "embedding",
+    "scaled_dot_product_attention",
 )
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp
 
@@ -38,8 +39,15 @@ from tessc.frontend.pytree import (
 from tessc.frontend.tracer import Tensor, Trace
 from tessc.runtime.cuda import is_device_array
 
-ARRAY_DTYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.bool_))
-"""The dtypes of array arguments (`tess` element types f32, f64, i32, i64, i1)."""
+ARRAY_DTYPES = tuple(
+    np.dtype(t)
+    for t in (
+        np.float32, np.float64, ml_dtypes.bfloat16, np.float16, np.int16, np.int32, np.int64,
+        np.bool_,
+    )
+)  # fmt: skip
+"""The dtypes of array arguments (`tess` element types f32, f64, bf16, f16, i16, i32, i64,
+i1)."""
 
 
 def _is_array(value: Any) -> bool:
@@ -272,11 +280,13 @@ def flatten_arguments(
         if dtype not in ARRAY_DTYPES:
             raise TypeError(
                 f"argument `{path}` has dtype {dtype} ({_type_name(original)}); tessc "
-                "computes in float32, float64, int32, int64 and bool (convert it with .astype)"
+                "computes in float32, float64, bfloat16, float16, int16, int32, int64 and bool "
+                "(convert it with .astype)"
             )
         # Device arrays (the cuda target's) stay where they are.
         arrays.append((path, leaf if is_device_array(leaf) else np.asarray(leaf)))
-        types.append((shape, dtype.str))
+        # ml_dtypes' bfloat16 has no type code of its own (`dtype.str` is "<V2"): its name.
+        types.append((shape, dtype.name if dtype.kind == "V" else dtype.str))
     signature = Signature(tree, tuple(types), donated, weak)
     return signature, arrays
 

@@ -32,17 +32,20 @@ from tessc.fuzz.programs import Program
 COMPILED_PIPELINES = ("cpu", "cpu-unfused", "cpu-basic")
 
 FORCED_LOOPS = {
-    "fuzz-pack": "tess-pack-matmul{min-work=1},tess-interchange-rows{min-rows=1},"
-    "tess-row-dots{min-cols=1}",
-    "fuzz-pack-rows": "tess-pack-matmul{min-work=1 min-rows=1 in-place-bytes=131072},"
+    "fuzz-pack": "tess-conv-tiles{min-depth=1 max-taps=4096},tess-pack-matmul{min-work=1},"
+    "tess-interchange-rows{min-rows=1},tess-row-dots{min-cols=1}",
+    "fuzz-pack-rows": "tess-conv-tiles{min-depth=1 max-taps=1},"
+    "tess-pack-matmul{min-work=1 min-rows=1 in-place-bytes=131072},"
     "tess-interchange-rows{min-rows=1 max-trip=40},tess-row-dots{min-cols=1}",
 }
 """`cpu` with the loop passes' size gates forced open, so small programs reach them:
-`fuzz-pack` packs every product (one tile as tall as a product under 16 rows when B is read
-in place), `fuzz-pack-rows` every product as MR-row tiles (A in place where its rows are a
-multiple of MR) with operands up to 128 KiB in place; both interchange any row loop and tile
-every row dot. `register_forced_pipelines` adds them to `tessc.pipelines.PIPELINES` (the
-fuzzer's process only: they are not pipelines a user picks)."""
+`fuzz-pack` tiles every conv of unit column stride and one group (`fuzz-pack-rows`: with
+the last tap as depth where there are two taps or more), packs every product
+(one tile as tall as a product under 16 rows when B is read in place), `fuzz-pack-rows`
+every product as MR-row tiles (A in place where its rows are a multiple of MR) with
+operands up to 128 KiB in place; both interchange any row loop and tile every row dot.
+`register_forced_pipelines` adds them to `tessc.pipelines.PIPELINES` (the fuzzer's
+process only: they are not pipelines a user picks)."""
 
 
 def register_forced_pipelines() -> tuple[str, ...]:

@@ -39,11 +39,11 @@ func.func @f(%x: tensor<3xf32>, %y: tensor<3xf32>) -> tensor<3xf32> {
 // -----
 
 // Only f32/f64 tensors have gradients.
-// expected-error @below {{tess-autodiff: argument 1 of @f has type tensor<3xi32>, not an f32/f64 tensor}}
+// expected-error @below {{tess-autodiff: argument 1 of @f has type tensor<3xi32>, not a float tensor}}
 func.func @f(%x: tensor<3xf32>, %n: tensor<3xi32>) -> tensor<3xf32> {
   func.return %x : tensor<3xf32>
 }
-// WRT: tess-autodiff-errors.mlir:[[# @LINE - 3]]:1: error: tess-autodiff: argument 1 of @f has type tensor<3xi32>, not an f32/f64 tensor
+// WRT: tess-autodiff-errors.mlir:[[# @LINE - 3]]:1: error: tess-autodiff: argument 1 of @f has type tensor<3xi32>, not a float tensor
 
 // -----
 

@@ -47,16 +47,16 @@ func.func @mixed_dtypes(%a: tensor<3xf32>, %b: tensor<3xf64>) {
 // -----
 
 func.func @integer_tensor(%a: tensor<3xi32>) {
-  // expected-error @+1 {{'tess.exp' expects f32 or f64 elements, got tensor<3xi32>}}
+  // expected-error @+1 {{'tess.exp' expects f32, f64, bf16 or f16 elements, got tensor<3xi32>}}
   %0 = tess.exp %a : tensor<3xi32>
   func.return
 }
 
 // -----
 
-func.func @f16_tensor(%a: tensor<3xf16>, %b: tensor<3xf16>) {
-  // expected-error @+1 {{'tess.add' expects f32, f64, i32 or i64 elements, got tensor<3xf16>}}
-  %0 = tess.add %a, %b : tensor<3xf16>, tensor<3xf16> -> tensor<3xf16>
+func.func @f80_tensor(%a: tensor<3xf80>, %b: tensor<3xf80>) {
+  // expected-error @+1 {{'tess.add' expects f32, f64, bf16, f16, i16, i32 or i64 elements, got tensor<3xf80>}}
+  %0 = tess.add %a, %b : tensor<3xf80>, tensor<3xf80> -> tensor<3xf80>
   func.return
 }
 
@@ -215,9 +215,9 @@ func.func @broadcast_to_size1_target(%a: tensor<1x4xf32>) {
 
 // -----
 
-func.func @fill_f16() {
-  // expected-error @+1 {{'tess.fill' expects f32, f64, i32, i64 or i1 elements, got tensor<3xf16>}}
-  %0 = tess.fill 1.0 : tensor<3xf16>
+func.func @fill_f80() {
+  // expected-error @+1 {{'tess.fill' expects f32, f64, bf16, f16, i16, i32, i64 or i1 elements, got tensor<3xf80>}}
+  %0 = tess.fill 1.0 : tensor<3xf80>
   func.return
 }
 
@@ -313,5 +313,13 @@ func.func @syntax(%a: tensor<3xf32>) {
   // STDERR: invalid.mlir:[[# @LINE + 2]]:22: error: Expected ':'
   // expected-error @+1 {{Expected ':'}}
   %0 = tess.neg %a   tensor<3xf32>
+  func.return
+}
+
+// -----
+
+func.func @bitcast_width(%a: tensor<3xf32>) {
+  // expected-error @+1 {{'tess.bitcast' reinterprets bits of one width: f32 is 32 bits, i16 16}}
+  %0 = tess.bitcast %a : tensor<3xf32> -> tensor<3xi16>
   func.return
 }

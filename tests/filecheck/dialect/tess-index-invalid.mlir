@@ -2,7 +2,7 @@
 // RUN: tessc-opt %s --split-input-file --verify-diagnostics
 
 func.func @exp_of_ints(%a: tensor<3xi64>) {
-  // expected-error @+1 {{'tess.exp' expects f32 or f64 elements, got tensor<3xi64>}}
+  // expected-error @+1 {{'tess.exp' expects f32, f64, bf16 or f16 elements, got tensor<3xi64>}}
   %0 = tess.exp %a : tensor<3xi64>
   func.return
 }

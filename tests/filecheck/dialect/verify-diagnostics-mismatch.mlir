@@ -15,17 +15,17 @@ func.func @wrong_text(%a: tensor<3x4x1xf32>, %b: tensor<3x5xf32>) {
 // -----
 
 func.func @wrong_line(%a: tensor<3xi32>) {
-  // expected-error @+2 {{'tess.exp' expects f32 or f64 elements}}
+  // expected-error @+2 {{'tess.exp' expects f32, f64, bf16 or f16 elements}}
   %0 = tess.exp %a : tensor<3xi32>
   func.return
 }
-// CHECK: verify-diagnostics-mismatch.mlir:[[# @LINE - 3]]:3: error: unexpected error: 'tess.exp' expects f32 or f64 elements
-// CHECK: verify-diagnostics-mismatch.mlir:[[# @LINE - 5]]:6: error: expected error "'tess.exp' expects f32 or f64 elements" was not produced
+// CHECK: verify-diagnostics-mismatch.mlir:[[# @LINE - 3]]:3: error: unexpected error: 'tess.exp' expects f32, f64, bf16 or f16 elements
+// CHECK: verify-diagnostics-mismatch.mlir:[[# @LINE - 5]]:6: error: expected error "'tess.exp' expects f32, f64, bf16 or f16 elements" was not produced
 
 // -----
 
 func.func @wrong_severity(%a: tensor<3xi32>) {
-  // expected-warning @+1 {{'tess.exp' expects f32 or f64 elements}}
+  // expected-warning @+1 {{'tess.exp' expects f32, f64, bf16 or f16 elements}}
   %0 = tess.exp %a : tensor<3xi32>
   func.return
 }
@@ -37,7 +37,7 @@ func.func @unexpected(%a: tensor<3xi32>) {
   %0 = tess.exp %a : tensor<3xi32>
   func.return
 }
-// CHECK: verify-diagnostics-mismatch.mlir:[[# @LINE - 3]]:3: error: unexpected error: 'tess.exp' expects f32 or f64 elements, got tensor<3xi32>
+// CHECK: verify-diagnostics-mismatch.mlir:[[# @LINE - 3]]:3: error: unexpected error: 'tess.exp' expects f32, f64, bf16 or f16 elements, got tensor<3xi32>
 
 // -----
 
@@ -52,7 +52,7 @@ func.func @not_produced(%a: tensor<3xf32>) -> tensor<3xf32> {
 
 // A chunk whose expectations hold adds nothing to stderr.
 func.func @ok(%a: tensor<3xi32>) {
-  // expected-error-re @+1 {{'tess.{{[a-z]+}}' expects f{{[0-9]+}} or f64}}
+  // expected-error-re @+1 {{'tess.{{[a-z]+}}' expects f{{[0-9]+}}, f64, bf16 or f16}}
   %0 = tess.exp %a : tensor<3xi32>
   func.return
 }

@@ -1,12 +1,15 @@
 // RUN: tessc-opt %s -p 'dce,tess-to-linalg,tess-fuse,tess-pack-narrow,tess-cse-generics,tess-fuse-epilogue,tess-fuse-horizontal{donated-only=true},tess-bufferize,tess-memory-plan,tess-outline-kernels' | filecheck %s
 // RUN: tessc-opt %s -p 'dce,tess-to-linalg,tess-fuse,tess-pack-narrow,tess-cse-generics,tess-fuse-epilogue,tess-fuse-horizontal{donated-only=true},tess-bufferize,tess-memory-plan,tess-outline-kernels' | filecheck %s --check-prefix=DH
+// RUN: tessc-opt %s -p 'dce,tess-to-linalg,tess-fuse,tess-pack-narrow,tess-cse-generics,tess-fuse-epilogue,tess-fuse-horizontal{donated-only=true report=true}' | filecheck %s --check-prefix=UPD
 
 // The digits MLP train step (bench/mlp_step.py: 64-128-10, batch 128, softmax
-// cross-entropy, SGD, parameters donated), as `jit` traces it. Its kernels: 16, with one
+// cross-entropy, SGD, parameters donated), as `jit` traces it. Its kernels: 14, with one
 // transposed copy of `w2` (shared by `h @ w2` and `dz @ w2.T`: tess-cse-generics) and no
 // 128x128 transposed copy (`h.T @ dz` runs transposed: tess-pack-narrow), only the
 // 10x128 product transposed back. The b1 gradient sums dh itself (DH): x.T @ dh
 // materializes it, so recomputing it there would read dz @ w2.T, pre and b1 (tess-fuse).
+// The updates of b1, b2 and w2 (`p - 0.1 * g`, g computed by the step) are ONE kernel
+// (tess-fuse-horizontal's step 4, UPD); w1's runs in its gradient's contraction kernel.
 
 builtin.module {
   func.func @step(%p_b1: tensor<128xf32> {tess.donated}, %p_b2: tensor<10xf32> {tess.donated}, %p_w1: tensor<64x128xf32> {tess.donated}, %p_w2: tensor<128x10xf32> {tess.donated}, %x: tensor<128x64xf32>, %y: tensor<128x10xf32>) -> (tensor<128xf32>, tensor<10xf32>, tensor<64x128xf32>, tensor<128x10xf32>, tensor<f32>) {
@@ -69,7 +72,7 @@ builtin.module {
 
 
 // CHECK-LABEL: func.func @step(
-// CHECK-COUNT-16: func.call @step_kernel_
+// CHECK-COUNT-14: func.call @step_kernel_
 // CHECK-NOT:      func.call @step_kernel_
 // CHECK:          func.return
 // CHECK-COUNT-2:  attrs =  {tess.op = "tess.permute"}
@@ -79,3 +82,12 @@ builtin.module {
 // DH:      func.call @step_kernel_{{[0-9]+}}(%{{[0-9]+}}) : (memref<128xf32>) -> ()
 // DH-NEXT: func.call @step_kernel_{{[0-9]+}}(%[[DH]], %{{[0-9]+}}) : (memref<128x128xf32>, memref<128xf32>) -> ()
 // DH:      func.call @step_kernel_{{[0-9]+}}(%{{[a-z0-9_]+}}, %x, %[[DH]], %p_w1, %out2)
+
+// UPD:      kernel.group -> (tensor<128xf32>, tensor<10xf32>, tensor<128x10xf32>) attributes {tess.horizontal_members = 3 : i64} {
+// UPD-NEXT:   tensor.empty() : tensor<128xf32>
+// UPD-NEXT:   linalg.generic {{.*}} ins(%p_b1, %{{.*}} : tensor<128xf32>, tensor<128xf32>)
+// UPD:        tensor.empty() : tensor<10xf32>
+// UPD-NEXT:   linalg.generic {{.*}} ins(%p_b2, %{{.*}} : tensor<10xf32>, tensor<10xf32>)
+// UPD:        tensor.empty() : tensor<128x10xf32>
+// UPD-NEXT:   linalg.generic {{.*}} ins(%p_w2, %{{.*}} : tensor<128x10xf32>, tensor<128x10xf32>)
+// UPD:        kernel.yield

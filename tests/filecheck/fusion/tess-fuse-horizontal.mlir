@@ -1628,12 +1628,12 @@ func.func @dependent(%lr: tensor<f32>, %w0: tensor<4xf32>, %g0: tensor<4xf32>, %
   func.return %w0_new, %w1_new : tensor<4xf32>, tensor<4xf32>
 }
 
-// One dtype per group: the f32 and the f64 updates form two groups, two arenas each; an
-// update mixing f32 and f64 operands is refused.
+// One dtype per operand position: the f32 and the f64 updates form two groups, two arenas
+// each; the one update mixing f32 and f64 operands has no group to join.
 // REPORT-LABEL: func.func @dtypes(
 // REPORT:         linalg.generic {{.*}} ins(%a_arena, %lr, %b_arena : tensor<7xf32>, tensor<f32>, tensor<7xf32>) {{.*}}tess.horizontal_members = 2 : i64
 // REPORT:         linalg.generic {{.*}} ins(%c_arena, %lr64, %d_arena : tensor<9xf64>, tensor<f64>, tensor<9xf64>) {{.*}}tess.horizontal_members = 2 : i64
-// REPORT:         linalg.generic {{.*}}tess.horizontal_refused = "mixed dtypes (f32, f64): an arena holds one dtype"
+// REPORT:         linalg.generic {{.*}}tess.horizontal_refused = "too few updates with the same body, dtype and shared operands"
 // CHECK-LABEL: func.func @dtypes(%lr: tensor<f32>, %lr64: tensor<f64>, %a_arena: tensor<7xf32>, %b_arena: tensor<7xf32>, %c_arena: tensor<9xf64>, %d_arena: tensor<9xf64>, %x: tensor<3xf32>, %y: tensor<3xf64>)
 // CHECK-SAME:      -> (tensor<7xf32>, tensor<9xf64>, tensor<3xf32>)
 // CHECK-SAME:      tess.arena_layout = {inputs = [array<i64: 0, -1>, array<i64: 1, -1>, array<i64: 2, 0, 4>, array<i64: 3, 0, 4>, array<i64: 2, 4, 3>, array<i64: 3, 4, 3>, array<i64: 4, 0, 2, 3>, array<i64: 5, 0, 2, 3>, array<i64: 4, 6, 3>, array<i64: 5, 6, 3>, array<i64: 6, -1, 3>, array<i64: 7, -1, 3>],

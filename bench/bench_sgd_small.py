@@ -1,0 +1,180 @@
+"""
+An SGD step over 200 small parameters (issue 24 §3): the horizontally fused step, donated
+and not, against the unfused kernels, NumPy in place and torch.optim.SGD(fused=True).
+
+`p -= lr * g` for `--params` parameters (default 200) whose sizes are log-uniform in
+[16, 4096] floats (seeded): a step moves little data, so per-call overheads (a kernel
+call per parameter, a packing copy per call) decide. Contenders, all f32:
+
+- `tessc opt.step`: `tessc.optim.SGD(lr).step(params, grads, state)`, compiled once with
+  the parameters donated: ONE kernel over arenas. The parameters it returns (views of
+  its arena) are fed back, so no call packs them; the gradients are what a jitted
+  function returned (views of one buffer, `runtime/executor.py`'s `carve_plan`), so no
+  call packs them either (`Executable.packing_copies` is printed: it stays at the
+  first call's count);
+- `tessc opt.step, separate grads`: the same, the gradients separate NumPy arrays (as a
+  caller computing them elsewhere has them): packed into an arena on every call;
+- `tessc program, arenas` / `separate grads`: the same update compiled once with the
+  parameters donated and called directly on `tessc.arena` views (one kernel, no copy),
+  or with the gradients as separate arrays (packed on every call): the kernel and the
+  runtime without `opt.step`'s pytree front end, which costs milliseconds a call at 200
+  parameters (its leaves are flattened on `jit`'s general path: the planned fast path
+  refuses donated arrays that are views, as arena views are);
+- `tessc jit, not donated`: `tessc.jit` of the update without donation (the `cpu`
+  pipeline packs only donated updates, `donated-only`): a kernel per parameter, new
+  output arrays per call (the unfused kernels);
+- `numpy`: `np.multiply(g, lr, out=t); p -= t` per parameter, in place;
+- `torch fused=True`, `foreach=True` (when torch is importable).
+
+Times are medians over `--rounds` rounds of `--repeat` calls, round-robin (bench_unfused's
+`timed_medians`). On a machine shared with other jobs the figures move by tens of percent
+between runs: compare within one run, and read the packing counts, not the times, as the
+evidence for "packs once".
+
+    python bench/bench_sgd_small.py [--params 200] [--repeat 50] [--rounds 5]
+
+Measured once (x86_64 AMD EPYC, 2 cores shared with ~8 other jobs, load average 12-14:
+noise of tens of percent; `--repeat 30 --rounds 3`; 200 parameters, 183,232 floats):
+
+    contender                            us  / unfused  / numpy  / torch fused
+    tessc opt.step                  15214.3     56.29x   47.27x        19.73x
+    tessc opt.step, separate grads  16557.6     61.26x   51.45x        21.47x
+    tessc program, arenas             115.3      0.43x    0.36x         0.15x
+    tessc program, separate grads     806.7      2.98x    2.51x         1.05x
+    tessc jit, not donated            270.3      1.00x    0.84x         0.35x
+    numpy in place                    321.8      1.19x    1.00x         0.42x
+    torch foreach=True                254.3      0.94x    0.79x         0.33x
+    torch fused=True                  771.3      2.85x    2.40x         1.00x
+
+(unfused: `tessc jit, not donated`; numpy: in place.)
+
+The fused kernel on arenas (`tessc program, arenas`) is 2.8x NumPy in place and 2.3x the
+unfused kernels; the packing count of `opt.step` stays at 1 (its first call, the
+separately allocated parameters) over 94 calls. `opt.step` itself is far slower: its
+front end (pytree flattening on `jit`'s general path, about 50 Python calls per leaf) is
+the cost, not the kernel; not fixed here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from bench_unfused import timed_medians
+from machine import describe_machine
+
+import tessc
+from tessc.compiler import compile_module
+
+LR = 0.01
+
+
+def sgd_update(params: list, grads: list) -> list:
+    return [p - LR * g for p, g in zip(params, grads, strict=True)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--params", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=50, help="calls per round")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    print(describe_machine())
+    print(f"# reproduce: python bench/bench_sgd_small.py {' '.join(sys.argv[1:])}".rstrip())
+    rng = np.random.default_rng(0)
+    sizes = np.exp(rng.uniform(np.log(16), np.log(4096), args.params)).astype(int)
+    params0 = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    grads0 = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    print(f"# {args.params} parameters, {int(sizes.sum())} floats")
+    contenders: dict[str, Callable[[], object]] = {}
+
+    # The gradients as a jitted function returns them: views of one buffer.
+    identity = tessc.jit(lambda gs: [g * 1.0 for g in gs])
+    grads_jit = identity(grads0)
+    optimizer = tessc.optim.SGD(lr=LR)
+    box: dict[str, Any] = {"p": [p.copy() for p in params0]}
+    box["s"] = optimizer.init(box["p"])
+
+    def fused_step() -> None:
+        box["p"], box["s"] = optimizer.step(box["p"], grads_jit, box["s"])
+
+    fused_step()
+    executable = next(iter(optimizer._compiled["cpu"]._compiled.values()))
+    first = executable.packing_copies
+    contenders["tessc opt.step"] = fused_step
+
+    separate = tessc.optim.SGD(lr=LR)
+    box2: dict[str, Any] = {"p": [p.copy() for p in params0]}
+    box2["s"] = separate.init(box2["p"])
+
+    def separate_step() -> None:
+        box2["p"], box2["s"] = separate.step(box2["p"], grads0, box2["s"])
+
+    separate_step()
+    contenders["tessc opt.step, separate grads"] = separate_step
+
+    # The compiled program called directly (no pytree front end): the kernel and the
+    # runtime's packing, as bench_adagrad.py measures.
+    module = tessc.jit(sgd_update, donate_argnums=(0,)).trace(params0, grads0).module
+    program = compile_module(module, "sgd_update")
+    arena_p, arena_g = tessc.arena(params0), tessc.arena(grads0)
+    outputs = program(*arena_p, *arena_g)
+    assert all(o is a for o, a in zip(outputs, arena_p, strict=True)), "in place"
+    contenders["tessc program, arenas"] = lambda: program(*arena_p, *arena_g)
+    contenders["tessc program, separate grads"] = lambda: program(*arena_p, *grads0)
+
+    unfused = tessc.jit(sgd_update)
+    plain = [p.copy() for p in params0]
+    np.testing.assert_allclose(unfused(plain, grads0)[0], plain[0] - LR * grads0[0], rtol=1e-6)
+    contenders["tessc jit, not donated"] = lambda: unfused(plain, grads0)
+
+    np_p = [p.copy() for p in params0]
+    temps = [np.empty_like(p) for p in params0]
+
+    def numpy_step() -> None:
+        for p, g, t in zip(np_p, grads0, temps, strict=True):
+            np.multiply(g, np.float32(LR), out=t)
+            p -= t
+
+    contenders["numpy in place"] = numpy_step
+    try:
+        import torch
+    except ImportError:
+        torch = None
+        print("# torch not installed: pip install torch==2.13.0")
+    if torch is not None:
+        for label, options in (
+            ("torch foreach=True", {"foreach": True}),
+            ("torch fused=True", {"fused": True}),
+        ):
+            tensors = [torch.nn.Parameter(torch.from_numpy(p.copy())) for p in params0]
+            for tensor, g in zip(tensors, grads0, strict=True):
+                tensor.grad = torch.from_numpy(g)
+            contenders[label] = torch.optim.SGD(tensors, lr=LR, **options).step
+
+    medians = timed_medians(contenders, args.repeat, args.rounds)
+    print(
+        f"# packing copies of opt.step: {first} on its first call, "
+        f"{executable.packing_copies} after {1 + args.rounds * (args.repeat + 1)} calls"
+    )
+    bases = {
+        "unfused": "tessc jit, not donated",
+        "numpy": "numpy in place",
+        "torch fused": "torch fused=True",
+    }
+    bases = {short: name for short, name in bases.items() if name in medians}
+    width = max(len(n) for n in medians)
+    print(f"{'contender'.ljust(width)}       us  " + "  ".join(f"/ {b}" for b in bases))
+    for name, ms in medians.items():
+        ratios = "  ".join(
+            f"{ms / medians[b]:.2f}x".rjust(len(short) + 2) for short, b in bases.items()
+        )
+        print(f"{name.ljust(width)}  {ms * 1e3:7.1f}  {ratios}")
+    print("# ratio = the row's time / the column's (median; below 1: the row is faster)")
+
+
+if __name__ == "__main__":
+    main()

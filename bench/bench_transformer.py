@@ -1,0 +1,283 @@
+"""
+One transformer block, forward + backward, and attention alone, side by side in one run.
+
+The block is examples/train_transformer.py's: pre-norm causal multi-head attention and a
+GELU MLP with residuals, `x` `(B, T, D)`; a step is the loss `sum(block(x) * c)` and its
+gradients for every parameter and `x`. Attention alone is
+`scaled_dot_product_attention(q, k, v, is_causal=True)` `(B, H, L, E)` forward + backward.
+Contenders: tessc (`jit` of `value_and_grad`; attention: the fused flash kernels), PyTorch
+eager and `torch.compile`, and `jax.jit` (each where installed). Times are medians over
+rounds, contenders alternating; ratios are the other's time over tessc's (above 1: tessc
+is faster). Memory: tessc's planned peak (`tess.peak_bytes` of the compiled program, plus
+the kernels' scratch) next to the `(L, L)` scores a materialising attention builds.
+
+    python bench/bench_transformer.py [--batch 8] [--length 64] [--d-model 64] [--heads 4]
+        [--attention 4,4,1024,64] [--rounds 5] [--skip torch,compile,jax]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+from machine import describe_machine
+
+import tessc as ts
+
+Run = Callable[[], None]
+
+
+def block_params(d: int, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+
+    def normal(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * 0.02).astype(np.float32)
+
+    ones, zeros = np.ones(d, np.float32), np.zeros(d, np.float32)
+    return {
+        "ln1_w": ones, "ln1_b": zeros, "wq": normal(d, d), "wk": normal(d, d),
+        "wv": normal(d, d), "wo": normal(d, d), "bo": zeros, "ln2_w": ones, "ln2_b": zeros,
+        "w1": normal(d, 4 * d), "b1": np.zeros(4 * d, np.float32), "w2": normal(4 * d, d),
+        "b2": zeros,
+    }  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------
+# tessc
+# ---------------------------------------------------------------------------------------
+
+
+def tessc_block(p, x, heads: int):
+    b, t, d = x.shape
+
+    def split(w):
+        return (h @ w).reshape((b, t, heads, d // heads)).transpose(1, 2)
+
+    h = ts.nn.layer_norm(x, d, p["ln1_w"], p["ln1_b"])
+    y = ts.nn.scaled_dot_product_attention(split(p["wq"]), split(p["wk"]), split(p["wv"]),
+                                           is_causal=True)  # fmt: skip
+    x = x + y.transpose(1, 2).reshape((b, t, d)) @ p["wo"] + p["bo"]
+    h = ts.nn.layer_norm(x, d, p["ln2_w"], p["ln2_b"])
+    return x + ts.nn.gelu(h @ p["w1"] + p["b1"]) @ p["w2"] + p["b2"]
+
+
+def planned_bytes(ir: str) -> int:
+    """The largest planned peak plus kernel scratch of a compiled program's hosts."""
+    peaks = [int(v) for v in re.findall(r"tess\.peak_bytes = (\d+)", ir)]
+    scratch = [int(v) for v in re.findall(r"tess\.workspace_bytes = (\d+)", ir)]
+    return max(peaks, default=0) + max(scratch, default=0)
+
+
+def tessc_block_run(params, x, c, heads: int) -> tuple[Run, int]:
+    def loss(p, x, c):
+        return (tessc_block(p, x, heads) * c).sum()
+
+    step = ts.jit(ts.value_and_grad(loss, argnums=(0, 1)))
+    step(params, x, c)
+    return lambda: step(params, x, c), planned_bytes(step.ir(params, x, c, stage="loops"))
+
+
+def tessc_attention_run(q, k, v, c) -> tuple[Run, int]:
+    def loss(q, k, v, c):
+        return (ts.nn.scaled_dot_product_attention(q, k, v, is_causal=True) * c).sum()
+
+    step = ts.jit(ts.value_and_grad(loss, argnums=(0, 1, 2)))
+    step(q, k, v, c)
+    return lambda: step(q, k, v, c), planned_bytes(step.ir(q, k, v, c, stage="loops"))
+
+
+# ---------------------------------------------------------------------------------------
+# PyTorch (eager, torch.compile) and JAX
+# ---------------------------------------------------------------------------------------
+
+
+def torch_runs(params, x, c, heads, q, k, v, ca, compiled: bool) -> tuple[Run, Run] | None:
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        return None
+    p = {name: torch.tensor(a, requires_grad=True) for name, a in params.items()}
+    xt, ct = torch.tensor(x, requires_grad=True), torch.tensor(c)
+
+    def block(p, x):
+        b, t, d = x.shape
+
+        def split(w):
+            return (h @ w).reshape(b, t, heads, d // heads).transpose(1, 2)
+
+        h = F.layer_norm(x, (d,), p["ln1_w"], p["ln1_b"])
+        y = F.scaled_dot_product_attention(split(p["wq"]), split(p["wk"]), split(p["wv"]),
+                                           is_causal=True)  # fmt: skip
+        x = x + y.transpose(1, 2).reshape(b, t, d) @ p["wo"] + p["bo"]
+        h = F.layer_norm(x, (d,), p["ln2_w"], p["ln2_b"])
+        return x + F.gelu(h @ p["w1"] + p["b1"]) @ p["w2"] + p["b2"]
+
+    def block_step(p, x, c):
+        loss = (block(p, x) * c).sum()
+        return loss, torch.autograd.grad(loss, [*p.values(), x])
+
+    qt, kt, vt = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    cat = torch.tensor(ca)
+
+    def attention_step(q, k, v, c):
+        loss = (F.scaled_dot_product_attention(q, k, v, is_causal=True) * c).sum()
+        return loss, torch.autograd.grad(loss, [q, k, v])
+
+    if compiled:
+        block_step, attention_step = torch.compile(block_step), torch.compile(attention_step)
+    block_step(p, xt, ct)
+    attention_step(qt, kt, vt, cat)
+    return lambda: block_step(p, xt, ct), lambda: attention_step(qt, kt, vt, cat)
+
+
+def jax_runs(params, x, c, heads, q, k, v, ca) -> tuple[Run, Run] | None:
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return None
+
+    def layer_norm(x, w, b):
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) / jnp.sqrt(var + 1e-5) * w + b
+
+    def attention(q, k, v):
+        length = q.shape[-2]
+        s = q @ jnp.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+        s = jnp.where(jnp.tril(jnp.ones((length, length), bool)), s, -jnp.inf)
+        return jax.nn.softmax(s, axis=-1) @ v
+
+    def block(p, x):
+        b, t, d = x.shape
+
+        def split(w):
+            return jnp.swapaxes((h @ w).reshape(b, t, heads, d // heads), 1, 2)
+
+        h = layer_norm(x, p["ln1_w"], p["ln1_b"])
+        y = attention(split(p["wq"]), split(p["wk"]), split(p["wv"]))
+        x = x + jnp.swapaxes(y, 1, 2).reshape(b, t, d) @ p["wo"] + p["bo"]
+        h = layer_norm(x, p["ln2_w"], p["ln2_b"])
+        return x + jax.nn.gelu(h @ p["w1"] + p["b1"], approximate=False) @ p["w2"] + p["b2"]
+
+    block_step = jax.jit(jax.value_and_grad(lambda p, x, c: (block(p, x) * c).sum(), (0, 1)))
+    attention_step = jax.jit(
+        jax.value_and_grad(lambda q, k, v, c: (attention(q, k, v) * c).sum(), (0, 1, 2))
+    )
+    pj, xj, cj = {n: jnp.asarray(a) for n, a in params.items()}, jnp.asarray(x), jnp.asarray(c)
+    qj, kj, vj, caj = (jnp.asarray(a) for a in (q, k, v, ca))
+    jax.block_until_ready(block_step(pj, xj, cj))
+    jax.block_until_ready(attention_step(qj, kj, vj, caj))
+    return (
+        lambda: jax.block_until_ready(block_step(pj, xj, cj)),
+        lambda: jax.block_until_ready(attention_step(qj, kj, vj, caj)),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# timing, main
+# ---------------------------------------------------------------------------------------
+
+
+def measure(runs: dict[str, Run], rounds: int, repeats: int) -> dict[str, tuple[float, float]]:
+    """Median (wall, process CPU) seconds per call; the order rotates every round."""
+    wall: dict[str, list[float]] = {n: [] for n in runs}
+    cpu: dict[str, list[float]] = {n: [] for n in runs}
+    order = list(runs.items())
+    for round_ in range(rounds):
+        shift = round_ % len(order)
+        for name, run in order[shift:] + order[:shift]:
+            start, cpu_start = time.perf_counter(), time.process_time()
+            for _ in range(repeats):
+                run()
+            wall[name].append((time.perf_counter() - start) / repeats)
+            cpu[name].append((time.process_time() - cpu_start) / repeats)
+    return {n: (statistics.median(wall[n]), statistics.median(cpu[n])) for n in runs}
+
+
+def report(title: str, results: dict[str, tuple[float, float]], memory: dict[str, str]) -> None:
+    base_wall, base_cpu = results["tessc"]
+    print(f"\n{title}")
+    print("| contender | wall ms | it / tessc | CPU ms | it / tessc | memory |")
+    print("| --- | ---: | ---: | ---: | ---: | --- |")
+    for name, (wall, cpu) in results.items():
+        print(
+            f"| {name} | {1e3 * wall:.2f} | {wall / base_wall:.2f}x | {1e3 * cpu:.2f} | "
+            f"{cpu / base_cpu:.2f}x | {memory.get(name, '')} |"
+        )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--length", type=int, default=64)
+    parser.add_argument("--d-model", type=int, default=64)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--attention", default="4,4,1024,64", help="B,H,L,E of attention")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3, help="calls per round")
+    parser.add_argument("--skip", default="", help="left out: torch,compile,jax")
+    args = parser.parse_args(argv)
+    print(describe_machine())
+    print("command: python bench/bench_transformer.py " + " ".join(sys.argv[1:]))
+    skip = set(filter(None, args.skip.split(",")))
+
+    rng = np.random.default_rng(0)
+    d = args.d_model
+    params = block_params(d)
+    x = rng.standard_normal((args.batch, args.length, d)).astype(np.float32)
+    c = rng.standard_normal(x.shape).astype(np.float32)
+    b, h, length, e = (int(n) for n in args.attention.split(","))
+    q, k, v, ca = (rng.standard_normal((b, h, length, e)).astype(np.float32) for _ in range(4))
+
+    block_runs: dict[str, Run] = {}
+    attention_runs: dict[str, Run] = {}
+    block_runs["tessc"], block_bytes = tessc_block_run(params, x, c, args.heads)
+    attention_runs["tessc"], attention_bytes = tessc_attention_run(q, k, v, ca)
+    others = {
+        "PyTorch eager": lambda: (
+            "torch" not in skip
+            and torch_runs(params, x, c, args.heads, q, k, v, ca, compiled=False)
+        ),
+        "torch.compile": lambda: (
+            "compile" not in skip
+            and torch_runs(params, x, c, args.heads, q, k, v, ca, compiled=True)
+        ),
+        "JAX jit": lambda: "jax" not in skip and jax_runs(params, x, c, args.heads, q, k, v, ca),
+    }
+    missing = []
+    for name, make in others.items():
+        made = make()
+        if made:
+            block_runs[name], attention_runs[name] = made
+        else:
+            missing.append(name)
+
+    report(
+        f"transformer block (B={args.batch}, T={args.length}, D={d}, {args.heads} heads), "
+        "forward + backward",
+        measure(block_runs, args.rounds, args.repeats),
+        {"tessc": f"planned peak {block_bytes / 2**20:.2f} MiB"},
+    )
+    scores = b * h * length * length * 4
+    report(
+        f"causal attention (B={b}, H={h}, L={length}, E={e}), forward + backward",
+        measure(attention_runs, args.rounds, 1),
+        {
+            "tessc": f"planned peak {attention_bytes / 2**20:.2f} MiB",
+            "PyTorch eager": f"(the (L, L) scores alone: {scores / 2**20:.2f} MiB)",
+        },
+    )
+    if missing:
+        print(f"(not installed or left out: {', '.join(missing)})")
+
+
+if __name__ == "__main__":
+    main()
