@@ -57,6 +57,8 @@ TESS_PASSES: dict[str, str] = {
     "tess-gpu-contract": "tessc.lowering.gpu.gpu_contract:TessGpuContractPass",
     "tess-gpu-reduce": "tessc.lowering.gpu.gpu_reduce:TessGpuReducePass",
     "tess-gpu-map": "tessc.lowering.gpu.gpu_map:TessGpuMapPass",
+    "tess-gpu-horizontal": "tessc.lowering.gpu.gpu_horizontal:TessGpuHorizontalPass",
+    "tess-gpu-fold-transposes": "tessc.lowering.gpu.gpu_fold_transposes:TessGpuFoldTransposesPass",
 }
 
 
@@ -169,6 +171,7 @@ INPUT_LEVELS: dict[str, InputLevel] = {
     "tess-expand-math": LOOP_LEVEL,
     "tess-hoist-constants": LOOP_LEVEL,
     "tess-hoist-scratch": KERNEL_LEVEL,
+    "tess-gpu-fold-transposes": KERNEL_LEVEL,
     "tess-gpu-partition": KERNEL_LEVEL,
     "tess-gpu-rows": KERNEL_LEVEL,
     "tess-gpu-conv": KERNEL_LEVEL,

@@ -32,10 +32,11 @@ code generator):
 
     stage    the module holds                         passes that reach it
     gpu      host funcs launching `gpu.func`s of      tess-outline-kernels,
-             one `gpu.module @kernels` (level 5g)     tess-gpu-partition, tess-gpu-rows,
+             one `gpu.module @kernels` (level 5g)     tess-gpu-fold-transposes,
+                                                      tess-gpu-partition, tess-gpu-rows,
                                                       tess-gpu-conv, tess-gpu-contract,
-                                                      tess-gpu-reduce,
-                                                      tess-gpu-map, canonicalize, cse
+                                                      tess-gpu-reduce, tess-gpu-map,
+                                                      tess-gpu-horizontal, canonicalize, cse
     numba    Python source for Numba's CUDA target    codegen: emit_cuda
 
 It has no `loops` stage: the GPU passes read the outlined linalg kernels directly, where a
@@ -158,9 +159,8 @@ _LOOPS = (
 )
 _BASIC_LOOPS = "tess-outline-kernels,tess-linalg-to-loops,tess-attention-kernels,canonicalize,cse"
 _GPU = (
-    "tess-outline-kernels,tess-gpu-partition,tess-gpu-rows,tess-gpu-conv,tess-gpu-contract,"
-    "tess-gpu-reduce,"
-    "tess-gpu-map,"
+    "tess-outline-kernels,tess-gpu-fold-transposes,tess-gpu-partition,tess-gpu-rows,"
+    "tess-gpu-conv,tess-gpu-contract,tess-gpu-reduce,tess-gpu-map,tess-gpu-horizontal,"
     "canonicalize,cse"
 )
 

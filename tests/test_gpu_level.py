@@ -32,10 +32,25 @@ def constant(value) -> int:
     return owner.value.value.data
 
 
+def depends_on_thread(value) -> bool:
+    """Whether `value` is computed from a thread index (a block index is the same for the
+    whole block: `tess-gpu-horizontal` runs each member under a condition on it)."""
+    seen, todo = set(), [value]
+    while todo:
+        owner = todo.pop().owner
+        if not isinstance(owner, Operation) or owner in seen:
+            continue
+        seen.add(owner)
+        if isinstance(owner, gpu.ThreadIdOp):
+            return True
+        todo.extend(owner.operands)
+    return False
+
+
 def under_thread_condition(op: Operation, kernel: gpu.FuncOp) -> bool:
     parent = op.parent_op()
     while parent is not None and parent is not kernel:
-        if isinstance(parent, scf.IfOp):
+        if isinstance(parent, scf.IfOp) and depends_on_thread(parent.cond):
             return True
         parent = parent.parent_op()
     return False
