@@ -33,8 +33,8 @@ from xdsl.pattern_rewriter import (
 from tessc.dialects import contract
 from tessc.lowering.fusion.fuse_build import build_fused
 from tessc.lowering.fusion.fuse_fc import stack_all
-from tessc.lowering.fusion.fuse_pool import fuse_pools
 from tessc.lowering.fusion.fuse_plan import FusionPlan, FusionPolicy, plan_fusion
+from tessc.lowering.fusion.fuse_pool import fuse_pools
 from tessc.lowering.linalg.generic_analysis import FactsCache, cached_facts, labels, pattern_kind
 
 # ---------------------------------------------------------------------------------------

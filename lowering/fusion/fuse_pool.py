@@ -209,12 +209,14 @@ def build_fused(pool: GenericOp, index: int, conv: GenericOp, rewriter: Rewriter
     first = _index_test(b, reductions, [0] * len(reductions))
     previous = b.insert(arith.SelectOp(first, start, partial_arg)).result
     conv_block = conv.body.block
-    mapping: dict[SSAValue, SSAValue] = dict(zip(conv_block.args, [*conv_args, previous]))
+    mapping: dict[SSAValue, SSAValue] = dict(
+        zip(conv_block.args, [*conv_args, previous], strict=True)
+    )
     (total,) = _inline(b, conv_block, mapping)
     last = _index_test(b, reductions, [e - 1 for e in conv_extents[rank:]])
     pool_block = pool.body.block
     pool_arg_values = [*pool_args[:index], total, *pool_args[index:], *pool_outs]
-    combined = _inline(b, pool_block, dict(zip(pool_block.args, pool_arg_values)))
+    combined = _inline(b, pool_block, dict(zip(pool_block.args, pool_arg_values, strict=True)))
     yielded = [
         b.insert(arith.SelectOp(last, new, old)).result
         for new, old in zip(combined, pool_outs, strict=True)
