@@ -11,7 +11,8 @@ last value. Rows and columns the pool floor-drops are never computed, and no buf
 conv's output exists. Refused (and reported) when the windows overlap (each conv output
 would be computed several times), when the conv output is read elsewhere (a backward pass
 saves it), or when the conv's init is not a constant fill. The fused op reads loop indices,
-so `tess-conv-tiles` does not register-tile it: the fused form takes precedence.
+which `tess-conv-tiles` does not tile: a conv deep enough for its tiles (`max-depth`, 16
+channels) is left to it, a shallower one (a first layer) is fused.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from tessc.dialects import contract
 from tessc.lowering.linalg.generic_analysis import generic_maps, labels
+
+DEFAULT_MAX_DEPTH = 16
+"""`tess-conv-tiles`' `min-depth`: from this many channels a conv is register-tiled."""
 
 LinearForm = tuple[dict[int, int], int]
 """An affine expression as {loop: coefficient} and a constant."""
@@ -109,8 +113,10 @@ def conv_input(pool: GenericOp) -> tuple[int, GenericOp] | None:
     return None
 
 
-def refusal(pool: GenericOp, index: int, conv: GenericOp) -> str | None:
-    """Why the conv feeding input `index` of `pool` cannot be computed inside it, or None."""
+def refusal(pool: GenericOp, index: int, conv: GenericOp, max_depth: int) -> str | None:
+    """Why the conv feeding input `index` of `pool` cannot be computed inside it, or None.
+    A conv of `max_depth` channels or more (its first reduction loop) is left to
+    `tess-conv-tiles` (0: no limit)."""
     result = conv.res[0]
     assert isinstance(result.type, TensorType)
     rank = len(result.type.get_shape())
@@ -137,6 +143,11 @@ def refusal(pool: GenericOp, index: int, conv: GenericOp) -> str | None:
         return "loop extents are not static"
     if len(conv_extents) == rank:
         return "the producer has no reduction loops"
+    if max_depth and conv_extents[rank] >= max_depth:
+        return (
+            f"the conv reduces over {conv_extents[rank]} channels (>= {max_depth}): "
+            "tess-conv-tiles register-tiles it, which the fused nest cannot"
+        )
     return overlap(generic_maps(pool)[index], extents)
 
 
@@ -242,7 +253,7 @@ def build_fused(pool: GenericOp, index: int, conv: GenericOp, rewriter: Rewriter
     return fused
 
 
-def fuse_pools(block: Block, report: bool) -> None:
+def fuse_pools(block: Block, report: bool, max_depth: int = DEFAULT_MAX_DEPTH) -> None:
     """Fuse each pool over non-overlapping windows of a conv in `block` (module docstring);
     under `report`, say on each fused op and each refused pool why."""
     for pool in [op for op in block.ops if isinstance(op, GenericOp) and op.res]:
@@ -250,7 +261,7 @@ def fuse_pools(block: Block, report: bool) -> None:
         if found is None:
             continue
         index, conv = found
-        reason = refusal(pool, index, conv)
+        reason = refusal(pool, index, conv, max_depth)
         if reason is not None:
             if report:
                 contract.POOL_REFUSED.set(pool, f"{','.join(labels(conv))}: {reason}")
@@ -281,4 +292,4 @@ def _erase_if_unused(op: Operation, rewriter: Rewriter) -> None:
         op = operands[0].owner  # type: ignore[assignment]
 
 
-__all__ = ["fuse_pools", "overlap", "refusal"]
+__all__ = ["DEFAULT_MAX_DEPTH", "fuse_pools", "overlap", "refusal"]
