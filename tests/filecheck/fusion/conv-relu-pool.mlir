@@ -3,7 +3,8 @@
 // conv's partial sum in a second output of the pool's size (reset when the conv's
 // reduction loops are at 0, combined into the pool when they are at their last value), so
 // no buffer holds the 2x4x7x7 conv output and the floor-dropped row and column are never
-// computed. A 3x3 pool of stride 2 (@overlapping) reads conv outputs twice: refused.
+// computed. A 3x3 pool of stride 2 (@overlapping) reads conv outputs twice, and a conv
+// output also returned (@returned) must be written anyway: both refused.
 // RUN: tessc-opt %s -p 'dce,tess-to-linalg,tess-fuse{report=true}' | filecheck %s --check-prefix=FUSE
 // RUN: tessc-opt %s -p 'dce,tess-to-linalg,tess-fuse,tess-pack-narrow,tess-cse-generics,tess-fuse-epilogue,tess-fuse-horizontal{donated-only=true},tess-bufferize,tess-memory-plan,tess-outline-kernels,tess-linalg-to-loops,tess-conv-tiles,tess-pack-matmul,tess-interchange-rows,tess-row-dots,tess-tile,tess-tile-dot,tess-parallel-columns,tess-register-accumulate,tess-expand-math,tess-hoist-constants,tess-hoist-scratch,canonicalize,cse' | filecheck %s
 
@@ -18,6 +19,8 @@
 // FUSE-LABEL: func.func @overlapping
 // FUSE:         tensor<2x4x7x7xf32>
 // FUSE:         tess.pool_refused = "tess.conv: the pool windows overlap on dim 2 (stride 2 < window 3): each conv output would be computed more than once"
+// FUSE-LABEL: func.func @returned
+// FUSE:         tess.pool_refused = "tess.conv: the conv output is also read by 1 other use(s) (returned, or saved for the backward pass): it must be written anyway"
 
 // CHECK-LABEL: func.func @max_pool(
 // CHECK-SAME:    tess.workspace_bytes = 336
@@ -50,4 +53,10 @@ func.func @overlapping(%x: tensor<2x3x9x9xf32>, %w: tensor<4x3x3x3xf32>, %b: ten
   %2 = tess.relu %1 : tensor<2x4x7x7xf32>
   %3 = tess.pool %2 kind = "max" kernel = [3, 3] strides = [2, 2] padding_low = [0, 0] padding_high = [0, 0] : tensor<2x4x7x7xf32> -> tensor<2x4x3x3xf32>
   func.return %3 : tensor<2x4x3x3xf32>
+}
+
+func.func @returned(%x: tensor<2x3x9x9xf32>, %w: tensor<4x3x3x3xf32>) -> (tensor<2x4x3x3xf32>, tensor<2x4x7x7xf32>) {
+  %0 = tess.conv %x, %w strides = [1, 1] dilations = [1, 1] padding_low = [0, 0] padding_high = [0, 0] groups = 1 : tensor<2x3x9x9xf32>, tensor<4x3x3x3xf32> -> tensor<2x4x7x7xf32>
+  %1 = tess.pool %0 kind = "avg" kernel = [2, 2] strides = [2, 2] padding_low = [0, 0] padding_high = [0, 0] : tensor<2x4x7x7xf32> -> tensor<2x4x3x3xf32>
+  func.return %1, %0 : tensor<2x4x3x3xf32>, tensor<2x4x7x7xf32>
 }
