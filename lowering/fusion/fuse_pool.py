@@ -26,7 +26,7 @@ from xdsl.dialects.builtin import AffineMapAttr, IndexType, IntegerAttr, TensorT
 from xdsl.dialects.linalg.attrs import IteratorType, IteratorTypeAttr
 from xdsl.dialects.linalg.ops import GenericOp, IndexOp, YieldOp
 from xdsl.ir import Block, Operation, OpResult, Region, SSAValue
-from xdsl.ir.affine import AffineDimExpr, AffineMap
+from xdsl.ir.affine import AffineBinaryOpExpr, AffineDimExpr, AffineMap
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from tessc.dialects import contract
@@ -98,13 +98,16 @@ def constant_fill(init: SSAValue) -> GenericOp | None:
 
 
 def conv_input(pool: GenericOp) -> tuple[int, GenericOp] | None:
-    """The input of a reduction `pool` computed by a reduction generic, if any."""
+    """The input of a reduction `pool` that it reads through windows (`p * s + i`) and a
+    reduction generic computes, if any."""
     if not any(it.data == IteratorType.REDUCTION for it in pool.iterator_types):
         return None
+    maps = generic_maps(pool)
     for index, value in enumerate(pool.inputs):
         producer = value.owner
         if (
             isinstance(value, OpResult)
+            and any(isinstance(r, AffineBinaryOpExpr) for r in maps[index].results)
             and isinstance(producer, GenericOp)
             and len(producer.res) == 1
             and any(it.data == IteratorType.REDUCTION for it in producer.iterator_types)
