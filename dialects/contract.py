@@ -422,6 +422,11 @@ FUSED = StrList("tess.fused")
 back by `tess-fuse` and `tess-fuse-epilogue` to name the merged op in later reports."""
 FUSION_REFUSED = Str("tess.fusion_refused")
 """`tess-fuse`: why each remaining producer edge was not fused."""
+POOL_FUSED = Str("tess.pool_fused")
+"""`tess-fuse` (`pool-windows`): on a pool that computes its conv inside its windows, why
+that is sound."""
+POOL_REFUSED = Str("tess.pool_refused")
+"""`tess-fuse` (`pool-windows`): why a pool does not compute the conv it reads."""
 FC_STACKED = Str("tess.fc_stacked")
 """`tess-fuse` (`horizontal-fc`): on a product over stacked left operands, how many
 products it computes and how the rows were stacked (a view, or a copy)."""
@@ -448,6 +453,8 @@ REPORTS = (
     KIND,
     FUSED,
     FUSION_REFUSED,
+    POOL_FUSED,
+    POOL_REFUSED,
     FC_STACKED,
     FC_REFUSED,
     HORIZONTAL_MEMBERS,
@@ -478,6 +485,8 @@ __all__ = [
     "GPU_SHAPE",
     "FC_REFUSED",
     "FC_STACKED",
+    "POOL_FUSED",
+    "POOL_REFUSED",
     "GRID_STRIDE",
     "HORIZONTAL_MEMBERS",
     "HORIZONTAL_PROLOGUE",

@@ -62,7 +62,9 @@ device-to-device copy), and an output arena given back on the next call (`params
 Adam step without donation is one arena launch, as with it. It does not group a train
 step's updates (`computed-groups=false`: `tess-gpu-partition` would split the group into
 a launch per member anyway) or stack products sharing a right operand
-(`tess-fuse{horizontal-fc=false}`: the gpu passes are not tested on its row slices).
+(`tess-fuse{horizontal-fc=false}`: the gpu passes are not tested on its row slices), nor
+compute a conv inside its pool's windows (`pool-windows=false`: the conv's own kernel
+stages its input tiles in shared memory).
 
 In `cpu`, `tess-fuse-horizontal` packs only updates of donated arguments (`donated-only`):
 an optimizer's parameters and states, which the caller keeps across calls and can keep in
@@ -145,7 +147,7 @@ _FUSE = (
 )
 _GPU_FUSE = (
     "dce,tess-widen-narrow,tess-decompose-attention,tess-to-linalg,"
-    "tess-fuse{horizontal-fc=false},tess-fuse-epilogue,"
+    "tess-fuse{horizontal-fc=false pool-windows=false},tess-fuse-epilogue,"
     "tess-fuse-horizontal{segmented=false computed-groups=false}"
 )
 _BUFFERS = "tess-bufferize,tess-memory-plan"

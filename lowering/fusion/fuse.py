@@ -34,6 +34,7 @@ from tessc.dialects import contract
 from tessc.lowering.fusion.fuse_build import build_fused
 from tessc.lowering.fusion.fuse_fc import stack_all
 from tessc.lowering.fusion.fuse_plan import FusionPlan, FusionPolicy, plan_fusion
+from tessc.lowering.fusion.fuse_pool import DEFAULT_MAX_DEPTH, fuse_pools
 from tessc.lowering.linalg.generic_analysis import FactsCache, cached_facts, labels, pattern_kind
 
 # ---------------------------------------------------------------------------------------
@@ -129,7 +130,10 @@ class TessFusePass(ModulePass):
     `max-cheap-ops` bounds the arithmetic ops of a producer that may be recomputed;
     `multi-output` allows a fused generic to also yield an expensive producer's result;
     `horizontal-fc` then stacks products sharing their right operand into one
-    (`fuse_fc.py`; report: `tess.fc_stacked`, `tess.fc_refused`).
+    (`fuse_fc.py`; report: `tess.fc_stacked`, `tess.fc_refused`); `pool-windows` computes
+    a conv inside the non-overlapping windows of the pool reading it (`fuse_pool.py`;
+    report: `tess.pool_fused`, `tess.pool_refused`), if it has fewer than `pool-max-depth`
+    channels (0: any).
     """
 
     name = "tess-fuse"
@@ -138,6 +142,8 @@ class TessFusePass(ModulePass):
     max_cheap_ops: int = 4
     multi_output: bool = True
     horizontal_fc: bool = True
+    pool_windows: bool = True
+    pool_max_depth: int = DEFAULT_MAX_DEPTH
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         policy = FusionPolicy(max_cheap_ops=self.max_cheap_ops, multi_output=self.multi_output)
@@ -148,6 +154,10 @@ class TessFusePass(ModulePass):
         if self.report:
             for fused, merged in pattern.origins.items():
                 contract.FUSED.set(fused, [label for _, label in merged])
+        if self.pool_windows:
+            for function in [f for f in op.walk() if isinstance(f, func.FuncOp)]:
+                for block in function.body.blocks:
+                    fuse_pools(block, self.report, self.pool_max_depth)
         if self.horizontal_fc:
             for function in [f for f in op.walk() if isinstance(f, func.FuncOp)]:
                 for block in function.body.blocks:

@@ -1,0 +1,127 @@
+"""`tess-fuse`'s pool windows (lowering/fusion/fuse_pool.py): conv (+ bias) (+ relu) then a
+max or average pool over non-overlapping windows is one kernel on `cpu`, with no buffer of
+the conv's output; values against the reference interpreter on `cpu` and `cpu-unfused`
+(odd sizes the pool floor-drops, conv stride and padding, 1-D), the refusals (overlapping
+windows, a conv output also returned, a conv deep enough for `tess-conv-tiles`), and the
+gradients (the backward saves the conv output: not fused)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tessc as ts
+
+
+def arrays(seed: int, *shapes: tuple[int, ...]) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s) for s in shapes]
+
+
+def kernel_calls(ir: str) -> int:
+    host = ir.split("func.func private", 1)[0]
+    return len(re.findall(r"func\.call @", host))
+
+
+def buffer_shapes(ir: str) -> list[str]:
+    """The shape of every buffer the memory plan carves out of the arena or workspace."""
+    return re.findall(r"memref\.view [^:]*: memref<\d+xi8> to memref<([\dx]+)x[fi]\d+>", ir)
+
+
+def random_case(seed: int) -> tuple[Any, list[np.ndarray], tuple[int, ...]]:
+    """A random conv (+ bias) (+ relu) + pool with stride == window, and the conv's shape."""
+    rng = np.random.default_rng(seed)
+    spatial = int(rng.integers(1, 3))
+    window = int(rng.integers(2, 4))
+    stride, padding = int(rng.integers(1, 3)), int(rng.integers(0, 2))
+    taps = int(rng.integers(1, 4))
+    # Two or more filters and images: a pool of one output row per image and filter has
+    # no outer loop to share with its init's fill (a second kernel, fused or not).
+    channels, filters, batch = (int(v) for v in rng.integers((1, 2, 2), 5, size=3))
+    size = [int(v) for v in rng.integers(2 * window + taps, 3 * window + taps + 2, size=spatial)]
+    kind = ("max", "avg")[seed % 2]
+    bias, relu = seed % 3 != 0, seed % 4 != 1
+    conv = ts.nn.conv1d if spatial == 1 else ts.nn.conv2d
+    pool = getattr(ts.nn, f"{kind}_pool{spatial}d")
+
+    def f(x: Any, w: Any, b: Any) -> Any:
+        y = conv(x, w, b if bias else None, stride=stride, padding=padding)
+        return pool(y.relu() if relu else y, window)
+
+    x, w, b = arrays(
+        seed, (batch, channels, *size), (filters, channels, *[taps] * spatial), (filters,)
+    )
+    out = [(n + 2 * padding - taps) // stride + 1 for n in size]
+    return f, [x, w, b], (batch, filters, *out)
+
+
+@pytest.mark.parametrize("target", ["cpu", "cpu-unfused"])
+@pytest.mark.parametrize("seed", range(6))
+def test_random_conv_pools_match_reference(target: str, seed: int) -> None:
+    f, args, conv_shape = random_case(seed)
+    want = ts.jit(f, target="reference")(*args)
+    np.testing.assert_allclose(ts.jit(f, target=target)(*args), want, rtol=1e-10, atol=1e-10)
+    if target == "cpu":
+        ir = ts.jit(f, target=target).ir(*args, stage="loops")
+        padded = "tess.pad" in ts.jit(f, target=target).ir(*args, stage="fused")
+        assert kernel_calls(ir) == 1 + padded
+        assert "x".join(map(str, conv_shape)) not in buffer_shapes(ir)
+
+
+def test_conv_bias_relu_max_pool_is_one_kernel_without_the_conv_buffer() -> None:
+    x, w, b = arrays(0, (2, 3, 9, 9), (4, 3, 3, 3), (4,))
+
+    def f(x: Any, w: Any, b: Any) -> Any:
+        return ts.nn.max_pool2d(ts.nn.conv2d(x, w, b).relu(), 2)
+
+    ir = ts.jit(f).ir(x, w, b, stage="loops")
+    assert kernel_calls(ir) == 1
+    # The window operand and the partial sums (the pool's size); no 2x4x7x7 conv output.
+    assert sorted(buffer_shapes(ir)) == ["2x2", "2x4x3x3"]
+    np.testing.assert_allclose(ts.jit(f)(x, w, b), ts.jit(f, target="reference")(x, w, b))
+
+
+@pytest.mark.parametrize(
+    "name, f",
+    [
+        ("overlapping", lambda x, w: ts.nn.max_pool2d(ts.nn.conv2d(x, w).relu(), 3, 2)),
+        ("returned", lambda x, w: (y := ts.nn.conv2d(x, w), ts.nn.avg_pool2d(y, 2))),
+    ],
+)
+def test_refused_pools_keep_the_conv_kernel(name: str, f: Any) -> None:
+    x, w = arrays(1, (1, 2, 9, 9), (3, 2, 3, 3))
+    ir = ts.jit(f).ir(x, w, stage="loops")
+    assert kernel_calls(ir) == 2, name
+    want, got = ts.jit(f, target="reference")(x, w), ts.jit(f)(x, w)
+    for expected, value in zip(
+        *(r if isinstance(r, tuple) else (r,) for r in (want, got)), strict=True
+    ):
+        np.testing.assert_allclose(value, expected, rtol=1e-10, atol=1e-10)
+
+
+def test_a_deep_conv_is_left_to_conv_tiles() -> None:
+    x, w = arrays(2, (1, 16, 8, 8), (4, 16, 3, 3))
+
+    def f(x: Any, w: Any) -> Any:
+        return ts.nn.max_pool2d(ts.nn.conv2d(x, w).relu(), 2)
+
+    ir = ts.jit(f).ir(x, w, stage="loops")
+    assert "micro.mma" in ir and kernel_calls(ir) == 2
+    np.testing.assert_allclose(ts.jit(f)(x, w), ts.jit(f, target="reference")(x, w), rtol=1e-10)
+
+
+def test_gradients_through_a_fusable_conv_pool() -> None:
+    x, w, b = arrays(3, (2, 2, 7, 7), (3, 2, 2, 2), (3,))
+    seed = arrays(4, (2, 3, 3, 3))[0]
+
+    def loss(x: Any, w: Any, b: Any) -> Any:
+        return (ts.nn.max_pool2d(ts.nn.conv2d(x, w, b).relu(), 2) * seed).sum()
+
+    grad = ts.grad(loss, argnums=(0, 1, 2))
+    want = ts.jit(grad, target="reference")(x, w, b)
+    for target in ("cpu", "cpu-unfused"):
+        for got, expected in zip(ts.jit(grad, target=target)(x, w, b), want, strict=True):
+            np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
