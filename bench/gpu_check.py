@@ -125,20 +125,27 @@ def step_probe() -> dict[str, Any]:
     }
 
 
+def run_in_repo(
+    command: list[str], limit: float, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`command` in the checkout, in a child's environment, its output captured."""
+    return subprocess.run(
+        command,
+        cwd=REPO,
+        env=env if env is not None else child_environment(),
+        capture_output=True,
+        text=True,
+        timeout=limit,
+    )
+
+
 def step_tests() -> dict[str, Any]:
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     if SIMULATE:
         command += SIMULATED_TESTS
     else:
         command += ["tests/cuda", "-n", "4"]
-    run = subprocess.run(
-        command,
-        cwd=REPO,
-        env=child_environment(),
-        capture_output=True,
-        text=True,
-        timeout=LIMITS["tests"] - 5,
-    )
+    run = run_in_repo(command, LIMITS["tests"] - 5)
     tail = (run.stdout + run.stderr).strip().splitlines()[-30:]
     counts = {
         kind: int(n)
@@ -154,14 +161,7 @@ def step_bench() -> dict[str, Any]:
         if SIMULATE
         else ["--repeat", "10", "--rounds", "3"]
     )
-    run = subprocess.run(
-        command,
-        cwd=REPO,
-        env=child_environment(),
-        capture_output=True,
-        text=True,
-        timeout=LIMITS["bench"] - 5,
-    )
+    run = run_in_repo(command, LIMITS["bench"] - 5)
     return {
         "ok": run.returncode == 0,
         "output": run.stdout.strip().splitlines()[-40:],
@@ -276,14 +276,7 @@ def step_cache() -> dict[str, Any]:
         env = dict(child_environment(), TESSC_CACHE_DIR=cache, TESSC_TIMING="1")
         runs = []
         for _ in range(2):
-            run = subprocess.run(
-                [sys.executable, "-c", CACHE_CHILD],
-                cwd=REPO,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=LIMITS["cache"] / 2 - 2,
-            )
+            run = run_in_repo([sys.executable, "-c", CACHE_CHILD], LIMITS["cache"] / 2 - 2, env)
             first = re.search(r"FIRST_CALL ([\d.]+)", run.stdout)
             runs.append(
                 {
@@ -314,13 +307,8 @@ STEPS: dict[str, Callable[[], dict[str, Any]]] = {
 def run_step(name: str) -> dict[str, Any]:
     start = time.perf_counter()
     try:
-        child = subprocess.run(
-            [sys.executable, str(Path(__file__).resolve()), "--step", name],
-            cwd=REPO,
-            env=child_environment(),
-            capture_output=True,
-            text=True,
-            timeout=LIMITS[name],
+        child = run_in_repo(
+            [sys.executable, str(Path(__file__).resolve()), "--step", name], LIMITS[name]
         )
     except subprocess.TimeoutExpired:
         return {
