@@ -532,13 +532,13 @@ def test_large_shapes_with_default_codegen() -> None:
 
 
 @given(program=random_program(min_ops=3, max_ops=8, kinds=("unary", "binary", "reduce", "matmul")))
-@compiled_examples(25)
+@compiled_examples(12)
 def test_random_reduction_programs(program: tuple[ModuleOp, str]) -> None:
     check(program[0], parallel_threshold=0)
 
 
 @given(program=random_program(max_ops=7))
-@compiled_examples(15)
+@compiled_examples(8)
 def test_random_programs(program: tuple[ModuleOp, str]) -> None:
     check(program[0], parallel_threshold=0)
 
@@ -549,13 +549,13 @@ def test_random_programs_form_groups() -> None:
     found = 0
 
     @given(program=strategy)
-    @compiled_examples(25)
+    @compiled_examples(12)
     def count(program: tuple[ModuleOp, str]) -> None:
         nonlocal found
         found += bool(groups(grouped(program[0])))
 
     count()
-    assert found >= 10
+    assert found >= 5
 
 
 def test_lowering_is_deterministic() -> None:

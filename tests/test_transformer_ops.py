@@ -1,5 +1,5 @@
 """The ops a transformer needs (issue 21): `erf`, `gelu`, `silu`, `leaky_relu`, `layer_norm`,
-`rms_norm`, on the `reference`, `cpu` and `cpu-unfused` targets, in float64 against PyTorch
+`rms_norm`, on the `reference` and `cpu` targets (`cpu-unfused` on one norm case), in float64 against PyTorch
 (skipped without it) and NumPy; gradients against torch.autograd and central differences;
 the fused forward and backward kernel counts of the norms."""
 
@@ -18,7 +18,9 @@ from tessc.dialects.builder_types import TessError
 
 from helpers import central_difference
 
-TARGETS = ("reference", "cpu", "cpu-unfused")
+# Issue 21 asks for `cpu`, `reference` and `cuda` (tests/cuda); `cpu-unfused` compiles a kernel
+# per op and is checked on the norms' first case only (NORM_TARGETS), to keep the suite fast.
+TARGETS = ("reference", "cpu")
 RNG = np.random.default_rng(21)
 
 
@@ -156,9 +158,14 @@ def _torch_norm(kind: str, normalized_shape: Any, eps: float | None) -> Callable
     return norm
 
 
-@pytest.mark.parametrize("target", TARGETS)
+NORM_TARGETS = [
+    *((target, case) for target in TARGETS for case in sorted(NORM_CASES)),
+    ("cpu-unfused", "rows"),
+]
+
+
+@pytest.mark.parametrize(("target", "case"), NORM_TARGETS)
 @pytest.mark.parametrize("kind", ["layer_norm", "rms_norm"])
-@pytest.mark.parametrize("case", sorted(NORM_CASES))
 def test_norm_against_torch(target: str, kind: str, case: str) -> None:
     shape, normalized_shape, has_weight, has_bias = NORM_CASES[case]
     param_shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
