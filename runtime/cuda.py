@@ -53,14 +53,16 @@ from tessc.runtime.abi import KERNEL_BITS_DTYPES
 from tessc.runtime.cache import CompileStats, numba_compile_stats
 from tessc.runtime.cuda_memory import DevicePool
 from tessc.runtime.executor import as_bits
-from tessc.runtime.numba_cuda_compat import restore_numpy_row_stack
+from tessc.runtime.numba_cuda_compat import restore_numpy_row_stack, wake_simulator_on_barriers
 from tessc.runtime.signatures import ArenaSlot, ArraySpec, format_shape, read_signature
 
 
 def _cuda() -> Any:
     restore_numpy_row_stack()
-    from numba import cuda
+    from numba import config, cuda
 
+    if config.ENABLE_CUDASIM:
+        wake_simulator_on_barriers()
     return cuda
 
 

@@ -31,6 +31,7 @@ def cases(count: int, unfused: Sequence[int]) -> list[tuple[str, int]]:
         ("cpu-unfused", c) for c in unfused
     ]
 
+
 # (input shape, weight shape, keywords): stride, padding as int/tuple/"same"/"valid",
 # dilation, groups, odd sizes, 1-D and 2-D.
 CONV2D = [

@@ -157,7 +157,9 @@ BOTH = ("cpu", "cpu-unfused")
 # Pairwise rather than the full product: each dtype and each threshold is covered once, as f32
 # on the parallel kernels and f64 on the serial ones, which halves the compiles.
 DTYPE_AND_THRESHOLD = pytest.mark.parametrize(
-    ("dtype", "parallel_threshold"), [("f32", 0), ("f64", 1 << 30)], ids=["f32-parallel", "f64-serial"]
+    ("dtype", "parallel_threshold"),
+    [("f32", 0), ("f64", 1 << 30)],
+    ids=["f32-parallel", "f64-serial"],
 )
 
 

@@ -1,7 +1,7 @@
 """The ops a transformer needs (issue 21): `erf`, `gelu`, `silu`, `leaky_relu`, `layer_norm`,
-`rms_norm`, on the `reference` and `cpu` targets (`cpu-unfused` on one norm case), in float64 against PyTorch
-(skipped without it) and NumPy; gradients against torch.autograd and central differences;
-the fused forward and backward kernel counts of the norms."""
+`rms_norm`, on the `reference` and `cpu` targets (`cpu-unfused` on one norm case), in float64
+against PyTorch (skipped without it) and NumPy; gradients against torch.autograd and central
+differences; the fused forward and backward kernel counts of the norms."""
 
 from __future__ import annotations
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import os
 
-from tessc.runtime.numba_cuda_compat import restore_numpy_row_stack
+from tessc.runtime.numba_cuda_compat import restore_numpy_row_stack, wake_simulator_on_barriers
 
 restore_numpy_row_stack()  # before any test module's `from numba import cuda`: NumPy >= 2.5
 
-ENABLED = (
-    os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or os.environ.get("TESSC_CUDA_HARDWARE") == "1"
-)
+SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+ENABLED = SIMULATOR or os.environ.get("TESSC_CUDA_HARDWARE") == "1"
+if SIMULATOR:
+    wake_simulator_on_barriers()  # also for the tests that launch numba.cuda kernels directly
 
 collect_ignore_glob = [] if ENABLED else ["test_*.py"]

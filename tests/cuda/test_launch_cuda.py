@@ -86,13 +86,14 @@ def test_launches_per_mlp_training_step() -> None:
     column sum, h.T, dz @ w2.T}, {the b1 column sum, x.T @ dh, h.T @ dz}."""
     rng = np.random.default_rng(0)
     params = {
-        "w1": rng.standard_normal((64, 8)).astype(np.float32),
+        "w1": rng.standard_normal((24, 8)).astype(np.float32),
         "b1": np.zeros(8, np.float32),
         "w2": rng.standard_normal((8, 10)).astype(np.float32),
         "b2": np.zeros(10, np.float32),
     }
-    x = rng.random((16, 64)).astype(np.float32)
-    y = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 16)]
+    # Small: the simulator runs every thread in Python.
+    x = rng.random((8, 24)).astype(np.float32)
+    y = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 8)]
 
     def step(p: dict, x: Any, y: Any) -> tuple[dict, Any]:
         loss, g = ts.value_and_grad(mlp_loss)(p, x, y)
