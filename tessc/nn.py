@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from tessc.dialects.builder_types import TessError
-from tessc.frontend.function_forms import lift, one_hot, stop_gradient, where
+from tessc.frontend.function_forms import lift, one_hot, where
 from tessc.frontend.tracer import Tensor
 from tessc.frontend.user_location import located
 from tessc.nn_attention import scaled_dot_product_attention
@@ -52,14 +52,6 @@ def _tensor(x: Any) -> Tensor:
 
 def _dim(dim: int, axis: int | None) -> int:
     return dim if axis is None else axis
-
-
-def _shift(x: Tensor, dim: int) -> Any:
-    """The max over `dim` that the stable forms subtract; 0 over an empty dim, which has
-    no max (and then no element to shift)."""
-    if -x.ndim <= dim < x.ndim and x.shape[dim] == 0:
-        return 0.0
-    return stop_gradient(x.amax(dim, keepdim=True))
 
 
 def _reduce(loss: Tensor, reduction: str) -> Tensor:
@@ -93,26 +85,17 @@ def gelu(x: Any, approximate: str | bool = "none") -> Tensor:
 @located
 def logsumexp(x: Any, dim: int = -1, keepdim: bool = False, *, axis: int | None = None) -> Tensor:
     """`log(sum(exp(x), dim))`, computed as `m + log(sum(exp(x - m)))` with `m` the max."""
-    x = _tensor(x)
-    d = _dim(dim, axis)
-    shift = _shift(x, d)
-    result = shift + (x - shift).exp().sum(d, keepdim=True).log()
-    return result if keepdim else result.sum(d)  # a sum over one element: drops the dim
+    return _tensor(x).logsumexp(_dim(dim, axis), keepdim)
 
 
 @located
 def softmax(x: Any, dim: int = -1, *, axis: int | None = None) -> Tensor:
-    x = _tensor(x)
-    d = _dim(dim, axis)
-    e = (x - _shift(x, d)).exp()
-    return e / e.sum(d, keepdim=True)
+    return _tensor(x).softmax(_dim(dim, axis))
 
 
 @located
 def log_softmax(x: Any, dim: int = -1, *, axis: int | None = None) -> Tensor:
-    x = _tensor(x)
-    d = _dim(dim, axis)
-    return x - logsumexp(x, d, keepdim=True)
+    return _tensor(x).log_softmax(_dim(dim, axis))
 
 
 @located

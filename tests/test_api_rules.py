@@ -90,6 +90,11 @@ METHOD_ROWS = {
     "int // int": (lambda x: (x + 7) // (x.clip(1, None)), I),
     "int % int": (lambda x: (x * 5) % (x.clip(1, None) + 1), I),
     "float ** 2": (lambda x: x**2, X),
+    "x.softmax(1)": (lambda x: x.softmax(1), X),
+    "x.softmax(dim=-1)": (lambda x: x.softmax(dim=-1), X),
+    "x.log_softmax(0)": (lambda x: x.log_softmax(0), X),
+    "x.logsumexp(2)": (lambda x: x.logsumexp(2), X),
+    "x.logsumexp(1, keepdim=True)": (lambda x: x.logsumexp(1, keepdim=True), X),
 }
 
 

@@ -1,6 +1,7 @@
 """
-`Tensor`'s reductions: `sum`, `mean`, `prod`, `amax`/`amin`, `argmax`/`argmin`, and
-PyTorch's `max`/`min`/`var`/`std` (`torch_semantics`).
+`Tensor`'s reductions: `sum`, `mean`, `prod`, `amax`/`amin`, `argmax`/`argmin`, PyTorch's
+`max`/`min`/`var`/`std` (`torch_semantics`), and the stable forms `logsumexp`, `softmax` and
+`log_softmax` (`tessc.nn`'s functions of the same names call these).
 
 A mixin of `tessc.frontend.tracer.Tensor` (its base class), in a module of its own so the
 tracer stays about tracing. `dim` is None (all dims), an int or a tuple; negative dims
@@ -84,6 +85,31 @@ class TensorReductions:
         """The product over `dim` (its gradient is NaN where a reduced element is 0)."""
         dim, keepdim = _axis_aliases(dim, keepdim, aliases)
         return self._build("prod", dims=dim, keepdim=keepdim)
+
+    @located
+    def logsumexp(self: Tensor, dim: int, keepdim: bool = False) -> Tensor:
+        """`log(sum(exp(x), dim))`, computed as `m + log(sum(exp(x - m)))` with `m` the max."""
+        shift = self._stable_shift(dim)
+        result = shift + (self - shift).exp().sum(dim, keepdim=True).log()
+        return result if keepdim else result.sum(dim)  # a sum over one element: drops the dim
+
+    @located
+    def softmax(self: Tensor, dim: int) -> Tensor:
+        """`exp(x) / sum(exp(x), dim)`, the max over `dim` subtracted first (PyTorch's
+        `Tensor.softmax`: `dim` is required)."""
+        e = (self - self._stable_shift(dim)).exp()
+        return e / e.sum(dim, keepdim=True)
+
+    @located
+    def log_softmax(self: Tensor, dim: int) -> Tensor:
+        return self - self.logsumexp(dim, keepdim=True)
+
+    def _stable_shift(self: Tensor, dim: int) -> Any:
+        """The max over `dim` that the stable forms subtract, as a constant to `grad` (the
+        forms' value does not depend on it); 0 over an empty dim, which has no max."""
+        if -self.ndim <= dim < self.ndim and self.shape[dim] == 0:
+            return 0.0
+        return self.amax(dim, keepdim=True)._build("stop_gradient")
 
     @located
     def var(self: Tensor, dim: DimsLike = None, keepdim: bool = False, **options: Any) -> Tensor:
