@@ -375,7 +375,9 @@ def write_reproducer(module: Operation, note: str) -> Path | None:
         os.makedirs(directory, exist_ok=True)
         fd, path = tempfile.mkstemp(prefix="tessc-reproducer-", suffix=".mlir", dir=directory)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(f"// {note}\n{text}\n")
+            # Every line of a multi-line note a comment: the file must parse as it is.
+            comment = "".join(f"// {line}\n" for line in note.splitlines() or [""])
+            handle.write(f"{comment}{text}\n")
     except OSError:
         return None
     return Path(path)

@@ -607,3 +607,18 @@ def test_the_cpu_pipeline_locates_linalg_ops_it_cannot_outline(
     match = located(stderr)  # was `nested.mlir: error: ...`, no line
     assert message in match["message"]
     assert (int(match["line"]), int(match["col"])) == where
+
+
+def test_a_reproducer_with_a_multi_line_message_parses(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from tessc.diagnostics import write_reproducer
+    from tessc.reference import parse_module
+
+    monkeypatch.setenv("TESSC_REPRODUCER_DIR", str(tmp_path))
+    note = "tessc internal compiler error in pass 'p': ValueError: first line\nsecond line\n"
+    path = write_reproducer(parse_module(ADD), note)
+    assert path is not None
+    text = path.read_text()
+    assert "// second line\n" in text
+    parse_module(text)  # the note's every line is a comment
