@@ -52,6 +52,7 @@ TESS_PASSES: dict[str, str] = {
     "tess-hoist-constants": "tessc.lowering.loops.hoist_constants:TessHoistConstantsPass",
     "tess-hoist-scratch": "tessc.lowering.buffers.hoist_scratch:TessHoistScratchPass",
     "tess-gpu-partition": "tessc.lowering.gpu.gpu_partition:TessGpuPartitionPass",
+    "tess-gpu-attention": "tessc.lowering.gpu.gpu_attention:TessGpuAttentionPass",
     "tess-gpu-rows": "tessc.lowering.gpu.gpu_rows:TessGpuRowsPass",
     "tess-gpu-conv": "tessc.lowering.gpu.gpu_conv:TessGpuConvPass",
     "tess-gpu-contract": "tessc.lowering.gpu.gpu_contract:TessGpuContractPass",

@@ -146,7 +146,7 @@ _FUSE = (
     "tess-fuse-horizontal{donated-only=true}"
 )
 _GPU_FUSE = (
-    "dce,tess-widen-narrow,tess-decompose-attention,tess-to-linalg,"
+    "dce,tess-widen-narrow,tess-decompose-attention{fallback-only=true},tess-to-linalg,"
     "tess-fuse{horizontal-fc=false pool-windows=false},tess-fuse-epilogue,"
     "tess-fuse-horizontal{segmented=false computed-groups=false}"
 )
@@ -161,7 +161,8 @@ _LOOPS = (
 )
 _BASIC_LOOPS = "tess-outline-kernels,tess-linalg-to-loops,tess-attention-kernels,canonicalize,cse"
 _GPU = (
-    "tess-outline-kernels,tess-gpu-fold-transposes,tess-gpu-partition,tess-gpu-rows,"
+    "tess-outline-kernels,tess-gpu-fold-transposes,tess-gpu-attention,tess-gpu-partition,"
+    "tess-gpu-rows,"
     "tess-gpu-conv,tess-gpu-contract,tess-gpu-reduce,tess-gpu-map,tess-gpu-horizontal,"
     "canonicalize,cse"
 )

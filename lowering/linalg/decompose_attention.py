@@ -7,7 +7,10 @@ which the gpu passes cannot map: they read outlined linalg kernels. Here each at
 becomes `scale * q @ k^T` (the mask added or selected, a causal mask from `tess.iota`
 rows and columns), a safe softmax (a row of `-inf` gives 0 and a logsumexp of `-inf`) and
 the matmuls of the output or of flash attention's gradient: correct on the GPU, with the
-`(L, S)` scores built. xDSL has no such rewrite: these are tessc's ops.
+`(L, S)` scores built. With `fallback-only` (the `cuda` pipeline) only the ops that
+`tess-gpu-attention`'s flash kernels do not take: a head dim (E of q/k or of v) over
+`MAX_FUSED_DEPTH` (each thread keeps a row's accumulators in registers) or an empty
+operand. xDSL has no such rewrite: these are tessc's ops.
 """
 
 from __future__ import annotations
@@ -32,6 +35,16 @@ from tessc.dialects.tess_base import is_bool, tensor_shape
 from tessc.dialects.tess_elementwise import IotaOp
 
 NEG_INF = float("-inf")
+MAX_FUSED_DEPTH = 64
+"""The widest head dim `tess-gpu-attention` keeps in registers (a thread's accumulators)."""
+
+
+def fused_on_gpu(op: AttentionOp | AttentionLseOp | AttentionGradOp) -> bool:
+    """Whether `tess-gpu-attention`'s flash kernels compute `op` (module docstring)."""
+    q, keys = tensor_shape(op.q), tensor_shape(op.k)[-2]
+    value_depth = 0 if isinstance(op, AttentionLseOp) else tensor_shape(op.v)[-1]
+    fits = 0 < q[-1] <= MAX_FUSED_DEPTH and value_depth <= MAX_FUSED_DEPTH
+    return fits and keys > 0 and all(n > 0 for n in q[:-1])
 
 
 def scores(b: TessBuilder, op: AttentionOp | AttentionLseOp | AttentionGradOp) -> SSAValue:
@@ -62,9 +75,16 @@ def softmax_parts(b: TessBuilder, s: SSAValue) -> tuple[SSAValue, SSAValue, SSAV
     return e, b.sum(e, [-1], keepdim=True), top
 
 
-class DecomposeAttention(RewritePattern):
+@dataclass
+class Decompose(RewritePattern):
+    fallback_only: bool = False
+
+
+class DecomposeAttention(Decompose):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: AttentionOp, rewriter: PatternRewriter) -> None:
+        if self.fallback_only and fused_on_gpu(op):
+            return
         b = TessBuilder.before(op)
         e, total, _ = softmax_parts(b, scores(b, op))
         attends = b.gt(total, b.scalar(0.0, total))
@@ -72,9 +92,11 @@ class DecomposeAttention(RewritePattern):
         rewriter.replace(op, [], [b.mul(b.matmul(e, op.v), inverse)])
 
 
-class DecomposeAttentionLse(RewritePattern):
+class DecomposeAttentionLse(Decompose):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: AttentionLseOp, rewriter: PatternRewriter) -> None:
+        if self.fallback_only and fused_on_gpu(op):
+            return
         b = TessBuilder.before(op)
         _, total, top = softmax_parts(b, scores(b, op))
         attends = b.gt(total, b.scalar(0.0, total))
@@ -82,9 +104,11 @@ class DecomposeAttentionLse(RewritePattern):
         rewriter.replace(op, [], [b.squeeze(lse, [-1])])
 
 
-class DecomposeAttentionGrad(RewritePattern):
+class DecomposeAttentionGrad(Decompose):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: AttentionGradOp, rewriter: PatternRewriter) -> None:
+        if self.fallback_only and fused_on_gpu(op):
+            return
         b = TessBuilder.before(op)
         shift = b.unsqueeze(finite_or_zero(b, op.lse), -1)
         p = b.exp(b.sub(scores(b, op), shift))
@@ -103,13 +127,17 @@ class TessDecomposeAttentionPass(ModulePass):
 
     name = "tess-decompose-attention"
 
+    fallback_only: bool = False
+    """Only what `tess-gpu-attention` does not take (module docstring)."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        only = self.fallback_only
+        patterns = [DecomposeAttention(only), DecomposeAttentionLse(only),
+                    DecomposeAttentionGrad(only)]  # fmt: skip
         PatternRewriteWalker(
-            GreedyRewritePatternApplier(
-                [DecomposeAttention(), DecomposeAttentionLse(), DecomposeAttentionGrad()]
-            ),
+            GreedyRewritePatternApplier(patterns),  # type: ignore[arg-type]
             apply_recursively=False,
         ).rewrite_module(op)
 
 
-__all__ = ["TessDecomposeAttentionPass"]
+__all__ = ["MAX_FUSED_DEPTH", "TessDecomposeAttentionPass", "fused_on_gpu"]
