@@ -25,7 +25,7 @@ from xdsl.context import Context
 from xdsl.dialects import arith, func
 from xdsl.dialects import math as mathd
 from xdsl.dialects.builtin import AnyFloat, FloatAttr, MemRefType, ModuleOp, i1
-from xdsl.ir import Attribute, Block, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import PassFailedException
@@ -195,9 +195,10 @@ class Emitter:
         return x
 
 
-def tile_size(fixed_bytes: int, per_tile_row: int) -> int:
-    """The largest streamed tile (a power of two <= `MAX_TILE`) whose buffers fit."""
-    tile = MAX_TILE
+def tile_size(fixed_bytes: int, per_tile_row: int, extent: int) -> int:
+    """Rows of a streamed tile: `MAX_TILE`, or the whole `extent` when shorter, halved until
+    the block's workgroup buffers fit."""
+    tile = min(MAX_TILE, extent)
     while tile > 1 and fixed_bytes + tile * per_tile_row > WORKGROUP_BYTES:
         tile //= 2
     return tile
@@ -215,7 +216,12 @@ class KernelBuilder:
     def start(self) -> tuple[GpuKernel, Attention, Body]:
         block = Block(arg_types=list(self.types))
         gk = GpuKernel(self.name, None, list(range(len(self.types))), block, {})  # type: ignore[arg-type]
-        return gk, Attention(self.spec, list(block.args)), gk.body()
+        attention = Attention(self.spec, list(block.args))
+        named = {**attention.operands, **attention.outs, "mask": attention.mask}
+        for name, value in named.items():
+            if isinstance(value, BlockArgument):
+                value.name_hint = name
+        return gk, attention, gk.body()
 
     def block_position(
         self, b: Body, blocks: int, attention: Attention
@@ -223,7 +229,8 @@ class KernelBuilder:
         """(batch indices, first row of the block) of `block_id x`."""
         bx = b.block_id("x")
         batch = b.delinearize(b.divui(bx, b.c(blocks)), [*attention.batch, 1])[:-1]
-        return batch, b.mul(b.remui(bx, b.c(blocks)), b.c(ROWS))
+        block = b.remui(bx, b.c(blocks)) if blocks > 1 else b.c(0)
+        return batch, b.mul(block, b.c(ROWS))
 
     def stage(
         self,
@@ -259,7 +266,7 @@ def forward_kernel(kb: KernelBuilder) -> Launch:
     item = a.element.bitwidth // 8
     out, v = a.outs.get("out"), a.operands.get("v")
     e, ev = a.depth, a.value_depth
-    tile = tile_size(item * ROWS * (e + 1), item * (e + ev + ROWS + 1))
+    tile = tile_size(item * ROWS * (e + 1), item * (e + ev + ROWS + 1), a.keys)
     qs = workgroup(gk, a, [ROWS, e + 1], "q_block")  # +1: rows of a thread apart in banks
     ks = workgroup(gk, a, [tile, e], "k_tile")
     vs = workgroup(gk, a, [tile, max(ev, 1)], "v_tile") if out is not None else None
@@ -338,7 +345,7 @@ def dq_kernel(kb: KernelBuilder) -> Launch:
     gk, a, b = kb.start()
     item = a.element.bitwidth // 8
     e, ev = a.depth, a.value_depth
-    tile = tile_size(item * ROWS * (e + ev + 2), item * (e + ev))
+    tile = tile_size(item * ROWS * (e + ev + 2), item * (e + ev), a.keys)
     qs = workgroup(gk, a, [ROWS, e + 1], "q_block")
     dos = workgroup(gk, a, [ROWS, ev + 1], "dout_block")
     ks = workgroup(gk, a, [tile, e], "k_tile")
@@ -390,7 +397,7 @@ def dkv_kernel(kb: KernelBuilder) -> Launch:
     item = a.element.bitwidth // 8
     e, ev = a.depth, a.value_depth
     dk, dv = a.outs.get("dk"), a.outs.get("dv")
-    tile = tile_size(item * ROWS * (e + ev + 2), item * (e + ev + 2))
+    tile = tile_size(item * ROWS * (e + ev + 2), item * (e + ev + 2), a.rows)
     ks = workgroup(gk, a, [ROWS, e + 1], "k_block")
     vs = workgroup(gk, a, [ROWS, ev + 1], "v_block")
     qs = workgroup(gk, a, [tile, e], "q_tile")
