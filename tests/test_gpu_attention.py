@@ -21,7 +21,8 @@ SOURCE = """
 def causal(q: f64[2, 33, 8], k: f64[2, 35, 8], v: f64[2, 35, 5]) -> f64[2, 33, 5]:
     return scaled_dot_product_attention(q, k, v, is_causal=True)
 
-def masked(q: f64[2, 2, 5, 16], k: f64[2, 2, 7, 16], v: f64[2, 2, 7, 3], m: f64[2, 1, 5, 7]) -> f64[2, 2, 5, 3]:
+def masked(q: f64[2, 2, 5, 16], k: f64[2, 2, 7, 16], v: f64[2, 2, 7, 3],
+           m: f64[2, 1, 5, 7]) -> f64[2, 2, 5, 3]:
     return scaled_dot_product_attention(q, k, v, m, scale=0.5)
 
 def loss(q: f64[2, 33, 8], k: f64[2, 35, 8], v: f64[2, 35, 5]) -> f64[]:
