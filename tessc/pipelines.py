@@ -26,13 +26,14 @@ pass-pipeline string in `xdsl-opt -p` syntax. For `cpu`:
     numba    Python source for Numba (level 6)        codegen: emit_numba
 
 `cuda` shares the front (tess, fused, buffers; first `tess-decompose-attention`, the
-attention ops as the tess ops they compute, for want of a GPU flash kernel) and then maps
+attention ops its flash kernels do not take as the tess ops they compute) and then maps
 each kernel onto the GPU (lowering/gpu/README.md is the level's contract with the CUDA
 code generator):
 
     stage    the module holds                         passes that reach it
     gpu      host funcs launching `gpu.func`s of      tess-outline-kernels,
              one `gpu.module @kernels` (level 5g)     tess-gpu-fold-transposes,
+                                                      tess-gpu-attention,
                                                       tess-gpu-partition, tess-gpu-rows,
                                                       tess-gpu-conv, tess-gpu-contract,
                                                       tess-gpu-reduce, tess-gpu-map,

@@ -32,7 +32,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
 from tessc.lowering.gpu.gpu_common import Body, GpuKernel, Launch, launch_ops
-from tessc.lowering.linalg.decompose_attention import MAX_FUSED_DEPTH
+from tessc.lowering.linalg.flash_shapes import flash_supported
 
 ROWS = 32
 """Threads per block: query rows (forward, `dq`) or keys (`dk`/`dv`) a block owns."""
@@ -101,13 +101,9 @@ class Attention:
 
 
 def supported(attention: Attention) -> bool:
-    """What this pass maps (the rest was decomposed by `tess-decompose-attention`)."""
-    return (
-        attention.rows > 0
-        and attention.keys > 0
-        and 0 < attention.depth <= MAX_FUSED_DEPTH
-        and attention.value_depth <= MAX_FUSED_DEPTH
-        and math.prod(attention.batch) > 0
+    """What this pass maps (`tess-decompose-attention{fallback-only}` took the rest)."""
+    return flash_supported(
+        (*attention.batch, attention.rows, attention.depth), attention.keys, attention.value_depth
     )
 
 
@@ -504,4 +500,4 @@ class TessGpuAttentionPass(ModulePass):
         op.verify()
 
 
-__all__ = ["MAX_FUSED_DEPTH", "ROWS", "TessGpuAttentionPass"]
+__all__ = ["ROWS", "WORKGROUP_BYTES", "TessGpuAttentionPass"]

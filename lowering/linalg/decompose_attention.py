@@ -9,7 +9,7 @@ rows and columns), a safe softmax (a row of `-inf` gives 0 and a logsumexp of `-
 the matmuls of the output or of flash attention's gradient: correct on the GPU, with the
 `(L, S)` scores built. With `fallback-only` (the `cuda` pipeline) only the ops that
 `tess-gpu-attention`'s flash kernels do not take: a head dim (E of q/k or of v) over
-`MAX_FUSED_DEPTH` (each thread keeps a row's accumulators in registers) or an empty
+`flash_shapes.MAX_FUSED_DEPTH` (each thread keeps a row's accumulators in registers) or an empty
 operand. xDSL has no such rewrite: these are tessc's ops.
 """
 
@@ -33,18 +33,15 @@ from tessc.dialects.builder import TessBuilder
 from tessc.dialects.tess_attention import AttentionGradOp, AttentionLseOp, AttentionOp
 from tessc.dialects.tess_base import is_bool, tensor_shape
 from tessc.dialects.tess_elementwise import IotaOp
+from tessc.lowering.linalg.flash_shapes import flash_supported
 
 NEG_INF = float("-inf")
-MAX_FUSED_DEPTH = 64
-"""The widest head dim `tess-gpu-attention` keeps in registers (a thread's accumulators)."""
 
 
 def fused_on_gpu(op: AttentionOp | AttentionLseOp | AttentionGradOp) -> bool:
     """Whether `tess-gpu-attention`'s flash kernels compute `op` (module docstring)."""
-    q, keys = tensor_shape(op.q), tensor_shape(op.k)[-2]
     value_depth = 0 if isinstance(op, AttentionLseOp) else tensor_shape(op.v)[-1]
-    fits = 0 < q[-1] <= MAX_FUSED_DEPTH and value_depth <= MAX_FUSED_DEPTH
-    return fits and keys > 0 and all(n > 0 for n in q[:-1])
+    return flash_supported(tensor_shape(op.q), tensor_shape(op.k)[-2], value_depth)
 
 
 def scores(b: TessBuilder, op: AttentionOp | AttentionLseOp | AttentionGradOp) -> SSAValue:
@@ -140,4 +137,4 @@ class TessDecomposeAttentionPass(ModulePass):
         ).rewrite_module(op)
 
 
-__all__ = ["MAX_FUSED_DEPTH", "TessDecomposeAttentionPass", "fused_on_gpu"]
+__all__ = ["TessDecomposeAttentionPass"]
