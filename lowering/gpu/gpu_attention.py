@@ -236,14 +236,20 @@ class KernelBuilder:
         width: int,
         copies: Sequence[tuple[SSAValue, SSAValue, list[SSAValue]]],
         first: SSAValue,
+        last: int | None = None,
     ) -> None:
         """Rows `first .. first + count` of each `(source, tile, batch)` into `tile` (of
-        `width` columns; a rank-1 tile takes one element per row), strided by the block."""
+        `width` columns; a rank-1 tile takes one element per row), strided by the block;
+        source rows past `last` read row `last` (a block's rows past L or S: their threads
+        compute on real data and store nothing)."""
 
         def element(inner: Body, lin: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
-            row, col = inner.divui(lin, inner.c(width)), inner.remui(lin, inner.c(width))
+            row = inner.divui(lin, inner.c(width))
+            col = inner.remui(lin, inner.c(width)) if width > 1 else inner.c(0)
             for source, tile, batch in copies:
                 source_row = inner.add(first, row)
+                if last is not None:
+                    source_row = inner.minsi(source_row, inner.c(last))
                 if len(shape_of(tile)) == 1:
                     inner.store(inner.load(source, [*batch, source_row]), tile, [row])
                 else:
@@ -271,8 +277,7 @@ def forward_kernel(kb: KernelBuilder) -> Launch:
     tx = b.thread_id("x")
     batch, q0 = kb.block_position(b, blocks, a)
     last = b.c(a.rows - 1)
-    q_rows = b.minsi(b.c(ROWS), b.sub(b.c(a.rows), q0))
-    kb.stage(b, tx, q_rows, e, [(a.operands["q"], qs, batch)], q0)
+    kb.stage(b, tx, b.c(ROWS), e, [(a.operands["q"], qs, batch)], q0, a.rows - 1)
     i = b.minsi(b.add(q0, tx), last)  # a thread past the last row computes it, stores nothing
     em = Emitter(b, a)
     end = b.c(a.keys)
@@ -349,9 +354,8 @@ def dq_kernel(kb: KernelBuilder) -> Launch:
     blocks = -(-a.rows // ROWS)
     tx = b.thread_id("x")
     batch, q0 = kb.block_position(b, blocks, a)
-    q_rows = b.minsi(b.c(ROWS), b.sub(b.c(a.rows), q0))
-    kb.stage(b, tx, q_rows, e, [(a.operands["q"], qs, batch)], q0)
-    kb.stage(b, tx, q_rows, ev, [(a.operands["dout"], dos, batch)], q0)
+    kb.stage(b, tx, b.c(ROWS), e, [(a.operands["q"], qs, batch)], q0, a.rows - 1)
+    kb.stage(b, tx, b.c(ROWS), ev, [(a.operands["dout"], dos, batch)], q0, a.rows - 1)
     i = b.minsi(b.add(q0, tx), b.c(a.rows - 1))
     em = Emitter(b, a)
     shift = em.live(b.load(a.operands["lse"], [*batch, i]))
@@ -403,9 +407,8 @@ def dkv_kernel(kb: KernelBuilder) -> Launch:
     blocks = -(-a.keys // ROWS)
     tx = b.thread_id("x")
     batch, k0 = kb.block_position(b, blocks, a)
-    k_rows = b.minsi(b.c(ROWS), b.sub(b.c(a.keys), k0))
-    kb.stage(b, tx, k_rows, e, [(a.operands["k"], ks, batch)], k0)
-    kb.stage(b, tx, k_rows, ev, [(a.operands["v"], vs, batch)], k0)
+    kb.stage(b, tx, b.c(ROWS), e, [(a.operands["k"], ks, batch)], k0, a.keys - 1)
+    kb.stage(b, tx, b.c(ROWS), ev, [(a.operands["v"], vs, batch)], k0, a.keys - 1)
     j = b.minsi(b.add(k0, tx), b.c(a.keys - 1))
     em = Emitter(b, a)
     # Causal: the query tiles before the block's first key see none of its keys.
@@ -487,13 +490,16 @@ class TessGpuAttentionPass(ModulePass):
             for f in op.ops
             if isinstance(f, func.FuncOp) and f.is_declaration and contract.ATTENTION_KERNEL.has(f)
         }
+        calls_so_far: dict[str, int] = {}
         for call in [c for c in op.walk() if isinstance(c, func.CallOp)]:
-            declaration = declarations.get(call.callee.string_value())
+            declaration = declarations.get(name := call.callee.string_value())
             if declaration is None:
                 continue
             spec = contract.ATTENTION_KERNEL.get(declaration)
             assert spec is not None
-            launches = attention_launches(call, spec, op, declaration.sym_name.data)
+            # A kernel is launched once: a second call of a declaration gets kernels of its own.
+            calls_so_far[name] = n = calls_so_far.get(name, 0) + 1
+            launches = attention_launches(call, spec, op, name if n == 1 else f"{name}_call{n}")
             Rewriter.replace_op(call, launch_ops(call, launches, []), [])
         for declaration in declarations.values():
             Rewriter.erase_op(declaration)
