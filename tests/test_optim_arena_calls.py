@@ -86,9 +86,7 @@ def test_returned_views_come_back_without_a_copy_or_the_general_path(
         # The very arrays, updated in place in the arena: no copy, no new array.
         assert all(a is b for a, b in zip(params, given, strict=True))
         momentum = state["momentum_buffer"]
-        assert all(
-            a is b for a, b in zip(momentum, given_state["momentum_buffer"], strict=True)
-        )
+        assert all(a is b for a, b in zip(momentum, given_state["momentum_buffer"], strict=True))
         assert [p.__array_interface__["data"][0] for p in params] == pointers
     assert general_calls == before  # every later call took the planned path
     assert _executable(opt).packing_copies == packed
