@@ -183,3 +183,22 @@ def test_many_leaves_without_donation_are_planned_and_checked(
     assert update(wrong, grads)[-1].dtype == np.float64
     strided = [*params[:-1], np.repeat(params[-1], 2)[::2]]
     np.testing.assert_allclose(update(strided, grads)[-1], out[-1], rtol=1e-6, atol=1e-6)
+
+
+def test_arena_of_many_views_reads_their_addresses_exactly() -> None:
+    """`arena_of` over many views (their addresses read through Numba): the buffer when
+    they lie at their offsets, else None (two swapped, one shifted by an element)."""
+    from tessc.runtime.executor import arena_of
+
+    buffer = np.arange(1000, dtype=np.float32)
+    sizes = [10 + k % 7 for k in range(40)] + [0]
+    offsets = [sum(sizes[:k]) for k in range(len(sizes))]
+    views = [buffer[o : o + n] for o, n in zip(offsets, sizes, strict=True)]
+    total = sum(sizes)
+    arena = arena_of(views, offsets, total)
+    assert arena is not None and arena.__array_interface__ == buffer[:total].__array_interface__
+    swapped = [views[1], views[0], *views[2:]]
+    assert arena_of(swapped, offsets, total) is None
+    shifted = [*views[:-2], buffer[offsets[-2] + 1 : offsets[-2] + 1 + sizes[-2]], views[-1]]
+    assert arena_of(shifted, offsets, total) is None
+    assert arena_of(views[:-1], offsets[:-1], len(buffer) + 1) is None  # past its end
