@@ -23,7 +23,11 @@ code and `exec`s it once:
 Same checks as `_FastPath.leaves` (a dtype that is equal but not the identical object, or
 strides that differ while the array is C-contiguous, are a miss or pass on the slower
 flags check: a miss only sends the call down the general path). Structures with traced
-Python numbers, non-simple static values or device arrays get no plan (`None`).
+Python numbers, non-simple static values or device arrays get no plan (`None`). A plan
+with donated leaves or `BULK_LEAVES` leaves checks them together instead
+(`call_checks.LeafChecks`: an optimizer step's hundreds), and takes back as donated the
+views its program returned (views of its arenas), which the general path would check
+pairwise.
 """
 
 from __future__ import annotations
