@@ -1,21 +1,18 @@
 """
 A planned call's checks of its array leaves in bulk, and what it trusts between calls.
 
-`call_plan` writes a line per array leaf checking its type, shape, dtype and strides: for
-a train step's ten arrays that is the fastest Python can do. An optimizer step over 200
-parameters has 400 to 800 leaves, and a line each costs more than its one fused kernel.
-`LeafChecks.accept` checks them all with C-level `map`s over the leaves (one tuple
-comparison per property), and the donated ones not at all when they are the very arrays
-the last call returned updated in place (checked then; an array's shape and dtype do not
-change while this holds it).
+`call_plan` writes a line per leaf checking its type, shape, dtype and strides: the
+fastest Python can do for a train step's ten arrays, but an optimizer step over 200
+parameters has 400 to 800 leaves. `LeafChecks.accept` checks them with C-level `map`s (a
+tuple comparison per property), and not again the very array objects it accepted on the
+last call (as the runtime's arena cache, `Executable._zero_copy`, assumes too).
 
-Donated views. A donated array that is a view may overlap another argument, which the
-general path checks pairwise (`donation.refuse_aliases`). The views the program returned
-last (`TrustedViews`: views of its output arenas, disjoint) are taken here all the same,
-so that an optimizer's parameters and state, returned as views of its arenas, are passed
-back without the general path: an argument then overlaps a donated one only as that very
-array, as a view of it (NumPy points `base` at the owner) or as a returned view's arena
-or a view of that arena, all refused here.
+Donated views may overlap another argument, which the general path checks pairwise
+(`donation.refuse_aliases`). The views the program returned last (`TrustedViews`: of its
+output arenas, disjoint) are taken as donated all the same, so that an optimizer's
+parameters and state come back without the general path; another argument may then not
+be a donated array or a returned view's arena, nor a view of either (NumPy points `base`
+at the owner).
 """
 
 from __future__ import annotations
@@ -35,7 +32,8 @@ _LAYOUT = operator.attrgetter("shape", "dtype", "strides")
 _IS_VIEW = partial(operator.is_not, None)
 
 
-def _row_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+def row_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """The strides of a C-contiguous array of `shape`."""
     strides: list[int] = []
     step = itemsize
     for extent in reversed(shape):
@@ -59,7 +57,7 @@ class _Types:
 
     def __init__(self, types: Sequence[tuple[tuple[int, ...], Any]]) -> None:
         self.layouts = tuple(
-            (tuple(shape), np.dtype(dtype), _row_strides(tuple(shape), np.dtype(dtype).itemsize))
+            (tuple(shape), np.dtype(dtype), row_strides(tuple(shape), np.dtype(dtype).itemsize))
             for shape, dtype in types
         )
 
@@ -198,4 +196,4 @@ class LeafChecks:
         self.kept_version = self.trusted.version
 
 
-__all__ = ["LeafChecks", "TrustedViews"]
+__all__ = ["LeafChecks", "TrustedViews", "row_strides"]

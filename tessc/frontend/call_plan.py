@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from tessc.frontend.call_checks import LeafChecks
+from tessc.frontend.call_checks import LeafChecks, row_strides
 from tessc.frontend.donation import DONATED
 from tessc.frontend.pytree import SIMPLE_STATICS, make_object, object_fields, static_key
 
@@ -47,15 +47,6 @@ MISS = object()
 BULK_LEAVES = 32
 """From this many array leaves (or any donated), a plan checks them together
 (`call_checks.LeafChecks`) rather than a line each."""
-
-
-def _strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    strides: list[int] = []
-    step = itemsize
-    for extent in reversed(shape):
-        strides.append(step)
-        step *= max(extent, 1)
-    return tuple(reversed(strides))
 
 
 class _Writer:
@@ -85,7 +76,7 @@ class _Writer:
                 return True
             s = self.constant("S", tuple(shape))
             d = self.constant("D", np.dtype(dtype))
-            t = self.constant("T", _strides(tuple(shape), np.dtype(dtype).itemsize))
+            t = self.constant("T", row_strides(tuple(shape), np.dtype(dtype).itemsize))
             v = name
             self.lines.append(f"{v} = {expr}")
             self.lines.append(
