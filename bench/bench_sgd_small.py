@@ -8,18 +8,19 @@ call per parameter, a packing copy per call) decide. Contenders, all f32:
 
 - `tessc opt.step`: `tessc.optim.SGD(lr).step(params, grads, state)`, compiled once with
   the parameters donated: ONE kernel over arenas. The parameters it returns (views of
-  its arena) are fed back, so no call packs them; the gradients are what a jitted
-  function returned (views of one buffer, `runtime/executor.py`'s `carve_plan`), so no
-  call packs them either (`Executable.packing_copies` is printed: it stays at the
-  first call's count);
+  its arena) are fed back, so no call packs them, and `jit`'s planned path takes them
+  (no pytree flattened); the gradients are what a jitted function returned (views of
+  one buffer, `runtime/executor.py`'s `carve_plan`), so no call packs them either
+  (`Executable.packing_copies` is printed: it stays at the first call's count); the
+  same gradient arrays every call, which the planned call checked the call before;
+- `tessc opt.step, other grads`: the same with two sets of jitted gradients, alternating
+  (a training loop's new gradients every step): each call checks and locates them anew;
 - `tessc opt.step, separate grads`: the same, the gradients separate NumPy arrays (as a
   caller computing them elsewhere has them): packed into an arena on every call;
 - `tessc program, arenas` / `separate grads`: the same update compiled once with the
   parameters donated and called directly on `tessc.arena` views (one kernel, no copy),
   or with the gradients as separate arrays (packed on every call): the kernel and the
-  runtime without `opt.step`'s pytree front end, which costs milliseconds a call at 200
-  parameters (its leaves are flattened on `jit`'s general path: the planned fast path
-  refuses donated arrays that are views, as arena views are);
+  runtime without `opt.step`'s pytree front end;
 - `tessc jit, not donated`: `tessc.jit` of the update without donation (the `cpu`
   pipeline packs only donated updates, `donated-only`): a kernel per parameter, new
   output arrays per call (the unfused kernels);
@@ -33,26 +34,24 @@ evidence for "packs once".
 
     python bench/bench_sgd_small.py [--params 200] [--repeat 50] [--rounds 5]
 
-Measured once (x86_64 AMD EPYC, 2 cores shared with ~8 other jobs, load average 12-14:
-noise of tens of percent; `--repeat 30 --rounds 3`; 200 parameters, 183,232 floats):
+Measured (x86_64 AMD EPYC, 2 cores shared with other jobs, load average 3.6; `--repeat 30
+--rounds 5`; 200 parameters, 183,232 floats; README.md has three runs):
 
     contender                            us  / unfused  / numpy  / torch fused
-    tessc opt.step                  15214.3     56.29x   47.27x        19.73x
-    tessc opt.step, separate grads  16557.6     61.26x   51.45x        21.47x
-    tessc program, arenas             115.3      0.43x    0.36x         0.15x
-    tessc program, separate grads     806.7      2.98x    2.51x         1.05x
-    tessc jit, not donated            270.3      1.00x    0.84x         0.35x
-    numpy in place                    321.8      1.19x    1.00x         0.42x
-    torch foreach=True                254.3      0.94x    0.79x         0.33x
-    torch fused=True                  771.3      2.85x    2.40x         1.00x
+    tessc opt.step                    114.8      0.60x    0.34x          0.29x
+    tessc opt.step, other grads       331.1      1.73x    0.97x          0.83x
+    tessc opt.step, separate grads    194.7      1.02x    0.57x          0.49x
+    tessc program, arenas              80.0      0.42x    0.23x          0.20x
+    tessc program, separate grads     453.2      2.37x    1.32x          1.13x
+    tessc jit, not donated            191.4      1.00x    0.56x          0.48x
+    numpy in place                    342.5      1.79x    1.00x          0.86x
+    torch foreach=True                262.4      1.37x    0.77x          0.66x
+    torch fused=True                  399.6      2.09x    1.17x          1.00x
 
-(unfused: `tessc jit, not donated`; numpy: in place.)
-
-The fused kernel on arenas (`tessc program, arenas`) is 2.8x NumPy in place and 2.3x the
-unfused kernels; the packing count of `opt.step` stays at 1 (its first call, the
-separately allocated parameters) over 94 calls. `opt.step` itself is far slower: its
-front end (pytree flattening on `jit`'s general path, about 50 Python calls per leaf) is
-the cost, not the kernel; not fixed here.
+`opt.step` was 15 ms a call before its front end took the planned path with the
+views it returned (call_checks.py); the packing count stays at 1 (its first call, the
+separately allocated parameters) over 156 calls. With new gradients every call it is
+still slower than the unfused kernels: locating 200 new views costs ~150 us of Python.
 """
 
 from __future__ import annotations
@@ -105,6 +104,20 @@ def main() -> None:
     executable = next(iter(optimizer._compiled["cpu"]._compiled.values()))
     first = executable.packing_copies
     contenders["tessc opt.step"] = fused_step
+
+    # Other gradient arrays every call (two sets, alternating), as a training loop has:
+    # the planned call checks them each time instead of recognizing last call's.
+    other_grads = [grads_jit, identity(grads0)]
+    other = tessc.optim.SGD(lr=LR)
+    box3: dict[str, Any] = {"p": [p.copy() for p in params0], "n": 0}
+    box3["s"] = other.init(box3["p"])
+
+    def other_grads_step() -> None:
+        box3["n"] += 1
+        box3["p"], box3["s"] = other.step(box3["p"], other_grads[box3["n"] % 2], box3["s"])
+
+    other_grads_step()
+    contenders["tessc opt.step, other grads"] = other_grads_step
 
     separate = tessc.optim.SGD(lr=LR)
     box2: dict[str, Any] = {"p": [p.copy() for p in params0]}

@@ -11,14 +11,15 @@ A bf16 model trained with fp32 master weights keeps, per weight, either
   bytes): 6 bytes; one step is the fp32 update (`ts.optim.SGD`, one fused kernel) and then
   the cast of every master to its bf16 copy (`astype`, a second pass).
 
-Both use SGD with momentum (fp32 momentum buffer, 4 bytes a weight in either case) over
+Both use SGD with momentum (fp32 momentum buffer, 4 bytes a weight in either case;
+`--optimizer lamb`: Lamb, two fp32 moments) over
 `--params` parameters whose sizes are log-uniform in [1e3, 2e5] (seeded); the gradients are
 bf16. Both keep their arrays in arenas and feed back what the step returns (no packing per
 call). Before timing, the masters of both are checked equal bit for bit after one step.
 Reported: bytes of weight storage (masters + copies + trails, the momentum excluded) and
 the median time of a step over `--rounds` rounds of `--repeat` calls.
 
-    python bench/bench_split_bf16.py [--params 200] [--repeat 10] [--rounds 5]
+    python bench/bench_split_bf16.py [--params 200] [--repeat 10] [--rounds 5] [--optimizer lamb]
 
 Timings on a shared machine are noise; the byte counts are exact (split: 4 B a weight,
 fp32 + copy: 6 B, a third less).
@@ -28,15 +29,22 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable
 
 import ml_dtypes
 import numpy as np
+from machine import describe_machine
 
 import tessc as ts
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
+
+OPTIMIZERS: dict[str, Callable[..., ts.optim.Optimizer]] = {
+    "sgd": lambda **k: ts.optim.SGD(lr=1e-3, momentum=0.9, **k),
+    "lamb": lambda **k: ts.optim.Lamb(lr=1e-3, **k),
+}
 
 
 def sizes(count: int, seed: int = 0) -> list[int]:
@@ -59,14 +67,17 @@ def main() -> None:
     parser.add_argument("--params", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--optimizer", choices=sorted(OPTIMIZERS), default="sgd")
     args = parser.parse_args()
+    print(describe_machine())
+    print(f"# reproduce: python bench/bench_split_bf16.py {' '.join(sys.argv[1:])}".rstrip())
     rng = np.random.default_rng(1)
     counts = sizes(args.params)
     masters = {f"p{k}": rng.standard_normal(n).astype(np.float32) for k, n in enumerate(counts)}
     grads = {k: rng.standard_normal(v.shape).astype(BF16) for k, v in masters.items()}
     wide_grads = {k: g.astype(np.float32) for k, g in grads.items()}
 
-    split_opt = ts.optim.SGD(lr=1e-3, momentum=0.9, master_weights="split")
+    split_opt = OPTIMIZERS[args.optimizer](master_weights="split")
     split = {}
     split["params"], trail = ts.optim.split_params(masters)
     split["params"] = dict(
@@ -74,7 +85,7 @@ def main() -> None:
     )
     split["state"] = split_opt.init(split["params"], trail=trail)
 
-    plain_opt = ts.optim.SGD(lr=1e-3, momentum=0.9)
+    plain_opt = OPTIMIZERS[args.optimizer]()
     plain = {
         "params": dict(zip(masters, ts.arena([m.copy() for m in masters.values()]), strict=True))
     }
@@ -106,7 +117,10 @@ def main() -> None:
     plain_bytes = weights * (4 + 2)
     split_ms = median_ms(split_step, args.repeat, args.rounds)
     plain_ms = median_ms(plain_step, args.repeat, args.rounds)
-    print(f"{args.params} parameters, {weights / 1e6:.2f}M weights; masters checked bit for bit")
+    print(
+        f"{args.optimizer}, {args.params} parameters, {weights / 1e6:.2f}M weights; "
+        "masters checked bit for bit"
+    )
     print(f"{'contender':<20} {'weight bytes':>14} {'ms/step':>9}")
     print(f"{'split bf16':<20} {split_bytes:>14,} {split_ms:>9.2f}")
     print(f"{'fp32 + bf16 copy':<20} {plain_bytes:>14,} {plain_ms:>9.2f}")

@@ -37,6 +37,7 @@ import operator
 import threading
 import types
 from collections.abc import Callable, Sequence
+from itertools import compress, repeat
 
 import numpy as np
 
@@ -44,20 +45,38 @@ from tessc.runtime.abi import ALIGNMENT, HUGE_PAGE, KERNEL_BITS_DTYPES
 from tessc.runtime.cache import CompileStats, numba_compile_stats
 from tessc.runtime.signatures import ArenaSlot, ArraySpec, format_shape, read_signature
 
+_ADDRESS: list[Callable[[np.ndarray], int]] = []
+"""A Numba function returning an array's data address (0.2 us a call, where
+`__array_interface__` builds a dict: 2 us), compiled on first use."""
+
+
+def _addresses(arrays: Sequence[np.ndarray]) -> list[int]:
+    """The data addresses of `arrays` (one dtype): through Numba where there are many of
+    a dtype it knows, an optimizer's gradients being hundreds of views."""
+    if len(arrays) >= 16 and arrays[0].dtype.kind in "fiub":
+        if not _ADDRESS:
+            from numba import njit
+
+            _ADDRESS.append(njit(lambda a: a.ctypes.data))
+        return list(map(_ADDRESS[0], arrays))
+    return [a.__array_interface__["data"][0] for a in arrays]
+
 
 def arena_of(arrays: Sequence[np.ndarray], offsets: Sequence[int], size: int) -> np.ndarray | None:
     """The 1-D array of `size` elements whose elements from `offsets[k]` on are `arrays[k]`
     (C-contiguous, one dtype), if they are views of one buffer laid out so; else None."""
     # An empty array has no element to place (NumPy may point it anywhere): skipped.
-    placed = [(a, o) for a, o in zip(arrays, offsets, strict=True) if a.size]
+    sizes = list(map(operator.attrgetter("size"), arrays))
+    placed = list(compress(arrays, sizes))
     if not placed:
         return None
-    first, first_offset = placed[0]
+    first = placed[0]
     itemsize = first.dtype.itemsize
-    start = first.__array_interface__["data"][0] - first_offset * itemsize
-    for array, offset in placed:
-        if array.__array_interface__["data"][0] != start + offset * itemsize:
-            return None
+    steps = map(operator.mul, compress(offsets, sizes), repeat(itemsize))
+    starts = set(map(operator.sub, _addresses(placed), steps))  # each address - its offset
+    if len(starts) != 1:
+        return None
+    (start,) = starts
     root = first if first.base is None else first.base
     if not isinstance(root, np.ndarray) or not root.flags.c_contiguous:
         return None
@@ -179,6 +198,13 @@ class Executable:
         self.output_slots: tuple[ArenaSlot, ...] = signature.arena_outputs
         self.inputs, self.outputs = signature.caller_inputs, signature.caller_outputs
         self._members = signature.arena_members()
+        self._back_to_back = {  # arenas whose members fill them in order, without gaps
+            h for h, m in self._members.items() if self._fills(h, m)
+        }
+        self._pick_members = {  # each arena's caller inputs, as a tuple (in C)
+            h: (operator.itemgetter(*m) if len(m) > 1 else lambda a, k=m[0]: (a[k],))
+            for h, m in self._members.items()
+        }
         self._zero_copy: dict[int, tuple[tuple[object, ...], np.ndarray]] = {}
         self.function = getattr(module, signature.function)
         if any(s.dtype.name in KERNEL_BITS_DTYPES for s in (*self.host_inputs, *self.host_outputs)):
@@ -193,11 +219,34 @@ class Executable:
         self._per_thread = threading.local()
         # The caller input each output is when computed in place in its donated arena.
         self._same_as_input = [signature.input_in_place(slot) for slot in self.output_slots]
+        # The caller inputs passed as they are (no arena); and, for a call whose donated
+        # arenas all came without a copy, so that each arena output is the caller's input
+        # updated in place: which of (caller inputs, host outputs) each output is.
+        self._separate = [(k, s.host) for k, s in enumerate(self.input_slots) if s.offset is None]
+        arena_outputs = {s.host for s in self.output_slots if s.offset is not None}
+        self._arena_outputs = tuple(sorted(arena_outputs))
+        picks = [
+            len(self.inputs) + slot.host if slot.offset is None else k
+            for slot, k in zip(self.output_slots, self._same_as_input, strict=True)
+        ]
+        self._pick_in_place: Callable[[tuple], tuple] | None = None
+        if len(picks) > 1 and None not in picks:
+            self._pick_in_place = operator.itemgetter(*picks)  # type: ignore[arg-type]
         # (shape, dtype) of every caller input when none has a dynamic dimension: then one
         # comparison per array checks a well-formed call (`check_inputs`).
         self._input_types: tuple[tuple[tuple[int, ...], np.dtype], ...] | None = None
         if all(None not in spec.shape for spec in self.inputs):
             self._input_types = tuple((spec.shape, spec.dtype) for spec in self.inputs)  # type: ignore[misc]
+
+    def _fills(self, h: int, members: Sequence[int]) -> bool:
+        """Whether the caller inputs `members` fill host input `h` in order, no gaps."""
+        end = 0
+        for k in members:
+            slot = self.input_slots[k]
+            if slot.offset != end:
+                return False
+            end += slot.size
+        return end == (self.host_inputs[h].shape[0] or 0)
 
     def check_inputs(self, args: Sequence[object]) -> list[np.ndarray]:
         """`args` as C-contiguous arrays; ValueError naming the first mismatch."""
@@ -240,32 +289,43 @@ class Executable:
             array = array.copy(order="C")
         return array
 
-    def pack_inputs(self, args: Sequence[object]) -> tuple[list[np.ndarray], dict[int, np.ndarray]]:
+    def pack_inputs(
+        self, args: Sequence[object], checked: bool = False
+    ) -> tuple[list[np.ndarray], dict[int, np.ndarray]]:
         """The host's inputs for the caller's `args`, and the host inputs that are arenas the
-        caller's arrays are views of (passed without a copy), by index."""
+        caller's arrays are views of (passed without a copy), by index. `checked`: the
+        arena members are C-contiguous arrays of their shapes and dtypes already."""
         if len(args) != len(self.inputs):
             raise ValueError(f"'{self.entry}' takes {len(self.inputs)} inputs, got {len(args)}")
         host: list[np.ndarray | None] = [None] * len(self.host_inputs)
-        for k, slot in enumerate(self.input_slots):
-            if slot.offset is None:
-                host[slot.host] = self.check_input(k, args[k])
+        for k, h in self._separate:
+            host[h] = self.check_input(k, args[k])
         zero_copy: dict[int, np.ndarray] = {}
         for h, members in self._members.items():
-            given = tuple(map(args.__getitem__, members))
+            given = self._pick_members[h](args)
             cached = self._zero_copy.get(h)
             if cached is not None and all(map(operator.is_, given, cached[0])):
                 host[h] = zero_copy[h] = cached[1]
                 continue
-            arrays = [self.check_input(k, args[k]) for k in members]
+            if checked:  # C-contiguous arrays of the slots' shapes and dtypes
+                arrays = list(given)
+            else:
+                arrays = [self.check_input(k, args[k]) for k in members]
             offsets = [self.input_slots[k].offset for k in members]
             size = self.host_inputs[h].shape[0] or 0
-            arena = arena_of(arrays, offsets, size)
+            # Views of one buffer may be it at those offsets; separate arrays are not.
+            bases = set(map(id, map(operator.attrgetter("base"), arrays)))
+            one_buffer = len(bases) == 1 and id(None) not in bases
+            arena = arena_of(arrays, offsets, size) if one_buffer else None
             if arena is None:
                 self.packing_copies += 1
                 arena = self.packing_buffer(h, size)
-                for array, k in zip(arrays, members, strict=True):
-                    slot = self.input_slots[k]
-                    arena[slot.offset : slot.offset + slot.size] = array.reshape(-1)
+                if h in self._back_to_back:  # one copy loop, in C
+                    np.concatenate(arrays, axis=None, out=arena)
+                else:
+                    for array, k in zip(arrays, members, strict=True):
+                        slot = self.input_slots[k]
+                        arena[slot.offset : slot.offset + slot.size] = array.reshape(-1)
             else:
                 # The same array objects next time are the same views: no check needed.
                 self._zero_copy[h] = (given, arena)
@@ -300,6 +360,8 @@ class Executable:
             alias is not None and outputs[h] is zero_copy.get(alias)
             for h, alias in enumerate(self.output_aliases)
         ]
+        if self._pick_in_place is not None and all(in_place[h] for h in self._arena_outputs):
+            return self._pick_in_place((*args, *outputs))  # the caller's arrays, in place
         results: list[np.ndarray] = []
         for slot, k in zip(self.output_slots, self._same_as_input, strict=True):
             arena = outputs[slot.host]
@@ -347,7 +409,8 @@ class Executable:
         ndarrays of exactly the inputs' shapes and dtypes (`jit`'s fast path, whose plan
         checks them against the same signature). Skips `check_inputs`."""
         if self.input_slots:
-            return self(*args)
+            inputs, zero_copy = self.pack_inputs(args, checked=True)
+            return self._run(inputs, args, zero_copy)
         return self._run(list(args), args, {})
 
     def runner(self) -> Callable[..., Sequence[np.ndarray]]:

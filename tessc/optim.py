@@ -43,11 +43,20 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from tessc.frontend.call_plan import MISS
 from tessc.frontend.function_forms import where
 from tessc.frontend.jit import JitFunction, jit
 from tessc.frontend.pytree import flatten_tree, unflatten_tree
 from tessc.frontend.tracer import Tensor
-from tessc.optim_split import TRAIL, check_master_weights, join, master_params, split_params
+from tessc.optim_split import (
+    TRAIL,
+    Halves,
+    Widened,
+    check_master_weights,
+    fresh,
+    master_params,
+    split_params,
+)
 from tessc.optim_split import split as split_halves
 from tessc.runtime.arena import arena
 from tessc.runtime.cuda import is_device_array
@@ -109,6 +118,11 @@ class Optimizer:
     master_weights: str | None = None
     """"split": bf16 parameters whose fp32 masters' low halves the state holds
     (`tessc.optim_split`)."""
+
+    rejoins: bool = False
+    """Under split master weights, `update` gets each parameter as its `Halves` and each
+    gradient `Widened`, and builds them at each use (`optim_split.fresh`), rather than
+    one joined (widened) tensor per parameter (gradient)."""
 
     def __init__(self) -> None:
         self._compiled: dict[str, JitFunction] = {}
@@ -182,10 +196,6 @@ class Optimizer:
     def step(self, params: Pytree, grads: Pytree, state: dict[str, Any]) -> tuple[Pytree, dict]:
         """One update: `(new_params, new_state)`. Traced into the current jit function if
         given Tensors; otherwise compiled once per signature and run (see the module)."""
-        _, leaves = _leaves((params, grads, state), "step")
-        if any(isinstance(leaf, Tensor) for leaf in leaves):
-            return self._traced_step(params, grads, state)
-        target = "cuda" if any(is_device_array(leaf) for leaf in leaves) else "cpu"
         # The hyperparameters are read when the step is traced: a changed `opt.lr` is a
         # new compiled step, never the old value (issue 22, "never stale").
         settings = tuple(
@@ -193,6 +203,17 @@ class Optimizer:
             for name, value in vars(self).items()
             if isinstance(value, int | float | bool | tuple | str)
         )
+        compiled = self._compiled.get("cpu")
+        if compiled is not None and self._compiled_settings["cpu"] == settings:
+            # The steady state: NumPy arrays of the last signature (the planned call
+            # checks each), no pytree flattened here.
+            result = compiled.planned(params, grads, state)
+            if result is not MISS:
+                return result
+        _, leaves = _leaves((params, grads, state), "step")
+        if any(isinstance(leaf, Tensor) for leaf in leaves):
+            return self._traced_step(params, grads, state)
+        target = "cuda" if any(is_device_array(leaf) for leaf in leaves) else "cpu"
         compiled = self._compiled.get(target)
         if compiled is None or self._compiled_settings[target] != settings:
             compiled = jit(self._standalone(), target=target, donate_argnums=(0, 2))
@@ -215,8 +236,10 @@ class Optimizer:
         split = self.master_weights == "split"
         if split:  # the fp32 masters, rebuilt from their halves inside the update kernel
             trails = self._matching(structure, state[TRAIL], TRAIL)
-            ps = [join(p, t) for p, t in zip(ps, trails, strict=True)]
-            gradients = [g.astype(np.float32) for g in gradients]
+            ps = [Halves(p, t) for p, t in zip(ps, trails, strict=True)]
+            gradients = [Widened(g) for g in gradients]
+            if not self.rejoins:
+                ps, gradients = [p.build() for p in ps], [g.build() for g in gradients]
         count = state["step"] + 1.0
         scalars = self.scalars(count)
         new_ps, new_slots = self.update_all(ps, gradients, slots, scalars)
@@ -474,7 +497,15 @@ class Lamb(Optimizer):
     over the arenas (one segment per parameter, split into cache-sized chunks), so a Lamb
     step over any number of parameters is two kernels on `cpu`
     (tests/filecheck/fusion/lamb-steps.mlir); `cuda` keeps a reduction kernel per norm.
+
+    Under `master_weights="split"` each pass joins the halves itself (`rejoins`): a
+    joined master shared by both passes would be a computed tensor, which no segmented
+    family packs, and the step would be a kernel per parameter norm instead. Both
+    passes then read the arenas as the fp32 step's do, so the masters follow an fp32
+    run's bit for bit (tests/test_split_lamb.py).
     """
+
+    rejoins = True
 
     def __init__(
         self,
@@ -502,14 +533,18 @@ class Lamb(Optimizer):
 
     def update(self, p, g, slots, s):
         b1, b2 = self.betas
-        m = b1 * slots["exp_avg"] + (1.0 - b1) * g
-        v = b2 * slots["exp_avg_sq"] + (1.0 - b2) * (g * g)
-        u = self.direction(p, m, v, s)
-        p_norm, u_norm = (p * p).sum().sqrt(), (u * u).sum().sqrt()
+        m = b1 * slots["exp_avg"] + (1.0 - b1) * fresh(g)
+        square = fresh(g)
+        v = b2 * slots["exp_avg_sq"] + (1.0 - b2) * (square * square)
+        u = self.direction(fresh(p), m, v, s)
+        weight = fresh(p)
+        p_norm, u_norm = (weight * weight).sum().sqrt(), (u * u).sum().sqrt()
         # Nothing divides by zero: both selects pick 1 where a norm is 0.
         ratio = where(p_norm > 0.0, p_norm / where(u_norm > 0.0, u_norm, 1.0), 1.0)
         ratio = where(u_norm > 0.0, ratio, 1.0)
-        return p - (self.lr * ratio) * self.direction(p, m, v, s), {"exp_avg": m, "exp_avg_sq": v}
+        weight = fresh(p)
+        step = (self.lr * ratio) * self.direction(weight, m, v, s)
+        return weight - step, {"exp_avg": m, "exp_avg_sq": v}
 
 
 __all__ = [

@@ -18,6 +18,7 @@ weight and has no separate bf16 copy.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import ml_dtypes
@@ -67,6 +68,42 @@ def trailing_half(b: TessBuilder, master: SSAValue) -> SSAValue:
 
 def join(top: Tensor, trail: Tensor) -> Tensor:
     return build_in_trace(join_halves, top, trail)
+
+
+class Deferred:
+    """A value a traced split step builds anew at each use (`fresh`), so that every
+    kernel reading it reads the step's arguments themselves, as an fp32 step reads its
+    parameters and gradients, instead of a tensor another kernel computed (which the
+    horizontal fusion of per-parameter norms refuses to pack)."""
+
+    def build(self) -> Tensor:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Halves(Deferred):
+    """A split parameter: its fp32 master is the join of `top` and `trail`."""
+
+    top: Tensor
+    trail: Tensor
+
+    def build(self) -> Tensor:
+        return join(self.top, self.trail)
+
+
+@dataclass(frozen=True)
+class Widened(Deferred):
+    """A bf16 gradient read as the f32 it exactly is."""
+
+    narrow: Tensor
+
+    def build(self) -> Tensor:
+        return self.narrow.astype(np.float32)
+
+
+def fresh(value: Tensor | Deferred) -> Tensor:
+    """`value`, or a new build of a `Deferred` one."""
+    return value.build() if isinstance(value, Deferred) else value
 
 
 def split(master: Tensor) -> tuple[Tensor, Tensor]:

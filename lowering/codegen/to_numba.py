@@ -65,6 +65,17 @@ def _has_parallel_loop(fn: func.FuncOp) -> bool:
     return any(isinstance(op, scf.ParallelOp) for op in fn.walk())
 
 
+def _has_segmented_reduction(module: ModuleOp) -> bool:
+    """Whether `module` sums per-segment values (`tess.row_ranges` loops carrying an
+    accumulator: an optimizer's per-parameter norms, `tess-fuse-horizontal` step 2b)."""
+    return any(
+        isinstance(op, scf.ParallelOp)
+        and contract.ROW_RANGES.has(op)
+        and any(isinstance(inner, scf.ForOp) and inner.results for inner in op.walk())
+        for op in module.walk()
+    )
+
+
 def emit_numba(
     module: ModuleOp,
     *,
@@ -89,6 +100,12 @@ def emit_numba(
     """
     try:
         flags = sorted(set(fastmath))
+        if _has_segmented_reduction(module):
+            # Per-parameter norms sum in element order: without reassociation the loop
+            # vectorizer cannot reorder them by its vector width, which depends on the
+            # other operands' types, so a split-bf16 Lamb step's norms are its fp32
+            # step's, bit for bit (tests/test_split_lamb.py).
+            flags = [f for f in flags if f != "reassoc"]
         return _emit_module(
             module,
             flags,

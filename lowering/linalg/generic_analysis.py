@@ -252,6 +252,16 @@ def producer_cost(op: Operation) -> tuple[int, bool]:
     return len(payload), any(_is_expensive(o) for o in payload)
 
 
+_EXACT_CONVERSIONS = frozenset({"arith.extf", "arith.bitcast"})
+"""Conversions that widen exactly or reinterpret (a bf16 read as the f32 it is)."""
+
+
+def only_converts(op: Operation) -> bool:
+    """Whether `op` is a generic whose body only converts its input (`_EXACT_CONVERSIONS`)."""
+    payload = body_ops(op) if isinstance(op, GenericOp) else []
+    return bool(payload) and all(o.name in _EXACT_CONVERSIONS for o in payload)
+
+
 @dataclass(frozen=True)
 class BodyFacts:
     """What the fusion rules ask of a generic's body: its cost (`producer_cost`), whether
@@ -263,19 +273,27 @@ class BodyFacts:
     expensive: bool
     captured: bool
     indexed: bool
+    converts: bool = False
+    """The body only converts (`only_converts`): it costs its conversions on its own (it
+    is no free copy), nothing once inlined beside arithmetic, as the load it follows, so
+    that a widened bf16 operand leaves the fusion decisions of its f32 twin unchanged."""
 
     @staticmethod
     def of(op: GenericOp) -> BodyFacts:
         cost, expensive = producer_cost(op)
-        return BodyFacts(cost, expensive, reads_captured(op), reads_loop_indices(op))
+        return BodyFacts(
+            cost, expensive, reads_captured(op), reads_loop_indices(op), only_converts(op)
+        )
 
     def with_inlined(self, producer: BodyFacts, copies: int) -> BodyFacts:
         """The facts of this body with `copies` copies of `producer`'s body inlined."""
+        added = 0 if producer.converts and not self.converts else copies * producer.cost
         return BodyFacts(
-            self.cost + copies * producer.cost,
+            self.cost + added,
             self.expensive or producer.expensive,
             self.captured or producer.captured,
             self.indexed or producer.indexed,
+            self.converts and producer.converts,
         )
 
 

@@ -23,7 +23,11 @@ code and `exec`s it once:
 Same checks as `_FastPath.leaves` (a dtype that is equal but not the identical object, or
 strides that differ while the array is C-contiguous, are a miss or pass on the slower
 flags check: a miss only sends the call down the general path). Structures with traced
-Python numbers, non-simple static values or device arrays get no plan (`None`).
+Python numbers, non-simple static values or device arrays get no plan (`None`). A plan
+with donated leaves or `BULK_LEAVES` leaves checks them together instead
+(`call_checks.LeafChecks`: an optimizer step's hundreds), and takes back as donated the
+views its program returned (views of its arenas), which the general path would check
+pairwise.
 """
 
 from __future__ import annotations
@@ -33,27 +37,25 @@ from typing import Any
 
 import numpy as np
 
-from tessc.frontend.donation import DONATED, mark
+from tessc.frontend.call_checks import LeafChecks, row_strides
+from tessc.frontend.donation import DONATED
 from tessc.frontend.pytree import SIMPLE_STATICS, make_object, object_fields, static_key
 
 MISS = object()
 """What a plan returns when the call does not have its signature."""
 
-
-def _strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    strides: list[int] = []
-    step = itemsize
-    for extent in reversed(shape):
-        strides.append(step)
-        step *= max(extent, 1)
-    return tuple(reversed(strides))
+BULK_LEAVES = 32
+"""From this many array leaves (or any donated), a plan checks them together
+(`call_checks.LeafChecks`) rather than a line each."""
 
 
 class _Writer:
-    def __init__(self) -> None:
+    def __init__(self, bulk: bool = False) -> None:
         self.lines: list[str] = []
         self.globals: dict[str, Any] = {"ndarray": np.ndarray, "MISS": MISS}
         self.leaves: list[str] = []
+        self.bulk = bulk
+        """Leaves checked together (`call_checks.LeafChecks`), not a line each."""
 
     def constant(self, prefix: str, value: Any) -> str:
         name = f"{prefix}{len(self.globals)}"
@@ -69,9 +71,12 @@ class _Writer:
             shape, dtype = types[len(self.leaves)]
             name = f"v{len(self.leaves)}"
             self.leaves.append(name)
+            if self.bulk:
+                self.lines.append(f"{name} = {expr}")
+                return True
             s = self.constant("S", tuple(shape))
             d = self.constant("D", np.dtype(dtype))
-            t = self.constant("T", _strides(tuple(shape), np.dtype(dtype).itemsize))
+            t = self.constant("T", row_strides(tuple(shape), np.dtype(dtype).itemsize))
             v = name
             self.lines.append(f"{v} = {expr}")
             self.lines.append(
@@ -107,6 +112,13 @@ class _Writer:
             self.lines.append(
                 f"if type({expr}) is not {typ} or len({expr}) != {len(node[1])}: return MISS"
             )
+            if self.bulk and node[1] and all(child == ("leaf",) for child in node[1]):
+                if len(self.leaves) + len(node[1]) > len(types):
+                    return False
+                names = [f"v{len(self.leaves) + i}" for i in range(len(node[1]))]
+                self.leaves.extend(names)
+                self.lines.append(f"{', '.join(names)}, = {expr}")  # unpacked in C
+                return True
             return all(self.match(child, f"{expr}[{i}]", types) for i, child in enumerate(node[1]))
         if kind == "object":  # its attributes, read at every call
             if not isinstance(node[2], tuple) or not all(name.isidentifier() for name in node[2]):
@@ -145,6 +157,10 @@ class _Writer:
             cls, names = self.constant("Y", node[1]), self.constant("N", node[2])
             return f"make_object({cls}, {names}, [{', '.join(parts)}])"
         if kind in (tuple, list):
+            if len(node[1]) > 8 and all(child == ("leaf",) for child in node[1]):
+                start = counter[0]
+                counter[0] += len(node[1])
+                return f"{kind.__name__}(o[{start}:{counter[0]}])"
             parts = [self.build(child, counter) for child in node[1]]
             if any(p is None for p in parts):
                 return None
@@ -171,7 +187,8 @@ def compile_call_plan(
     path raises or copies); after the run, a donated array not returned as an output is
     marked, statically where `returned` (the donated leaves the program returns as
     themselves) is known, else by identity against the outputs."""
-    writer = _Writer()
+    bulk = bool(donated) or len(array_types) >= BULK_LEAVES
+    writer = _Writer(bulk)
     params = [f"a{i}" for i in range(len(argument_trees))]
     if not all(
         writer.match(t, p, array_types) for t, p in zip(argument_trees, params, strict=True)
@@ -185,30 +202,19 @@ def compile_call_plan(
     writer.globals["run"] = run
     names = [*writer.leaves, *(writer.constant("C", c) for c in constants)]
     leaves = writer.leaves
-    writer.globals["DONATED"] = DONATED
-    writer.lines.append(
-        f"if DONATED and ({' or '.join(f'id({v}) in DONATED' for v in leaves)}): return MISS"
-    )
-    marks: list[str] = []
-    if donated:
-        views = " or ".join(f"{leaves[d]}.base is not None" for d in donated)
-        writer.lines.append(f"if {views}: return MISS")
-        # A donated array owns its memory (just checked): another argument overlaps it
-        # only as that very array or as a view of it (NumPy points `base` at the owner).
-        owners = " or ".join(f"b is {leaves[d]}" for d in donated)
-        for k, v in enumerate(leaves):
-            if k not in donated:
-                writer.lines.append(f"b = {v}.base")
-                writer.lines.append(f"if b is not None and ({owners}): return MISS")
-        ids = ", ".join(f"id({v})" for v in leaves)
-        writer.lines.append(f"if len({{{ids}}}) != {len(leaves)}: return MISS")
-        writer.globals["mark"] = mark
-        name = writer.constant("F", function)
-        for d in donated:
-            if returned is None:
-                marks.append(f"if not any({leaves[d]} is x for x in o): mark({leaves[d]}, {name})")
-            elif d not in returned:
-                marks.append(f"mark({leaves[d]}, {name})")
+    checks = LeafChecks(array_types, donated, returned, function)
+    after: list[str] = []
+    if bulk:
+        writer.globals["accept"], writer.globals["after"] = checks.accept, checks.after
+        writer.lines.append(f"leaves = ({''.join(f'{v}, ' for v in leaves)})")
+        writer.lines.append("if not accept(leaves): return MISS")
+        if donated:
+            after.append("after(leaves, o)")
+    else:
+        writer.globals["DONATED"] = DONATED
+        writer.lines.append(
+            f"if DONATED and ({' or '.join(f'id({v}) in DONATED' for v in leaves)}): return MISS"
+        )
     body = "\n".join(f"        {line}" for line in writer.lines)
     source = (
         f"def plan({', '.join(params)}):\n"
@@ -216,14 +222,15 @@ def compile_call_plan(
         "    except (KeyError, IndexError, AttributeError):\n"
         "        return MISS\n"
         f"    o = run({', '.join(names)})\n"
-        + "".join(f"    {line}\n" for line in marks)
+        + "".join(f"    {line}\n" for line in after)
         + f"    return {result}\n"
     )
     namespace = dict(writer.globals)
     exec(compile(source, "<tessc call plan>", "exec"), namespace)
     plan = namespace["plan"]
     plan.source = source  # type: ignore[attr-defined]
+    plan.trust = checks.trusted.update  # type: ignore[attr-defined]
     return plan
 
 
-__all__ = ["MISS", "compile_call_plan"]
+__all__ = ["BULK_LEAVES", "MISS", "compile_call_plan"]

@@ -316,6 +316,14 @@ class JitFunction:
         pipeline = "cpu" if self.target == "reference" else self.target
         return lower(traced.module, stage, pipeline=pipeline)
 
+    def planned(self, *args: Any) -> Any:
+        """The call's result where it takes the planned path (`call_plan`), else `MISS`
+        (then nothing ran): for a caller that tries it before flattening the arguments."""
+        fast = self._fast
+        if fast is None or fast.plan is None or len(args) != self._arity:
+            return MISS
+        return fast.plan(*args)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         fast = self._fast
         if fast is not None and not kwargs and len(args) == self._arity:
@@ -375,6 +383,9 @@ class JitFunction:
         ):
             self._fast = _FastPath.of(traced, compiled, constants, name)
             self.plan_builds += 1
+        planned = self._fast
+        if planned is not None and planned.signature is traced.signature and planned.plan:
+            planned.plan.trust(outputs)  # the views it returned may come back donated
         if traced.debug:
             printed = len(debug_values(traced.debug))
             printer(traced.debug)(outputs[len(outputs) - printed :])

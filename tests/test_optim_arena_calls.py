@@ -1,0 +1,204 @@
+"""An optimizer step's steady-state call (issue 24 §3): the parameters and state it returns
+are views of its arenas, and passed back they are taken without flattening the pytree on
+the general path, without a packing copy and without a new array: the step updates them
+in place. Separately allocated parameters are packed once (the first call); gradients
+that are views of one buffer (what a jitted function returns) are never packed, separate
+gradient arrays once per call. A view of a returned arena passed where it would overlap a
+donated argument still takes the general path, which refuses it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tessc as ts
+import tessc.frontend.jit as jit_module
+import tessc.optim as optim_module
+from tessc.frontend.call_plan import BULK_LEAVES
+
+COUNT = 40  # parameters: past BULK_LEAVES leaves, the planned call checks them in bulk
+LR, MOMENTUM = 0.05, 0.9
+
+
+SIZES = [int(n) for n in np.random.default_rng(0).integers(1, 300, COUNT)]
+
+
+def _params(seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(n).astype(np.float32) for n in SIZES]
+
+
+@pytest.fixture
+def general_calls(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """How often a call flattened its pytree: jit's general path, and `opt.step`'s own."""
+    counts = {"jit": 0, "optim": 0}
+    flatten, leaves = jit_module.flatten_arguments, optim_module._leaves
+
+    def counted_flatten(*args: Any, **kwargs: Any) -> Any:
+        counts["jit"] += 1
+        return flatten(*args, **kwargs)
+
+    def counted_leaves(*args: Any, **kwargs: Any) -> Any:
+        counts["optim"] += 1
+        return leaves(*args, **kwargs)
+
+    monkeypatch.setattr(jit_module, "flatten_arguments", counted_flatten)
+    monkeypatch.setattr(optim_module, "_leaves", counted_leaves)
+    return counts
+
+
+def _executable(opt: ts.optim.Optimizer) -> Any:
+    return next(iter(opt._compiled["cpu"]._compiled.values()))
+
+
+def _reference(params: list[np.ndarray], grads: list[np.ndarray], steps: int) -> list:
+    """`torch.optim.SGD(lr, momentum)` in NumPy, f32."""
+    params = [p.copy() for p in params]
+    buffers = [np.zeros_like(p) for p in params]
+    for _ in range(steps):
+        for p, g, b in zip(params, grads, buffers, strict=True):
+            b *= np.float32(MOMENTUM)
+            b += g
+            p -= np.float32(LR) * b
+    return params
+
+
+def test_returned_views_come_back_without_a_copy_or_the_general_path(
+    general_calls: dict[str, int],
+) -> None:
+    assert 2 * COUNT + 1 >= BULK_LEAVES
+    start = _params(0)
+    gradient_fn = ts.jit(lambda gs: [g * 1.0 for g in gs])
+    grads = gradient_fn(_params(1))  # views of one buffer, as a jitted function returns
+    opt = ts.optim.SGD(lr=LR, momentum=MOMENTUM)
+    params = [p.copy() for p in start]
+    state = opt.init(params)
+    params, state = opt.step(params, grads, state)  # packs the separate parameters once
+    packed = _executable(opt).packing_copies
+    assert packed == 1
+    pointers = [p.__array_interface__["data"][0] for p in params]
+    before = dict(general_calls)
+    for _ in range(4):
+        given, given_state = params, state
+        params, state = opt.step(params, grads, state)
+        # The very arrays, updated in place in the arena: no copy, no new array.
+        assert all(a is b for a, b in zip(params, given, strict=True))
+        momentum = state["momentum_buffer"]
+        assert all(a is b for a, b in zip(momentum, given_state["momentum_buffer"], strict=True))
+        assert [p.__array_interface__["data"][0] for p in params] == pointers
+    assert general_calls == before  # every later call took the planned path
+    assert _executable(opt).packing_copies == packed
+    want = _reference(start, [np.asarray(g) for g in grads], 5)
+    for got, expected in zip(params, want, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_separate_gradients_are_packed_once_per_call_and_nothing_else(
+    general_calls: dict[str, int],
+) -> None:
+    start, grads = _params(2), _params(3)
+    opt = ts.optim.SGD(lr=LR, momentum=MOMENTUM)
+    params = [p.copy() for p in start]
+    state = opt.init(params)
+    params, state = opt.step(params, grads, state)
+    first = _executable(opt).packing_copies  # the parameters and the gradients
+    before = dict(general_calls)
+    for step in range(1, 4):
+        given = params
+        params, state = opt.step(params, grads, state)
+        assert all(a is b for a, b in zip(params, given, strict=True))
+        assert _executable(opt).packing_copies == first + step  # the gradient arena only
+    assert general_calls == before
+    for got, expected in zip(params, _reference(start, grads, 4), strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_returned_view_passed_beside_its_arena_is_refused() -> None:
+    """Parameters passed as the gradients too: the donated arena would be overwritten
+    while read. The planned path sends the call to the general path, which refuses it."""
+    opt = ts.optim.SGD(lr=LR)
+    params = _params(4)
+    state = opt.init(params)
+    params, state = opt.step(params, _params(5), state)
+    params, state = opt.step(params, _params(5), state)  # planned from here on
+    with pytest.raises(ValueError, match="shares memory"):
+        opt.step(params, [p[...] for p in params], state)
+    with pytest.raises(ValueError, match="shares memory"):
+        opt.step(params, [p.reshape(p.shape) for p in params[::-1]][::-1], state)
+
+
+def test_views_of_a_foreign_buffer_are_checked_then_trusted_once_returned(
+    general_calls: dict[str, int],
+) -> None:
+    """Donated views the step did not return (of the caller's own buffer) take the
+    general path, which packs them; the views that call returns are then planned."""
+    start = _params(6)
+    opt = ts.optim.SGD(lr=LR, momentum=MOMENTUM)
+    params = [p.copy() for p in start]
+    state = opt.init(params)
+    grads = _params(7)
+    params, state = opt.step(params, grads, state)
+    params, state = opt.step(params, grads, state)
+    buffer = np.concatenate([p.ravel() for p in params])  # the caller's own copy
+    views, offset = [], 0
+    for p in params:
+        views.append(buffer[offset : offset + p.size])
+        offset += p.size
+    before = dict(general_calls)
+    params, state = opt.step(views, grads, state)
+    assert general_calls["jit"] == before["jit"] + 1  # not returned by the step: checked
+    before = dict(general_calls)
+    params, state = opt.step(params, grads, state)
+    assert general_calls == before
+    for got, expected in zip(params, _reference(start, grads, 4), strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_donated_array_passed_again_still_raises() -> None:
+    opt = ts.optim.SGD(lr=LR)
+    params = _params(8)
+    state = opt.init(params)
+    old = params
+    params, state = opt.step(params, _params(9), state)
+    params, state = opt.step(params, _params(9), state)
+    with pytest.raises(ValueError, match="was donated"):
+        opt.step(old, _params(9), state)
+
+
+def test_many_leaves_without_donation_are_planned_and_checked(
+    general_calls: dict[str, int],
+) -> None:
+    update = ts.jit(lambda ps, gs: [p - LR * g for p, g in zip(ps, gs, strict=True)])
+    params, grads = _params(10), _params(11)
+    update(params, grads)
+    before = dict(general_calls)
+    out = update(params, grads)
+    assert general_calls == before
+    for got, p, g in zip(out, params, grads, strict=True):
+        np.testing.assert_allclose(got, p - np.float32(LR) * g, rtol=1e-6, atol=1e-6)
+    # A leaf of another shape or dtype, or not contiguous: the general path decides.
+    wrong = [*params[:-1], params[-1].astype(np.float64)]
+    assert update(wrong, grads)[-1].dtype == np.float64
+    strided = [*params[:-1], np.repeat(params[-1], 2)[::2]]
+    np.testing.assert_allclose(update(strided, grads)[-1], out[-1], rtol=1e-6, atol=1e-6)
+
+
+def test_arena_of_many_views_reads_their_addresses_exactly() -> None:
+    """`arena_of` over many views (their addresses read through Numba): the buffer when
+    they lie at their offsets, else None (two swapped, one shifted by an element)."""
+    from tessc.runtime.executor import arena_of
+
+    buffer = np.arange(1000, dtype=np.float32)
+    sizes = [10 + k % 7 for k in range(40)] + [0]
+    offsets = [sum(sizes[:k]) for k in range(len(sizes))]
+    views = [buffer[o : o + n] for o, n in zip(offsets, sizes, strict=True)]
+    total = sum(sizes)
+    arena = arena_of(views, offsets, total)
+    assert arena is not None and arena.__array_interface__ == buffer[:total].__array_interface__
+    swapped = [views[1], views[0], *views[2:]]
+    assert arena_of(swapped, offsets, total) is None
+    shifted = [*views[:-2], buffer[offsets[-2] + 1 : offsets[-2] + 1 + sizes[-2]], views[-1]]
+    assert arena_of(shifted, offsets, total) is None
+    assert arena_of(views[:-1], offsets[:-1], len(buffer) + 1) is None  # past its end
