@@ -160,7 +160,10 @@ def external(signature: Signature, **options: Any) -> Callable[[Callable], Exter
 
 
 def module_kernels(module: ModuleType) -> list[ExternalKernel]:
-    return [v for v in vars(module).values() if isinstance(v, ExternalKernel)]
+    """The module's kernels, each once (codegen binds a kernel identical to another to
+    that one's name too)."""
+    kernels = {id(v): v for v in vars(module).values() if isinstance(v, ExternalKernel)}
+    return list(kernels.values())
 
 
 def compile_kernels(

@@ -92,6 +92,7 @@ class FunctionEmitter(OpEmitter):
         # Kernels compiled on their own, called by name with pointers (`numba_external`).
         self.externals = externals
         self.arg_names: list[str] = []
+        self.renamed: list[str] = []  # an external kernel's argument and array names
 
     def argument_names(self, num_outputs: int) -> list[str]:
         args = self.fn.body.block.args
