@@ -59,6 +59,8 @@ def is_memref_index(use: Use) -> bool:
 # functions
 # ---------------------------------------------------------------------------------------
 
+RESHAPES = (memref.CollapseShapeOp, memref.ExpandShapeOp)
+
 
 class FunctionEmitter(OpEmitter):
     """Emits the body of one `func.func` as indented Python lines: its loops, branches and
@@ -124,6 +126,9 @@ class FunctionEmitter(OpEmitter):
         if isinstance(op, memref.ViewOp) and self.only_passed_by_name(op.result):
             self.emit_view(op, typed=False)
             return
+        if isinstance(op, RESHAPES) and self.only_passed_by_name(op.result):
+            self.exprs[op.result] = self.expr(op.src)  # the same pointer: no code
+            return
         if self.emit_data_op(op):
             return
         if isinstance(op, scf.ForOp):
@@ -140,10 +145,17 @@ class FunctionEmitter(OpEmitter):
             raise UnsupportedOpError(op)
 
     def only_passed_by_name(self, value: SSAValue) -> bool:
-        """Whether every use of `value` is an argument of a kernel called by name."""
+        """Whether every use of `value` is an argument of a kernel called by name, or
+        reshapes it for such uses only (a pointer is a pointer whatever its shape)."""
         return bool(value.uses) and all(
-            isinstance(use.operation, func.CallOp)
-            and use.operation.callee.root_reference.data in self.externals
+            (
+                isinstance(use.operation, func.CallOp)
+                and use.operation.callee.root_reference.data in self.externals
+            )
+            or (
+                isinstance(use.operation, RESHAPES)
+                and self.only_passed_by_name(use.operation.result)
+            )
             for use in value.uses
         )
 
