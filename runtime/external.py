@@ -14,8 +14,11 @@ compile a callee for it. A kernel called by its symbol is linked by nobody: code
         x = carray(x_ptr, (128, 64), np.float32)
         ...
 
-and the host calls `step_kernel_1(view1.ctypes, x.ctypes)`. `external(signature, **options)`
-makes an `ExternalKernel`, which Numba types as `types.ExternalFunction(symbol, signature)`:
+and the host calls `step_kernel_1(workspace_addr + 4096, x_addr)`, addresses as integers
+(`x_addr = x.ctypes.data`, read once; a workspace window is an offset, no array built).
+`external(signature, **options)` makes an `ExternalKernel`, which Numba types as
+`types.ExternalFunction(symbol, signature)` with each `voidptr` an `intp` (C passes both
+alike):
 the host's machine code calls the symbol `<module>.<kernel>` (a generated module's name is
 the hash of its source, so the symbol is unique), resolved when the host is linked, compiled
 or loaded from Numba's disk cache. So `compile_kernels(module)` compiles every kernel
@@ -106,7 +109,10 @@ class ExternalKernel:
         self.signature = signature
         self.options = options
         self.symbol = f"{py_func.__module__}.{py_func.__qualname__}"
-        self.type = types.ExternalFunction(self.symbol, signature)
+        # The host passes addresses as integers (`x.ctypes.data + offset`: no array built
+        # for a window of its workspace); a pointer and an integer travel alike in C.
+        host_args = [types.intp if arg == types.voidptr else arg for arg in signature.args]
+        self.type = types.ExternalFunction(self.symbol, signature.return_type(*host_args))
         self.cfunc: CFunc | None = None
         self.stats = _Counters(collections.Counter(), collections.Counter())
 
@@ -160,7 +166,10 @@ def external(signature: Signature, **options: Any) -> Callable[[Callable], Exter
 
 
 def module_kernels(module: ModuleType) -> list[ExternalKernel]:
-    return [v for v in vars(module).values() if isinstance(v, ExternalKernel)]
+    """The module's kernels, each once (codegen binds a kernel identical to another to
+    that one's name too)."""
+    kernels = {id(v): v for v in vars(module).values() if isinstance(v, ExternalKernel)}
+    return list(kernels.values())
 
 
 def compile_kernels(

@@ -56,7 +56,7 @@ def test_a_host_of_many_kernels_calls_them_by_name() -> None:
     kernels = kernel_count(source)
     assert kernels > 2 and source.count("@external(") == kernels
     host = source[source.index("def loss_grad(") : source.index("@external(")]
-    assert "for " not in host and "loss_grad_kernel_0(" in host and ".ctypes" in host
+    assert "for " not in host and "loss_grad_kernel_0(" in host and ".ctypes.data" in host
     # The forward function's few small kernels stay in its body.
     assert "    # loss_kernel_0\n" in source and "def loss_kernel_0(" not in source
     assert "@external(" not in gradient_source(external_kernels=False)

@@ -14,10 +14,11 @@ figures behind the thresholds are in lowering/codegen/README.md.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import MemRefType, NoneAttr
+from xdsl.dialects.builtin import MemRefType, NoneAttr, StridedLayoutAttr
 
 from tessc.dialects import contract
 from tessc.dialects.functions import called_functions
@@ -35,7 +36,7 @@ EXTERNAL_MIN_OPS = 200
 on their own: ~1 s of Numba's time (the MLP step's 17 kernels hold 771 ops, 3.3 s)."""
 EXTERNAL_DTYPES = frozenset(
     ["float32", "float64", "int8", "int16", "int32", "int64"]
-    + ["uint8", "uint16", "uint32", "uint64"]
+    + ["uint8", "uint16", "uint32", "uint64", "bool_"]
 )
 IMPORTS = [
     "from numba.types import void, voidptr",
@@ -45,13 +46,13 @@ IMPORTS = [
 
 def qualifies(fn: func.FuncOp) -> bool:
     """Whether kernel `fn` can be called by name: no results, memref arguments of static
-    shape, identity layout and a dtype in `EXTERNAL_DTYPES`."""
+    shape, contiguous (`is_contiguous`) and of a dtype in `EXTERNAL_DTYPES`."""
     if fn.function_type.outputs.data:
         return False
     for typ in fn.function_type.inputs.data:
-        if not isinstance(typ, MemRefType) or not isinstance(typ.layout, NoneAttr):
+        if not isinstance(typ, MemRefType) or any(d < 0 for d in memref_shape(typ)):
             return False
-        if any(d < 0 for d in memref_shape(typ)):
+        if not is_contiguous(typ):
             return False
         try:
             if dtype_name(typ.element_type) not in EXTERNAL_DTYPES:
@@ -59,6 +60,25 @@ def qualifies(fn: func.FuncOp) -> bool:
         except NoDtypeError:
             return False
     return True
+
+
+def is_contiguous(typ: MemRefType) -> bool:
+    """Identity layout, or strides that are the row-major strides of the shape at any
+    offset (`key[1:2]`, a row of a matrix): the view's data pointer and the shape then
+    describe it, as `carray` rebuilds it."""
+    if isinstance(typ.layout, NoneAttr):
+        return True
+    if not isinstance(typ.layout, StridedLayoutAttr):
+        return False
+    expected, stride = [], 1
+    for size in reversed(memref_shape(typ)):
+        expected.append(stride)
+        stride *= size
+    strides = typ.layout.get_strides()
+    return all(
+        size == 1 or given == want  # a unit dimension's stride is never used
+        for size, given, want in zip(memref_shape(typ), strides, reversed(expected), strict=True)
+    )
 
 
 def external_kernels(
@@ -91,6 +111,17 @@ def pointer_signature(fn: func.FuncOp) -> str:
     return f"void({', '.join('voidptr' for _ in fn.function_type.inputs.data)})"
 
 
+def body_key(signature: str, names: Sequence[str], lines: Sequence[str]) -> str:
+    """Kernel text with its argument and array `names` replaced by their positions: two
+    kernels with the same key compute the same thing on their arguments."""
+    if not names:
+        return "\n".join([signature, *lines])
+    position = {name: f"@{k}" for k, name in enumerate(names)}
+    pattern = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, names)) + r")(?!\w)")
+    text = "\n".join(lines)
+    return signature + "\n" + pattern.sub(lambda m: position[m.group(1)], text)
+
+
 def carray_line(name: str, pointer: str, typ: MemRefType) -> str:
     """`x = carray(x_ptr, (128, 64), np.float32)`: the array argument `pointer` points to."""
     shape = tuple_literal(memref_shape(typ))
@@ -101,6 +132,7 @@ __all__ = [
     "EXTERNAL_MIN_KERNELS",
     "EXTERNAL_MIN_OPS",
     "IMPORTS",
+    "body_key",
     "carray_line",
     "external_kernels",
     "pointer_signature",

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from xdsl.dialects import func, memref, scf
 from xdsl.dialects.builtin import MemRefType
-from xdsl.ir import Attribute, Block, Operation, SSAValue, Use
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue, Use
 from xdsl.traits import IsTerminator
 
 from tessc.dialects import contract
@@ -59,6 +59,8 @@ def is_memref_index(use: Use) -> bool:
 # functions
 # ---------------------------------------------------------------------------------------
 
+RESHAPES = (memref.CollapseShapeOp, memref.ExpandShapeOp)
+
 
 class FunctionEmitter(OpEmitter):
     """Emits the body of one `func.func` as indented Python lines: its loops, branches and
@@ -92,6 +94,9 @@ class FunctionEmitter(OpEmitter):
         # Kernels compiled on their own, called by name with pointers (`numba_external`).
         self.externals = externals
         self.arg_names: list[str] = []
+        self.renamed: list[str] = []  # an external kernel's argument and array names
+        self.addresses: dict[SSAValue, str] = {}  # buffers only kernels called by name see
+        self.argument_addresses: list[str] = []  # `x_addr = x.ctypes.data` lines
 
     def argument_names(self, num_outputs: int) -> list[str]:
         args = self.fn.body.block.args
@@ -121,7 +126,16 @@ class FunctionEmitter(OpEmitter):
 
     def emit_op(self, op: Operation) -> None:
         if isinstance(op, memref.ViewOp) and self.only_passed_by_name(op.result):
-            self.emit_view(op, typed=False)
+            # A window into the workspace only kernels called by name see: an address.
+            shift = constant_int(op.byte_shift)
+            if shift is None:
+                self.emit_view(op, typed=False)
+            else:
+                base = self.address(op.source)
+                self.addresses[op.result] = f"{base} + {shift}" if shift else base
+            return
+        if isinstance(op, RESHAPES) and self.only_passed_by_name(op.result):
+            self.addresses[op.result] = self.address(op.src)  # the same address: no code
             return
         if self.emit_data_op(op):
             return
@@ -138,11 +152,31 @@ class FunctionEmitter(OpEmitter):
         else:
             raise UnsupportedOpError(op)
 
+    def address(self, value: SSAValue) -> str:
+        """The address of buffer `value`'s first element, an integer expression (what a
+        kernel called by name takes): no array is built for a window or a reshape."""
+        found = self.addresses.get(value)
+        if found is not None:
+            return found
+        if isinstance(value, BlockArgument) and value.owner is self.fn.body.block:
+            # An argument's address is read once, at the top (`emit_body`).
+            name = self.addresses[value] = self.names.hinted(f"{self.expr(value)}_addr")
+            self.argument_addresses.append(f"{name} = {self.expr(value)}.ctypes.data")
+            return name
+        return f"{self.expr(value)}.ctypes.data"
+
     def only_passed_by_name(self, value: SSAValue) -> bool:
-        """Whether every use of `value` is an argument of a kernel called by name."""
+        """Whether every use of `value` is an argument of a kernel called by name, or
+        reshapes it for such uses only (a pointer is a pointer whatever its shape)."""
         return bool(value.uses) and all(
-            isinstance(use.operation, func.CallOp)
-            and use.operation.callee.root_reference.data in self.externals
+            (
+                isinstance(use.operation, func.CallOp)
+                and use.operation.callee.root_reference.data in self.externals
+            )
+            or (
+                isinstance(use.operation, RESHAPES)
+                and self.only_passed_by_name(use.operation.result)
+            )
             for use in value.uses
         )
 
@@ -155,6 +189,8 @@ class FunctionEmitter(OpEmitter):
         for op in block.ops:
             if op is not block.last_op or not op.has_trait(IsTerminator):
                 self.emit_op(op)
+        if block is self.fn.body.block and self.argument_addresses:
+            self.lines[start:start] = ["    " * self.indent + a for a in self.argument_addresses]
         terminator = block.last_op
         if yielded:
             assert terminator is not None
@@ -346,12 +382,13 @@ class FunctionEmitter(OpEmitter):
         if callee in self.inlined and not op.results:
             self.emit_inlined(self.inlined[callee], op)
             return
-        name, args = self.function_names[callee], [self.expr(a) for a in op.arguments]
+        name = self.function_names[callee]
+        if callee in self.externals:
+            self.line(f"{name}({', '.join(map(self.address, op.arguments))})")
+            return
+        args = [self.expr(a) for a in op.arguments]
         if callee in self.launches:
             self.line(f"parallel_for({', '.join([name, str(self.launches[callee]), *args])})")
-            return
-        if callee in self.externals:
-            self.line(f"{name}({', '.join(f'{a}.ctypes' for a in args)})")
             return
         call = f"{name}({', '.join(args)})"
         if not op.results:

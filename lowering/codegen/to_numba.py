@@ -194,6 +194,7 @@ def _emit_module(
     uses_math = uses_prange = uses_bitcast = uses_num_threads = uses_huge_pages = False
     uses_narrow_floats = False
     mma_tiles: set[MmaKey] = set()
+    external_bodies: dict[str, str] = {}  # body_key -> the kernel that has that body
     for fn in functions:
         name = fn.sym_name.data
         pyname = function_names[name]
@@ -231,6 +232,13 @@ def _emit_module(
             continue
         if name in externals:
             signature = numba_external.pointer_signature(fn)
+            # A kernel identical to an earlier one up to its names is that one (an
+            # optimizer's update of every parameter of one shape): compiled once.
+            key = numba_external.body_key(signature, emitter.renamed, emitter.lines)
+            if key in external_bodies:
+                bodies.append(f"{pyname} = {external_bodies[key]}")
+                continue
+            external_bodies[key] = pyname
             decorator = f'@external({signature}, fastmath=FASTMATH, error_model="numpy")'
             header = f"{decorator}\ndef {pyname}({', '.join(emitter.arg_names)}):"
             bodies.append("\n".join([header, *emitter.lines]))
@@ -324,6 +332,7 @@ def _emit_function(
             emitter.arg_names, pointers, fn.function_type.inputs.data, strict=True
         ):
             emitter.line(numba_external.carray_line(name, pointer, typ))  # type: ignore[arg-type]
+        emitter.renamed = [*pointers, *emitter.arg_names]
         emitter.arg_names = pointers
     emitter.indent = 0
     emitter.emit_body(fn.body.block)

@@ -34,11 +34,14 @@ func.func @loss(%x: tensor<8x4xf32>, %w1: tensor<4x16xf32>, %b1: tensor<16xf32>,
 // CHECK:        # loss_kernel_0
 // CHECK-NOT:  def loss_kernel_
 // The gradient's 38 serial kernels hold over 200 ops: each is compiled on its own and
-// called by name with pointers (`numba_external`); the host passes the buffers.
+// called by name with pointers (`numba_external`); the host passes the buffers'
+// addresses, an argument's read once at the top.
 // CHECK:      def loss_grad(x, w1, b1, w2, b2, labels, out0, out1, out2, out3, out4):
-// CHECK-NEXT:   [[BUF:buf[0-9]*]] = np.empty((8, 16), dtype=np.float32)
-// CHECK-NEXT:   loss_grad_kernel_0([[BUF]].ctypes)
-// CHECK-NEXT:   loss_grad_kernel_1(x.ctypes, w1.ctypes, [[BUF]].ctypes)
+// CHECK-NEXT:   x_addr = x.ctypes.data
+// CHECK-NEXT:   w1_addr = w1.ctypes.data
+// CHECK:        [[BUF:buf[0-9]*]] = np.empty((8, 16), dtype=np.float32)
+// CHECK-NEXT:   loss_grad_kernel_0([[BUF]].ctypes.data)
+// CHECK-NEXT:   loss_grad_kernel_1(x_addr, w1_addr, [[BUF]].ctypes.data)
 // CHECK-NOT:    # loss_grad_kernel_
 // CHECK:      @external(void(voidptr), fastmath=FASTMATH, error_model="numpy")
 // CHECK-NEXT: def loss_grad_kernel_0(arg0_ptr):
