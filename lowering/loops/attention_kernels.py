@@ -2,17 +2,16 @@
 `tess-attention-kernels`: the body of each fused attention kernel (level 5, loops).
 
 `tess-to-linalg` leaves a private declaration with `tess.attention_kernel` for each
-attention op (bufferized to out-params); this pass writes its loop nest, flash attention's:
-
-- forward (`out`, `lse`): parallel over the batch dims and the query rows; the keys in
-  blocks of `block` (a row's scores of one block in a `block`-long scratch), an online
-  softmax carrying the row's maximum and sum through the block loop and rescaling the
-  output row once per block; `lse` is `max + log(sum)`;
-- `dq`: parallel over query rows, the keys streamed, each probability recomputed as
-  `exp(s - lse)`; `dk`/`dv`: parallel over key rows, the queries streamed the same way.
-
-No buffer of the `(L, S)` scores exists; a causal mask is loop bounds (`j <= i`), not data.
-xDSL has no such lowering; the algorithm is in lowering/loops/README.md.
+attention op (bufferized to out-params); this pass writes flash attention's loop nests,
+parallel over the batch dims and blocks of `block` queries (forward, `dq`) or keys (`dk`,
+`dv`). Per pair of blocks the products run as `micro.mma` register tiles (the
+`tess-pack-matmul` micro-kernel) over packed block scratch: scores `Q K^T`, `P V` and, in
+the backward, `dO V^T`, `dS K`, `P^T dO`, `dS^T Q`; the softmax work between them is row
+loops over the block. Forward: an online softmax (row maximum and sum per block, the
+output accumulator rescaled); `lse = max + log(sum)`. Backward without atomics: `dk`/`dv`
+stream the query blocks per key block, `dq` is a second pass streaming the key blocks
+per query block; both recompute `P = exp(s - lse)`. Causal: key blocks past a query
+block's last row are skipped, the mask a select (`j <= i`). No `(L, S)` buffer exists.
 """
 
 from __future__ import annotations
