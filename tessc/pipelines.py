@@ -157,7 +157,7 @@ _LOOPS = (
     "tess-interchange-rows,"
     "tess-row-dots,tess-tile,tess-tile-dot,"
     "tess-parallel-columns,tess-register-accumulate,"
-    "tess-expand-math,tess-attention-kernels,tess-hoist-constants,tess-hoist-scratch,"
+    "tess-attention-kernels,tess-expand-math,tess-hoist-constants,tess-hoist-scratch,"
     "canonicalize,cse"
 )
 _BASIC_LOOPS = "tess-outline-kernels,tess-linalg-to-loops,tess-attention-kernels,canonicalize,cse"

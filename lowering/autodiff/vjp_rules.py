@@ -515,7 +515,17 @@ def _matmul_rule(
     if needs[0]:
         contributions[0] = emit.sum_to_shape(emit.matmul(grad, emit.transpose(n)), tensor_shape(m))
     if needs[1]:
-        contributions[1] = emit.sum_to_shape(emit.matmul(emit.transpose(m), grad), tensor_shape(n))
+        m_shape, n_shape = tensor_shape(m), tensor_shape(n)
+        if len(n_shape) == 2 and len(m_shape) > 2 and tensor_shape(grad)[:-2] == m_shape[:-2]:
+            # A weight shared by every batch: one product over the batch's rows stacked,
+            # not a product per batch summed (a (B, K, N) intermediate and a reduction).
+            count = numel(m_shape[:-1])
+            rows = emit.reshape(m, (count, m_shape[-1]))
+            stacked = emit.reshape(grad, (count, n_shape[-1]))
+            contributions[1] = emit.matmul(emit.transpose(rows), stacked)
+        else:
+            product = emit.matmul(emit.transpose(m), grad)
+            contributions[1] = emit.sum_to_shape(product, n_shape)
     return contributions
 
 

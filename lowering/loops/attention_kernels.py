@@ -2,33 +2,32 @@
 `tess-attention-kernels`: the body of each fused attention kernel (level 5, loops).
 
 `tess-to-linalg` leaves a private declaration with `tess.attention_kernel` for each
-attention op (bufferized to out-params); this pass writes its loop nest, flash attention's:
-
-- forward (`out`, `lse`): parallel over the batch dims and the query rows; the keys in
-  blocks of `block` (a row's scores of one block in a `block`-long scratch), an online
-  softmax carrying the row's maximum and sum through the block loop and rescaling the
-  output row once per block; `lse` is `max + log(sum)`;
-- `dq`: parallel over query rows, the keys streamed, each probability recomputed as
-  `exp(s - lse)`; `dk`/`dv`: parallel over key rows, the queries streamed the same way.
-
-No buffer of the `(L, S)` scores exists; a causal mask is loop bounds (`j <= i`), not data.
-xDSL has no such lowering; the algorithm is in lowering/loops/README.md.
+attention op (bufferized to out-params); this pass writes flash attention's loop nests,
+parallel over the batch dims and blocks of `block` queries (forward, `dq`) or keys (`dk`,
+`dv`). Per pair of blocks the products run as `micro.mma` register tiles (the
+`tess-pack-matmul` micro-kernel) over packed block scratch: scores `Q K^T`, `P V` and, in
+the backward, `dO V^T`, `dS K`, `P^T dO`, `dS^T Q`; the softmax work between them is row
+loops over the block. Forward: an online softmax (row maximum and sum per block, the
+output accumulator rescaled); `lse = max + log(sum)`. Backward without atomics: `dk`/`dv`
+stream the query blocks per key block, `dq` is a second pass streaming the key blocks
+per query block; both recompute `P = exp(s - lse)`. Causal: key blocks past a query
+block's last row are skipped, the mask a select (`j <= i`). No `(L, S)` buffer exists.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from math import lcm as math_lcm
 
 from xdsl.builder import Builder
 from xdsl.context import Context
 from xdsl.dialects import arith, func, math, memref, scf
 from xdsl.dialects.builtin import (
     AnyFloat,
-    FloatAttr,
+    Float32Type,
     FunctionType,
     IndexType,
-    IntegerAttr,
     MemRefType,
     ModuleOp,
     i1,
@@ -38,117 +37,23 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint
 
 from tessc.dialects import contract
+from tessc.lowering.loops.attention_kernels_nest import NestBuilder
+from tessc.lowering.loops.register_tiles import host_vector_bits, register_tile
 
 DEFAULT_BLOCK = 64
-"""Keys per block of the forward's online softmax (a row's scores of one block: 512 bytes
-of f64 scratch)."""
+"""Queries and keys per block: a block's scores (16 KiB f32) and its packed q, k, v, dout
+rows (16 KiB each at E = 64) stay in L1/L2 while the register tiles run over them."""
 
 Body = Callable[[SSAValue, list[SSAValue]], Sequence[SSAValue]]
-
-
-@dataclass
-class NestBuilder:
-    """Builds scalar loop nests on memrefs at one insertion point."""
-
-    builder: Builder
-    element: AnyFloat
-
-    def insert(self, op: arith.ArithmeticBinaryOperation | object) -> SSAValue:
-        self.builder.insert(op)  # type: ignore[arg-type]
-        return op.results[0]  # type: ignore[attr-defined]
-
-    def index(self, value: int) -> SSAValue:
-        return self.insert(arith.ConstantOp(IntegerAttr.from_index_int_value(value)))
-
-    def real(self, value: float) -> SSAValue:
-        return self.insert(arith.ConstantOp(FloatAttr(value, self.element)))
-
-    def load(self, ref: SSAValue, indices: Sequence[SSAValue]) -> SSAValue:
-        return self.insert(memref.LoadOp.get(ref, indices))
-
-    def store(self, value: SSAValue, ref: SSAValue, indices: Sequence[SSAValue]) -> None:
-        self.builder.insert(memref.StoreOp.get(value, ref, indices))
-
-    def add(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.insert(arith.AddfOp(a, b))
-
-    def sub(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.insert(arith.SubfOp(a, b))
-
-    def mul(self, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.insert(arith.MulfOp(a, b))
-
-    def exp(self, a: SSAValue) -> SSAValue:
-        return self.insert(math.ExpOp(a))
-
-    def select(self, condition: SSAValue, a: SSAValue, b: SSAValue) -> SSAValue:
-        return self.insert(arith.SelectOp(condition, a, b))
-
-    def compare(self, a: SSAValue, b: SSAValue, predicate: str) -> SSAValue:
-        return self.insert(arith.CmpfOp(a, b, predicate))
-
-    def loop(
-        self, lower: SSAValue, upper: SSAValue, step: SSAValue, inits: Sequence[SSAValue],
-        body: Body, name: str,
-    ) -> list[SSAValue]:  # fmt: skip
-        """An `scf.for` carrying `inits`; `body(iv, carried)` returns what it yields."""
-        block = Block(arg_types=[IndexType(), *(v.type for v in inits)])
-        block.args[0].name_hint = name
-        loop = scf.ForOp(lower, upper, step, list(inits), Region(block))
-        self.builder.insert(loop)
-        after = self.builder.insertion_point
-        self.builder.insertion_point = InsertPoint.at_end(block)
-        yielded = body(block.args[0], list(block.args[1:]))
-        self.builder.insert(scf.YieldOp(*yielded))
-        self.builder.insertion_point = after
-        return list(loop.results)
-
-    def range(self, upper: SSAValue, body: Callable[[SSAValue], None], name: str) -> None:
-        """`for name in range(upper): body(name)`, carrying nothing."""
-
-        def step(iv: SSAValue, carried: list[SSAValue]) -> list[SSAValue]:
-            body(iv)
-            return []
-
-        self.loop(self.index(0), upper, self.index(1), [], step, name)
-
-    def dot(self, a: SSAValue, a_at: Sequence[SSAValue], b: SSAValue, b_at: Sequence[SSAValue],
-            length: int) -> SSAValue:  # fmt: skip
-        """`sum_e a[*a_at, e] * b[*b_at, e]`, accumulated in a loop-carried scalar."""
-
-        def step(e: SSAValue, carried: list[SSAValue]) -> list[SSAValue]:
-            product = self.mul(self.load(a, [*a_at, e]), self.load(b, [*b_at, e]))
-            return [self.add(carried[0], product)]
-
-        zero = self.real(0.0)
-        return self.loop(self.index(0), self.index(length), self.index(1), [zero], step, "e")[0]
-
-    def scale_row(self, ref: SSAValue, at: Sequence[SSAValue], factor: SSAValue, n: int) -> None:
-        """`ref[*at, :] *= factor`."""
-        self.range(
-            self.index(n),
-            lambda e: self.store(self.mul(self.load(ref, [*at, e]), factor), ref, [*at, e]),
-            "e",
-        )
-
-    def axpy_row(self, ref: SSAValue, at: Sequence[SSAValue], factor: SSAValue,
-                 src: SSAValue, src_at: Sequence[SSAValue], n: int) -> None:  # fmt: skip
-        """`ref[*at, :] += factor * src[*src_at, :]`."""
-
-        def body(e: SSAValue) -> None:
-            term = self.mul(factor, self.load(src, [*src_at, e]))
-            self.store(self.add(self.load(ref, [*at, e]), term), ref, [*at, e])
-
-        self.range(self.index(n), body, "e")
-
-    def fill_row(self, ref: SSAValue, at: Sequence[SSAValue], n: int) -> None:
-        zero = self.real(0.0)
-        self.range(self.index(n), lambda e: self.store(zero, ref, [*at, e]), "e")
 
 
 def _shape(value: SSAValue) -> tuple[int, ...]:
     assert isinstance(value.type, MemRefType)
     return tuple(value.type.get_shape())
+
+
+def _round_up(n: int, unit: int) -> int:
+    return max(unit, -(-n // unit) * unit)
 
 
 @dataclass
@@ -158,6 +63,7 @@ class AttentionKernelBuilder:
     spec: contract.AttentionKernel
     args: list[SSAValue]
     block_size: int
+    vector_bits: int
 
     def __post_init__(self) -> None:
         outputs = len(self.spec.computes)
@@ -178,39 +84,112 @@ class AttentionKernelBuilder:
         q_type = q.type
         assert isinstance(q_type, MemRefType) and isinstance(q_type.element_type, AnyFloat)
         self.element = q_type.element_type
+        bits = 32 if isinstance(self.element, Float32Type) else 64
+        self.tile = register_tile(self.vector_bits, bits)
+        rows, cols, lanes = self.tile
+        unit = math_lcm(rows, cols)
+        self.block = min(
+            _round_up(self.block_size, unit), _round_up(max(self.rows, self.keys, 1), unit)
+        )
+        self.depth_pad = _round_up(self.depth, lanes)
+        self.value_pad = _round_up(self.value_depth, lanes)
 
     def build(self, block: Block) -> None:
         nest = NestBuilder(Builder(InsertPoint.at_end(block)), self.element)
         computes = self.spec.computes
         if "out" in computes or "lse" in computes:
-            self.parallel(nest, self.rows, self.forward_row)
+            self.parallel(nest, self.rows, self.forward_block)
         if "dq" in computes:
-            self.parallel(nest, self.rows, self.dq_row)
+            self.parallel(nest, self.rows, self.dq_block)
         if "dk" in computes or "dv" in computes:
-            self.parallel(nest, self.keys, self.dkv_row)
+            self.parallel(nest, self.keys, self.dkv_block)
         nest.builder.insert(func.ReturnOp())
 
     def parallel(
         self, nest: NestBuilder, rows: int,
         body: Callable[[NestBuilder, list[SSAValue], SSAValue], None],
     ) -> None:  # fmt: skip
-        """`scf.parallel` over the batch dims and `rows`; `body(nest, batch, row)`."""
-        extents = [*self.batch, rows]
+        """`scf.parallel` over the batch dims and the blocks of `rows`;
+        `body(nest, batch, first row of the block)`."""
+        extents = [*self.batch, -(-rows // self.block)]
         zero, one = nest.index(0), nest.index(1)
         inner = Block([scf.ReduceOp()], arg_types=[IndexType()] * len(extents))
         for d, arg in enumerate(inner.args):
-            arg.name_hint = f"b{d}" if d < len(self.batch) else "r"
+            arg.name_hint = f"b{d}" if d < len(self.batch) else "blk"
         bounds = [nest.index(n) for n in extents]
         nest.builder.insert(scf.ParallelOp([zero] * len(extents), bounds, [one] * len(extents),
                                            Region(inner)))  # fmt: skip
         inside = NestBuilder(Builder(InsertPoint.before(inner.last_op)), self.element)  # type: ignore[arg-type]
-        body(inside, list(inner.args[:-1]), inner.args[-1])
+        first = inside.muli(inner.args[-1], inside.index(self.block))
+        body(inside, list(inner.args[:-1]), first)
 
-    def score(self, nest: NestBuilder, batch: list[SSAValue], i: SSAValue, j: SSAValue) -> SSAValue:
-        """`scale * q[b, i] . k[b, j]`, masked."""
-        q, k = self.operands["q"], self.operands["k"]
-        dot = nest.dot(q, [*batch, i], k, [*batch, j], self.depth)
-        x = nest.mul(dot, nest.real(self.spec.scale))
+    # -- scratch and packing ------------------------------------------------------------
+
+    def scratch(self, nest: NestBuilder, shape: Sequence[int]) -> SSAValue:
+        """A zero-filled block buffer (its padding never holds a NaN or a denormal)."""
+        ref = nest.insert(memref.AllocOp.get(self.element, shape=list(shape)))
+        nest.fill(ref, shape)
+        return ref
+
+    def pack_rows(self, nest: NestBuilder, src: SSAValue, batch: list[SSAValue], first: SSAValue,
+                  count: SSAValue, dst: SSAValue, pad: int, width: int) -> None:  # fmt: skip
+        """`dst[r * pad + e] = src[b, first + r, e]` for `r < count`, `e < width`."""
+
+        def row(r: SSAValue) -> None:
+            base, at = nest.muli(r, nest.index(pad)), [*batch, nest.addi(first, r)]
+            nest.range(
+                nest.index(width),
+                lambda e: nest.store(nest.load(src, [*at, e]), dst, [nest.addi(base, e)]),
+                "e",
+            )
+
+        nest.range(count, row, "r")
+
+    def pack_transposed(self, nest: NestBuilder, src: SSAValue, batch: list[SSAValue],
+                        first: SSAValue, count: SSAValue, dst: SSAValue,
+                        width: int) -> None:  # fmt: skip
+        """`dst[e * block + c] = src[b, first + c, e]` for `c < count`, `e < width`."""
+
+        def row(c: SSAValue) -> None:
+            at = [*batch, nest.addi(first, c)]
+
+            def element(e: SSAValue) -> None:
+                to = nest.addi(nest.muli(e, nest.index(self.block)), c)
+                nest.store(nest.load(src, [*at, e]), dst, [to])
+
+            nest.range(nest.index(width), element, "e")
+
+        nest.range(count, row, "c")
+
+    def store_rows(self, nest: NestBuilder, acc: SSAValue, dst: SSAValue, batch: list[SSAValue],
+                   first: SSAValue, count: SSAValue, width: int,
+                   factor: Callable[[SSAValue], SSAValue] | None = None) -> None:  # fmt: skip
+        """`dst[b, first + r, e] = acc[r, e] (* factor(r))` for `r < count`, `e < width`."""
+
+        def row(r: SSAValue) -> None:
+            at = [*batch, nest.addi(first, r)]
+            scale = factor(r) if factor is not None else None
+
+            def element(e: SSAValue) -> None:
+                value = nest.load(acc, [r, e])
+                nest.store(value if scale is None else nest.mul(value, scale), dst, [*at, e])
+
+            nest.range(nest.index(width), element, "e")
+
+        nest.range(count, row, "r")
+
+    # -- scores -------------------------------------------------------------------------
+
+    def count(self, nest: NestBuilder, first: SSAValue, extent: int) -> SSAValue:
+        """The rows of the block at `first`: `min(block, extent - first)`."""
+        return nest.mini(nest.index(self.block), nest.subi(nest.index(extent), first))
+
+    def masked(self, nest: NestBuilder, batch: list[SSAValue], x: SSAValue, i: SSAValue,
+               j: SSAValue) -> SSAValue:  # fmt: skip
+        """The scaled score `x` at `(i, j)` with the mask applied (-inf where masked)."""
+        if self.spec.causal:
+            sees = nest.insert(arith.CmpiOp(j, i, "sle"))
+            x = nest.select(sees, x, nest.real(float("-inf")))
         if self.mask is None:
             return x
         zero = nest.index(0)
@@ -222,12 +201,12 @@ class AttentionKernelBuilder:
             return nest.select(value, x, nest.real(float("-inf")))
         return nest.add(x, value)
 
-    def key_end(self, nest: NestBuilder, i: SSAValue) -> SSAValue:
-        """The keys row `i` sees: `min(S, i + 1)` when causal, else `S`."""
+    def key_end(self, nest: NestBuilder, first: SSAValue, count: SSAValue) -> SSAValue:
+        """The keys the query block sees: `min(S, first + count)` when causal, else `S`."""
         keys = nest.index(self.keys)
         if not self.spec.causal:
             return keys
-        return nest.insert(arith.MinSIOp(keys, nest.insert(arith.AddiOp(i, nest.index(1)))))
+        return nest.mini(keys, nest.addi(first, count))
 
     def live(self, nest: NestBuilder, value: SSAValue) -> tuple[SSAValue, SSAValue]:
         """(whether `value` is not -inf, `value` or 0 where it is -inf): the shift of a row
@@ -235,115 +214,213 @@ class AttentionKernelBuilder:
         alive = nest.compare(value, nest.real(float("-inf")), "one")
         return alive, nest.select(alive, value, nest.real(0.0))
 
-    def forward_row(self, nest: NestBuilder, batch: list[SSAValue], i: SSAValue) -> None:
-        out = self.outs.get("out")
-        v = self.operands.get("v")
-        at = [*batch, i]
-        if out is not None:
-            nest.fill_row(out, at, self.value_depth)
-        scores = nest.insert(memref.AllocOp.get(self.element, shape=[self.block_size]))
-        end = self.key_end(nest, i)
-        block = nest.index(self.block_size)
+    def score_tile(self, nest: NestBuilder, qpad: SSAValue, kt: SSAValue, s: SSAValue) -> None:
+        """`s[r, c] = q[i0 + r] . k[j0 + c]` for the whole block (register tiles)."""
+        b = self.block
+        nest.product(qpad, kt, nest.index(self.depth), s, (b, b), (self.depth_pad, 1, b),
+                     self.tile, accumulate=False)  # fmt: skip
 
-        def key_block(j0: SSAValue, carried: list[SSAValue]) -> list[SSAValue]:
-            top, total = carried
-            count = nest.insert(arith.MinSIOp(block, nest.insert(arith.SubiOp(end, j0))))
+    # -- forward ------------------------------------------------------------------------
 
-            def block_max(jj: SSAValue, running: list[SSAValue]) -> list[SSAValue]:
-                x = self.score(nest, batch, i, nest.insert(arith.AddiOp(j0, jj)))
-                nest.store(x, scores, [jj])
-                return [nest.insert(arith.MaximumfOp(running[0], x))]
+    def forward_block(self, nest: NestBuilder, batch: list[SSAValue], i0: SSAValue) -> None:
+        b, out, v = self.block, self.outs.get("out"), self.operands.get("v")
+        with_values = out is not None and v is not None
+        rows = self.count(nest, i0, self.rows)
+        qpad = self.scratch(nest, [b * self.depth_pad])
+        self.pack_rows(nest, self.operands["q"], batch, i0, rows, qpad, self.depth_pad,
+                       self.depth)  # fmt: skip
+        kt, s = self.scratch(nest, [self.depth * b]), self.scratch(nest, [b, b])
+        acc = self.scratch(nest, [b, self.value_pad]) if with_values else None
+        vpad = self.scratch(nest, [b * self.value_pad]) if with_values else None
+        top, total = self.scratch(nest, [b]), self.scratch(nest, [b])
+        minus_inf = nest.real(float("-inf"))
+        nest.range(rows, lambda r: nest.store(minus_inf, top, [r]), "r")
+        scale = nest.real(self.spec.scale)
 
-            zero, one = nest.index(0), nest.index(1)
-            peak = nest.loop(zero, count, one, [nest.real(float("-inf"))], block_max, "jj")[0]
-            new_top = nest.insert(arith.MaximumfOp(top, peak))
-            _, shift = self.live(nest, new_top)
-            rescale = nest.exp(nest.sub(top, shift))
-            if out is not None:
-                nest.scale_row(out, at, rescale, self.value_depth)
+        def key_block(j0: SSAValue) -> None:
+            keys = self.count(nest, j0, self.keys)
+            self.pack_transposed(nest, self.operands["k"], batch, j0, keys, kt, self.depth)
+            self.score_tile(nest, qpad, kt, s)
 
-            def accumulate(jj: SSAValue, running: list[SSAValue]) -> list[SSAValue]:
-                p = nest.exp(nest.sub(nest.load(scores, [jj]), shift))
-                if out is not None and v is not None:
-                    j = nest.insert(arith.AddiOp(j0, jj))
-                    nest.axpy_row(out, at, p, v, [*batch, j], self.value_depth)
-                return [nest.add(running[0], p)]
+            def row(r: SSAValue) -> None:
+                i, zero, one = nest.addi(i0, r), nest.index(0), nest.index(1)
 
-            block_sum = nest.loop(zero, count, one, [nest.real(0.0)], accumulate, "jj")[0]
-            return [new_top, nest.add(nest.mul(total, rescale), block_sum)]
+                def scores(c: SSAValue, running: list[SSAValue]) -> list[SSAValue]:
+                    x = nest.mul(nest.load(s, [r, c]), scale)
+                    x = self.masked(nest, batch, x, i, nest.addi(j0, c))
+                    nest.store(x, s, [r, c])
+                    return [nest.insert(arith.MaximumfOp(running[0], x))]
 
-        inits = [nest.real(float("-inf")), nest.real(0.0)]
-        top, total = nest.loop(nest.index(0), end, block, inits, key_block, "j0")
-        attends = nest.compare(total, nest.real(0.0), "ogt")
-        if out is not None:
-            one = nest.real(1.0)
-            inverse = nest.select(attends, nest.insert(arith.DivfOp(one, total)), nest.real(0.0))
-            nest.scale_row(out, at, inverse, self.value_depth)
+                peak = nest.loop(zero, keys, one, [minus_inf], scores, "c")[0]
+                old_top = nest.load(top, [r])
+                new_top = nest.insert(arith.MaximumfOp(old_top, peak))
+                _, shift = self.live(nest, new_top)
+
+                def probabilities(c: SSAValue, running: list[SSAValue]) -> list[SSAValue]:
+                    p = nest.exp(nest.sub(nest.load(s, [r, c]), shift))
+                    nest.store(p, s, [r, c])
+                    return [nest.add(running[0], p)]
+
+                block_sum = nest.loop(zero, keys, one, [nest.real(0.0)], probabilities, "c")[0]
+                rescale = nest.exp(nest.sub(old_top, shift))
+                old_total = nest.mul(nest.load(total, [r]), rescale)
+                nest.store(nest.add(old_total, block_sum), total, [r])
+                nest.store(new_top, top, [r])
+                if acc is not None:
+                    nest.scale_row(acc, [r], rescale, self.value_pad)
+
+            nest.range(rows, row, "r")
+            if acc is not None and vpad is not None and v is not None:
+                self.pack_rows(nest, v, batch, j0, keys, vpad, self.value_pad, self.value_depth)
+                nest.product(s, vpad, keys, acc, (b, self.value_pad), (b, 1, self.value_pad),
+                             self.tile, accumulate=True)  # fmt: skip
+
+        end = self.key_end(nest, i0, rows)
+        nest.steps(nest.index(0), end, b, key_block, "j0")
+
+        def inverse(r: SSAValue) -> SSAValue:
+            row_total = nest.load(total, [r])
+            attends = nest.compare(row_total, nest.real(0.0), "ogt")
+            quotient = nest.insert(arith.DivfOp(nest.real(1.0), row_total))
+            return nest.select(attends, quotient, nest.real(0.0))
+
+        if out is not None and acc is not None:
+            self.store_rows(nest, acc, out, batch, i0, rows, self.value_depth, inverse)
         if (lse := self.outs.get("lse")) is not None:
-            _, shift = self.live(nest, top)
-            log_total = nest.add(shift, nest.insert(math.LogOp(total)))
-            nest.store(nest.select(attends, log_total, nest.real(float("-inf"))), lse, at)
 
-    def probability(self, nest: NestBuilder, batch: list[SSAValue], i: SSAValue,
-                    j: SSAValue) -> SSAValue:  # fmt: skip
-        """`exp(s[i, j] - lse[i])`, 0 in a row that attends to nothing."""
-        _, shift = self.live(nest, nest.load(self.operands["lse"], [*batch, i]))
-        return nest.exp(nest.sub(self.score(nest, batch, i, j), shift))
+            def row_lse(r: SSAValue) -> None:
+                row_total = nest.load(total, [r])
+                attends = nest.compare(row_total, nest.real(0.0), "ogt")
+                _, shift = self.live(nest, nest.load(top, [r]))
+                log_total = nest.add(shift, nest.insert(math.LogOp(row_total)))
+                value = nest.select(attends, log_total, minus_inf)
+                nest.store(value, lse, [*batch, nest.addi(i0, r)])
 
-    def score_gradient(self, nest: NestBuilder, batch: list[SSAValue], i: SSAValue,
-                       j: SSAValue, p: SSAValue) -> SSAValue:  # fmt: skip
-        """`scale * p * (dout[i] . v[j] - delta[i])`, the score's gradient times scale."""
-        dp = nest.dot(
-            self.operands["dout"], [*batch, i], self.operands["v"], [*batch, j], self.value_depth
-        )
-        centred = nest.sub(dp, nest.load(self.operands["delta"], [*batch, i]))
-        return nest.mul(nest.mul(p, centred), nest.real(self.spec.scale))
+            nest.range(rows, row_lse, "r")
 
-    def dq_row(self, nest: NestBuilder, batch: list[SSAValue], i: SSAValue) -> None:
-        dq, at = self.outs["dq"], [*batch, i]
-        nest.fill_row(dq, at, self.depth)
+    # -- backward -----------------------------------------------------------------------
 
-        def key(j: SSAValue) -> None:
-            p = self.probability(nest, batch, i, j)
-            ds = self.score_gradient(nest, batch, i, j, p)
-            nest.axpy_row(dq, at, ds, self.operands["k"], [*batch, j], self.depth)
+    def gradient_tile(self, nest: NestBuilder, batch: list[SSAValue], i0: SSAValue,
+                      j0: SSAValue, rows: SSAValue, keys: SSAValue, s: SSAValue,
+                      dp: SSAValue | None) -> None:  # fmt: skip
+        """`s[r, c] = p = exp(scale * s - lse[i])` and, with `dp`, `dp[r, c] = scale * p *
+        (dp - delta[i])`, the score's gradient times scale, over the live block."""
+        scale = nest.real(self.spec.scale)
 
-        nest.range(self.key_end(nest, i), key, "j")
+        def row(r: SSAValue) -> None:
+            i = nest.addi(i0, r)
+            _, shift = self.live(nest, nest.load(self.operands["lse"], [*batch, i]))
+            delta = nest.load(self.operands["delta"], [*batch, i]) if dp is not None else None
 
-    def dkv_row(self, nest: NestBuilder, batch: list[SSAValue], j: SSAValue) -> None:
-        dk, dv, at = self.outs.get("dk"), self.outs.get("dv"), [*batch, j]
-        if dk is not None:
-            nest.fill_row(dk, at, self.depth)
-        if dv is not None:
-            nest.fill_row(dv, at, self.value_depth)
+            def element(c: SSAValue) -> None:
+                x = nest.mul(nest.load(s, [r, c]), scale)
+                x = self.masked(nest, batch, x, i, nest.addi(j0, c))
+                p = nest.exp(nest.sub(x, shift))
+                nest.store(p, s, [r, c])
+                if dp is not None and delta is not None:
+                    centred = nest.sub(nest.load(dp, [r, c]), delta)
+                    nest.store(nest.mul(nest.mul(p, centred), scale), dp, [r, c])
 
-        def accumulate(i: SSAValue) -> None:
-            p = self.probability(nest, batch, i, j)
-            if dv is not None:
-                nest.axpy_row(dv, at, p, self.operands["dout"], [*batch, i], self.value_depth)
-            if dk is not None:
-                ds = self.score_gradient(nest, batch, i, j, p)
-                nest.axpy_row(dk, at, ds, self.operands["q"], [*batch, i], self.depth)
+            nest.range(keys, element, "c")
 
-        def query(i: SSAValue) -> None:
-            if not self.spec.causal:
-                return accumulate(i)
-            # The rows i >= j, under a test rather than from `j`: the loop keeps a static
-            # trip count, which codegen's parallel threshold reads.
-            sees = nest.insert(arith.CmpiOp(i, j, "sge"))
-            inside = Block([scf.YieldOp()])
-            nest.builder.insert(scf.IfOp(sees, [], Region(inside)))
-            after = nest.builder.insertion_point
-            nest.builder.insertion_point = InsertPoint.before(inside.last_op)  # type: ignore[arg-type]
-            accumulate(i)
-            nest.builder.insertion_point = after
+        nest.range(rows, row, "r")
 
-        nest.range(nest.index(self.rows), query, "i")
+    def backward_tiles(self, nest: NestBuilder, batch: list[SSAValue], i0: SSAValue,
+                       j0: SSAValue, rows: SSAValue, keys: SSAValue, packs: dict[str, SSAValue],
+                       with_dp: bool) -> None:  # fmt: skip
+        """The block's probabilities in `packs["s"]` and (`with_dp`) score gradients in
+        `packs["dp"]`, from the packed q, dout rows and transposed k, v blocks."""
+        b = self.block
+        self.score_tile(nest, packs["qpad"], packs["kt"], packs["s"])
+        if with_dp:
+            nest.product(packs["dopad"], packs["vt"], nest.index(self.value_depth), packs["dp"],
+                         (b, b), (self.value_pad, 1, b), self.tile, accumulate=False)  # fmt: skip
+        dp = packs["dp"] if with_dp else None
+        self.gradient_tile(nest, batch, i0, j0, rows, keys, packs["s"], dp)
+
+    def query_packs(self, nest: NestBuilder, with_dout: bool) -> dict[str, SSAValue]:
+        b = self.block
+        packs = {
+            "qpad": self.scratch(nest, [b * self.depth_pad]),
+            "kt": self.scratch(nest, [self.depth * b]),
+            "s": self.scratch(nest, [b, b]),
+        }
+        if with_dout:
+            packs["dopad"] = self.scratch(nest, [b * self.value_pad])
+            packs["vt"] = self.scratch(nest, [self.value_depth * b])
+            packs["dp"] = self.scratch(nest, [b, b])
+        return packs
+
+    def load_queries(self, nest: NestBuilder, batch: list[SSAValue], i0: SSAValue,
+                     rows: SSAValue, packs: dict[str, SSAValue]) -> None:  # fmt: skip
+        ops = self.operands
+        self.pack_rows(nest, ops["q"], batch, i0, rows, packs["qpad"], self.depth_pad,
+                       self.depth)  # fmt: skip
+        if "dopad" in packs:
+            self.pack_rows(nest, ops["dout"], batch, i0, rows, packs["dopad"], self.value_pad,
+                           self.value_depth)  # fmt: skip
+
+    def load_keys(self, nest: NestBuilder, batch: list[SSAValue], j0: SSAValue,
+                  keys: SSAValue, packs: dict[str, SSAValue]) -> None:  # fmt: skip
+        ops = self.operands
+        self.pack_transposed(nest, ops["k"], batch, j0, keys, packs["kt"], self.depth)
+        if "vt" in packs:
+            self.pack_transposed(nest, ops["v"], batch, j0, keys, packs["vt"], self.value_depth)
+
+    def dq_block(self, nest: NestBuilder, batch: list[SSAValue], i0: SSAValue) -> None:
+        """dQ of a query block: the key blocks streamed, `dq += dS @ k` per block."""
+        b, dq = self.block, self.outs["dq"]
+        rows = self.count(nest, i0, self.rows)
+        packs = self.query_packs(nest, with_dout=True)
+        kpad = self.scratch(nest, [b * self.depth_pad])
+        acc = self.scratch(nest, [b, self.depth_pad])
+        self.load_queries(nest, batch, i0, rows, packs)
+
+        def key_block(j0: SSAValue) -> None:
+            keys = self.count(nest, j0, self.keys)
+            self.load_keys(nest, batch, j0, keys, packs)
+            self.pack_rows(nest, self.operands["k"], batch, j0, keys, kpad, self.depth_pad,
+                           self.depth)  # fmt: skip
+            self.backward_tiles(nest, batch, i0, j0, rows, keys, packs, with_dp=True)
+            nest.product(packs["dp"], kpad, keys, acc, (b, self.depth_pad),
+                         (b, 1, self.depth_pad), self.tile, accumulate=True)  # fmt: skip
+
+        nest.steps(nest.index(0), self.key_end(nest, i0, rows), b, key_block, "j0")
+        self.store_rows(nest, acc, dq, batch, i0, rows, self.depth)
+
+    def dkv_block(self, nest: NestBuilder, batch: list[SSAValue], j0: SSAValue) -> None:
+        """dK and dV of a key block: the query blocks streamed (from the block's first key
+        when causal), `dv += P^T @ dout`, `dk += dS^T @ q` per block."""
+        b, dk, dv = self.block, self.outs.get("dk"), self.outs.get("dv")
+        keys = self.count(nest, j0, self.keys)
+        packs = self.query_packs(nest, with_dout=True)
+        dk_acc = self.scratch(nest, [b, self.depth_pad]) if dk is not None else None
+        dv_acc = self.scratch(nest, [b, self.value_pad]) if dv is not None else None
+        self.load_keys(nest, batch, j0, keys, packs)
+
+        def query_block(i0: SSAValue) -> None:
+            rows = self.count(nest, i0, self.rows)
+            self.load_queries(nest, batch, i0, rows, packs)
+            self.backward_tiles(nest, batch, i0, j0, rows, keys, packs, with_dp=dk is not None)
+            if dv_acc is not None:
+                nest.product(packs["s"], packs["dopad"], rows, dv_acc, (b, self.value_pad),
+                             (1, b, self.value_pad), self.tile, accumulate=True)  # fmt: skip
+            if dk_acc is not None:
+                nest.product(packs["dp"], packs["qpad"], rows, dk_acc, (b, self.depth_pad),
+                             (1, b, self.depth_pad), self.tile, accumulate=True)  # fmt: skip
+
+        start = nest.mini(j0, nest.index(self.rows)) if self.spec.causal else nest.index(0)
+        nest.steps(start, nest.index(self.rows), b, query_block, "i0")
+        if dk is not None and dk_acc is not None:
+            self.store_rows(nest, dk_acc, dk, batch, j0, keys, self.depth)
+        if dv is not None and dv_acc is not None:
+            self.store_rows(nest, dv_acc, dv, batch, j0, keys, self.value_depth)
 
 
 def define_attention_kernel(
-    function: func.FuncOp, block_size: int, call: func.CallOp | None = None
-) -> None:
+    function: func.FuncOp, block_size: int, call: func.CallOp | None = None,
+    vector_bits: int = 0,
+) -> None:  # fmt: skip
     """Give the declaration `function` its loop nest and mark it `tess.kernel`. Its
     argument types become those `call` (its one call) passes: a strided view of a slice
     is read where it lies (the nest only loads and stores elements)."""
@@ -353,7 +430,8 @@ def define_attention_kernel(
         types = [v.type for v in call.arguments]
         function.function_type = FunctionType.from_lists(types, [])
     block = Block(arg_types=function.function_type.inputs.data)
-    AttentionKernelBuilder(spec, list(block.args), block_size).build(block)
+    bits = vector_bits or host_vector_bits()
+    AttentionKernelBuilder(spec, list(block.args), block_size, bits).build(block)
     function.body.add_block(block)
     contract.KERNEL.set(function)
 
@@ -365,6 +443,8 @@ class TessAttentionKernelsPass(ModulePass):
     name = "tess-attention-kernels"
 
     block: int = DEFAULT_BLOCK
+    vector_bits: int = 0
+    """The target's vector width (0: the host's, `register_tiles.host_vector_bits`)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         calls = {
@@ -379,7 +459,7 @@ class TessAttentionKernelsPass(ModulePass):
                 and contract.ATTENTION_KERNEL.has(function)
             ):
                 call = calls.get(function.sym_name.data)
-                define_attention_kernel(function, max(1, self.block), call)
+                define_attention_kernel(function, max(1, self.block), call, self.vector_bits)
 
 
 __all__ = ["DEFAULT_BLOCK", "TessAttentionKernelsPass", "define_attention_kernel"]
