@@ -17,8 +17,9 @@ func.func @matmul(%m: tensor<3x4xf32>, %n: tensor<4x5xf32>) -> tensor<3x5xf32> {
 // CHECK-NEXT:    func.return %[[Y]], %[[DM]], %[[DN]] : tensor<3x5xf32>, tensor<3x4xf32>, tensor<4x5xf32>
 // CHECK-NEXT:  }
 
-// Batched with a broadcast batch dim: the transpose swaps the last two dims only, and the
-// gradient of the unbatched operand sums over the batch dim it was broadcast along.
+// Batched with a broadcast batch dim: the transpose swaps the last two dims only. The
+// gradient of the unbatched (shared 2-D) operand is ONE product over the batch's stacked
+// rows, (B*M, K)^T @ (B*M, N), not a product per batch element summed afterwards.
 func.func @batched_matmul(%m: tensor<2x3x4xf32>, %n: tensor<4x5xf32>) -> tensor<2x3x5xf32> {
   %0 = tess.matmul %m, %n : tensor<2x3x4xf32>, tensor<4x5xf32> -> tensor<2x3x5xf32>
   func.return %0 : tensor<2x3x5xf32>
@@ -26,9 +27,10 @@ func.func @batched_matmul(%m: tensor<2x3x4xf32>, %n: tensor<4x5xf32>) -> tensor<
 // CHECK-LABEL: func.func @batched_matmul_grad(
 // CHECK:         %[[NT:.*]] = tess.permute %n dims = [1, 0] : tensor<4x5xf32> -> tensor<5x4xf32>
 // CHECK-NEXT:    %[[DM:.*]] = tess.matmul %grad_out, %[[NT]] : tensor<2x3x5xf32>, tensor<5x4xf32> -> tensor<2x3x4xf32>
-// CHECK-NEXT:    %[[MT:.*]] = tess.permute %m dims = [0, 2, 1] : tensor<2x3x4xf32> -> tensor<2x4x3xf32>
-// CHECK-NEXT:    %[[DNB:.*]] = tess.matmul %[[MT]], %grad_out : tensor<2x4x3xf32>, tensor<2x3x5xf32> -> tensor<2x4x5xf32>
-// CHECK-NEXT:    %[[DN:.*]] = tess.sum %[[DNB]] dims = [0] : tensor<2x4x5xf32> -> tensor<4x5xf32>
+// CHECK-NEXT:    %[[MS:.*]] = tess.reshape %m : tensor<2x3x4xf32> -> tensor<6x4xf32>
+// CHECK-NEXT:    %[[GS:.*]] = tess.reshape %grad_out : tensor<2x3x5xf32> -> tensor<6x5xf32>
+// CHECK-NEXT:    %[[MT:.*]] = tess.permute %[[MS]] dims = [1, 0] : tensor<6x4xf32> -> tensor<4x6xf32>
+// CHECK-NEXT:    %[[DN:.*]] = tess.matmul %[[MT]], %[[GS]] : tensor<4x6xf32>, tensor<6x5xf32> -> tensor<4x5xf32>
 // CHECK-NEXT:    func.return %{{.*}}, %[[DM]], %[[DN]] :
 
 // A broadcast add's backward sums the gradient over the broadcast dims: the stretched 1s are
