@@ -113,36 +113,7 @@ def _masters(seed: int) -> dict[str, np.ndarray]:
     return {f"p{i}": rng.standard_normal(s).astype(np.float32) for i, s in enumerate(shapes)}
 
 
-OPTIMIZERS = {
-    "sgd": lambda **k: ts.optim.SGD(lr=0.1, momentum=0.9, weight_decay=0.01, **k),
-    "adagrad": lambda **k: ts.optim.Adagrad(lr=0.1, weight_decay=0.01, **k),
-    "lamb": lambda **k: ts.optim.Lamb(lr=0.01, **k),
-}
-
-
-@pytest.mark.parametrize("name", list(OPTIMIZERS))
-def test_split_bf16_masters_follow_the_fp32_run(name: str) -> None:
-    masters = _masters(4)
-    split, plain = OPTIMIZERS[name](master_weights="split"), OPTIMIZERS[name]()
-    params, trail = ts.optim.split_params(masters)
-    state = split.init(params, trail=trail)
-    reference = {k: v.copy() for k, v in masters.items()}
-    reference_state = plain.init(reference)
-    np.testing.assert_array_equal(ts.optim.master_params(params, state)["p0"], masters["p0"])
-    rng = np.random.default_rng(5)
-    for _ in range(3):
-        grads = {k: rng.standard_normal(v.shape).astype(BF16) for k, v in masters.items()}
-        params, state = split.step(params, grads, state)
-        wide = {k: g.astype(np.float32) for k, g in grads.items()}
-        reference, reference_state = plain.step(reference, wide, reference_state)
-        got = ts.optim.master_params(params, state)
-        for key, value in got.items():
-            assert params[key].dtype == BF16 and state["master_trail"][key].dtype == np.int16
-            # The weights forward reads are the masters' top halves.
-            top = (value.view(np.uint32) >> 16).astype(np.uint16)
-            np.testing.assert_array_equal(params[key].view(np.uint16), top)
-            # The split is lossless: bit for bit (tests/test_split_lamb.py: more shapes).
-            np.testing.assert_array_equal(value.view(np.uint32), reference[key].view(np.uint32))
+# The split step against the fp32 run, bit for bit, per optimizer: tests/test_split_lamb.py.
 
 
 def test_split_sgd_step_is_one_fused_kernel() -> None:

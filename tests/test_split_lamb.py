@@ -38,6 +38,7 @@ def test_split_masters_equal_the_fp32_run_bit_for_bit(name: str) -> None:
     state = split.init(params, trail=trail)
     reference = {k: v.copy() for k, v in masters.items()}
     reference_state = plain.init(reference)
+    np.testing.assert_array_equal(ts.optim.master_params(params, state)["p0"], masters["p0"])
     rng = np.random.default_rng(2)
     for step in range(4):
         grads = {k: rng.standard_normal(v.shape).astype(BF16) for k, v in masters.items()}
@@ -46,6 +47,10 @@ def test_split_masters_equal_the_fp32_run_bit_for_bit(name: str) -> None:
         reference, reference_state = plain.step(reference, wide, reference_state)
         got = ts.optim.master_params(params, state)
         for key, value in got.items():
+            assert params[key].dtype == BF16 and state["master_trail"][key].dtype == np.int16
+            # The weights forward reads are the masters' top halves.
+            top = (value.view(np.uint32) >> 16).astype(np.uint16)
+            np.testing.assert_array_equal(params[key].view(np.uint16), top)
             differ = np.count_nonzero(value.view(np.uint32) != reference[key].view(np.uint32))
             assert differ == 0, f"step {step}, {key} {value.shape}: {differ} masters differ"
             assert not np.array_equal(value, masters[key])  # the step moved them
