@@ -13,8 +13,10 @@ call per parameter, a packing copy per call) decide. Contenders, all f32:
   one buffer, `runtime/executor.py`'s `carve_plan`), so no call packs them either
   (`Executable.packing_copies` is printed: it stays at the first call's count); the
   same gradient arrays every call, which the planned call checked the call before;
-- `tessc opt.step, other grads`: the same with two sets of jitted gradients, alternating
-  (a training loop's new gradients every step): each call checks and locates them anew;
+- `tessc opt.step, new grads`: the same with two sets of jitted gradients, alternating
+  (a training loop's new gradients every step: no call sees the arrays of the call
+  before, which is all any check remembers): each call checks and locates them anew, in
+  one compiled call over their ids (`runtime/array_fields.py`), not per array;
 - `tessc opt.step, separate grads`: the same, the gradients separate NumPy arrays (as a
   caller computing them elsewhere has them): packed into an arena on every call;
 - `tessc program, arenas` / `separate grads`: the same update compiled once with the
@@ -117,7 +119,7 @@ def main() -> None:
         box3["p"], box3["s"] = other.step(box3["p"], other_grads[box3["n"] % 2], box3["s"])
 
     other_grads_step()
-    contenders["tessc opt.step, other grads"] = other_grads_step
+    contenders["tessc opt.step, new grads"] = other_grads_step
 
     separate = tessc.optim.SGD(lr=LR)
     box2: dict[str, Any] = {"p": [p.copy() for p in params0]}

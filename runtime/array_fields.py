@@ -8,15 +8,17 @@ update itself. Here the caller passes the arrays' ids (`np.fromiter(map(id, arra
 C) and one Numba function reads NumPy's `PyArrayObject_fields` struct of each (`ob_type`,
 `data`, `nd`, `dimensions`, `base`, `descr`, `flags`: NumPy's public C ABI, unchanged
 since NumPy 1.7) through those addresses. The arrays are alive for the call (the caller
-holds them). `AVAILABLE` is False where a probe read disagrees with NumPy's own view of
-the probe (another layout, another interpreter): then every function here answers
-"unknown" (None) and callers take their Python path.
+holds them); `ob_type` is read first, past the header only for an `np.ndarray`.
+`AVAILABLE` is False where a probe read disagrees with NumPy's own view of the probe
+(another layout, another interpreter): then every function here answers "not shown"
+(False, None) and callers take their Python path.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -158,9 +160,9 @@ class Layouts:
 def common_start(arrays: Sequence[np.ndarray], byte_offsets: np.ndarray) -> tuple[int, int] | None:
     """(start, k): the non-empty `arrays` share one memory owner and each lies at `start +
     byte_offsets[k]`, array `k` being the first non-empty one; `k` is -1 when they do not
-    (or all are empty). None when `AVAILABLE` is False."""
-    if not AVAILABLE:
-        return None
+    (or all are empty). None when `AVAILABLE` is False or one is no `np.ndarray`."""
+    if not AVAILABLE or not all(map(isinstance, arrays, repeat(np.ndarray))):
+        return None  # (a subclass extends the struct: its fields are where they are)
     return _start(_ids(arrays), byte_offsets)
 
 
