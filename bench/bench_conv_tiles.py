@@ -63,8 +63,7 @@ def program(kind: str, stride: int, padding: int) -> Callable[..., Any]:
     return ts.jit(ts.grad(lambda x, w, g: (conv(x, w) * g).sum(), argnums=0))
 
 
-def pipeline_for(form: str) -> pipelines.Pipeline:
-    base = pipelines.PIPELINES["cpu"]
+def pipeline_for(base: pipelines.Pipeline, form: str) -> pipelines.Pipeline:
     forced = f"tess-conv-tiles{{algorithm={form}}},"
     step = {"plain": "", "auto": "tess-conv-tiles,"}.get(form, forced)
     passes = tuple(p.replace("tess-conv-tiles,", step) for p in base.passes)
@@ -109,7 +108,7 @@ def main() -> None:
             times: dict[str, tuple[float, float]] = {}
             took: dict[str, str] = {}
             for form in FORMS:
-                pipelines.PIPELINES["cpu"] = pipeline_for(form)
+                pipelines.PIPELINES["cpu"] = pipeline_for(cpu, form)
                 fn = program(kind, stride, padding)
                 took[form] = form_of(fn, operands)
                 if form == "auto":

@@ -56,6 +56,8 @@ DEFAULT_MAX_TAPS = 49
 
 
 ALGORITHMS = ("auto", "direct", "im2col")
+IM2COL_MIN_DEPTH = 32
+"""`auto` gathers a unit-stride conv the direct form leaves from this product depth (C*K)."""
 
 
 def choose_algorithm(nest: ConvNest, algorithm: str, min_depth: int, max_taps: int) -> str | None:
@@ -71,7 +73,11 @@ def choose_algorithm(nest: ConvNest, algorithm: str, min_depth: int, max_taps: i
         return "im2col"
     if direct:
         return "direct"
-    return "im2col" if nest.depth * math.prod(nest.taps) >= min_depth else None
+    # The plain nest reads strided columns element by element; unit-stride shallow convs
+    # run it well (a 3-channel 3x3 layer: plain 1.70 ms, im2col 1.91, README).
+    strided = nest.strides[-1] != 1
+    deep = nest.depth * math.prod(nest.taps) >= IM2COL_MIN_DEPTH
+    return "im2col" if strided or deep else None
 
 
 @dataclass

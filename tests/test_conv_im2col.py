@@ -1,0 +1,144 @@
+"""`tess-conv-tiles`' im2col form (lowering/loops/conv_im2col.py), forced on
+(`algorithm=im2col`): values and gradients against the reference interpreter and PyTorch in
+float64 (stride, padding, dilation, few channels, 1-D, a zero-size batch), the rule's
+choice (`auto`), and the patch buffer's bound in the memory plan."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tessc as ts
+from tessc import pipelines
+from tessc.lowering.loops.conv_im2col import PATCH_BYTES
+
+# (input shape, weight shape, keywords): a handful, small (the suite's CI budget).
+CASES = [
+    ((2, 3, 7, 9), (5, 3, 3, 3), {"padding": 1}),  # few channels (the direct form's gap)
+    ((2, 16, 9, 11), (8, 16, 3, 3), {"stride": 2, "padding": 1}),  # strided columns
+    ((1, 4, 10, 12), (6, 4, 3, 2), {"dilation": (2, 1), "padding": (1, 0)}),
+    ((2, 16, 6, 7), (16, 16, 1, 1), {}),  # 1x1: the patch is a copy of the input
+]
+
+
+def with_algorithm(algorithm: str) -> pipelines.Pipeline:
+    base = pipelines.PIPELINES["cpu"]
+    step = f"tess-conv-tiles{{algorithm={algorithm}}},"
+    return dataclasses.replace(
+        base, passes=tuple(p.replace("tess-conv-tiles,", step) for p in base.passes)
+    )
+
+
+@pytest.fixture
+def im2col(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The `cpu` pipeline with the im2col form forced on."""
+    monkeypatch.setitem(pipelines.PIPELINES, "cpu", with_algorithm("im2col"))
+    yield
+
+
+def arrays(seed: int, *shapes: tuple[int, ...]) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s) for s in shapes]
+
+
+def patched_kernels(fn: Any, *args: np.ndarray) -> int:
+    """Kernels with a patch buffer (`tess-hoist-scratch` makes it a trailing argument)."""
+    return len(re.findall(r"%patch: memref<", ts.jit(fn).ir(*args, stage="loops")))
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_im2col_values_and_gradients_match_reference(im2col: None, case: int) -> None:
+    x_shape, w_shape, kw = CASES[case]
+    x, w, b = arrays(case, x_shape, w_shape, (w_shape[0],))
+
+    def f(x: Any, w: Any, b: Any) -> Any:
+        return ts.nn.conv2d(x, w, b, **kw).relu()
+
+    def loss(x: Any, w: Any, b: Any) -> Any:
+        return (f(x, w, b) ** 2).sum()
+
+    grad = ts.grad(loss, argnums=(0, 1, 2))
+    assert patched_kernels(f, x, w, b) == 1
+    assert patched_kernels(grad, x, w, b) >= 2  # the forward and the input gradient's conv
+    np.testing.assert_allclose(
+        ts.jit(f)(x, w, b), ts.jit(f, target="reference")(x, w, b), rtol=1e-10, atol=1e-10
+    )
+    got, want = ts.jit(grad)(x, w, b), ts.jit(grad, target="reference")(x, w, b)
+    for g, r in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, r, rtol=1e-9, atol=1e-9)
+
+
+def test_im2col_against_pytorch_float64(im2col: None) -> None:
+    torch = pytest.importorskip("torch")
+    x, w, b = arrays(11, (2, 6, 9, 8), (4, 6, 3, 3), (4,))
+    kw = {"stride": (2, 1), "padding": (1, 2), "dilation": (1, 2)}
+
+    def loss(x: Any, w: Any, b: Any) -> Any:
+        return (ts.nn.conv2d(x, w, b, **kw).relu() ** 2).sum()
+
+    got = ts.jit(ts.value_and_grad(loss, argnums=(0, 1, 2)))(x, w, b)
+    tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+    want = (torch.nn.functional.conv2d(tx, tw, tb, **kw).relu() ** 2).sum()
+    want.backward()
+    np.testing.assert_allclose(got[0], want.item(), rtol=1e-10)
+    for g, t in zip(got[1], (tx, tw, tb), strict=True):
+        np.testing.assert_allclose(g, t.grad.numpy(), rtol=1e-9, atol=1e-9)
+
+
+def test_im2col_conv1d_and_zero_batch(im2col: None) -> None:
+    x, w = arrays(4, (3, 5, 30), (7, 5, 3))
+
+    def f(x: Any, w: Any) -> Any:
+        return ts.nn.conv1d(x, w, stride=2, padding=1)
+
+    assert patched_kernels(f, x, w) == 1
+    np.testing.assert_allclose(
+        ts.jit(f)(x, w), ts.jit(f, target="reference")(x, w), rtol=1e-10, atol=1e-10
+    )
+    empty = np.zeros((0, 5, 30))
+    assert ts.jit(f)(empty, w).shape == (0, 7, 15)
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "kw", "form"),
+    [
+        ((2, 16, 8, 20), (8, 16, 3, 3), {"padding": 1}, "direct"),  # deep, unit stride
+        ((2, 16, 9, 21), (8, 16, 3, 3), {"stride": 2}, "im2col"),  # strided columns
+        ((2, 8, 8, 20), (8, 8, 3, 3), {"padding": 1}, "im2col"),  # 8 channels, 72 deep
+        ((2, 3, 8, 20), (8, 3, 3, 3), {"padding": 1}, "plain"),  # 27 deep: plain is as fast
+        ((2, 3, 9, 21), (8, 3, 3, 3), {"stride": 2}, "im2col"),  # strided: plain is slow
+    ],
+)
+def test_auto_rule_picks_per_shape(x_shape: Any, w_shape: Any, kw: Any, form: str) -> None:
+    x, w = arrays(2, x_shape, w_shape)
+    ir = ts.jit(lambda x, w: ts.nn.conv2d(x, w, **kw)).ir(x, w, stage="loops")
+    took = "im2col" if "%patch" in ir else "direct" if "micro.mma" in ir else "plain"
+    assert took == form
+
+
+def byte_figures(ir: str) -> dict[str, int]:
+    host = next(line for line in ir.splitlines() if "func.func @" in line)
+    return {name: int(value) for name, value in re.findall(r"tess\.(\w+_bytes) = (\d+)", host)}
+
+
+def test_resnet_shape_im2col_scratch_is_bounded(im2col: None) -> None:
+    """The patch is one cache-sized slot per thread in the workspace, not an image's
+    im2col matrix (8 x 576 x 3136 floats, 58 MB)."""
+    x = np.zeros((8, 64, 56, 56), np.float32)
+    w = np.zeros((64, 64, 3, 3), np.float32)
+    b = np.zeros(64, np.float32)
+    ir = ts.jit(lambda x, w, b: ts.nn.conv2d(x, w, b, padding=1).relu()).ir(x, w, b, stage="loops")
+    patches = re.findall(r"memref\.view [^\n]*to memref<(\d+)xf32>", ir)
+    padded = 8 * 64 * 58 * 58 * 4
+    assert len(patches) == 1
+    patch = int(patches[0]) * 4  # one slot per thread, whole output rows of 576 values
+    row = 576 * 56 * 4
+    slot = max(r * row for r in (1, 2, 4, 7, 8) if r * row <= PATCH_BYTES)
+    assert patch % slot == 0 and 1 <= patch // slot <= 64
+    assert byte_figures(ir)["workspace_bytes"] == padded + patch
+    assert patch // slot * PATCH_BYTES < 8 * 576 * 3136 * 4 // 8  # vs the whole matrix
