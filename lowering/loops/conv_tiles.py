@@ -1,18 +1,17 @@
 """
-`tess-conv-tiles`: a convolution's row kernel as a direct, register-tiled convolution
-(level 5, loops): `micro.mma` tiles reading the input and the weight where they lie.
-
-For fixed taps `k`, a convolution is a matrix product: `y[n, f, o] += w[f, c, k] * x[n, c,
-o*s + k*d]` is (F x C) times (C x O) along an output row. So the nest `(n, f, o...)` x
-`(c, k..., ow)` that `tess-linalg-to-loops` makes of `tess.conv` becomes, per (n, block of
-MR filters, outer output rows): for each tile of NR output columns and each tap, one
-`micro.mma` of depth C with strides (weight: filter and channel strides; input: channel
-plane stride, unit columns). No im2col buffer and no packing: the input row segments are
-read in place. Rule (measured, lowering/loops/README.md): the input's column stride is 1,
-groups == 1; up to `max-taps` (49) taps, depth C, if C >= `min-depth` (16); more taps (a
-weight gradient: taps = the output's extent, channels = the batch), depth = the last tap
-(>= `min-depth`, read forward), channels a loop. A one-channel layer keeps the plain nest.
-The row segments (zero fill, bias, relu) run per filter of the block, in order.
+`tess-conv-tiles`: a convolution's row kernel as register-tiled `micro.mma` products, in
+one of two forms (level 5, loops). Direct: per (n, block of MR filters, outer output rows),
+per tile of NR output columns and tap, one `micro.mma` of depth C reading the weight and
+the input row segments in place (the input's column stride 1, C >= `min-depth`, 16; a
+weight gradient, with more than `max-taps` (49) taps, takes the last tap as the depth).
+Im2col (conv_im2col.py): per tile of whole output rows, a gathered C*K x P patch in a
+per-thread scratch slot times the weight. `algorithm=direct|im2col|auto`; `auto`, measured
+with bench/bench_conv_tiles.py (lowering/loops/README.md): direct where it applies and the
+output rows fill a vector; im2col where they don't and F >= 32 (LeNet's 4x4, 1.6x), where
+the column stride is not 1 (17x over the plain nest) or C < 16 with C*K >= 32; else the plain
+nest (a 3-channel 3x3 layer ran no faster gathered). The weight gradient keeps the direct
+form (no im2col form of it is written); grouped convs are not matched. The row segments
+(zero fill, bias, relu) run per filter and row, around the products.
 """
 
 from __future__ import annotations
@@ -58,6 +57,8 @@ DEFAULT_MAX_TAPS = 49
 ALGORITHMS = ("auto", "direct", "im2col")
 IM2COL_MIN_DEPTH = 32
 """`auto` gathers a unit-stride conv the direct form leaves from this product depth (C*K)."""
+IM2COL_MIN_FILTERS = 32
+"""`auto` gathers a conv with output rows under a vector wide from this many filters."""
 
 
 def choose_algorithm(
@@ -76,8 +77,11 @@ def choose_algorithm(
         return "im2col"
     if direct:
         # Output rows narrower than a vector make the direct form's tiles partial vectors;
-        # im2col's tiles span whole rows (LeNet's 4x4 layer: 0.228 ms direct, 0.139 im2col).
-        return "im2col" if nest.out_shape[-1] < lanes else "direct"
+        # im2col's tiles span whole rows (LeNet's 4x4 layer: 0.227 ms direct, 0.139
+        # im2col), if enough filters share each gathered value (LeNet's 1-filter input
+        # gradient: 0.051 direct, 0.217 im2col).
+        narrow = nest.out_shape[-1] < lanes and nest.out_shape[1] >= IM2COL_MIN_FILTERS
+        return "im2col" if narrow else "direct"
     # The plain nest reads strided columns element by element; unit-stride shallow convs
     # run it well (a 3-channel 3x3 layer: plain 1.70 ms, im2col 1.91, README).
     strided = nest.strides[-1] != 1
