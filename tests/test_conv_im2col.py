@@ -144,3 +144,14 @@ def test_resnet_shape_im2col_scratch_is_bounded(im2col: None) -> None:
     assert patch % slot == 0 and 1 <= patch // slot <= 64
     assert byte_figures(ir)["workspace_bytes"] == padded + patch
     assert patch // slot * PATCH_BYTES < 8 * 576 * 3136 * 4 // 8  # vs the whole matrix
+
+
+def test_unknown_algorithm_is_a_diagnostic() -> None:
+    from xdsl.context import Context
+    from xdsl.dialects.builtin import ModuleOp
+    from xdsl.utils.exceptions import DiagnosticException
+
+    from tessc.lowering.loops.conv_tiles import TessConvTilesPass
+
+    with pytest.raises(DiagnosticException, match="algorithm must be one of auto, direct, im2col"):
+        TessConvTilesPass(algorithm="fast").apply(Context(), ModuleOp([]))

@@ -41,6 +41,7 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
+from xdsl.utils.exceptions import DiagnosticException
 
 from tessc.dialects import contract
 from tessc.dialects.micro import MmaOp
@@ -242,7 +243,7 @@ class TessConvTilesPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.algorithm not in ALGORITHMS:
-            raise ValueError(
+            raise DiagnosticException(
                 f"tess-conv-tiles: algorithm must be one of {', '.join(ALGORITHMS)}, "
                 f"not {self.algorithm!r}"
             )
