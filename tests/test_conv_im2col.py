@@ -12,10 +12,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.exceptions import DiagnosticException
 
 import tessc as ts
 from tessc import pipelines
 from tessc.lowering.loops.conv_im2col import PATCH_BYTES
+from tessc.lowering.loops.conv_tiles import TessConvTilesPass
 
 # (input shape, weight shape, keywords): a handful, small (the suite's CI budget).
 CASES = [
@@ -147,11 +151,5 @@ def test_resnet_shape_im2col_scratch_is_bounded(im2col: None) -> None:
 
 
 def test_unknown_algorithm_is_a_diagnostic() -> None:
-    from xdsl.context import Context
-    from xdsl.dialects.builtin import ModuleOp
-    from xdsl.utils.exceptions import DiagnosticException
-
-    from tessc.lowering.loops.conv_tiles import TessConvTilesPass
-
     with pytest.raises(DiagnosticException, match="algorithm must be one of auto, direct, im2col"):
         TessConvTilesPass(algorithm="fast").apply(Context(), ModuleOp([]))
