@@ -35,6 +35,7 @@ from tessc.dialects.micro import MmaOp, NumThreadsOp
 from tessc.lowering.loops.conv_match import ConvNest, column_tiles
 from tessc.lowering.loops.index_emitter import Emitter, IndexValue, emit_loop, make_extent, static
 from tessc.lowering.loops.index_values import IndexConstants
+from tessc.lowering.loops.pack_matmul_plan import without_zero_fill
 from tessc.lowering.loops.register_tiles import register_tile
 
 PATCH_BYTES = 256 * 1024
@@ -94,6 +95,11 @@ def build_im2col(
     tiles_per_image = math.prod(outer_dims) // rb
     items = batch * tiles_per_image
     unit = flat_weight_stride(nest)
+    before: Sequence[Operation] = nest.before
+    filled = False
+    if unit is not None:  # one product per tile: it stores, so the zero fill goes
+        row_index = list(nest.store.indices)[-2]
+        before, filled = without_zero_fill(nest.before, nest.store, row_index, None, cols)
 
     top = Block()
     e = Emitter(top, constant)
@@ -120,7 +126,7 @@ def build_im2col(
         top.add_op(running := NumThreadsOp())
         running.result.name_hint = "threads"
         groups = e.apply(arith.MinSIOp, running.result, threads, "groups")
-    yes = arith.ConstantOp(IntegerAttr(1, i1))
+    yes = arith.ConstantOp(IntegerAttr(0 if filled else 1, i1))
     top.add_op(yes)
     old_n, old_f, *old_outer = nest.rows
 
@@ -148,7 +154,7 @@ def build_im2col(
                 return found[::-1]
 
             gather(ei, n, r0, outer_of, slot)
-            segments(ei, nest.before, n, r0, outer_of)
+            segments(ei, before, n, r0, outer_of)
             products(ei, n, r0, slot)
             segments(ei, nest.after, n, r0, outer_of)
 

@@ -65,6 +65,7 @@ class ConvNest:
     dilations: tuple[int, ...]
     taps: tuple[int, ...]
     weight: WeightLayout
+    store: memref.StoreOp  # the contraction's `out[n, f, o] = ...`
 
     @property
     def out_shape(self) -> tuple[int, ...]:
@@ -218,6 +219,7 @@ def match_conv(op: scf.ParallelOp) -> ConvNest | None:
             tuple(window[1] for window in windows if window is not None),
             extents,
             layout,
+            next(o for o in contraction.j_loop.body.block.ops if isinstance(o, memref.StoreOp)),
         )
     return None
 

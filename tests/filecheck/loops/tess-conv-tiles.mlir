@@ -25,13 +25,15 @@
 // CHECK:             arith.maximumf
 // CHECK:         }) {tess.tile_sizes = array<i64: 6, 32>, tess.register_tile = array<i64: 6, 32>}
 // Forced im2col: per item (an image's 8 output rows = 160 pixels, as 180 KB of patch
-// fits 256 KiB), gather the 144 x 160 patch into this thread's slot, zero fill, then one
-// micro.mma of depth C*K = 144 per 32-column tile (weight k stride 1: OIHW flattens),
-// then the bias + relu epilogue. Two threads' slots: 2 x 144 x 160 floats.
+// fits 256 KiB), gather the 144 x 160 patch into this thread's slot, then one micro.mma
+// of depth C*K = 144 per 32-column tile (weight k stride 1: OIHW flattens) that stores
+// (accumulate false: the zero fill is gone), then the bias + relu epilogue. Two threads'
+// slots: 2 x 144 x 160 floats.
 // IM2COL-LABEL: func.func private @tiled_kernel_1(
 // IM2COL:         %rows = memref.collapse_shape %out0 {{.*}} into memref<2x6x160xf32>
 // IM2COL:         %patch = memref.alloc() {alignment = 64 : i64} : memref<46080xf32>
 // IM2COL:         %threads = micro.num_threads
+// IM2COL:         %[[STORES:.*]] = arith.constant false
 // IM2COL:         "scf.parallel"(%{{.*}}, %groups, %{{.*}})
 // IM2COL:           %slot = arith.muli %g
 // IM2COL:           scf.for %it =
@@ -42,10 +44,10 @@
 // IM2COL:                     scf.for %col =
 // IM2COL:                       memref.load %{{.*}}[%{{.*}}, %c, %{{.*}}, %{{.*}}] : memref<2x16x10x22xf32>
 // IM2COL:                       memref.store %{{.*}}, %patch[%{{.*}}] : memref<46080xf32>
-// IM2COL:             scf.for %f =
-// IM2COL:             micro.mma %w[%{{.*}}], %patch[%slot], %{{.*}}, %rows[%item, %{{.*}}, %{{.*}}], %{{.*}} {rows = 6 : i64, cols = 32 : i64, lanes = 16 : i64, strides = array<i64: 144, 1, 160>}
+// IM2COL-NOT:         scf.for %f =
+// IM2COL:             micro.mma %w[%{{.*}}], %patch[%slot], %{{.*}}, %rows[%item, %{{.*}}, %{{.*}}], %[[STORES]] {rows = 6 : i64, cols = 32 : i64, lanes = 16 : i64, strides = array<i64: 144, 1, 160>}
 // IM2COL-COUNT-4:     micro.mma %w
-// IM2COL:             scf.for %f_1 =
+// IM2COL:             scf.for %f =
 // IM2COL:                 arith.maximumf
 func.func @tiled(%x: tensor<2x16x8x20xf32>, %w: tensor<6x16x3x3xf32>, %b: tensor<6x1x1xf32>) -> tensor<2x6x8x20xf32> {
   %0 = tess.conv %x, %w strides = [1, 1] dilations = [1, 1] padding_low = [1, 1] padding_high = [1, 1] groups = 1 : tensor<2x16x8x20xf32>, tensor<6x16x3x3xf32> -> tensor<2x6x8x20xf32>
