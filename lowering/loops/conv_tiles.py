@@ -6,12 +6,12 @@ the input row segments in place (the input's column stride 1, C >= `min-depth`, 
 weight gradient, with more than `max-taps` (49) taps, takes the last tap as the depth).
 Im2col (conv_im2col.py): per tile of whole output rows, a gathered C*K x P patch in a
 per-thread scratch slot times the weight. `algorithm=direct|im2col|auto`; `auto`, measured
-with bench/bench_conv_tiles.py (lowering/loops/README.md): direct where it applies and the
-output rows fill a vector; im2col where they don't and F >= 32 (LeNet's 4x4, 1.6x), where
-the column stride is not 1 (17x over the plain nest) or C < 16 with C*K >= 32; else the plain
-nest (a 3-channel 3x3 layer ran no faster gathered). The weight gradient keeps the direct
-form (no im2col form of it is written); grouped convs are not matched. The row segments
-(zero fill, bias, relu) run per filter and row, around the products.
+with bench/bench_conv_tiles.py (lowering/loops/README.md): direct where it applies, unless
+its rows are under a vector wide or K = 1 and F >= 32 (LeNet's 4x4 layer, a 1x1: im2col
+1.6x); im2col where it does not and the column stride is not 1 (14x over the plain nest)
+or C*K >= 32; else the plain nest (a 3-channel 3x3 layer ran no faster gathered). The
+weight gradient keeps the direct form (no im2col form of it is written); grouped convs
+are not matched. The row segments (zero fill, bias, relu) run per filter and row, around the products.
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ ALGORITHMS = ("auto", "direct", "im2col")
 IM2COL_MIN_DEPTH = 32
 """`auto` gathers a unit-stride conv the direct form leaves from this product depth (C*K)."""
 IM2COL_MIN_FILTERS = 32
-"""`auto` gathers a conv with output rows under a vector wide from this many filters."""
+"""`auto` gathers a conv with output rows under a vector wide, or one tap, from this many
+filters."""
 
 
 def choose_algorithm(
@@ -77,12 +78,14 @@ def choose_algorithm(
     if algorithm == "im2col":
         return "im2col"
     if direct:
-        # Output rows narrower than a vector make the direct form's tiles partial vectors;
-        # im2col's tiles span whole rows (LeNet's 4x4 layer: 0.227 ms direct, 0.139
-        # im2col), if enough filters share each gathered value (LeNet's 1-filter input
-        # gradient: 0.051 direct, 0.217 im2col).
-        narrow = nest.out_shape[-1] < lanes and nest.out_shape[1] >= IM2COL_MIN_FILTERS
-        return "im2col" if narrow else "direct"
+        # Output rows narrower than a vector make the direct form's tiles partial vectors,
+        # and one tap makes the gather a plain copy; im2col's tiles span whole rows
+        # (LeNet's 4x4 layer: 0.232 ms direct, 0.136 im2col; a 1x1 64->64: 4.43, 2.78),
+        # if enough filters share each gathered value (LeNet's 1-filter input gradient:
+        # 0.051 direct, 0.217 im2col).
+        shape = nest.out_shape[-1] < lanes or math.prod(nest.taps) == 1
+        gather = shape and nest.out_shape[1] >= IM2COL_MIN_FILTERS
+        return "im2col" if gather else "direct"
     # The plain nest reads strided columns element by element; unit-stride shallow convs
     # run it well (a 3-channel 3x3 layer: plain 1.70 ms, im2col 1.91, README).
     strided = nest.strides[-1] != 1
