@@ -11,7 +11,8 @@ its rows are under a vector wide or K = 1 and F >= 32 (LeNet's 4x4 layer, a 1x1:
 1.6x); im2col where it does not and the column stride is not 1 (14x over the plain nest)
 or C*K >= 32; else the plain nest (a 3-channel 3x3 layer ran no faster gathered). The
 weight gradient keeps the direct form (no im2col form of it is written); grouped convs
-are not matched. The row segments (zero fill, bias, relu) run per filter and row, around the products.
+are not matched. The row segments (zero fill, bias, relu) run per filter and row, around
+the products.
 """
 
 from __future__ import annotations
