@@ -30,9 +30,9 @@ CASES = [
 ]
 
 
-def with_algorithm(algorithm: str) -> pipelines.Pipeline:
+def with_algorithm(algorithm: str, options: str = "") -> pipelines.Pipeline:
     base = pipelines.PIPELINES["cpu"]
-    step = f"tess-conv-tiles{{algorithm={algorithm}}},"
+    step = f"tess-conv-tiles{{algorithm={algorithm}{options}}},"
     return dataclasses.replace(
         base, passes=tuple(p.replace("tess-conv-tiles,", step) for p in base.passes)
     )
@@ -94,6 +94,28 @@ def test_im2col_against_pytorch_float64(im2col: None) -> None:
         np.testing.assert_allclose(g, t.grad.numpy(), rtol=1e-9, atol=1e-9)
 
 
+def test_im2col_weight_gradient_compiled_parallel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A strided, dilated conv's weight gradient gathered, its kernel a parfor (two threads
+    asked for, whatever the machine has). It gave wrong values: the output's (N, F, O) view
+    was made outside the parallel loop, Numba passed view and output to the loop's body as
+    two arguments it marked `noalias`, and the zero fill's stores moved past the products'
+    loads (conv_match.output_rows)."""
+    monkeypatch.setitem(pipelines.PIPELINES, "cpu", with_algorithm("im2col", " threads=2"))
+    kw = {"stride": (2, 3), "padding": (3, 0), "dilation": (1, 2)}
+    x, w, seed = arrays(2, (2, 2, 9, 7), (3, 2, 2, 3), (2, 3, 7, 1))
+
+    def loss(x: Any, w: Any) -> Any:
+        return (ts.nn.conv2d(x, w, **kw) * seed).sum()
+
+    grad = ts.grad(loss, argnums=(0, 1))
+    source = ts.jit(grad).ir(x, w, stage="numba")
+    gathered = [k for k in source.split("\n\n\n") if "patch[" in k]
+    assert gathered and all("prange(" in k for k in gathered)
+    got, want = ts.jit(grad)(x, w), ts.jit(grad, target="reference")(x, w)
+    for g, r in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, r, rtol=1e-10, atol=1e-10)
+
+
 def test_im2col_conv1d_and_zero_batch(im2col: None) -> None:
     x, w = arrays(4, (3, 5, 30), (7, 5, 3))
 
@@ -119,6 +141,7 @@ def test_im2col_conv1d_and_zero_batch(im2col: None) -> None:
         ((2, 8, 8, 20), (8, 8, 3, 3), {"padding": 1}, "im2col"),  # 8 channels, 72 deep
         ((2, 3, 8, 20), (8, 3, 3, 3), {"padding": 1}, "plain"),  # 27 deep: plain is as fast
         ((2, 4, 9, 21), (8, 4, 3, 3), {"stride": 2}, "im2col"),  # strided, 36 deep
+        ((2, 3, 9, 21), (8, 3, 3, 3), {"stride": 2}, "im2col"),  # strided: plain is slow
     ],
 )
 def test_auto_rule_picks_per_shape(x_shape: Any, w_shape: Any, kw: Any, form: str) -> None:

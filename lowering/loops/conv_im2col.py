@@ -20,19 +20,16 @@ from collections.abc import Sequence
 
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import (
-    ArrayAttr,
     Float32Type,
     IndexType,
     IntegerAttr,
-    MemRefType,
     i1,
-    i64,
 )
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from tessc.dialects import contract
 from tessc.dialects.micro import MmaOp, NumThreadsOp
-from tessc.lowering.loops.conv_match import ConvNest, column_tiles
+from tessc.lowering.loops.conv_match import ConvNest, column_tiles, output_rows
 from tessc.lowering.loops.index_emitter import Emitter, IndexValue, emit_loop, make_extent, static
 from tessc.lowering.loops.index_values import IndexConstants
 from tessc.lowering.loops.pack_matmul_plan import without_zero_fill
@@ -103,20 +100,6 @@ def build_im2col(
 
     top = Block()
     e = Emitter(top, constant)
-    acc = nest.out
-    if spatial > 1:  # output tiles in an (N, F, prod O) view, as the direct form's
-        flat = (batch, features, math.prod(out_shape[2:]))
-        groups_attr = ArrayAttr(
-            [ArrayAttr([IntegerAttr(d, i64) for d in g]) for g in ([0], [1], range(2, 2 + spatial))]
-        )
-        view = memref.CollapseShapeOp(
-            operands=[acc],
-            result_types=[MemRefType(element, flat)],
-            properties={"reassociation": groups_attr},
-        )
-        view.results[0].name_hint = "rows"
-        top.add_op(view)
-        acc = view.results[0]
     threads = max(1, min(threads, items))
     top.add_op(alloc := memref.AllocOp.get(element, 64, [threads * patch_size]))
     alloc.memref.name_hint = "patch"
@@ -131,6 +114,9 @@ def build_im2col(
     old_n, old_f, *old_outer = nest.rows
 
     def group(eg: Emitter, g: SSAValue) -> None:
+        view, acc = output_rows(nest)  # in the body: see output_rows
+        for op in view:
+            eg.block.add_op(op)
         values: dict[SSAValue, SSAValue] = {}
         for invariant in nest.invariant_ops:
             eg.block.add_op(invariant.clone(values))
@@ -155,7 +141,7 @@ def build_im2col(
 
             gather(ei, n, r0, outer_of, slot)
             segments(ei, before, n, r0, outer_of)
-            products(ei, n, r0, slot)
+            products(ei, n, r0, slot, acc)
             segments(ei, nest.after, n, r0, outer_of)
 
         def segments(es: Emitter, ops: Sequence[Operation], n: IndexValue, r0: IndexValue,
@@ -231,7 +217,9 @@ def build_im2col(
 
         emit_loop(e, static(rb), "rr", per_row)
 
-    def products(e: Emitter, n: IndexValue, r0: IndexValue, slot: IndexValue) -> None:
+    def products(
+        e: Emitter, n: IndexValue, r0: IndexValue, slot: IndexValue, acc: SSAValue
+    ) -> None:
         """Per filter block and column tile, the weight times the patch."""
 
         def per_block(ef: Emitter, fb: IndexValue) -> None:
@@ -258,13 +246,13 @@ def build_im2col(
                         )  # fmt: skip
                     )
                     continue
-                per_tap_products(ef, a_base, ef.add(slot, start), indices, shape)
+                per_tap_products(ef, a_base, ef.add(slot, start), indices, shape, acc)
 
         emit_loop(e, static(features // mr), "fb", per_block)
 
     def per_tap_products(
         e: Emitter, a_base: IndexValue, b_base: IndexValue, indices: list[SSAValue],
-        shape: tuple[int, int, int],
+        shape: tuple[int, int, int], acc: SSAValue,
     ) -> None:  # fmt: skip
         """One product of depth C per tap (the patch tap-major)."""
         strides = (layout.filter_stride, layout.channel_stride, pixels)

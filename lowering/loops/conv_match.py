@@ -8,11 +8,21 @@ indices (a permuted or reversed view, as a transposed convolution reads it).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import Float32Type, Float64Type, IndexType, MemRefType, NoneAttr
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    Float32Type,
+    Float64Type,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    NoneAttr,
+    i64,
+)
 from xdsl.ir import Operation, SSAValue
 
 from tessc.dialects import contract
@@ -306,4 +316,40 @@ def strides_of(value: SSAValue) -> tuple[int, ...]:
     return tuple(strides)
 
 
-__all__ = ["ConvNest", "WeightLayout", "column_tiles", "linear", "match_conv", "strides_of"]
+def output_rows(nest: ConvNest) -> tuple[list[Operation], SSAValue]:
+    """The output in (N, F, prod O) form, where the tiles' rows are filters a row stride
+    apart: a collapsing view (for 2+ spatial dims) and the value to address.
+
+    The caller puts the view inside its parallel loop's body: Numba hands a view made
+    outside a parfor to the parfor's body as a separate argument and, seeing no alias
+    among the body's arguments (its analysis ignores aliases of the kernel's own
+    arguments), marks them all `noalias`, so LLVM may reorder the row segments' stores
+    to the output past the products' loads through the view (test_conv_im2col.py's
+    weight-gradient regression gave wrong values exactly so)."""
+    out_shape, acc = nest.out_shape, nest.out
+    spatial = len(out_shape) - 2
+    if spatial <= 1:
+        return [], acc
+    element = acc.type.element_type  # type: ignore[attr-defined]
+    flat = (out_shape[0], out_shape[1], math.prod(out_shape[2:]))
+    groups = ArrayAttr(
+        [ArrayAttr([IntegerAttr(d, i64) for d in g]) for g in ([0], [1], range(2, 2 + spatial))]
+    )
+    view = memref.CollapseShapeOp(
+        operands=[acc],
+        result_types=[MemRefType(element, flat)],
+        properties={"reassociation": groups},
+    )
+    view.results[0].name_hint = "rows"
+    return [view], view.results[0]
+
+
+__all__ = [
+    "ConvNest",
+    "WeightLayout",
+    "column_tiles",
+    "linear",
+    "match_conv",
+    "output_rows",
+    "strides_of",
+]

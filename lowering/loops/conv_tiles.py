@@ -8,10 +8,11 @@ Im2col (conv_im2col.py): per tile of whole output rows, a gathered C*K x P patch
 per-thread scratch slot times the weight. `algorithm=direct|im2col|auto`; `auto`, measured
 with bench/bench_conv_tiles.py (lowering/loops/README.md): direct where it applies, unless
 its rows are under a vector wide or K = 1 and F >= 32 (LeNet's 4x4 layer, a 1x1: im2col
-1.6x); im2col where it does not and C*K >= 32 (stride 2: 14x over the plain nest); else
-the plain nest (a 3-channel 3x3 layer ran no faster gathered). The weight gradient keeps
-the direct form (no im2col form of it is written); grouped convs are not matched. The row
-segments (zero fill, bias, relu) run per filter and row, around the products.
+1.6x); im2col where it does not and the column stride is not 1 (14x over the plain nest)
+or C*K >= 32; else the plain nest (a 3-channel 3x3 layer ran no faster gathered). The
+weight gradient keeps the direct form (no im2col form of it is written); grouped convs
+are not matched. The row segments (zero fill, bias, relu) run per filter and row, around
+the products.
 """
 
 from __future__ import annotations
@@ -22,16 +23,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith, memref, scf
+from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import (
-    ArrayAttr,
     Float32Type,
     IndexType,
     IntegerAttr,
-    MemRefType,
     ModuleOp,
     i1,
-    i64,
 )
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
@@ -46,7 +44,13 @@ from xdsl.utils.exceptions import DiagnosticException
 from tessc.dialects import contract
 from tessc.dialects.micro import MmaOp
 from tessc.lowering.loops.conv_im2col import build_im2col
-from tessc.lowering.loops.conv_match import ConvNest, column_tiles, match_conv, strides_of
+from tessc.lowering.loops.conv_match import (
+    ConvNest,
+    column_tiles,
+    match_conv,
+    output_rows,
+    strides_of,
+)
 from tessc.lowering.loops.index_emitter import Emitter, IndexValue, emit_loop, static
 from tessc.lowering.loops.index_values import IndexConstants
 from tessc.lowering.loops.register_tiles import host_vector_bits, register_tile
@@ -88,11 +92,9 @@ def choose_algorithm(
         return "im2col" if gather else "direct"
     # The plain nest reads strided columns element by element; unit-stride shallow convs
     # run it well (a 3-channel 3x3 layer: plain 1.70 ms, im2col 1.91, README).
-    # Shallow strided convs (a strided conv's weight gradient: C = the batch) stay plain: a
-    # 2-deep 7-tap one gathered gave wrong values (tests/test_conv.py::test_conv2d[cpu-2],
-    # not understood yet; see lowering/loops/README.md).
+    strided = nest.strides[-1] != 1
     deep = nest.depth * math.prod(nest.taps) >= IM2COL_MIN_DEPTH
-    return "im2col" if deep else None
+    return "im2col" if strided or deep else None
 
 
 @dataclass
@@ -136,25 +138,13 @@ def _build(
     features, depth = out_shape[1], nest.depth
     rows = max(r for r in range(1, most_rows + 1) if features % r == 0)
     spatial = len(out_shape) - 2
-    top: list[Operation] = []
-    acc = nest.out
-    if spatial > 1:  # the tile's rows are filters: a row stride apart in (N, F, O) form
-        flat = (out_shape[0], features, math.prod(out_shape[2:]))
-        groups = ArrayAttr(
-            [ArrayAttr([IntegerAttr(d, i64) for d in g]) for g in ([0], [1], range(2, 2 + spatial))]
-        )
-        view = memref.CollapseShapeOp(
-            operands=[acc],
-            result_types=[MemRefType(element, flat)],
-            properties={"reassociation": groups},
-        )
-        view.results[0].name_hint = "rows"
-        top.append(view)
-        acc = view.results[0]
     extents = [out_shape[0], features // rows, *out_shape[2:-1]]
     block = Block(arg_types=[IndexType()] * len(extents))
     args = block.args
     e = Emitter(block, constant)
+    view, acc = output_rows(nest)  # in the body: see output_rows
+    for op in view:
+        block.add_op(op)
     values: dict[SSAValue, SSAValue] = {}
     for invariant in nest.invariant_ops:
         block.add_op(invariant.clone(values))
@@ -229,7 +219,7 @@ def _build(
     )
     contract.TILE_SIZES.set(loop, [rows, width])
     contract.REGISTER_TILE.set(loop, [rows, width])
-    return [*top, loop]
+    return [loop]
 
 
 @dataclass(frozen=True)
