@@ -174,6 +174,30 @@ def test_resnet_shape_im2col_scratch_is_bounded(im2col: None) -> None:
     assert patch // slot * PATCH_BYTES < 8 * 576 * 3136 * 4 // 8  # vs the whole matrix
 
 
+def test_patches_share_one_scratch_region_outside_the_plan() -> None:
+    """Two gathered convs (strided: `auto` gathers them): each patch lives only while its
+    kernel runs, both are views at the same workspace offset past the planned arena, and
+    the plan's peak (the conv between them and the output) holds neither."""
+    x, w1, w2 = (np.zeros(s, np.float32) for s in ((2, 16, 33, 33), (32, 16, 3, 3), (16, 32, 3, 3)))
+
+    def f(x: Any, w1: Any, w2: Any) -> Any:
+        return ts.nn.conv2d(ts.nn.conv2d(x, w1, stride=2).relu(), w2, stride=2)
+
+    ir = ts.jit(f).ir(x, w1, w2, stage="loops")
+    patches = re.findall(r"memref\.view %workspace\[(%\w+)\]\[\] : [^\n]* to memref<(\d+)xf32>", ir)
+    assert len(patches) == 2 and patches[0][0] == patches[1][0]
+    figures = byte_figures(ir)
+    hidden, out = 2 * 32 * 16 * 16 * 4, 2 * 16 * 7 * 7 * 4
+    assert figures["peak_bytes"] == figures["live_peak_bytes"] == hidden + out
+    largest = max(int(size) for _, size in patches) * 4
+    assert figures["workspace_bytes"] == figures["arena_bytes"] + largest
+
+
+def test_default_cpu_pipeline_runs_the_auto_rule() -> None:
+    loops = pipelines.PIPELINES["cpu"].passes[-1]
+    assert "tess-conv-tiles," in loops and TessConvTilesPass().algorithm == "auto"
+
+
 def test_unknown_algorithm_is_a_diagnostic() -> None:
     with pytest.raises(DiagnosticException, match="algorithm must be one of auto, direct, im2col"):
         TessConvTilesPass(algorithm="fast").apply(Context(), ModuleOp([]))
