@@ -193,6 +193,23 @@ def test_patches_share_one_scratch_region_outside_the_plan() -> None:
     assert figures["workspace_bytes"] == figures["arena_bytes"] + largest
 
 
+@pytest.mark.parametrize("algorithm", ["auto", "im2col"])
+def test_grouped_convs_run_the_plain_nest(monkeypatch: pytest.MonkeyPatch, algorithm: str) -> None:
+    """The rule for groups > 1: neither form, forced or not. Their nest is over (N, G, F/G,
+    O) with a 5-D input and weight, which `match_conv` leaves (conv_tiles.py)."""
+    monkeypatch.setitem(pipelines.PIPELINES, "cpu", with_algorithm(algorithm))
+    x, w = arrays(5, (2, 32, 9, 21), (32, 16, 3, 3))
+
+    def f(x: Any, w: Any) -> Any:
+        return ts.nn.conv2d(x, w, stride=(1, 2), padding=1, groups=2)
+
+    ir = ts.jit(f).ir(x, w, stage="loops")
+    assert "%patch" not in ir and "micro.mma" not in ir
+    np.testing.assert_allclose(
+        ts.jit(f)(x, w), ts.jit(f, target="reference")(x, w), rtol=1e-10, atol=1e-10
+    )
+
+
 def test_default_cpu_pipeline_runs_the_auto_rule() -> None:
     loops = pipelines.PIPELINES["cpu"].passes[-1]
     assert "tess-conv-tiles," in loops and TessConvTilesPass().algorithm == "auto"

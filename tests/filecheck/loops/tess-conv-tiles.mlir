@@ -2,8 +2,9 @@
 // a parallel loop over (n, filter block, output row) running, per column tile and tap, one
 // micro.mma of depth C that reads the weight (filter stride 144 = 16*3*3, channel stride
 // 9) and the padded input (channel plane 10*22) where they lie; 20 output columns are a
-// 16-column tile and a 4-wide partial vector. Fewer than min-depth channels, or a strided
-// column axis, take the im2col form (`algorithm=auto`, the rule in conv_tiles.py); a
+// 16-column tile and a 4-wide partial vector. Both forms make the output's (N, F, O) view
+// inside the parallel loop (one made outside broke Numba's parfor aliasing). Fewer than
+// min-depth channels, or a strided column axis, take the im2col form (`algorithm=auto`, the rule in conv_tiles.py); a
 // one-channel conv (9 deep) keeps the plain nest. `algorithm=direct` leaves the strided
 // conv plain; `algorithm=im2col` gathers the deep one too (prefix IM2COL).
 // RUN: tessc-opt %s -p 'dce,tess-to-linalg,tess-fuse,tess-fuse-epilogue,tess-bufferize,tess-memory-plan,tess-outline-kernels,tess-linalg-to-loops,tess-conv-tiles{vector-bits=512 threads=2}' | filecheck %s
@@ -11,8 +12,9 @@
 // RUN: tessc-opt %s -p 'dce,tess-to-linalg,tess-fuse,tess-fuse-epilogue,tess-bufferize,tess-memory-plan,tess-outline-kernels,tess-linalg-to-loops,tess-conv-tiles{vector-bits=512 threads=2 algorithm=im2col}' | filecheck %s --check-prefix=IM2COL
 
 // CHECK-LABEL: func.func private @tiled_kernel_1(
-// CHECK:         %rows = memref.collapse_shape %out0 {{.*}} into memref<2x6x160xf32>
 // CHECK:         "scf.parallel"
+// CHECK-NEXT:    ^bb0(
+// CHECK-NEXT:      %rows = memref.collapse_shape %out0 {{.*}} into memref<2x6x160xf32>
 // CHECK:           %f0 = arith.muli
 // CHECK:           scf.for %r =
 // CHECK:             memref.store
@@ -30,11 +32,12 @@
 // (accumulate false: the zero fill is gone), then the bias + relu epilogue. Two threads'
 // slots: 2 x 144 x 160 floats.
 // IM2COL-LABEL: func.func private @tiled_kernel_1(
-// IM2COL:         %rows = memref.collapse_shape %out0 {{.*}} into memref<2x6x160xf32>
 // IM2COL:         %patch = memref.alloc() {alignment = 64 : i64} : memref<46080xf32>
 // IM2COL:         %threads = micro.num_threads
 // IM2COL:         %[[STORES:.*]] = arith.constant false
 // IM2COL:         "scf.parallel"(%{{.*}}, %groups, %{{.*}})
+// IM2COL-NEXT:    ^bb0(%g: index):
+// IM2COL-NEXT:      %rows = memref.collapse_shape %out0 {{.*}} into memref<2x6x160xf32>
 // IM2COL:           %slot = arith.muli %g
 // IM2COL:           scf.for %it =
 // IM2COL:             scf.for %rr =
@@ -60,6 +63,9 @@ func.func @tiled(%x: tensor<2x16x8x20xf32>, %w: tensor<6x16x3x3xf32>, %b: tensor
 // (the image's 6 rows of 18), 32 + 32 + 32 + 12 columns.
 // CHECK-LABEL: func.func private @shallow_kernel_0(
 // CHECK:         %patch = memref.alloc() {alignment = 64 : i64} : memref<15552xf32>
+// CHECK:         "scf.parallel"
+// CHECK-NEXT:    ^bb0(%g: index):
+// CHECK-NEXT:      %rows = memref.collapse_shape %out0 {{.*}} into memref<2x6x108xf32>
 // CHECK-COUNT-3: micro.mma %w[%{{.*}}], %patch[%{{.*}}], {{.*}} {rows = 6 : i64, cols = 32 : i64, lanes = 16 : i64, strides = array<i64: 72, 1, 108>}
 // CHECK:         micro.mma %w[%{{.*}}], %patch[%{{.*}}], {{.*}} {rows = 6 : i64, cols = 12 : i64, lanes = 12 : i64, strides = array<i64: 72, 1, 108>}
 func.func @shallow(%x: tensor<2x8x8x20xf32>, %w: tensor<6x8x3x3xf32>) -> tensor<2x6x6x18xf32> {
