@@ -21,6 +21,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     MemRefType,
     NoneAttr,
+    StridedLayoutAttr,
     i64,
 )
 from xdsl.ir import Operation, SSAValue
@@ -91,11 +92,20 @@ def _shape(value: SSAValue) -> tuple[int, ...]:
     return tuple(value.type.get_shape())
 
 
-def _plain(value: SSAValue) -> bool:
+def _plain(value: SSAValue, strided: bool = False) -> bool:
+    """A float memref of positive extents, row-major (or, if `strided`, of any static
+    strides: the kernel receives the view, its data at the view's first element)."""
     typ = value.type
+    if not isinstance(typ, MemRefType):
+        return False
+    layout = typ.layout
+    if strided and isinstance(layout, StridedLayoutAttr):
+        steps = layout.get_strides()
+        laid_out = all(isinstance(step, int) and step >= 0 for step in steps)
+    else:
+        laid_out = isinstance(layout, NoneAttr)
     return (
-        isinstance(typ, MemRefType)
-        and isinstance(typ.layout, NoneAttr)
+        laid_out
         and all(d > 0 for d in typ.get_shape())
         and isinstance(typ.element_type, Float32Type | Float64Type)
     )
@@ -182,7 +192,7 @@ def match_conv(op: scf.ParallelOp) -> ConvNest | None:
     if (found := _operands(contraction)) is None:
         return None
     acc, *factors = found
-    if not all(_plain(load.memref) for load in found):
+    if not all(_plain(load.memref, strided=True) for load in found):
         return None
     out_shape = _shape(acc.memref)
     spatial = len(out_shape) - 2
@@ -196,6 +206,8 @@ def match_conv(op: scf.ParallelOp) -> ConvNest | None:
     reduced = set(loop_ivs[:-1]) - zero
     trips = {lp.body.block.args[0]: unit_loop_bound(lp.lb, lp.ub, lp.step) or 0 for lp in loops}
     for x, w in (factors, factors[::-1]):
+        if not _plain(acc.memref) or not _plain(x.memref):  # only the weight may be a view
+            continue
         x_shape = _shape(x.memref)
         x_indices = tuple(x.indices)
         if len(x_shape) != spatial + 2 or x_shape[0] != out_shape[0]:
