@@ -10,9 +10,9 @@ with bench/bench_conv_tiles.py (lowering/loops/README.md): direct where it appli
 its rows are under a vector wide or K = 1 and F >= 32 (LeNet's 4x4 layer, a 1x1: im2col
 1.6x); im2col where it does not and the column stride is not 1 (14x over the plain nest)
 or C*K >= 32; else the plain nest (a 3-channel 3x3 layer ran no faster gathered). The
-weight gradient keeps the direct form (no im2col form of it is written); grouped convs
-are not matched. The row segments (zero fill, bias, relu) run per filter and row, around
-the products.
+weight may be a static-strided view, read where it lies (a strided conv's per-phase input
+gradient). The weight gradient keeps the direct form; grouped convs are not matched. The
+row segments (zero fill, bias, relu) run per filter and row, around the products.
 """
 
 from __future__ import annotations
