@@ -9,8 +9,7 @@ tiled matmul's inner loop is mostly FMAs. They say nothing of measured speed.
 
 Needs NVVM and ptxas (`pip install 'numba-cuda[cu12]'`, the nvidia-cuda-nvcc wheel): skips
 without them, fails in CI (which installs them). Each kernel compiles once per session;
-`ptxas` reports are cached on disk (helpers/ptx.py). Every kernel the simulator suite
-launches is compiled too, by `tests/test_cuda_suite.py` (no spills, no local memory)."""
+`ptxas` reports are cached on disk (helpers/ptx.py)."""
 
 from __future__ import annotations
 
