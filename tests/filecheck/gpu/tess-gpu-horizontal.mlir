@@ -33,6 +33,16 @@ func.func @chain(%a: tensor<80x30xf32>, %b: tensor<30x20xf32>, %e: tensor<20x20x
 // CHECK-NEXT:    "gpu.launch_func"({{.*}}) <{kernel = @kernels::@chain_kernel_2,
 // CHECK-NEXT:    func.return
 
+// Two independent matmuls only: one launch, its kernel unsigned like theirs.
+func.func @matmuls(%a: tensor<40x30xf32>, %b: tensor<30x20xf32>, %c: tensor<40x30xf32>, %d: tensor<30x20xf32>) -> (tensor<40x20xf32>, tensor<40x20xf32>) {
+  %0 = tess.matmul %a, %b : tensor<40x30xf32>, tensor<30x20xf32> -> tensor<40x20xf32>
+  %1 = tess.matmul %c, %d : tensor<40x30xf32>, tensor<30x20xf32> -> tensor<40x20xf32>
+  func.return %0, %1 : tensor<40x20xf32>, tensor<40x20xf32>
+}
+// CHECK-LABEL: func.func @matmuls(
+// CHECK:         "gpu.launch_func"({{.*}}) <{kernel = @kernels::@matmuls_kernel_0_side_by_side,
+// CHECK-NEXT:    func.return
+
 // (16,8) @ (8,10) @ (10,4): one block each, one launch: the second after a barrier.
 func.func @small(%a: tensor<16x8xf32>, %b: tensor<8x10xf32>, %e: tensor<10x4xf32>) -> tensor<16x4xf32> {
   %0 = tess.matmul %a, %b : tensor<16x8xf32>, tensor<8x10xf32> -> tensor<16x10xf32>
@@ -61,10 +71,14 @@ func.func @small(%a: tensor<16x8xf32>, %b: tensor<8x10xf32>, %e: tensor<10x4xf32
 // CHECK:         scf.if
 // CHECK-NEXT:      scf.for %{{.+}} = %[[LINEAR]] to
 // CHECK:           math.tanh
-// CHECK:       sym_name = "two_kernel_0_side_by_side"
+// The tanh's indices are not known non-negative: the merged kernel counts signed.
+// CHECK:       sym_name = "two_kernel_0_side_by_side", gpu.kernel, workgroup_attributions = 4 : i64} : () -> ()
+
+// Every member's indices are non-negative (tess.unsigned_indices), so the merged kernel's are.
+// CHECK:       sym_name = "matmuls_kernel_0_side_by_side", gpu.kernel, workgroup_attributions = 4 : i64, tess.unsigned_indices}
 
 // One barrier in each matmul (one k tile each, double-buffered), and one between them.
 // CHECK:       known_block_size = array<i32: 16, 16, 1>, known_grid_size = array<i32: 1, 1, 1>
 // CHECK-COUNT-3: "gpu.barrier"
 // CHECK-NOT:     "gpu.barrier"
-// CHECK:       sym_name = "small_kernel_0_side_by_side"
+// CHECK:       sym_name = "small_kernel_0_side_by_side", gpu.kernel, workgroup_attributions = 4 : i64, tess.unsigned_indices}
