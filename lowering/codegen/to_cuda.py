@@ -206,7 +206,12 @@ class _CudaEmitter(FunctionEmitter):
             and isinstance(op, arith.ConstantOp)
             and isinstance(op.result.type, IndexType)
         ):
-            self.exprs[op.result] = f"np.uint64({constant_int(op.result)})"
+            # Named once, not `np.uint64(v)` at every use: each call is typed and lowered
+            # by Numba, a third of a contraction kernel's statements.
+            value = constant_int(op.result)
+            name = self.names.hinted(f"u{value}")
+            self.exprs[op.result] = name
+            self.line(f"{name} = np.uint64({value})")
             return
         if self.on_device:
             if self.emit_device_op(op):

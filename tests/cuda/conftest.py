@@ -25,9 +25,3 @@ if SIMULATOR:
     wake_simulator_on_barriers()  # also for the tests that launch numba.cuda kernels directly
 
 collect_ignore_glob = [] if ENABLED else ["test_*.py"]
-
-# `tests/test_cuda_suite.py` asks for the kernels launched here, to compile them for real.
-if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" and os.environ.get("TESSC_PTX_CORPUS"):
-    from helpers.ptx import record_launches
-
-    record_launches(os.environ["TESSC_PTX_CORPUS"])

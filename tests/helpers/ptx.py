@@ -53,12 +53,47 @@ def available() -> bool:
     return ptxas_path() is not None and assemble(ptx, (8, 0)).registers >= 0
 
 
-def kernel_ptx(function: Callable[..., Any], argument_types: tuple, cc: tuple[int, int]) -> str:
-    """The PTX of `function` (a kernel's Python function) typed with `argument_types`."""
-    from numba import cuda
+def kernel_ptxes(
+    function: Callable[..., Any], argument_types: tuple, source: str
+) -> dict[tuple[int, int], str]:
+    """The PTX of `function` (a kernel's Python function, defined in the generated module
+    `source`) typed with `argument_types`, for each of `ARCHES`. Numba types and lowers it
+    ONCE (the slow part: seconds for a contraction's unrolled k steps) and NVVM makes each
+    arch's PTX from that one LLVM module; the PTX is cached on disk by the source, the
+    kernel, its argument types and numba-cuda's version."""
+    import json
 
-    ptx, _ = cuda.compile_ptx(function, argument_types, cc=cc, lineinfo=False)
-    return ptx
+    from numba import types
+    from numba.cuda.compiler import compile_cuda, kernel_fixup
+
+    from tessc.runtime.numba_cuda_compat import linear_singly_assigned_variables, numba_cuda_version
+
+    key = hashlib.sha256(
+        json.dumps(
+            [source, function.__name__, [str(t) for t in argument_types], numba_cuda_version()]
+        ).encode()
+    ).hexdigest()
+    cached = {cc: cache_dir() / f"{key}.sm_{cc[0]}{cc[1]}.ptx" for cc in ARCHES}
+    if all(path.is_file() for path in cached.values()):
+        return {cc: path.read_text() for cc, path in cached.items()}
+    linear_singly_assigned_variables()
+    # What `cuda.compile_ptx(function, argument_types, cc=...)` does for a kernel, less the
+    # second typing and lowering: its LLVM module does not depend on the arch.
+    result = compile_cuda(
+        function,
+        types.void,
+        argument_types,
+        nvvm_options={"fastmath": False, "opt": 3},
+        cc=ARCHES[0],
+    )
+    kernel_fixup(result.library.get_function(result.fndesc.llvm_func_name), False)
+    texts = {cc: result.library.get_asm_str(cc=cc) for cc in ARCHES}
+    for cc, path in cached.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(texts[cc])
+        os.replace(partial, path)
+    return texts
 
 
 @dataclass(frozen=True)
@@ -182,89 +217,3 @@ def fma_loop(ptx: str) -> Loop | None:
     one."""
     candidates = [loop for loop in loops(ptx) if loop.count("fma.") > 0 and not loop.nested]
     return max(candidates, key=lambda loop: loop.count("fma."), default=None)
-
-
-# -- the kernels a simulator run launched ----------------------------------------------
-
-CORPUS_VARIABLE = "TESSC_PTX_CORPUS"
-
-
-@dataclass(frozen=True)
-class Launched:
-    """A kernel launched in the simulator: the generated module's file, the kernel's name,
-    its arguments as (dtype, ndim, layout)."""
-
-    path: str
-    kernel: str
-    arguments: tuple[tuple[str, int, str], ...]
-
-    def argument_types(self) -> tuple:
-        import numpy as np
-        from numba import types
-        from numba.np.numpy_support import from_dtype
-
-        return tuple(
-            types.Array(from_dtype(np.dtype(dtype)), ndim, layout)
-            for dtype, ndim, layout in self.arguments
-        )
-
-
-def record_launches(corpus: str) -> None:
-    """Append every distinct kernel launch of this (simulator) process to `corpus`, one
-    JSON line each: what `recorded_launches` reads back to compile for real."""
-    import json
-
-    import numpy as np
-    from numba.cuda.simulator import kernel as simulator
-
-    seen: set[str] = set()
-    launch = simulator.FakeCUDAKernel.__call__
-
-    def recording(self: Any, *args: Any) -> Any:
-        arguments = []
-        for arg in args:
-            array = getattr(arg, "_ary", arg)
-            if not isinstance(array, np.ndarray):
-                return launch(self, *args)  # not a tessc kernel: tessc passes arrays only
-            layout = "C" if array.flags.c_contiguous else "A"
-            arguments.append((array.dtype.str, array.ndim, layout))
-        line = json.dumps([self.fn.__code__.co_filename, self.fn.__name__, arguments])
-        if not self._device and line not in seen:
-            seen.add(line)
-            with open(corpus, "a") as out:
-                out.write(line + "\n")
-        return launch(self, *args)
-
-    simulator.FakeCUDAKernel.__call__ = recording  # type: ignore[method-assign]
-
-
-def recorded_launches(corpus: Path) -> list[Launched]:
-    import json
-
-    found: dict[Launched, None] = {}
-    for line in corpus.read_text().splitlines():
-        path, kernel, arguments = json.loads(line)
-        found[Launched(path, kernel, tuple(tuple(a) for a in arguments))] = None
-    return list(found)
-
-
-def launched_resources(launched: Launched, cc: tuple[int, int]) -> Resources:
-    """`ptxas -v`'s report on a recorded kernel for sm_<cc>, cached on disk by the
-    generated source, the kernel and its argument types (NVVM is the slow part)."""
-    import json
-
-    from tessc.runtime import load_source
-
-    source = Path(launched.path).read_text()
-    key = hashlib.sha256(
-        json.dumps([source, launched.kernel, launched.arguments, cc]).encode()
-    ).hexdigest()
-    cached = cache_dir() / f"{key}.json"
-    if cached.is_file():
-        return Resources(**json.loads(cached.read_text()))
-    dispatcher = getattr(load_source(source), launched.kernel)
-    resources = assemble(kernel_ptx(dispatcher.py_func, launched.argument_types(), cc), cc)
-    partial = cached.with_suffix(f".{os.getpid()}.tmp")
-    partial.write_text(json.dumps(resources.__dict__))
-    os.replace(partial, cached)
-    return resources

@@ -43,18 +43,21 @@ func.func @seed(%a: tensor<3x5x1xf32>, %b: tensor<1x5x4xf32>) -> tensor<3x4xf32>
 // CHECK-NEXT: def layer_kernel_0(out0, x, w, b):
 // CHECK-NEXT:     [[TA:row_tile]] = cuda.shared.array((2, 16, 68), dtype=np.float32, alignment=SHARED_ALIGNMENT)
 // CHECK-NEXT:     [[TB:col_tile]] = cuda.shared.array((2, 16, 68), dtype=np.float32, alignment=SHARED_ALIGNMENT)
-// Unsigned index arithmetic: no wraparound check on any access.
-// CHECK-NEXT:     tx = np.uint64(cuda.threadIdx.x)
+// Unsigned index arithmetic: no wraparound check on any access. Constants named once.
+// CHECK:          [[U0:u0]] = np.uint64(0)
+// CHECK:          [[U2:u2]] = np.uint64(2)
+// CHECK:          [[U15:u15]] = np.uint64(15)
+// CHECK:          tx = np.uint64(cuda.threadIdx.x)
 // CHECK-NEXT:     ty = np.uint64(cuda.threadIdx.y)
 // CHECK:              ld{{[0-9]+}} = x[
-// CHECK:          [[TA]]{{\[}}np.uint64(0), tx, ty] =
-// CHECK:          [[TB]]{{\[}}np.uint64(0), ty, tx] =
+// CHECK:          [[TA]]{{\[}}[[U0]], tx, ty] =
+// CHECK:          [[TB]]{{\[}}[[U0]], ty, tx] =
 // CHECK:          cuda.syncthreads()
-// CHECK:          for kt in range(np.uint64(2)):
+// CHECK:          for kt in range([[U2]]):
 // CHECK:                  ld{{[0-9]+}} = x[
 // CHECK:                  ld{{[0-9]+}} = w[
-// CHECK:              ld{{[0-9]+}} = [[TA]]{{\[}}remui{{[0-9]+}}, np.uint64(0), mul{{[0-9]+}}]
-// CHECK:              ld{{[0-9]+}} = [[TB]]{{\[}}remui{{[0-9]+}}, np.uint64(15), add{{[0-9]+}}]
+// CHECK:              ld{{[0-9]+}} = [[TA]]{{\[}}remui{{[0-9]+}}, [[U0]], mul{{[0-9]+}}]
+// CHECK:              ld{{[0-9]+}} = [[TB]]{{\[}}remui{{[0-9]+}}, [[U15]], add{{[0-9]+}}]
 // CHECK:              [[TA]]{{\[}}remui{{[0-9]+}}, tx, ty] =
 // CHECK:              cuda.syncthreads()
 // CHECK:          ld{{[0-9]+}} = b[
