@@ -353,6 +353,31 @@ def test_contraction_shapes() -> None:
     assert "arith.maximumf" in dense  # relu, fused
 
 
+# Tall-skinny: one 64 x 64 output tile, K = 256 (16 k tiles, >= 4 x 30): split-K.
+TALL = """
+def tall(a: f32[20, 256], b: f32[256, 30], c: f32[30]) -> f32[20, 30]:
+    return relu(a @ b + c)
+
+def square(a: f32[20, 48], b: f32[48, 30]) -> f32[20, 30]:
+    return a @ b
+"""
+
+
+def test_tall_skinny_contractions_split_k() -> None:
+    module = gpu_level(TALL)
+    kernels = check_gpu_level(module)
+    # 4 slices of 4 k tiles over grid z into partials, then their sum with bias and relu.
+    assert launches(module, "tall") == ["tall_kernel_0_0", "tall_kernel_0_1"]
+    assert launch_grid(module, "tall_kernel_0_0") == [1, 1, 4]
+    first = kernels["tall_kernel_0_0"]
+    assert [t.type.get_shape() for t in first.workgroup_buffers] == [(2, 16, 68), (2, 16, 68)]
+    assert contract.UNSIGNED_INDICES.has(first)
+    second = print_module(module).split('sym_name = "tall_kernel_0_1"')[0].rsplit("gpu.func", 1)[1]
+    assert "arith.maximumf" in second and "memref<4x20x30xf32>" in second
+    # K = 48 is not many times the output's dims: one launch.
+    assert launches(module, "square") == ["square_kernel_0"]
+
+
 GRADIENTS = """
 def loss(x: f64[5, 6], w1: f64[6, 7], b1: f64[7], w2: f64[7, 3]) -> f64[]:
     h = relu(x @ w1 + b1)

@@ -10,7 +10,10 @@ thread's 4 rows or columns are one 16-byte load); the next tile's global loads a
 before the current tile's unrolled k steps, one barrier per tile. Shapes are static, so
 trip counts are constants, bounds checks are emitted only where a tile can overhang, and
 index arithmetic is unsigned (`tess.unsigned_indices`). The reference's k order per output
-is kept. Steps in lowering/gpu/README.md; other kernels are left to `tess-gpu-reduce`.
+is kept, except split-K: a tall-skinny contraction (few output tiles, K many times the
+output's dims) splits its k tiles over grid z into `partials`, then a second launch sums
+them in slice order (the same sum on every device) and runs the epilogue. Steps in
+lowering/gpu/README.md; other kernels are left to `tess-gpu-reduce`.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ from tessc.dialects import contract
 from tessc.lowering.gpu.gpu_common import (
     Body,
     GpuKernel,
+    Launch,
     access_indices,
+    elementwise_threads,
     emit_element,
     kernel_functions,
     kernels_module,
@@ -49,6 +54,15 @@ DEPTH = THREADS  # k steps per shared tile: one per thread row (or column) when 
 # conflict instead of 16-way, and rows stay 16-byte aligned for the 4-wide loads.
 PAD = 4
 MAX_GRID_Z = 65535
+# Split-K: a contraction of fewer than SPLIT_K_TILES output tiles whose K is at least
+# SPLIT_K_RATIO times its larger output dim gives each of up to MAX_SPLIT_K blocks per tile
+# an equal share of whole k tiles, at least MIN_SLICE_TILES (the double buffering's
+# prefetch needs a few), aiming at TARGET_BLOCKS blocks (an H100 has 132 SMs).
+SPLIT_K_TILES = 8
+SPLIT_K_RATIO = 4
+MAX_SPLIT_K = 16
+MIN_SLICE_TILES = 4
+TARGET_BLOCKS = 128
 
 
 def dims_in(affine_map: AffineMap) -> set[int]:
@@ -221,15 +235,31 @@ def unsigned_maps(contraction: Contraction) -> bool:
     return True
 
 
-def contract_kernel(kernel: func.FuncOp, module: ModuleOp) -> bool:
-    ops = linalg_ops(kernel)
-    reduction = match_reduction(ops)
-    contraction = match_contraction(reduction) if reduction else None
-    if contraction is None or reduction is None:
-        return False
-    c = contraction
+def split_k(c: Contraction) -> int:
+    """How many k slices a tall-skinny contraction's tiles split into (1: none)."""
+    rows, cols, depth = c.extent(c.row), c.extent(c.col), c.extent(c.k)
+    tiles = -(-rows // TILE) * -(-cols // TILE)
+    k_tiles, tail = divmod(depth, DEPTH)
+    if c.batch or tail or tiles >= SPLIT_K_TILES or depth < SPLIT_K_RATIO * max(rows, cols):
+        return 1
+    cap = min(MAX_SPLIT_K, -(-TARGET_BLOCKS // tiles), k_tiles // MIN_SLICE_TILES)
+    return max((d for d in range(1, cap + 1) if k_tiles % d == 0), default=1)
+
+
+def tiled_kernel(
+    gk: GpuKernel,
+    c: Contraction,
+    module: ModuleOp,
+    k_tiles: int,
+    tail: int,
+    finish: Callable[[TiledKernel, Body, SSAValue, dict[int, SSAValue]], None],
+    slices: int = 1,
+) -> Launch:
+    """The tiled body on `gk`: each block's output tile over `k_tiles` k tiles (the last
+    `tail` deep, 0: whole), starting at block z's slice when `slices` > 1; `finish(tiled,
+    b, acc, position)` for each in-range output."""
+    reduction = c.reduction
     element_type = reduction.combine.results[0].type
-    gk = GpuKernel.create(kernel.sym_name.data, kernel, ops)
     b = gk.body()
     tile_type = [2, DEPTH, TILE + PAD]
     tiles = (
@@ -240,16 +270,16 @@ def contract_kernel(kernel: func.FuncOp, module: ModuleOp) -> bool:
     tiled = TiledKernel(c, gk, TreeKernel(reduction, gk, element_type), (tx, ty))
     bx, by = b.block_id("x"), b.block_id("y")
     r0, c0 = b.mul(by, b.c(TILE)), b.mul(bx, b.c(TILE))
+    first_tile = b.mul(b.block_id("z"), b.c(k_tiles)) if slices > 1 else None
     batch_extents = [c.extent(d) for d in c.batch]
-    depth = c.extent(c.k)
-    full_tiles, tail = divmod(depth, DEPTH)
-    k_tiles = full_tiles + (tail > 0)
 
     def stage(
         bs: Body, k_tile: SSAValue, buffer: SSAValue, batch: dict[int, SSAValue], guard: bool
     ) -> Callable[[Body], None]:
         """Issue the global loads of k tile `k_tile`; the returned callback stores them
         into shared buffer `buffer`."""
+        if first_tile is not None:
+            k_tile = bs.add(first_tile, k_tile)
         k0 = bs.mul(k_tile, bs.c(DEPTH))
         loads = [
             tiled.tile_loads(bs, c.row_operand, c.row, r0, k0, batch, guard),
@@ -297,16 +327,16 @@ def contract_kernel(kernel: func.FuncOp, module: ModuleOp) -> bool:
                     checks.append(bt.cmp(col, bt.c(c.extent(c.col)), "ult"))
                 position = {**batch, c.row: r, c.col: col}
 
-                def finish(
+                def finish_one(
                     bf: Body, acc=accs[PER_THREAD * u + v], position=position
                 ) -> Sequence[SSAValue]:
-                    tiled.tree.finish(bf, acc, [position[d] for d in reduction.out_dims])
+                    finish(tiled, bf, acc, position)
                     return ()
 
                 if checks:
-                    bt.when(checks[0] if len(checks) == 1 else bt.andi(*checks), finish)
+                    bt.when(checks[0] if len(checks) == 1 else bt.andi(*checks), finish_one)
                 else:
-                    finish(bt)
+                    finish_one(bt)
 
     batches = _product(batch_extents)
     if c.batch:
@@ -322,14 +352,75 @@ def contract_kernel(kernel: func.FuncOp, module: ModuleOp) -> bool:
     grid = (
         -(-c.extent(c.col) // TILE),
         -(-c.extent(c.row) // TILE),
-        max(1, min(batches, MAX_GRID_Z)),
+        slices if slices > 1 else max(1, min(batches, MAX_GRID_Z)),
     )
     launch = gk.finish(grid, (THREADS, THREADS, 1), module)
     if unsigned_maps(c):
         function = kernels_module(module).body.block.last_op
         assert function is not None
         contract.UNSIGNED_INDICES.set(function)
-    launch_kernel(module, kernel, [launch])
+    return launch
+
+
+def finish_output(tiled: TiledKernel, b: Body, acc: SSAValue, position: dict) -> None:
+    """The output element: the initial value combined in, the epilogue, the stores."""
+    reduction = tiled.contraction.reduction
+    tiled.tree.finish(b, acc, [position[d] for d in reduction.out_dims])
+
+
+def contract_kernel(kernel: func.FuncOp, module: ModuleOp) -> bool:
+    ops = linalg_ops(kernel)
+    reduction = match_reduction(ops)
+    contraction = match_contraction(reduction) if reduction else None
+    if contraction is None or reduction is None:
+        return False
+    c = contraction
+    name = kernel.sym_name.data
+    slices = split_k(c)
+    if slices == 1:
+        gk = GpuKernel.create(name, kernel, ops)
+        full_tiles, tail = divmod(c.extent(c.k), DEPTH)
+        launch = tiled_kernel(gk, c, module, full_tiles + (tail > 0), tail, finish_output)
+        launch_kernel(module, kernel, [launch])
+        return True
+    # Split-K: slice z of the k tiles into partials[z], then their sum in slice order.
+    element_type = reduction.combine.results[0].type
+    rows, cols = c.extent(c.row), c.extent(c.col)
+    partial_type = MemRefType(element_type, [slices, rows, cols])
+    first = GpuKernel.create(
+        f"{name}_0", kernel, ops[: ops.index(reduction.op) + 1], [(0, partial_type)]
+    )
+    (partials,) = first.scratch_args
+    partials.name_hint = "partials"
+
+    def store_partial(tiled: TiledKernel, b: Body, acc: SSAValue, position: dict) -> None:
+        b.store(acc, partials, [b.block_id("z"), position[c.row], position[c.col]])
+
+    k_tiles = c.extent(c.k) // DEPTH // slices
+    launch_first = tiled_kernel(first, c, module, k_tiles, 0, store_partial, slices)
+    second = GpuKernel.create(f"{name}_1", kernel, ops, [(0, partial_type)])
+    (summed,) = second.scratch_args
+    summed.name_hint = "partials"
+    tree = TreeKernel(reduction, second, element_type)
+    b = second.body()
+    threads, blocks = elementwise_threads(rows * cols)
+    start = b.add(b.mul(b.block_id("x"), b.c(threads)), b.thread_id("x"))
+    stride = b.mul(b.grid_dim("x"), b.c(threads))
+
+    def per_output(bp: Body, p: SSAValue, _: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        r, col = bp.delinearize(p, [rows, cols])
+
+        def add_slice(bs: Body, z: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
+            return [reduction.combined(bs, acc[0], bs.load(summed, [z, r, col]))]
+
+        (total,) = bp.loop(bp.c(0), bp.c(slices), bp.c(1), add_slice, [tree.identity(bp)])
+        position = {c.row: r, c.col: col}
+        tree.finish(bp, total, [position[d] for d in reduction.out_dims])
+        return ()
+
+    b.loop(start, b.c(rows * cols), stride, per_output, hint="p")
+    launch_second = second.finish((blocks, 1, 1), (threads, 1, 1), module, grid_stride=True)
+    launch_kernel(module, kernel, [launch_first, launch_second], [partial_type])
     return True
 
 
