@@ -382,6 +382,12 @@ most blocks with work (the kernel has no `known_grid_size`). Written by the gpu 
 (`GpuKernel.finish`); read by codegen, which sizes grid x at launch time from the device
 (`tessc.runtime.cuda_launch`)."""
 
+UNSIGNED_INDICES = Unit("tess.unsigned_indices")
+"""On a `gpu.func`: every `index` value of the kernel is non-negative (thread and block
+ids, constants, sums and products of them). Written by `tess-gpu-contract`; read by
+`to_cuda`, which then counts in `np.uint64`: Numba checks a signed index for Python's
+negative wraparound on every access, an unsigned one it does not."""
+
 TILE_SIZES = IntArray("tess.tile_sizes")
 """On a tiled row kernel's `scf.parallel`: its row tile, then each contraction's (TK, TJ).
 Written by `tess-tile`, which also skips loops that carry it (tiling once)."""

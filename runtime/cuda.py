@@ -53,7 +53,11 @@ from tessc.runtime.abi import KERNEL_BITS_DTYPES
 from tessc.runtime.cache import CompileStats, numba_compile_stats
 from tessc.runtime.cuda_memory import DevicePool
 from tessc.runtime.executor import as_bits
-from tessc.runtime.numba_cuda_compat import restore_numpy_row_stack, wake_simulator_on_barriers
+from tessc.runtime.numba_cuda_compat import (
+    linear_singly_assigned_variables,
+    restore_numpy_row_stack,
+    wake_simulator_on_barriers,
+)
 from tessc.runtime.signatures import ArenaSlot, ArraySpec, format_shape, read_signature
 
 
@@ -63,6 +67,8 @@ def _cuda() -> Any:
 
     if config.ENABLE_CUDASIM:
         wake_simulator_on_barriers()
+    else:
+        linear_singly_assigned_variables()
     return cuda
 
 
