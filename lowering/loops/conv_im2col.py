@@ -29,10 +29,10 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 
 from tessc.dialects import contract
 from tessc.dialects.micro import MmaOp, NumThreadsOp
+from tessc.lowering.loops.contraction_match import without_zero_fill
 from tessc.lowering.loops.conv_match import ConvNest, column_tiles, output_rows
 from tessc.lowering.loops.index_emitter import Emitter, IndexValue, emit_loop, make_extent, static
 from tessc.lowering.loops.index_values import IndexConstants
-from tessc.lowering.loops.pack_matmul_plan import without_zero_fill
 from tessc.lowering.loops.register_tiles import register_tile
 
 PATCH_BYTES = 256 * 1024
