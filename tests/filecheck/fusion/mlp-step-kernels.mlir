@@ -3,7 +3,7 @@
 // RUN: tessc-opt %s -p 'dce,tess-to-linalg,tess-fuse,tess-pack-narrow,tess-cse-generics,tess-fuse-epilogue,tess-fuse-horizontal{donated-only=true report=true}' | filecheck %s --check-prefix=UPD
 
 // The digits MLP train step (bench/mlp_step.py: 64-128-10, batch 128, softmax
-// cross-entropy, SGD, parameters donated), as `jit` traces it. Its kernels: 12 (the bias sums' fills in their kernels), with one
+// cross-entropy, SGD, parameters donated), as `jit` traces it. Its kernels: 14, with one
 // transposed copy of `w2` (shared by `h @ w2` and `dz @ w2.T`: tess-cse-generics) and no
 // 128x128 transposed copy (`h.T @ dz` runs transposed: tess-pack-narrow), only the
 // 10x128 product transposed back. The b1 gradient sums dh itself (DH): x.T @ dh
@@ -72,7 +72,7 @@ builtin.module {
 
 
 // CHECK-LABEL: func.func @step(
-// CHECK-COUNT-12: func.call @step_kernel_
+// CHECK-COUNT-14: func.call @step_kernel_
 // CHECK-NOT:      func.call @step_kernel_
 // CHECK:          func.return
 // CHECK-COUNT-2:  attrs =  {tess.op = "tess.permute"}
