@@ -24,7 +24,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import AffineMapAttr, ArrayAttr, FunctionType, ModuleOp
 from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir import OpResult, SSAValue
-from xdsl.ir.affine import AffineDimExpr, AffineMap
+from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     PatternRewriter,
@@ -36,7 +36,7 @@ from xdsl.rewriter import InsertPoint
 from xdsl.traits import SymbolTable
 
 from tessc.dialects import contract
-from tessc.lowering.linalg.generic_analysis import generic_maps
+from tessc.lowering.linalg.generic_analysis import copy_permutation, generic_maps
 
 Layout = tuple[int, ...]
 
@@ -44,19 +44,7 @@ Layout = tuple[int, ...]
 def transposing_copy(op: object) -> tuple[SSAValue, Layout] | None:
     """`(source, p)` when `op` is a generic computing only `out[x] = source[x[p0], ...]`
     for a permutation `p` other than the identity."""
-    if not isinstance(op, GenericOp) or len(op.inputs) != 1 or len(op.outputs) != 1:
-        return None
-    body = op.body.block
-    terminator = body.last_op
-    if terminator is None or body.first_op is not terminator:
-        return None
-    if list(terminator.operands) != [body.args[0]]:
-        return None
-    in_map, out_map = generic_maps(op)
-    if out_map != AffineMap.identity(out_map.num_dims) or in_map.num_symbols:
-        return None
-    positions = tuple(e.position for e in in_map.results if isinstance(e, AffineDimExpr))
-    if len(positions) != in_map.num_dims or sorted(positions) != list(range(in_map.num_dims)):
+    if not isinstance(op, GenericOp) or (positions := copy_permutation(op)) is None:
         return None
     if positions == tuple(range(len(positions))):
         return None
