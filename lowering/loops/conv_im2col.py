@@ -231,24 +231,22 @@ def build_im2col(
                 shape = (mr, tile_cols, tile_lanes)
                 if unit is not None:  # one product of depth C * K
                     strides = (layout.filter_stride, unit, pixels)
-                    operands = (a_base, ef.add(slot, start), depth * taps)
-                    ef.block.add_op(
-                        MmaOp(
-                            nest.w,
-                            *(ef.value(v) for v in operands[:1]),
-                            patch,
-                            *(ef.value(v) for v in operands[1:]),
-                            acc,
-                            indices,
-                            yes.result,
-                            shape,
-                            strides,
-                        )  # fmt: skip
-                    )
+                    b_base = ef.add(slot, start)
+                    product(ef, a_base, b_base, depth * taps, indices, shape, strides, acc)
                     continue
                 per_tap_products(ef, a_base, ef.add(slot, start), indices, shape, acc)
 
         emit_loop(e, static(features // mr), "fb", per_block)
+
+    def product(
+        e: Emitter, a: IndexValue, b: IndexValue, k: IndexValue, indices: list[SSAValue],
+        shape: tuple[int, int, int], strides: tuple[int, ...], acc: SSAValue,
+    ) -> None:  # fmt: skip
+        """`acc += w[a..] @ patch[b..]` over depth `k`: one `micro.mma`."""
+        values = [e.value(v) for v in (a, b, k)]
+        op = MmaOp(nest.w, values[0], patch, values[1], values[2], acc, indices, yes.result,
+                   shape, strides)  # fmt: skip
+        e.block.add_op(op)
 
     def per_tap_products(
         e: Emitter, a_base: IndexValue, b_base: IndexValue, indices: list[SSAValue],
@@ -260,21 +258,7 @@ def build_im2col(
         def per_tap(et: Emitter, level: int, a: IndexValue, kflat: IndexValue) -> None:
             if level == spatial:
                 b = et.add(b_base, et.mul(kflat, depth * pixels))
-                values = [et.value(v) for v in (a, b, depth)]
-                et.block.add_op(
-                    MmaOp(
-                        nest.w,
-                        values[0],
-                        patch,
-                        values[1],
-                        values[2],
-                        acc,
-                        indices,
-                        yes.result,
-                        shape,
-                        strides,
-                    )  # fmt: skip
-                )
+                product(et, a, b, depth, indices, shape, strides, acc)
                 return
             extent, step = nest.taps[level], layout.tap_steps[level]
 
