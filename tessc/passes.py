@@ -52,6 +52,9 @@ TESS_PASSES: dict[str, str] = {
     "tess-attention-kernels": "tessc.lowering.loops.attention_kernels:TessAttentionKernelsPass",
     "tess-hoist-constants": "tessc.lowering.loops.hoist_constants:TessHoistConstantsPass",
     "tess-hoist-scratch": "tessc.lowering.buffers.hoist_scratch:TessHoistScratchPass",
+    "tess-sink-aliasing-views": (
+        "tessc.lowering.loops.sink_aliasing_views:TessSinkAliasingViewsPass"
+    ),
     "tess-gpu-partition": "tessc.lowering.gpu.gpu_partition:TessGpuPartitionPass",
     "tess-gpu-attention": "tessc.lowering.gpu.gpu_attention:TessGpuAttentionPass",
     "tess-gpu-rows": "tessc.lowering.gpu.gpu_rows:TessGpuRowsPass",
@@ -174,6 +177,7 @@ INPUT_LEVELS: dict[str, InputLevel] = {
     "tess-expand-math": LOOP_LEVEL,
     "tess-hoist-constants": LOOP_LEVEL,
     "tess-hoist-scratch": KERNEL_LEVEL,
+    "tess-sink-aliasing-views": LOOP_LEVEL,
     "tess-gpu-fold-transposes": KERNEL_LEVEL,
     "tess-gpu-partition": KERNEL_LEVEL,
     "tess-gpu-rows": KERNEL_LEVEL,

@@ -23,7 +23,7 @@ pass-pipeline string in `xdsl-opt -p` syntax. For `cpu`:
                                                       tess-attention-kernels,
                                                       tess-hoist-constants,
                                                       tess-hoist-scratch, canonicalize,
-                                                      cse
+                                                      cse, tess-sink-aliasing-views
     numba    Python source for Numba (level 6)        codegen: emit_numba
 
 `cuda` shares the front (tess, fused, buffers; first `tess-decompose-attention`, the
@@ -160,9 +160,12 @@ _LOOPS = (
     "tess-row-dots,tess-tile,tess-tile-dot,"
     "tess-parallel-columns,tess-register-accumulate,"
     "tess-attention-kernels,tess-expand-math,tess-hoist-constants,tess-hoist-scratch,"
-    "canonicalize,cse"
+    "canonicalize,cse,tess-sink-aliasing-views"
 )
-_BASIC_LOOPS = "tess-outline-kernels,tess-linalg-to-loops,tess-attention-kernels,canonicalize,cse"
+_BASIC_LOOPS = (
+    "tess-outline-kernels,tess-linalg-to-loops,tess-attention-kernels,canonicalize,cse,"
+    "tess-sink-aliasing-views"
+)
 _GPU = (
     "tess-outline-kernels,tess-gpu-fold-transposes,tess-gpu-attention,tess-gpu-partition,"
     "tess-gpu-rows,"
