@@ -170,7 +170,7 @@ def before_cleanup(n: int) -> ModuleOp:
     (`tess-hoist-constants` and what follows it)."""
     spec = get_pipeline("cpu").passes_to("loops")
     head, cleanup, _ = spec.partition(",tess-hoist-constants,")
-    assert cleanup and spec.endswith(",canonicalize,cse")
+    assert cleanup and spec.endswith(",canonicalize,cse,tess-sink-aliasing-views")
     module = parse_module(big_program(n))
     run_passes(module, head)
     return module
