@@ -38,7 +38,7 @@ import functools
 import inspect
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -48,6 +48,18 @@ from tessc.frontend import donation
 from tessc.frontend.call_plan import MISS, compile_call_plan
 from tessc.frontend.debug_print import debug_values, printer
 from tessc.frontend.donation import DONATED, donated_to
+from tessc.frontend.dynamic_shapes import (
+    Refusal,
+    generalize,
+    guess,
+    has_sizes,
+    is_generic,
+    shape_fits,
+    size_in,
+    size_reader,
+    trace_generic,
+    with_size,
+)
 from tessc.frontend.pytree import TreeDef, flatten_tree, match_tree, tree_builder, unflatten_tree
 from tessc.frontend.trace_function import (
     ARRAY_DTYPES,
@@ -84,6 +96,17 @@ class _FastPath:
     plan: Callable[..., Any] | None = None
     """The whole planned call as straight-line Python (`call_plan.compile_call_plan`):
     result, or `MISS`; None where the structure has none (then `leaves` and `call`)."""
+    size_at: tuple[int, int] | None = None
+    """A generic program's (`dynamic_shapes`): the (leaf, dim) a call's N is read from."""
+    sized: bool = False  # a generic program's constants hold N (`DynamicSize`)
+    static_sizes: frozenset[int] = frozenset()
+    """A generic program's: the sizes with a static program of their own (not taken)."""
+
+    def constants_for(self, leaves: Sequence[Any]) -> tuple[Any, ...]:
+        if self.size_at is None:
+            return self.constants
+        k, d = self.size_at
+        return with_size(self.constants, leaves[k].shape[d]) if self.sized else self.constants
 
     @staticmethod
     def of(
@@ -127,6 +150,8 @@ class _FastPath:
             device,
             call,
             plan,
+            size_reader(traced.signature) if is_generic(traced.signature) else None,
+            has_sizes(constants),
         )
 
     def leaves(self, args: tuple[Any, ...]) -> list[np.ndarray] | None:
@@ -147,8 +172,23 @@ class _FastPath:
             or any(any(getattr(a, "base", None) is leaves[d] for d in donated) for a in leaves)
         ):
             return None  # the general path refuses aliases (see `compile_call_plan`)
+        size = -1
+        if self.size_at is not None:
+            k, d = self.size_at
+            shapes = getattr(leaves[k], "shape", ())
+            size = shapes[d] if len(shapes) > d else -1
+            if size < 1 or size in self.static_sizes:
+                return None
         for array, (shape, dtype) in zip(leaves, self.array_types, strict=True):
-            if type(array) is not np.ndarray:  # a device array: the cuda target takes them
+            if size > 0:
+                if (
+                    type(array) is not np.ndarray
+                    or array.dtype != dtype
+                    or not array.flags.c_contiguous
+                    or not shape_fits(array.shape, shape, size)
+                ):
+                    return None
+            elif type(array) is not np.ndarray:  # a device array: the cuda target takes them
                 if not self.takes_device_arrays or leaf_type(array) != (shape, dtype):
                     return None
             elif array.shape != shape or array.dtype != dtype or not array.flags.c_contiguous:
@@ -209,10 +249,17 @@ class JitFunction:
         donate_argnums: int | Sequence[int] = (),
         static_argnums: int | Sequence[int] = (),
         static_argnames: str | Sequence[str] = (),
+        dynamic: bool | None = None,
     ):
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.target = target
+        # Automatic dynamic shapes (`dynamic_shapes`): None: a generic program after one
+        # size changed between calls; True: at the first call; False: never.
+        self.dynamic = dynamic
+        self.generic: Signature | None = None  # the generic program's signature (`?` dims)
+        self.dynamic_refused: Refusal | None = None
+        self.compile_count = 0  # programs compiled (`compile_module` calls)
         numbers = (donate_argnums,) if isinstance(donate_argnums, int) else donate_argnums
         if any(not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in numbers):
             raise TypeError(f"donate_argnums must be non-negative ints, got {donate_argnums!r}")
@@ -262,6 +309,8 @@ class JitFunction:
         )
         traced = self._traces.get(signature)
         if traced is None:
+            traced = self._generic_trace(signature, [name for name, _ in arrays])
+        if traced is None:
             try:
                 with timing.phase("trace"):
                     traced = trace_signature(
@@ -286,6 +335,39 @@ class JitFunction:
             if self.trace_count == RETRACE_WARNING:
                 warnings.warn(RetraceWarning(self._retrace_message()), stacklevel=3)
         return traced, [array for _, array in arrays], [path for path, _ in arrays]
+
+    def _generic_trace(self, signature: Signature, names: list[str]) -> TracedFunction | None:
+        """The generic program's trace where `signature` is an instance of it, traced now
+        where this call is the first to differ in one size (`dynamic_shapes`); None where
+        the call is to be traced for its own shapes."""
+        if self.dynamic is False or self.target != "cpu" or self.dynamic_refused is not None:
+            return None
+        if self.generic is not None:
+            return self._traces[self.generic] if size_in(self.generic, signature) else None
+        if self.dynamic:
+            generic = guess(signature)
+        else:
+            candidates = (generalize(seen, signature) for seen in self._traces)
+            generic = next((g for g in candidates if g is not None), None)
+        size = size_in(generic, signature) if generic is not None else None
+        if generic is None or size is None:
+            return None
+        try:
+            with timing.phase("trace (generic)"):
+                traced = trace_generic(self.fn, generic, names, size)
+        except Exception as error:  # arithmetic on N, a `?` meeting a static dim, ...
+            self.dynamic_refused = Refusal(f"{type(error).__name__}: {error}")
+            return None
+        self.generic = generic
+        self._traces[generic] = traced
+        self.trace_count += 1
+        return traced
+
+    def _static_sizes(self) -> frozenset[int]:
+        """The sizes N the generic program has a static program for."""
+        assert self.generic is not None
+        sizes = (size_in(self.generic, signature) for signature in self._compiled)
+        return frozenset(size for size in sizes if size is not None)
 
     def _retrace_message(self) -> str:
         """Why a function was traced `RETRACE_WARNING` times, and what to do about it."""
@@ -331,7 +413,7 @@ class JitFunction:
                 return result
             leaves = fast.leaves(args)
             if leaves is not None:
-                outputs = fast.call(*leaves, *fast.constants)
+                outputs = fast.call(*leaves, *fast.constants_for(leaves))
                 for d in fast.signature.donated:
                     if not any(leaves[d] is output for output in outputs):
                         donation.mark(leaves[d], getattr(self.fn, "__name__", "?"))
@@ -353,13 +435,26 @@ class JitFunction:
             if compiled is None:
                 from tessc.compiler import compile_module  # loads Numba: only when first called
 
-                compiled = compile_module(traced.module, traced.entry, self.target)
+                try:
+                    compiled = compile_module(traced.module, traced.entry, self.target)
+                except Exception as error:
+                    if traced.signature is not self.generic:
+                        raise
+                    # A pass refused a `?` dim: this and every later size compile statically.
+                    self.dynamic_refused = Refusal(f"{type(error).__name__}: {error}")
+                    del self._traces[traced.signature]
+                    self.generic = None
+                    return self(*args, **kwargs)
+                self.compile_count += 1
                 self._compiled[traced.signature] = compiled
                 # A device target keeps the captured constants on the device: one upload.
                 resident = getattr(compiled, "resident", None)
                 constants = resident(traced.constants) if resident else traced.constants
                 self._constants[traced.signature] = constants
             constants = self._constants[traced.signature]
+            if has_sizes(constants):  # the generic program: N from the `?` dim's array
+                k, d = size_reader(traced.signature)
+                constants = with_size(constants, np.shape(arrays[k])[d])
             if not hasattr(compiled, "resident"):
                 for path, array in zip(paths, arrays, strict=True):
                     if is_device_array(array):
@@ -381,7 +476,9 @@ class JitFunction:
             and len(args) == self._arity
             and (fast is None or fast.signature is not traced.signature)
         ):
-            self._fast = _FastPath.of(traced, compiled, constants, name)
+            self._fast = _FastPath.of(traced, compiled, self._constants[traced.signature], name)
+            if traced.signature is self.generic:
+                self._fast = replace(self._fast, static_sizes=self._static_sizes())
             self.plan_builds += 1
         planned = self._fast
         if planned is not None and planned.signature is traced.signature and planned.plan:
@@ -476,6 +573,7 @@ def jit(
     donate_argnums: int | Sequence[int] = (),
     static_argnums: int | Sequence[int] = (),
     static_argnames: str | Sequence[str] = (),
+    dynamic: bool | None = None,
 ) -> Any:
     """`@jit`, `@jit(target="reference", donate_argnums=(0, 2))` or `jit(f, ...)`.
 
@@ -490,12 +588,20 @@ def jit(
     `donate_argnums`: the positional arguments whose arrays the call may overwrite (see
     `JitFunction`): after the call their contents are undefined; use the returned arrays
     (for a donated `w` and an output of its type, often `w` itself, updated in place).
+
+    `dynamic` (the `cpu` target): by default, once a call differs from an earlier one in
+    one size only (a new batch size), the function is compiled once more with that size
+    as a `?` dim and every later size runs that program without a compile
+    (`tessc.frontend.dynamic_shapes`); the sizes seen first keep their static programs.
+    `dynamic=True` compiles the generic program at the first call (the plain array
+    arguments' leading dim), `dynamic=False` compiles every size.
     """
     options = {
         "target": target,
         "donate_argnums": donate_argnums,
         "static_argnums": static_argnums,
         "static_argnames": static_argnames,
+        "dynamic": dynamic,
     }
     if fn is None:
         return lambda f: jit(f, **options)

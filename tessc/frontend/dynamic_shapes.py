@@ -1,0 +1,194 @@
+"""
+Automatic dynamic shapes (issue 26 §2): a new batch size without a recompile.
+
+`jit` compiles a function for the shapes of its first call: every size a literal, the
+fastest code. When a later call differs from it in one size only (every dim that changed
+had one value before and one value after: the batch, N), the function is traced again
+with those dims `?` (`tensor<?x64xf32>`, `dialects/dynamic_dims.py`) and compiled once;
+every later size runs that generic program with no trace and no Numba compile, as
+torch.compile's "automatic dynamic shapes" does. The shapes seen first keep their static
+program. `jit(dynamic=False)` never does this; `jit(dynamic=True)` compiles the generic
+program at the first call, N the leading dim of the plain array arguments.
+
+A generic trace is checked: traced at two sizes it must give the same module and
+constants, so no size leaked into the IR as a literal (`x.shape[0]` through `int()` or
+NumPy); arithmetic on a `?` dim, a `?` meeting a static dim or a pass refusing `?` raise,
+and then the function compiles statically for each size, as before (`Refusal`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from tessc.dialects.dynamic_dims import DYNAMIC_INDEX, DynamicShapeError, DynamicSize, is_dynamic
+from tessc.frontend.pytree import TreeDef
+from tessc.frontend.trace_function import Signature, TracedFunction, trace_signature
+
+
+def _same_but_shapes(a: Signature, b: Signature) -> bool:
+    return (
+        a.tree == b.tree
+        and a.donated == b.donated
+        and a.weak == b.weak
+        and len(a.arrays) == len(b.arrays)
+        and all(
+            da == db and len(sa) == len(sb)
+            for (sa, da), (sb, db) in zip(a.arrays, b.arrays, strict=True)
+        )
+    )
+
+
+def generalize(seen: Signature, new: Signature) -> Signature | None:
+    """`seen` with the dims that changed in `new` as `?`, where they changed as one size
+    (from one value to one other value); None where anything else differs."""
+    if not _same_but_shapes(seen, new):
+        return None
+    changes = {
+        (old, now)
+        for (old_shape, _), (new_shape, _) in zip(seen.arrays, new.arrays, strict=True)
+        for old, now in zip(old_shape, new_shape, strict=True)
+        if old != now
+    }
+    if len(changes) != 1:
+        return None
+    arrays = tuple(
+        (
+            tuple(
+                DYNAMIC_INDEX if old != now else old
+                for old, now in zip(old_shape, new_shape, strict=True)
+            ),
+            dtype,
+        )
+        for (old_shape, dtype), (new_shape, _) in zip(seen.arrays, new.arrays, strict=True)
+    )
+    return replace(seen, arrays=arrays)
+
+
+def _plain_leaves(tree: TreeDef) -> list[bool]:
+    """For each array leaf of an `("arguments", ...)` structure: is it a whole argument
+    (not inside a container)?"""
+
+    def count(node: TreeDef) -> int:
+        kind = node[0]
+        if kind in ("leaf", "weak"):
+            return 1
+        if kind == "static":
+            return 0
+        children = node[3] if kind == "object" else node[2] if kind is dict else node[1]
+        return sum(count(child) for child in children)
+
+    plain: list[bool] = []
+    for child in tree[2]:
+        plain += [child[0] == "leaf"] * count(child)
+    return plain
+
+
+def guess(signature: Signature) -> Signature | None:
+    """`jit(dynamic=True)`'s generic signature at a first call: the leading dim of every
+    plain array argument as `?`, where they all have the same one (None otherwise)."""
+    plain = _plain_leaves(signature.tree)
+    leading = {
+        shape[0]
+        for k, (shape, _) in enumerate(signature.arrays)
+        if plain[k] and shape and k not in signature.weak
+    }
+    if len(leading) != 1:
+        return None
+    size = leading.pop()
+    arrays = tuple(
+        ((DYNAMIC_INDEX, *shape[1:]), dtype)
+        if plain[k] and shape and shape[0] == size and k not in signature.weak
+        else (shape, dtype)
+        for k, (shape, dtype) in enumerate(signature.arrays)
+    )
+    return replace(signature, arrays=arrays)
+
+
+def size_in(generic: Signature, signature: Signature) -> int | None:
+    """N if `signature` is an instance of `generic` (every `?` dim of one size N >= 1,
+    every other dim as it is), else None."""
+    if not _same_but_shapes(generic, signature):
+        return None
+    sizes: set[int] = set()
+    for (pattern, _), (shape, _) in zip(generic.arrays, signature.arrays, strict=True):
+        for want, got in zip(pattern, shape, strict=True):
+            if is_dynamic(want):
+                sizes.add(got)
+            elif want != got:
+                return None
+    if len(sizes) != 1:
+        return None
+    size = sizes.pop()
+    return size if size >= 1 else None
+
+
+def is_generic(signature: Signature) -> bool:
+    return any(is_dynamic(d) for shape, _ in signature.arrays for d in shape)
+
+
+def size_reader(generic: Signature) -> tuple[int, int]:
+    """(array leaf, dim) where a call's N is read: the first `?` dim of `generic`."""
+    for k, (shape, _) in enumerate(generic.arrays):
+        for d, dim in enumerate(shape):
+            if is_dynamic(dim):
+                return k, d
+    raise ValueError("a generic signature without a `?` dim")
+
+
+def shape_fits(shape: tuple[int, ...], pattern: tuple[int, ...], size: int) -> bool:
+    """`shape` is `pattern` with every `?` equal to `size`."""
+    return len(shape) == len(pattern) and all(
+        got == (size if is_dynamic(want) else want)
+        for got, want in zip(shape, pattern, strict=True)
+    )
+
+
+def with_size(constants: Sequence[Any], size: int) -> tuple[Any, ...]:
+    """The captured constants of a generic program for a call with N = `size`."""
+    return tuple(c.value(size) if isinstance(c, DynamicSize) else c for c in constants)
+
+
+def has_sizes(constants: Sequence[Any]) -> bool:
+    return any(isinstance(c, DynamicSize) for c in constants)
+
+
+def _same_constants(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if isinstance(x, DynamicSize) or isinstance(y, DynamicSize):
+            if not (isinstance(x, DynamicSize) and isinstance(y, DynamicSize)):
+                return False
+            if x.dtype != y.dtype:
+                return False
+        elif x.shape != y.shape or x.dtype != y.dtype or not np.array_equal(x, y):
+            return False
+    return True
+
+
+def trace_generic(
+    fn: Callable, generic: Signature, names: Sequence[str], size: int
+) -> TracedFunction:
+    """The generic trace of `fn`, checked size-free: traced with `?` dims reading as
+    `size` and as another size, the two must agree (else `DynamicShapeError`)."""
+    traced = trace_signature(fn, generic, names, debug_outputs=True, dynamic_hint=size)
+    other = trace_signature(fn, generic, names, debug_outputs=True, dynamic_hint=size + 7)
+    if str(traced.module) != str(other.module) or not _same_constants(
+        traced.constants, other.constants
+    ):
+        raise DynamicShapeError(
+            "the traced program depends on the value of the dynamic size (a shape used as "
+            "a Python number)"
+        )
+    return traced
+
+
+@dataclass
+class Refusal:
+    """Why a function has no generic program (it then compiles per size)."""
+
+    reason: str
