@@ -60,7 +60,7 @@ def entry_dynamic_size(
             position = next(i for i, d in enumerate(typ.get_shape()) if is_dynamic(d))
             index = arith.ConstantOp.from_int_and_width(position, IndexType())
             dim_class = memref.DimOp if isinstance(typ, MemRefType) else tensor.DimOp
-            dim = dim_class.from_source_and_index(arg, index)
+            dim = dim_class(arg, index)
             Rewriter.insert_op([index, dim], InsertPoint.at_start(block))
             dim.result.name_hint = "n"
             return dim.result

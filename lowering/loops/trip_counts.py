@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from xdsl.dialects import arith, scf
+from xdsl.dialects import arith, memref, scf
 from xdsl.ir import Block, Operation, SSAValue
 
 from tessc.dialects import contract
@@ -19,6 +19,14 @@ from tessc.lowering.loops.index_values import constant_int
 PARALLEL_WORK = 1 << 18
 """Static loop iterations from which codegen runs a kernel in parallel (its default
 `parallel_threshold`); below, serially (`static_work`)."""
+
+
+DYNAMIC_TRIPS = 16
+"""What a loop over a `?` dim (N, `dialects/dynamic_dims.py`) counts as in `static_work`:
+a small batch (the sizes a generic program serves: a last partial batch, an evaluation
+batch). Counted as unbounded, every kernel of the generic MLP step was a parfor, a thread
+launch per call; a kernel parallel only from large N would need both forms compiled.
+"""
 
 
 def unit_loop_bound(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:
@@ -46,6 +54,42 @@ def trip_bound(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:
     return min(bounds) if bounds else None
 
 
+def upper_bound(value: SSAValue, depth: int = 8) -> int | None:
+    """An upper bound of a non-negative index `value` built from constants by `min`,
+    division and multiplication by a constant, and subtraction of a non-negative index
+    (an edge tile's rows, `min(8, n - i0)`, strip-mined by `tess-row-dots`: `rows // 8`,
+    `rows - 8 * (rows // 8)`); None where there is none."""
+    if (known := constant_int(value)) is not None:
+        return known
+    owner = value.owner
+    if isinstance(owner, memref.DimOp):  # a `?` dim, N: counted as a typical batch
+        return DYNAMIC_TRIPS
+    if depth == 0 or not isinstance(owner, Operation):
+        return None
+    if isinstance(owner, arith.MinSIOp | arith.MinUIOp):
+        bounds = [b for v in owner.operands if (b := upper_bound(v, depth - 1)) is not None]
+        return min(bounds) if bounds else None
+    if isinstance(owner, arith.DivSIOp | arith.DivUIOp | arith.FloorDivSIOp):
+        divisor = constant_int(owner.rhs)
+        bound = upper_bound(owner.lhs, depth - 1)
+        return bound // divisor if bound is not None and divisor and divisor > 0 else None
+    if isinstance(owner, arith.MuliOp):
+        factors = [upper_bound(v, depth - 1) for v in owner.operands]
+        return factors[0] * factors[1] if None not in factors else None  # type: ignore[operator]
+    if isinstance(owner, arith.SubiOp):  # index arithmetic: the subtrahend is >= 0
+        return upper_bound(owner.lhs, depth - 1)
+    return None
+
+
+def _work_trips(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:
+    """`trip_count`, or for a unit-step loop from a constant, at most `upper_bound(ub)`."""
+    trips = trip_count(lb, ub, step)
+    if trips is not None or constant_int(step) != 1 or (low := constant_int(lb)) is None:
+        return trips
+    high = upper_bound(ub)
+    return max(0, high - low) if high is not None else None
+
+
 def _per_thread(bound: SSAValue) -> bool:
     """Whether `bound` is the thread count, or its minimum with a constant."""
     owner = bound.owner
@@ -62,14 +106,17 @@ def static_work(block: Block) -> float:
 def static_work_of(op: Operation) -> float:
     """Iterations of the loop nest `op` (0 if it is no loop)."""
     if isinstance(op, scf.ForOp):
-        trips = trip_bound(op.lb, op.ub, op.step)
+        # A remainder loop of an edge tile (`for rt in range(rows // 8)`) counts as its
+        # bound: unbounded, a 17-row MLP step's kernel counted as infinite work and ran
+        # as a parfor, a thread launch per call (10-60x the step at 16 or 32 rows).
+        trips = trip_bound(op.lb, op.ub, op.step) or _work_trips(op.lb, op.ub, op.step)
         return (math.inf if trips is None else trips) * max(1.0, static_work(op.body.block))
     if (rows := contract.ROW_RANGES.get(op)) is not None:  # rows of varying ranges
         return float(sum(rows[1::2]) - sum(rows[::2]))
     if isinstance(op, scf.ParallelOp):
         bounds = zip(op.lowerBound, op.upperBound, op.step, strict=True)
         # A loop over the threads (`micro.num_threads`) splits its body's work: once.
-        counts = [1 if _per_thread(ub) else trip_count(lb, ub, st) for lb, ub, st in bounds]
+        counts = [1 if _per_thread(ub) else _work_trips(lb, ub, st) for lb, ub, st in bounds]
         trips = math.inf if None in counts else math.prod(c or 0 for c in counts)
         return trips * max(1.0, static_work(op.body.block))
     if isinstance(op, scf.IfOp):
