@@ -16,8 +16,9 @@ import time
 import numpy as np
 
 sys.path.insert(0, "bench")
-import tessc as ts  # noqa: E402
 from mlp_step import init_params, load_digits_data, loss_fn  # noqa: E402
+
+import tessc as ts  # noqa: E402
 
 
 def step(p, x, y):
