@@ -168,3 +168,20 @@ def test_batch_mean_reads_the_size_at_run_time() -> None:
     for n in (20, 7, 11, 2):
         np.testing.assert_allclose(centered(x[:n]), x[:n] - x[:n].mean(0), rtol=1e-5, atol=1e-6)
     assert centered.generic is not None and centered.compile_count == 2
+
+
+def test_an_output_of_the_dynamic_size(mlp) -> None:
+    params, x, _ = mlp
+
+    @ts.jit
+    def logits(params, x):
+        h = (x @ params["w1"] + params["b1"]).relu()
+        return h @ params["w2"] + params["b2"]
+
+    def expected(n):
+        h = np.maximum(x[:n] @ params["w1"] + params["b1"], 0)
+        return h @ params["w2"] + params["b2"]
+
+    for n in (16, 9, 30, 4):
+        np.testing.assert_allclose(logits(params, x[:n]), expected(n), rtol=1e-5, atol=1e-6)
+    assert logits.generic is not None and logits.compile_count == 2

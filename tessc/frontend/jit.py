@@ -117,9 +117,13 @@ class _FastPath:
     ) -> _FastPath:
         call = compiled
         checked = getattr(compiled, "call_checked", None)
-        if checked is not None and all(
-            type(c) is np.ndarray and c.flags.c_contiguous and c.dtype in ARRAY_DTYPES
-            for c in constants
+        if (
+            checked is not None
+            and not is_generic(traced.signature)
+            and all(
+                type(c) is np.ndarray and c.flags.c_contiguous and c.dtype in ARRAY_DTYPES
+                for c in constants
+            )
         ):
             call = checked
         array_types = tuple((shape, np.dtype(dtype)) for shape, dtype in traced.signature.arrays)
