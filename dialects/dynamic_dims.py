@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Sequence
 
-import numpy as np
 from xdsl.dialects import arith, func, memref, tensor
 from xdsl.dialects.builtin import DYNAMIC_INDEX, IndexType, MemRefType, TensorType
 from xdsl.ir import Attribute, Block, Operation, SSAValue
@@ -146,17 +145,3 @@ def traced_dim(dim: int) -> int:
 def type_dim(dim: int) -> int:
     """A dim of a shape the frontend built, as a type holds it: `?` for a `SymDim`."""
     return DYNAMIC_INDEX if isinstance(dim, SymDim) or is_dynamic(dim) else int(dim)
-
-
-class DynamicSize:
-    """A captured constant standing for N (`Trace.dynamic_size`): `jit` passes N as a 0-d
-    array of `dtype` in its place at every call."""
-
-    def __init__(self, dtype: object) -> None:
-        self.dtype = np.dtype(dtype)  # type: ignore[call-overload]
-
-    def __repr__(self) -> str:
-        return f"DynamicSize({self.dtype})"
-
-    def value(self, size: int) -> np.ndarray:
-        return np.asarray(size, dtype=self.dtype)

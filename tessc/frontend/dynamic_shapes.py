@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from tessc.dialects.dynamic_dims import DYNAMIC_INDEX, DynamicShapeError, DynamicSize, is_dynamic
+from tessc.dialects.dynamic_dims import DYNAMIC_INDEX, DynamicShapeError, is_dynamic
 from tessc.frontend.pytree import TreeDef
 from tessc.frontend.trace_function import Signature, TracedFunction, trace_signature
+from tessc.frontend.tracer import DynamicSize
 
 
 def _same_but_shapes(a: Signature, b: Signature) -> bool:

@@ -39,7 +39,7 @@ from xdsl.ir import Operation, SSAValue
 
 from tessc.context import make_context
 from tessc.dialects.builder_types import TessError, shape_of
-from tessc.dialects.dynamic_dims import DYNAMIC_HINT, DynamicSize, SymDim, type_dim
+from tessc.dialects.dynamic_dims import DYNAMIC_HINT, SymDim, type_dim
 from tessc.frontend.jit import JitFunction
 
 # jit's own argument flattening, so leaf order is the same by design
@@ -50,7 +50,7 @@ from tessc.frontend.trace_function import (
     trace,
     trace_signature,
 )
-from tessc.frontend.tracer import Tensor, Trace
+from tessc.frontend.tracer import DynamicSize, Tensor, Trace
 from tessc.lowering.autodiff.autodiff import TessAutodiffPass
 
 

@@ -38,7 +38,7 @@ from tessc.dialects.builder_types import (
     shape_of,
     tensor_type,
 )
-from tessc.dialects.dynamic_dims import DynamicSize, SymDim
+from tessc.dialects.dynamic_dims import SymDim
 from tessc.dialects.tess import element_type_of
 from tessc.frontend import composites
 from tessc.frontend.debug_print import DebugPrint
@@ -47,6 +47,21 @@ from tessc.frontend.tensor_indexing import TensorIndexing
 from tessc.frontend.tensor_reductions import TensorReductions
 from tessc.frontend.tensor_shape import TensorShape
 from tessc.frontend.user_location import located
+
+
+class DynamicSize:
+    """A captured constant standing for N (`Trace.dynamic_size`): `jit` passes N as a 0-d
+    array of `dtype` in its place at every call."""
+
+    def __init__(self, dtype: object) -> None:
+        self.dtype = np.dtype(dtype)  # type: ignore[call-overload]
+
+    def __repr__(self) -> str:
+        return f"DynamicSize({self.dtype})"
+
+    def value(self, size: int) -> np.ndarray:
+        return np.asarray(size, dtype=self.dtype)
+
 
 # ---------------------------------------------------------------------------------------
 # a trace in progress
