@@ -13,8 +13,10 @@ call per parameter, a packing copy per call) decide. Contenders, all f32:
   one buffer, `runtime/executor.py`'s `carve_plan`), so no call packs them either
   (`Executable.packing_copies` is printed: it stays at the first call's count); the
   same gradient arrays every call, which the planned call checked the call before;
-- `tessc opt.step, other grads`: the same with two sets of jitted gradients, alternating
-  (a training loop's new gradients every step): each call checks and locates them anew;
+- `tessc opt.step, new grads`: the same with two sets of jitted gradients, alternating
+  (a training loop's new gradients every step: no call sees the arrays of the call
+  before, which is all any check remembers): each call checks and locates them anew, in
+  one compiled call over their ids (`runtime/array_fields.py`), not per array;
 - `tessc opt.step, separate grads`: the same, the gradients separate NumPy arrays (as a
   caller computing them elsewhere has them): packed into an arena on every call;
 - `tessc program, arenas` / `separate grads`: the same update compiled once with the
@@ -34,24 +36,26 @@ evidence for "packs once".
 
     python bench/bench_sgd_small.py [--params 200] [--repeat 50] [--rounds 5]
 
-Measured (x86_64 AMD EPYC, 2 cores shared with other jobs, load average 3.6; `--repeat 30
---rounds 5`; 200 parameters, 183,232 floats; README.md has three runs):
+Measured (x86_64 AMD EPYC, 2 cores shared with other jobs, load average 12-17; `--repeat
+30 --rounds 5`; 200 parameters, 183,232 floats; README.md has two runs):
 
     contender                            us  / unfused  / numpy  / torch fused
-    tessc opt.step                    114.8      0.60x    0.34x          0.29x
-    tessc opt.step, other grads       331.1      1.73x    0.97x          0.83x
-    tessc opt.step, separate grads    194.7      1.02x    0.57x          0.49x
-    tessc program, arenas              80.0      0.42x    0.23x          0.20x
-    tessc program, separate grads     453.2      2.37x    1.32x          1.13x
-    tessc jit, not donated            191.4      1.00x    0.56x          0.48x
-    numpy in place                    342.5      1.79x    1.00x          0.86x
-    torch foreach=True                262.4      1.37x    0.77x          0.66x
-    torch fused=True                  399.6      2.09x    1.17x          1.00x
+    tessc opt.step                    113.6      0.63x    0.41x          0.13x
+    tessc opt.step, new grads         179.9      0.99x    0.65x          0.20x
+    tessc opt.step, separate grads    182.2      1.00x    0.66x          0.20x
+    tessc program, arenas              79.1      0.44x    0.29x          0.09x
+    tessc program, separate grads     378.6      2.08x    1.38x          0.42x
+    tessc jit, not donated            181.7      1.00x    0.66x          0.20x
+    numpy in place                    275.2      1.51x    1.00x          0.31x
+    torch foreach=True                243.9      1.34x    0.89x          0.27x
+    torch fused=True                  895.0      4.93x    3.25x          1.00x
 
 `opt.step` was 15 ms a call before its front end took the planned path with the
 views it returned (call_checks.py); the packing count stays at 1 (its first call, the
-separately allocated parameters) over 156 calls. With new gradients every call it is
-still slower than the unfused kernels: locating 200 new views costs ~150 us of Python.
+separately allocated parameters) over 156 calls. With new gradients every call, the
+200 gradients are checked and located in one compiled call over their ids
+(`runtime/array_fields.py`): it was 0.8-1.0x of NumPy and 1.3-1.7x slower than the
+unfused kernels when each was read in Python (~150 us a call).
 """
 
 from __future__ import annotations
@@ -117,7 +121,7 @@ def main() -> None:
         box3["p"], box3["s"] = other.step(box3["p"], other_grads[box3["n"] % 2], box3["s"])
 
     other_grads_step()
-    contenders["tessc opt.step, other grads"] = other_grads_step
+    contenders["tessc opt.step, new grads"] = other_grads_step
 
     separate = tessc.optim.SGD(lr=LR)
     box2: dict[str, Any] = {"p": [p.copy() for p in params0]}

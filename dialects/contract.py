@@ -263,16 +263,25 @@ ATTENTION_RESULTS = ("out", "lse", "dq", "dk", "dv")
 @dataclass(frozen=True)
 class AttentionKernel:
     """What a fused attention kernel computes (names of `ATTENTION_RESULTS`, one per
-    out-param, in their order), its score scale and whether it is causal."""
+    out-param, in their order), its score scale and whether it is causal. `layouts`: per
+    argument (inputs, then results), how it lies in memory: element `x` of the operand the
+    kernel computes with is element `(x[p] for p in layout)` of the array passed (`()`:
+    as it is; `tess-attention-views` sets them); empty: every argument as it is."""
 
     computes: tuple[str, ...]
     scale: float
     causal: bool
+    layouts: tuple[tuple[int, ...], ...] = ()
+
+    def layout(self, k: int) -> tuple[int, ...]:
+        """Argument `k`'s layout (`()`: as it is)."""
+        return self.layouts[k] if k < len(self.layouts) else ()
 
 
 @dataclass(frozen=True)
 class AttentionKernelAttr(_Discardable):
-    """`{computes = ["out", "lse"], scale = 0.125 : f64, causal = true}`."""
+    """`{computes = ["out", "lse"], scale = 0.125 : f64, causal = true}`, and
+    `layouts = [array<i64: 0, 2, 1, 3>, array<i64>, ...]` where an argument is permuted."""
 
     def get(self, op: Operation) -> AttentionKernel | None:
         attr = op.attributes.get(self.name)
@@ -282,16 +291,23 @@ class AttentionKernelAttr(_Discardable):
         assert isinstance(computes, ArrayAttr) and isinstance(scale, FloatAttr)
         assert isinstance(causal, IntegerAttr)
         names = tuple(c.data for c in computes if isinstance(c, StringAttr))
-        return AttentionKernel(names, float(scale.value.data), bool(causal.value.data))
+        layouts = attr.data.get("layouts")
+        found: tuple[tuple[int, ...], ...] = ()
+        if isinstance(layouts, ArrayAttr):
+            found = tuple(tuple(a.get_values()) for a in layouts if isinstance(a, DenseArrayBase))  # type: ignore[misc]
+        return AttentionKernel(names, float(scale.value.data), bool(causal.value.data), found)
 
     def set(self, op: Operation, kernel: AttentionKernel) -> None:
-        op.attributes[self.name] = DictionaryAttr(
-            {
-                "computes": ArrayAttr([StringAttr(c) for c in kernel.computes]),
-                "scale": FloatAttr(kernel.scale, f64),
-                "causal": BoolAttr.from_bool(kernel.causal),
-            }
-        )
+        entries: dict[str, Attribute] = {
+            "computes": ArrayAttr([StringAttr(c) for c in kernel.computes]),
+            "scale": FloatAttr(kernel.scale, f64),
+            "causal": BoolAttr.from_bool(kernel.causal),
+        }
+        if any(kernel.layouts):
+            entries["layouts"] = ArrayAttr(
+                [DenseArrayBase.from_list(i64, list(p)) for p in kernel.layouts]
+            )
+        op.attributes[self.name] = DictionaryAttr(entries)
 
 
 # ---------------------------------------------------------------------------------------
@@ -342,10 +358,12 @@ ATTENTION_KERNEL = AttentionKernelAttr("tess.attention_kernel")
 """On a private `func.func` declaration (levels 3-4) that a host calls: a fused attention
 kernel to be written (`AttentionKernel`); its arguments are the tess op's operands, its
 results (out-params after bufferization) `computes`. Written by `tess-to-linalg`
-(`to_linalg_attention.py`); kept by `tess-bufferize` (which turns the declaration's
-signature into destination-passing form, with the memref types its one call passes); read
-by `tess-attention-kernels`, which gives the declaration its body and marks it
-`tess.kernel`."""
+(`to_linalg_attention.py`); its `layouts` by `tess-attention-views` (cpu: an operand or
+result read or written through a permutation instead of a transposing copy); kept by
+`tess-bufferize` (which turns the declaration's signature into destination-passing form,
+with the memref types its one call passes); read by `tess-attention-kernels`, which gives
+the declaration its body and marks it `tess.kernel`, and `tess-gpu-attention` (no
+layouts)."""
 
 KERNEL = Unit("tess.kernel")
 """On a `func.func`: a kernel (one loop nest the host calls), not a host. Written by
@@ -381,6 +399,12 @@ p += grid_dim x`), so any grid x from 1 to its launch's runs it; the launch's gr
 most blocks with work (the kernel has no `known_grid_size`). Written by the gpu passes
 (`GpuKernel.finish`); read by codegen, which sizes grid x at launch time from the device
 (`tessc.runtime.cuda_launch`)."""
+
+UNSIGNED_INDICES = Unit("tess.unsigned_indices")
+"""On a `gpu.func`: every `index` value of the kernel is non-negative (thread and block
+ids, constants, sums and products of them). Written by `tess-gpu-contract`; read by
+`to_cuda`, which then counts in `np.uint64`: Numba checks a signed index for Python's
+negative wraparound on every access, an unsigned one it does not."""
 
 TILE_SIZES = IntArray("tess.tile_sizes")
 """On a tiled row kernel's `scf.parallel`: its row tile, then each contraction's (TK, TJ).

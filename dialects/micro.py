@@ -24,7 +24,8 @@ threads never wait for each other within a call. A program is correct for any va
 `ap` holds an MR-tall micro-panel of the left-hand side (`rows` values per k step),
 `bp` an NR-wide micro-panel of the right-hand side (`cols` values per k step), both
 contiguous. With `strides = array<i64: sr, sk, skb>` the panels are read where they lie
-instead, any identity-layout memrefs with the offsets counted in elements:
+instead, any identity-layout memrefs with the offsets counted in elements (or views of
+static strides, counted from the view's first element):
 
     sum over k < kc of  ap[a + r * sr + k * sk] * bp[b + k * skb + c]
 
@@ -51,6 +52,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     NoneAttr,
+    StridedLayoutAttr,
     i64,
 )
 from xdsl.ir import Attribute, Dialect, SSAValue
@@ -66,6 +68,15 @@ from xdsl.irdl import (
 )
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
+
+
+def _flat_or_strided(typ: MemRefType, strided: bool) -> bool:
+    """Identity layout, or (`strided`: operands read where they lie) static strides."""
+    if isinstance(typ.layout, NoneAttr):
+        return True
+    if not strided or not isinstance(typ.layout, StridedLayoutAttr):
+        return False
+    return all(isinstance(step, int) for step in typ.layout.get_strides())
 
 
 @irdl_op_definition
@@ -136,7 +147,7 @@ class MmaOp(IRDLOperation):
         lhs, rhs, acc = (t for t in types if isinstance(t, MemRefType))
         if self.strides is None and (len(lhs.get_shape()) != 1 or len(rhs.get_shape()) != 1):
             raise VerifyException("'micro.mma' panels must be 1-d memrefs")
-        if not all(isinstance(t.layout, NoneAttr) for t in (lhs, rhs)):
+        if not all(_flat_or_strided(t, self.strides is not None) for t in (lhs, rhs)):
             raise VerifyException("'micro.mma' operands must have the identity layout")
         if self.strides is not None and (len(self.layout) != 3 or min(self.layout) < 1):
             raise VerifyException("'micro.mma' strides are three positive element counts")

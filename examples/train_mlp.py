@@ -244,12 +244,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--data-parallel", action="store_true", help="under torchrun: shard every batch"
     )
     parser.add_argument("--history", default="", help="JSON file for the curves (rank 0)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="--data-parallel: seconds a rank waits in a collective for the others before "
+        "naming the silent ones (rank 0 compiles its evaluation alone meanwhile)",
+    )
     args = parser.parse_args(argv)
     from tqdm import tqdm
 
     lead = True  # the process that evaluates, compares with NumPy, prints and plots
     if args.data_parallel:
-        ts.distributed.init(target=args.target)
+        ts.distributed.init(target=args.target, timeout=args.timeout)
         lead = ts.distributed.is_main()
 
     x_train, y_train, x_test, y_test = load_digits_data()

@@ -53,7 +53,11 @@ from tessc.runtime.abi import KERNEL_BITS_DTYPES
 from tessc.runtime.cache import CompileStats, numba_compile_stats
 from tessc.runtime.cuda_memory import DevicePool
 from tessc.runtime.executor import as_bits
-from tessc.runtime.numba_cuda_compat import restore_numpy_row_stack, wake_simulator_on_barriers
+from tessc.runtime.numba_cuda_compat import (
+    linear_singly_assigned_variables,
+    restore_numpy_row_stack,
+    wake_simulator_on_barriers,
+)
 from tessc.runtime.signatures import ArenaSlot, ArraySpec, format_shape, read_signature
 
 
@@ -63,6 +67,8 @@ def _cuda() -> Any:
 
     if config.ENABLE_CUDASIM:
         wake_simulator_on_barriers()
+    else:
+        linear_singly_assigned_variables()
     return cuda
 
 
@@ -130,6 +136,17 @@ def storage_dtype(dtype: np.dtype) -> np.dtype:
     """The dtype a device array of `dtype` is held in: a 16-bit float as its bits (Numba's
     CUDA target has neither bfloat16 nor float16 arrays to pass to a kernel)."""
     return np.dtype(np.uint16) if dtype.name in KERNEL_BITS_DTYPES else dtype
+
+
+def kernel_view(array: Any) -> Any:
+    """A device array as a kernel takes it: a 16-bit float array as its bits (a view)."""
+    return array.view(np.uint16) if array.dtype.name in KERNEL_BITS_DTYPES else array
+
+
+def caller_view(array: Any, dtype: np.dtype) -> Any:
+    """A device array of `storage_dtype(dtype)` as the caller's `dtype` (a view), so that
+    an output passed back to a program has the dtype its signature was traced with."""
+    return array.view(dtype) if array.dtype != dtype else array
 
 
 class Resident:
@@ -222,7 +239,8 @@ class CudaExecutable:
                 arg if getattr(type(arg), "__cuda_ndarray__", False) else cuda.as_cuda_array(arg)
             )
             self._check(spec, where, tuple(array.shape), array.dtype)
-            return self.pool.contiguous(array), True  # a strided view: one device copy
+            # A strided view: one device copy.
+            return self.pool.contiguous(kernel_view(array)), True
         host = np.asarray(arg)
         self._check(spec, where, host.shape, host.dtype)
         return self.pool.upload(as_bits(_c_contiguous(host))), False
@@ -311,12 +329,12 @@ class CudaExecutable:
         if self.output_slots:
             results = self._unpack(args, outputs, device, zero_copy)
         else:
-            results = outputs
-        if device:  # a 16-bit float output stays its bits (`storage_dtype`) on the device
+            results = [
+                caller_view(r, spec.dtype) for r, spec in zip(outputs, self.outputs, strict=True)
+            ]
+        if device:  # a 16-bit float output: its bits (`storage_dtype`) viewed as the dtype
             return tuple(results)
-        return tuple(
-            r.copy_to_host().view(spec.dtype) for r, spec in zip(results, self.outputs, strict=True)
-        )
+        return tuple(r.copy_to_host() for r in results)
 
     def _unpack(
         self, args: Sequence[object], outputs: list[Any], device: bool, zero_copy: set[int]
@@ -330,13 +348,14 @@ class CudaExecutable:
         for slot, k in zip(self.output_slots, self._sources, strict=True):
             arena = outputs[slot.host]
             if slot.offset is None:
-                results.append(arena)
+                results.append(caller_view(arena, slot.spec.dtype))
                 continue
             alias = self.output_aliases[slot.host]
             if k is not None and alias in zero_copy:
                 results.append(args[k])  # the caller's view of the donated arena
                 continue
             view = arena[slot.offset : slot.offset + slot.size].reshape(slot.spec.shape)
+            view = caller_view(view, slot.spec.dtype)
             if device:
                 fresh.setdefault(slot.host, []).append((weakref.ref(view), slot.offset))
             results.append(view)

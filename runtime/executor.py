@@ -45,38 +45,51 @@ from tessc.runtime.abi import ALIGNMENT, HUGE_PAGE, KERNEL_BITS_DTYPES
 from tessc.runtime.cache import CompileStats, numba_compile_stats
 from tessc.runtime.signatures import ArenaSlot, ArraySpec, format_shape, read_signature
 
-_ADDRESS: list[Callable[[np.ndarray], int]] = []
-"""A Numba function returning an array's data address (0.2 us a call, where
-`__array_interface__` builds a dict: 2 us), compiled on first use."""
+BULK_ARRAYS = 16
+"""From this many arrays, `arena_of` reads their addresses in one compiled call
+(`array_fields`) rather than one Python attribute read each."""
 
 
-def _addresses(arrays: Sequence[np.ndarray]) -> list[int]:
-    """The data addresses of `arrays` (one dtype): through Numba where there are many of
-    a dtype it knows, an optimizer's gradients being hundreds of views."""
-    if len(arrays) >= 16 and arrays[0].dtype.kind in "fiub":
-        if not _ADDRESS:
-            from numba import njit
-
-            _ADDRESS.append(njit(lambda a: a.ctypes.data))
-        return list(map(_ADDRESS[0], arrays))
-    return [a.__array_interface__["data"][0] for a in arrays]
-
-
-def arena_of(arrays: Sequence[np.ndarray], offsets: Sequence[int], size: int) -> np.ndarray | None:
+def arena_of(
+    arrays: Sequence[np.ndarray],
+    offsets: Sequence[int],
+    size: int,
+    byte_offsets: np.ndarray | None = None,
+) -> np.ndarray | None:
     """The 1-D array of `size` elements whose elements from `offsets[k]` on are `arrays[k]`
-    (C-contiguous, one dtype), if they are views of one buffer laid out so; else None."""
+    (C-contiguous, one dtype), if they are views of one memory owner laid out so; else
+    None. `byte_offsets`: the offsets times the itemsize as int64, if the caller has them."""
+    if not arrays:
+        return None
+    itemsize = arrays[0].dtype.itemsize
+    if len(arrays) >= BULK_ARRAYS:
+        from tessc.runtime import array_fields  # loads Numba: only for many arrays
+
+        if byte_offsets is None:
+            byte_offsets = np.asarray(offsets, np.int64) * itemsize
+        located = array_fields.common_start(arrays, byte_offsets)
+        if located is not None:
+            start, first = located
+            return None if first < 0 else _arena_at(arrays[first], start, size)
     # An empty array has no element to place (NumPy may point it anywhere): skipped.
     sizes = list(map(operator.attrgetter("size"), arrays))
     placed = list(compress(arrays, sizes))
     if not placed:
         return None
-    first = placed[0]
-    itemsize = first.dtype.itemsize
+    if len({id(a if a.base is None else a.base) for a in placed}) != 1:
+        return None  # not one memory owner
     steps = map(operator.mul, compress(offsets, sizes), repeat(itemsize))
-    starts = set(map(operator.sub, _addresses(placed), steps))  # each address - its offset
+    addresses = (a.__array_interface__["data"][0] for a in placed)
+    starts = set(map(operator.sub, addresses, steps))  # each address - its offset
     if len(starts) != 1:
         return None
-    (start,) = starts
+    return _arena_at(placed[0], starts.pop(), size)
+
+
+def _arena_at(first: np.ndarray, start: int, size: int) -> np.ndarray | None:
+    """The `size` elements of `first`'s dtype from address `start` in `first`'s memory
+    owner, if they lie inside it."""
+    itemsize = first.dtype.itemsize
     root = first if first.base is None else first.base
     if not isinstance(root, np.ndarray) or not root.flags.c_contiguous:
         return None
@@ -205,6 +218,11 @@ class Executable:
             h: (operator.itemgetter(*m) if len(m) > 1 else lambda a, k=m[0]: (a[k],))
             for h, m in self._members.items()
         }
+        self._offsets = {  # each arena's members' offsets, in elements and in bytes
+            h: (offsets, np.asarray(offsets, np.int64) * self.host_inputs[h].dtype.itemsize)
+            for h, m in self._members.items()
+            for offsets in ([self.input_slots[k].offset for k in m],)
+        }
         self._zero_copy: dict[int, tuple[tuple[object, ...], np.ndarray]] = {}
         self.function = getattr(module, signature.function)
         if any(s.dtype.name in KERNEL_BITS_DTYPES for s in (*self.host_inputs, *self.host_outputs)):
@@ -311,12 +329,9 @@ class Executable:
                 arrays = list(given)
             else:
                 arrays = [self.check_input(k, args[k]) for k in members]
-            offsets = [self.input_slots[k].offset for k in members]
+            offsets, byte_offsets = self._offsets[h]
             size = self.host_inputs[h].shape[0] or 0
-            # Views of one buffer may be it at those offsets; separate arrays are not.
-            bases = set(map(id, map(operator.attrgetter("base"), arrays)))
-            one_buffer = len(bases) == 1 and id(None) not in bases
-            arena = arena_of(arrays, offsets, size) if one_buffer else None
+            arena = arena_of(arrays, offsets, size, byte_offsets)
             if arena is None:
                 self.packing_copies += 1
                 arena = self.packing_buffer(h, size)

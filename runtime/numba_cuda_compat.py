@@ -18,6 +18,13 @@ thread holds the GIL about half the time, so a simulated launch ran at roughly h
 replaces the poll with a condition variable that each thread notifies when it reaches a
 barrier or ends; which threads a barrier releases, and how a thread's exception aborts the
 others, stay as numba-cuda has them. Guarded by `SIMULATOR_LAST_CHECKED`.
+
+3. Lowering time quadratic in a block's statements. numba-cuda's
+`Lower._find_singly_assigned_variable` scans every assignment of a block once per variable
+the block defines; a contraction kernel's unrolled k steps are blocks of ~700 statements,
+so that scan was about a third of compiling one. `linear_singly_assigned_variables()`
+counts each block's assignments once; the set it finds is the same. Guarded by
+`LOWERING_LAST_CHECKED`.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import numpy as np
 
 LAST_AFFECTED = (0, 30)  # numba-cuda (major, minor) releases that reference np.row_stack
 SIMULATOR_LAST_CHECKED = (0, 30)  # numba-cuda releases whose simulator polls its threads
+LOWERING_LAST_CHECKED = (0, 30)  # numba-cuda releases with the quadratic scan (item 3)
 
 
 def numba_cuda_version() -> tuple[int, ...] | None:
@@ -124,4 +132,51 @@ def wake_simulator_on_barriers() -> bool:
     thread_class.run = run_then_notify
     thread_class.syncthreads = syncthreads
     simulator.BlockManager.run = run_block
+    return True
+
+
+def linear_singly_assigned_variables() -> bool:
+    """Replace numba-cuda's quadratic search for singly-assigned variables (module
+    docstring, item 3) by one pass per block; True if it patched. Idempotent."""
+    version = numba_cuda_version()
+    if version is None or version > LOWERING_LAST_CHECKED:
+        return False
+    from collections import Counter, defaultdict
+
+    from numba.cuda.core import ir
+    from numba.cuda.core.analysis import compute_use_defs, must_use_alloca
+    from numba.cuda.lowering import Lower
+
+    if getattr(Lower._find_singly_assigned_variable, "tessc_patched", False):
+        return True
+
+    def find_singly_assigned_variable(lower: Any) -> None:
+        blocks = lower.func_ir.blocks
+        found: set[str] = set()
+        if not lower.func_ir.func_id.is_generator:
+            use_defs = compute_use_defs(blocks)
+            alloca_vars = must_use_alloca(blocks)
+            defined_in: defaultdict[str, set[int]] = defaultdict(set)
+            for label, names in use_defs.defmap.items():
+                for name in names:
+                    defined_in[name].add(label)
+            used_in: defaultdict[str, set[int]] = defaultdict(set)
+            for label, names in use_defs.usemap.items():
+                for name in names:
+                    used_in[name].add(label)
+            assignments: dict[int, Counter[str]] = {}
+            for name, labels in defined_in.items():
+                if name in alloca_vars or len(labels) != 1 or used_in[name]:
+                    continue
+                (label,) = labels
+                if label not in assignments:
+                    statements = lower.blocks[label].find_insts(ir.assign_types)
+                    assignments[label] = Counter(s.target.name for s in statements)
+                if assignments[label][name] == 1:
+                    found.add(name)
+        lower._singly_assigned_vars = found
+        lower._blk_local_varmap = {}
+
+    find_singly_assigned_variable.tessc_patched = True  # type: ignore[attr-defined]
+    Lower._find_singly_assigned_variable = find_singly_assigned_variable  # type: ignore[method-assign]
     return True

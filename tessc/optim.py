@@ -74,6 +74,14 @@ def _leaves(tree: Pytree, what: str) -> tuple[Any, list[Any]]:
     return structure, [leaf for _, leaf in leaves]
 
 
+def _on_device(state: dict[str, Any]) -> dict[str, Any]:
+    """`state`'s arrays copied to the device (for parameters on the device)."""
+    from numba import cuda
+
+    structure, flat = _leaves(state, "state")
+    return unflatten_tree(structure, [cuda.to_device(a) for a in flat])
+
+
 def _dtype(leaves: list[Any], split: bool = False) -> np.dtype:
     """The parameters' one dtype; under split master weights, the f32 their state is in."""
     dtypes = {np.dtype(leaf.dtype) for leaf in leaves}
@@ -170,19 +178,17 @@ class Optimizer:
             for name, v in self.slots.items()
         }
         state["step"] = np.zeros((), dtype)
-        if any(is_device_array(leaf) for leaf in leaves):
-            from numba import cuda
-
-            flat_structure, flat = _leaves(state, "state")
-            return unflatten_tree(flat_structure, [cuda.to_device(a) for a in flat])
-        return state
+        return _on_device(state) if any(is_device_array(leaf) for leaf in leaves) else state
 
     def _init_split(self, params: Pytree, trail: Pytree, dtype: np.dtype) -> dict[str, Any]:
         structure, leaves = _leaves(params, "params")
         if trail is None:
             trails = [np.zeros(np.shape(p), np.int16) for p in leaves]
         else:
-            trails = [np.asarray(t, np.int16) for t in self._matching(structure, trail, TRAIL)]
+            trails = [
+                np.asarray(t.copy_to_host() if is_device_array(t) else t, np.int16)
+                for t in self._matching(structure, trail, TRAIL)
+            ]
         self.master_weights = None  # the slots as an fp32 optimizer's, then the trails
         try:
             state = self.init(
@@ -191,7 +197,7 @@ class Optimizer:
         finally:
             self.master_weights = "split"
         state[TRAIL] = unflatten_tree(structure, arena(trails, np.int16))
-        return state
+        return _on_device(state) if any(is_device_array(leaf) for leaf in leaves) else state
 
     def step(self, params: Pytree, grads: Pytree, state: dict[str, Any]) -> tuple[Pytree, dict]:
         """One update: `(new_params, new_state)`. Traced into the current jit function if

@@ -8,6 +8,7 @@ pass-pipeline string in `xdsl-opt -p` syntax. For `cpu`:
     tess     the program as written (levels 1-2)      -
     fused    linalg.generic on tensors (level 3)      dce, tess-widen-narrow,
                                                       tess-to-linalg, tess-fuse,
+                                                      tess-attention-views,
                                                       tess-pack-narrow, tess-cse-generics,
                                                       tess-fuse-epilogue,
                                                       tess-fuse-horizontal
@@ -142,7 +143,8 @@ class Pipeline:
 
 
 _FUSE = (
-    "dce,tess-widen-narrow,tess-to-linalg,tess-fuse,tess-pack-narrow,tess-cse-generics,"
+    "dce,tess-widen-narrow,tess-to-linalg,tess-fuse,tess-attention-views,tess-pack-narrow,"
+    "tess-cse-generics,"
     "tess-fuse-epilogue,"
     "tess-fuse-horizontal{donated-only=true}"
 )

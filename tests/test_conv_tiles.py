@@ -77,12 +77,14 @@ def test_gradients_through_tiled_convs() -> None:
     ],
 )
 def test_convs_left_to_the_plain_nest(x_shape: Any, w_shape: Any, kw: Any) -> None:
+    """Not the direct form (the first two take the im2col form: tests/test_conv_im2col.py)."""
     x, w = rng_arrays(1, x_shape, w_shape)
 
     def f(x: Any, w: Any) -> Any:
         return ts.nn.conv2d(x, w, **kw)
 
-    assert not tiled(f, x, w)
+    ir = ts.jit(f).ir(x, w, stage="loops")
+    assert "micro.mma" not in ir or "%patch" in ir
 
 
 def test_weight_gradient_tiles_over_its_taps() -> None:

@@ -300,13 +300,13 @@ def test_reduction_shapes() -> None:
 
 
 # Small enough for the interpreter (every thread in Python); the 45x33x40 shapes of the
-# issue run in the CUDA simulator (tests/cuda). Still: k over two tiles (a partial one),
-# 2x2 output tiles with partial edges, batches, broadcast operands.
+# issue run in the CUDA simulator (tests/cuda). Still: k over three tiles of 16 (a partial
+# one), 2x2 output tiles of 64 with partial edges, batches, broadcast operands.
 CONTRACTIONS = """
 def matmul(a: f32[20, 40], b: f32[40, 19]) -> f32[20, 19]:
     return a @ b
 
-def wide(a: f32[33, 3], b: f32[3, 34]) -> f32[33, 34]:
+def wide(a: f32[65, 3], b: f32[3, 66]) -> f32[65, 66]:
     return a @ b
 
 def batched(a: f32[2, 5, 33], b: f32[2, 33, 6]) -> f32[2, 5, 6]:
@@ -335,19 +335,47 @@ def test_matmul_f64() -> None:
 def test_contraction_shapes() -> None:
     module = gpu_level(CONTRACTIONS)
     kernels = check_gpu_level(module)
-    for entry in ("matmul", "batched", "dense", "seed"):
+    # The barriers: after the first k tile's loads, one in the loop over the k tiles that
+    # have a next one (K > 16), one closing each batch (its next first tile overwrites).
+    barriers = {"matmul": 2, "batched": 3, "dense": 2, "seed": 1}
+    for entry, count in barriers.items():
         # One launch each: the fill, the contraction and (dense) bias + relu in one kernel.
         assert launches(module, entry) == [f"{entry}_kernel_0"]
         kernel = kernels[f"{entry}_kernel_0"]
         assert list(kernel.known_block_size.get_values()) == [16, 16, 1]
         tiles = kernel.workgroup_buffers
-        assert [t.type.get_shape() for t in tiles] == [(32, 32), (32, 32)]
-        # A barrier between loading the tiles and computing, one before the next load.
-        assert sum(isinstance(op, gpu.BarrierOp) for op in kernel.walk()) == 2
+        # Double-buffered [buffer, k, 64 + padding] tiles.
+        assert [t.type.get_shape() for t in tiles] == [(2, 16, 68), (2, 16, 68)]
+        assert sum(isinstance(op, gpu.BarrierOp) for op in kernel.walk()) == count
     assert list(kernels["wide_kernel_0"].known_grid_size.get_values()) == [2, 2, 1]
     assert list(kernels["batched_kernel_0"].known_grid_size.get_values()) == [1, 1, 2]
     dense = print_module(module).split('sym_name = "dense_kernel_0"')[0].rsplit("gpu.func", 1)[1]
     assert "arith.maximumf" in dense  # relu, fused
+
+
+# Tall-skinny: one 64 x 64 output tile, K = 256 (16 k tiles, >= 4 x 30): split-K.
+TALL = """
+def tall(a: f32[20, 256], b: f32[256, 30], c: f32[30]) -> f32[20, 30]:
+    return relu(a @ b + c)
+
+def square(a: f32[20, 48], b: f32[48, 30]) -> f32[20, 30]:
+    return a @ b
+"""
+
+
+def test_tall_skinny_contractions_split_k() -> None:
+    module = gpu_level(TALL)
+    kernels = check_gpu_level(module)
+    # 4 slices of 4 k tiles over grid z into partials, then their sum with bias and relu.
+    assert launches(module, "tall") == ["tall_kernel_0_0", "tall_kernel_0_1"]
+    assert launch_grid(module, "tall_kernel_0_0") == [1, 1, 4]
+    first = kernels["tall_kernel_0_0"]
+    assert [t.type.get_shape() for t in first.workgroup_buffers] == [(2, 16, 68), (2, 16, 68)]
+    assert contract.UNSIGNED_INDICES.has(first)
+    second = print_module(module).split('sym_name = "tall_kernel_0_1"')[0].rsplit("gpu.func", 1)[1]
+    assert "arith.maximumf" in second and "memref<4x20x30xf32>" in second
+    # K = 48 is not many times the output's dims: one launch.
+    assert launches(module, "square") == ["square_kernel_0"]
 
 
 GRADIENTS = """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,3 +23,32 @@ def test_filecheck_suite() -> None:
         raise AssertionError(
             f"lit failed (exit status {result.returncode}):\n{result.stdout}\n{result.stderr}"
         )
+
+
+def test_tool_server_runs_commands_as_the_tool_would(tmp_path: Path) -> None:
+    # lit.cfg sends RUN lines' tessc-opt through this server: exit status, stdin, stdout,
+    # stderr and the working directory must be the tool's own.
+    server_script = LIT_SUITE / "tool_server.py"
+    socket_path = str(tmp_path / "socket")
+    server = subprocess.Popen(
+        [sys.executable, str(server_script), "serve", socket_path], stdout=subprocess.PIPE
+    )
+    try:
+        assert server.stdout is not None and server.stdout.readline().strip() == b"ready"
+        # No tessc-opt on PATH: a client that ran the tool itself instead would fail.
+        env = {**os.environ, "TESSC_TOOL_SERVER": socket_path, "PATH": str(tmp_path)}
+        client = [sys.executable, "-S", str(server_script), "client", "tessc-opt"]
+        (tmp_path / "bad.mlir").write_text('%x = "tess.relu"() : () -> tensor<2xf32>\n')
+        ok = subprocess.run(
+            [*client, "-"], input="builtin.module {}\n", capture_output=True, text=True,
+            env=env, cwd=tmp_path,
+        )  # fmt: skip
+        bad = subprocess.run(
+            [*client, "bad.mlir"], capture_output=True, text=True, env=env, cwd=tmp_path
+        )
+    finally:
+        server.terminate()
+        server.wait()
+    assert (ok.returncode, ok.stdout.strip(), ok.stderr) == (0, "builtin.module {\n}", "")
+    assert bad.returncode == 1 and bad.stderr.startswith("bad.mlir:1:"), bad.stderr
+    assert "Traceback" not in bad.stderr

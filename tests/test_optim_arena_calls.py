@@ -202,3 +202,111 @@ def test_arena_of_many_views_reads_their_addresses_exactly() -> None:
     shifted = [*views[:-2], buffer[offsets[-2] + 1 : offsets[-2] + 1 + sizes[-2]], views[-1]]
     assert arena_of(shifted, offsets, total) is None
     assert arena_of(views[:-1], offsets[:-1], len(buffer) + 1) is None  # past its end
+
+
+def _steady_step(count: int) -> tuple[Any, Any, list[list[np.ndarray]], Any]:
+    """An SGD step over `count` parameters in its steady state, and gradient sets that are
+    views of one buffer each (what a jitted backward returns), two of them alternating."""
+    rng = np.random.default_rng(count)
+    sizes = [int(n) for n in rng.integers(1, 300, count)]
+    shapes = [(n,) if k % 3 else (1, n) for k, n in enumerate(sizes)]  # 1-D and 2-D
+    start = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    backward = ts.jit(lambda gs: [g * 1.0 for g in gs])
+    grad_sets = [backward([rng.standard_normal(s).astype(np.float32) for s in shapes])]
+    grad_sets.append(backward([g + 1.0 for g in grad_sets[0]]))
+    opt = ts.optim.SGD(lr=LR)
+    params = [p.copy() for p in start]
+    state = opt.init(params)
+    for k in range(3):  # the first call packs the parameters; planned from the second
+        params, state = opt.step(params, grad_sets[k % 2], state)
+    return opt, (params, state), grad_sets, start
+
+
+def _traced_lines(call: Any) -> int:
+    """Python lines `call()` executes (a loop body's line once per iteration)."""
+    import sys
+
+    lines = 0
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        nonlocal lines
+        if event == "line":
+            lines += 1
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        call()
+    finally:
+        sys.settrace(None)
+    return lines
+
+
+def test_new_gradients_every_call_cost_no_python_per_parameter(
+    general_calls: dict[str, int],
+) -> None:
+    """Issue 24 §3: new gradient arrays every call (views of one buffer, as a backward
+    returns them) are checked and located in bulk: no packing copy, one run of the host
+    function (its one kernel), and as many Python lines for 20 parameters as for 60."""
+    from tessc.runtime import array_fields
+
+    assert array_fields.AVAILABLE  # CPython with a GIL: the probe reads NumPy's struct
+    lines = {}
+    for count in (20, 60):
+        opt, box, grad_sets, start = _steady_step(count)
+        executable = _executable(opt)
+        packed, host = executable.packing_copies, executable.function
+        runs = []
+
+        def counted(*args: Any, host: Any = host, runs: list = runs) -> Any:
+            runs.append(1)
+            return host(*args)
+
+        executable.function = counted
+        before = dict(general_calls)
+        for k in range(4):
+            given = box[0]
+            box = opt.step(box[0], grad_sets[k % 2], box[1])
+            assert all(a is b for a, b in zip(box[0], given, strict=True))  # in place
+        assert general_calls == before and len(runs) == 4
+        assert executable.packing_copies == packed  # the gradients were not packed
+
+        def one_step(box: Any = box, opt: Any = opt, grads: Any = grad_sets[0]) -> None:
+            opt.step(box[0], grads, box[1])
+
+        lines[count] = _traced_lines(one_step)
+        want = [p.copy() for p in start]
+        for k in (0, 1, 0, 0, 1, 0, 1, 0):  # the gradient sets of the 8 steps, in order
+            for p, g in zip(want, grad_sets[k], strict=True):
+                p -= np.float32(LR) * g
+        for got, expected in zip(box[0], want, strict=True):
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    assert lines[20] == lines[60], lines
+
+
+def test_bulk_layout_checks_refuse_what_numpy_would() -> None:
+    """`array_fields.Layouts.match` against NumPy's own view of each array: a subclass,
+    another shape, dtype or byte order, a strided view, a 0-d array."""
+    from tessc.runtime.array_fields import Layouts, common_start
+
+    f32 = np.dtype(np.float32)
+    good = [np.zeros((2, 3), np.float32), np.zeros(0, np.float32), np.zeros((), np.float32)]
+    layouts = Layouts([((2, 3), f32), ((0,), f32), ((), f32)])
+    assert layouts.match(good)
+    bad = [
+        [good[0].view(np.matrix), *good[1:]],
+        [np.zeros((3, 2), np.float32), *good[1:]],
+        [np.zeros((2, 3), np.float64), *good[1:]],
+        [np.zeros((2, 3), ">f4"), *good[1:]],
+        [np.zeros((2, 6), np.float32)[:, ::2], *good[1:]],
+        [good[0], good[1], np.zeros((1,), np.float32)],
+        good[:2],
+    ]
+    for arrays in bad:
+        assert not layouts.match(arrays)
+    buffer = np.arange(10, dtype=np.float32)
+    views = [buffer[:4], buffer[4:4], buffer[4:10].reshape(2, 3)]
+    assert common_start(views, np.array([0, 100, 16])) == (buffer.ctypes.data, 0)
+    assert common_start(views, np.array([0, 0, 20]))[1] == -1
+    other = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert common_start([views[0], other], np.array([0, 16]))[1] == -1

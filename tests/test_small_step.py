@@ -344,3 +344,18 @@ func.func @f(%a: tensor<6x1xf32>, %x: tensor<6x7xf32>, %b: tensor<7x3xf32>) -> t
 )
 def test_narrow_products_of_other_operands_match_the_reference(text: str) -> None:
     assert_compiles_like_reference(text, 11)
+
+
+@pytest.mark.parametrize("batch", [16, 17])
+def test_edge_tiles_do_not_make_a_small_step_parallel(batch: int) -> None:
+    """A batch that is no multiple of the row tile leaves edge tiles whose remainder loops
+    have runtime bounds (`rows // 8`); counted as unbounded work they made the 17-row
+    digits MLP step's kernels parfors, a thread launch per call (10-60x the step at 16 or
+    32 rows). Below the parallel threshold both batches compile serial."""
+    rng = np.random.default_rng(3)
+    shapes = {"w1": (64, 128), "b1": (128,), "w2": (128, 10), "b2": (10,)}
+    params = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
+    x = rng.standard_normal((batch, 64)).astype(np.float32)
+    y = rng.standard_normal((batch, 10)).astype(np.float32)
+    source = ts.jit(_mlp_step).ir(params, x, y, stage="numba")
+    assert "prange" not in source

@@ -18,8 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects import func, gpu, memref
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, NoneAttr, StringAttr
+from xdsl.dialects import arith, func, gpu, memref
+from xdsl.dialects.builtin import (
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    NoneAttr,
+    StringAttr,
+)
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
 from tessc.dialects import contract
@@ -44,7 +51,7 @@ from tessc.runtime import abi
 # Names the generated module defines (besides `to_numba`'s): no local may shadow them.
 CUDA_MODULE_NAMES = frozenset(
     {
-        *("cuda", "config", "device_buffer", abi.TARGET, "buffers"),
+        *("cuda", "config", "device_buffer", abi.TARGET, "buffers", "SHARED_ALIGNMENT"),
         *("fixed_grid", "strided_grid", "copy_strided"),
     }
 )
@@ -97,6 +104,9 @@ def device_buffer(buffers, key, shape, dtype):
         array = buffers[key] = cuda.device_array(shape, dtype=dtype)
     return array
 '''.strip()
+
+# The simulator rejects any `alignment` of a shared array.
+SHARED_ALIGNMENT_DEFINITION = "SHARED_ALIGNMENT = None if config.ENABLE_CUDASIM else 16"
 
 # The simulator runs kernels as Python, where an LLVM intrinsic cannot run.
 SIMULATOR_BITCAST = """
@@ -166,6 +176,9 @@ class _CudaEmitter(FunctionEmitter):
         self.templates = CUDA_TEMPLATES
         self.buffer_count = 0
         self.uses_strided_copy = False
+        # Non-negative indices (`tess.unsigned_indices`): counted in uint64, no wraparound.
+        self.unsigned = self.on_device and contract.UNSIGNED_INDICES.has(fn)
+        self.uses_shared = False
 
     def kernel_argument_names(self) -> list[str]:
         """The kernel's parameters: the entry block's arguments but workgroup attributions."""
@@ -188,6 +201,18 @@ class _CudaEmitter(FunctionEmitter):
             self.declare_array(self.fn, arg, typ, "shared")
 
     def emit_op(self, op: Operation) -> None:
+        if (
+            self.unsigned
+            and isinstance(op, arith.ConstantOp)
+            and isinstance(op.result.type, IndexType)
+        ):
+            # Named once, not `np.uint64(v)` at every use: each call is typed and lowered
+            # by Numba, a third of a contraction kernel's statements.
+            value = constant_int(op.result)
+            name = self.names.hinted(f"u{value}")
+            self.exprs[op.result] = name
+            self.line(f"{name} = np.uint64({value})")
+            return
         if self.on_device:
             if self.emit_device_op(op):
                 return
@@ -227,7 +252,7 @@ class _CudaEmitter(FunctionEmitter):
         """`tx = cuda.threadIdx.x`: a thread/block index under its short CUDA name."""
         name = self.names.hinted(value.name_hint or stem)
         self.exprs[value] = name
-        self.line(f"{name} = {text}")
+        self.line(f"{name} = np.uint64({text})" if self.unsigned else f"{name} = {text}")
 
     def emit_device_alloc(self, op: memref.AllocaOp | memref.AllocOp) -> None:
         typ = op.memref.type
@@ -252,7 +277,10 @@ class _CudaEmitter(FunctionEmitter):
         dtype = dtype_name(typ.element_type)
         name = self.names.for_value(value, kind)
         self.exprs[value] = name
-        self.line(f"{name} = cuda.{kind}.array(({dims}), dtype=np.{dtype})")
+        # 16-byte aligned shared arrays: NVVM merges adjacent loads into `ld.shared.v4`.
+        aligned = ", alignment=SHARED_ALIGNMENT" if kind == "shared" else ""
+        self.uses_shared |= kind == "shared"
+        self.line(f"{name} = cuda.{kind}.array(({dims}), dtype=np.{dtype}{aligned})")
 
     def emit_atomic(self, op: memref.AtomicRMWOp) -> None:
         kind = int(op.kind.value.data)
@@ -451,7 +479,7 @@ def _emit_module(module: ModuleOp) -> str:
 
     bodies: list[str] = []
     signatures: list[str] = []
-    uses_math = uses_bitcast = uses_strided_copy = uses_narrow_floats = False
+    uses_math = uses_bitcast = uses_strided_copy = uses_narrow_floats = uses_shared = False
     for module_name, kernel in kernels:
         if len(kernel.body.blocks) != 1:
             raise UnsupportedOpError(kernel, f"@{kernel.sym_name.data} has more than one block")
@@ -468,6 +496,7 @@ def _emit_module(module: ModuleOp) -> str:
         uses_math |= emitter.uses_math
         uses_bitcast |= emitter.uses_bitcast
         uses_narrow_floats |= emitter.uses_narrow_floats
+        uses_shared |= emitter.uses_shared
         decorator = (
             "@cuda.jit(cache=True)" if kernel.kernel is not None else "@cuda.jit(device=True)"
         )
@@ -504,6 +533,8 @@ def _emit_module(module: ModuleOp) -> str:
             "from numba import config, cuda, types",
             "from numba.extending import intrinsic",
         ]
+    elif uses_shared:
+        imports[-1:] = ["from numba import config, cuda"]
     imports.append("from tessc.runtime.cuda_launch import fixed_grid, strided_grid")
     if uses_strided_copy:
         imports.append("from tessc.runtime.cuda_memory import copy_strided")
@@ -517,6 +548,8 @@ def _emit_module(module: ModuleOp) -> str:
         f"{abi.SIGNATURES} = {signature_text}",
     ]
     helpers = [DEVICE_BUFFER_HELPER]
+    if uses_shared:
+        helpers.append(SHARED_ALIGNMENT_DEFINITION)
     if uses_bitcast:
         helpers += [BITCAST_INTRINSIC, SIMULATOR_BITCAST]
     if uses_narrow_floats:

@@ -497,6 +497,7 @@ class TessGpuAttentionPass(ModulePass):
                 continue
             spec = contract.ATTENTION_KERNEL.get(declaration)
             assert spec is not None
+            assert not any(spec.layouts), "tess-attention-views is not for the cuda pipeline"
             # A kernel is launched once: a second call of a declaration gets kernels of its own.
             calls_so_far[name] = n = calls_so_far.get(name, 0) + 1
             launches = attention_launches(call, spec, op, name if n == 1 else f"{name}_call{n}")

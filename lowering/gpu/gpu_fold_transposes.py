@@ -21,7 +21,7 @@ from xdsl.dialects import func, memref
 from xdsl.dialects.builtin import AffineMapAttr, ArrayAttr, FunctionType, ModuleOp
 from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir import BlockArgument, SSAValue
-from xdsl.ir.affine import AffineDimExpr, AffineMap
+from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 from xdsl.traits import SymbolTable
@@ -29,6 +29,7 @@ from xdsl.traits import SymbolTable
 from tessc.dialects import contract
 from tessc.lowering.gpu.gpu_common import is_reduction, linalg_ops, maps_of
 from tessc.lowering.gpu.gpu_overlap import disjoint
+from tessc.lowering.linalg.generic_analysis import copy_permutation
 
 
 def transposing_copy(kernel: func.FuncOp) -> GenericOp | None:
@@ -36,22 +37,7 @@ def transposing_copy(kernel: func.FuncOp) -> GenericOp | None:
     ops = linalg_ops(kernel)
     if len(ops) != 1 or not isinstance(ops[0], GenericOp) or is_reduction(ops[0]):
         return None
-    (op,) = ops
-    if len(op.inputs) != 1 or len(op.outputs) != 1:
-        return None
-    body = op.body.block
-    terminator = body.last_op
-    if terminator is None or body.first_op is not terminator:
-        return None
-    if list(terminator.operands) != [body.args[0]]:
-        return None
-    in_map, out_map = maps_of(op)
-    if out_map != AffineMap.identity(out_map.num_dims):
-        return None
-    positions = [e.position for e in in_map.results if isinstance(e, AffineDimExpr)]
-    if len(positions) != in_map.num_dims or sorted(positions) != list(range(in_map.num_dims)):
-        return None
-    return op
+    return ops[0] if copy_permutation(ops[0]) is not None else None
 
 
 def called_kernel(call: func.CallOp, module: ModuleOp) -> func.FuncOp | None:

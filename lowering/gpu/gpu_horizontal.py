@@ -28,6 +28,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 from xdsl.traits import SymbolTable
 
+from tessc.dialects import contract
 from tessc.dialects.gpu_func import GpuFuncOp
 from tessc.dialects.gpu_memory import is_workgroup
 from tessc.lowering.gpu.gpu_common import (
@@ -220,6 +221,10 @@ def merged_kernel(group: Sequence[Member], name: str) -> tuple[GpuFuncOp, list[S
         known_grid_size=(grid, 1, 1),
         workgroup_attributions=len(shared),
     )
+    # The merge adds only thread/block ids, constants and `block_id - first` under
+    # `block_id >= first`: non-negative when every member's indices are.
+    if all(contract.UNSIGNED_INDICES.has(m.kernel) for m in group):
+        contract.UNSIGNED_INDICES.set(kernel)
     return kernel, operands
 
 

@@ -31,7 +31,6 @@ from tessc.lowering.gpu.gpu_common import (
     is_reduction,
     loop_ranges,
     maps_of,
-    store_element,
     yielded,
 )
 
@@ -165,11 +164,15 @@ class TreeKernel:
         else:
             initial = b.load(output, list(out_pos))
         result = reduction.combined(b, initial, total)
-        b.store(result, output, list(out_pos))
         # The epilogue reads this element of the output (and of what it writes itself):
-        # forward the values just stored instead of loading them back.
+        # forward the values instead of loading them back, and store each buffer once, its
+        # last value (every access to a written buffer is this element: the partition's
+        # rule), so a bias + relu in place is one store, not two.
+        epilogue = reduction.epilogue
+        if not rewritten(epilogue, reduction.op.outputs[0]):
+            b.store(result, output, list(out_pos))
         latest: dict[SSAValue, SSAValue] = {reduction.op.outputs[0]: result}
-        for op in reduction.epilogue:
+        for at, op in enumerate(epilogue):
             maps = maps_of(op)
             forwarded = {
                 k: latest[operand]
@@ -178,7 +181,12 @@ class TreeKernel:
             }
             mapping = emit_element(b, op, list(out_pos), values, forwarded)
             results = yielded(op, mapping)
-            store_element(b, op, results, list(out_pos), values)
+            for value, target, affine_map in zip(
+                results, op.outputs, maps[len(op.inputs) :], strict=True
+            ):
+                if not rewritten(epilogue[at + 1 :], target):
+                    indices = access_indices(b, affine_map, list(out_pos))
+                    b.store(value, values.get(target, target), indices)
             latest.update(zip(op.outputs, results, strict=True))
 
     def tree(
@@ -248,6 +256,16 @@ def is_row_kernel(ops: Sequence[LinalgStructuredOperation]) -> bool:
             if any(loop_ranges(op)[d] != 1 for d in rest):
                 return False  # one element per row
     return len(extents) == 1
+
+
+def rewritten(ops: Sequence[LinalgStructuredOperation], buffer: SSAValue) -> bool:
+    """Whether one of `ops` writes `buffer` through the identity map (the same element)."""
+    for op in ops:
+        maps = maps_of(op)[len(op.inputs) :]
+        for target, affine_map in zip(op.outputs, maps, strict=True):
+            if target == buffer and affine_map == AffineMap.identity(affine_map.num_dims):
+                return True
+    return False
 
 
 __all__ = [

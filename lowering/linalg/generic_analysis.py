@@ -77,6 +77,27 @@ def is_reduction(op: LinalgStructuredOperation) -> bool:
     return any(it.data == IteratorType.REDUCTION for it in op.get_iterator_types())
 
 
+def copy_permutation(op: GenericOp) -> tuple[int, ...] | None:
+    """`p` when `op` computes only `out[x] = in[x[p0], x[p1], ...]` (one input, one output,
+    an identity output map, a permutation `p` of the loops, the identity included), else
+    None: a transposing copy, on tensors or memrefs."""
+    if len(op.inputs) != 1 or len(op.outputs) != 1:
+        return None
+    body = op.body.block
+    terminator = body.last_op
+    if terminator is None or body.first_op is not terminator:
+        return None
+    if list(terminator.operands) != [body.args[0]]:
+        return None
+    in_map, out_map = generic_maps(op)
+    if out_map != AffineMap.identity(out_map.num_dims) or in_map.num_symbols:
+        return None
+    positions = tuple(e.position for e in in_map.results if isinstance(e, AffineDimExpr))
+    if len(positions) != in_map.num_dims or sorted(positions) != list(range(in_map.num_dims)):
+        return None
+    return positions
+
+
 def is_permutation(m: AffineMap) -> bool:
     return len(m.results) == m.num_dims and m.is_projected_permutation()
 

@@ -47,7 +47,7 @@ rows (16 KiB each at E = 64) stay in L1/L2 while the register tiles run over the
 Body = Callable[[SSAValue, list[SSAValue]], Sequence[SSAValue]]
 
 
-def _shape(value: SSAValue) -> tuple[int, ...]:
+def _memref_shape(value: SSAValue) -> tuple[int, ...]:
     assert isinstance(value.type, MemRefType)
     return tuple(value.type.get_shape())
 
@@ -66,6 +66,9 @@ class AttentionKernelBuilder:
     vector_bits: int
 
     def __post_init__(self) -> None:
+        self.layouts = {
+            arg: self.spec.layout(k) for k, arg in enumerate(self.args) if self.spec.layout(k)
+        }
         outputs = len(self.spec.computes)
         inputs, self.outs = (
             self.args[:-outputs],
@@ -78,9 +81,9 @@ class AttentionKernelBuilder:
         self.operands = dict(zip(names, inputs, strict=False))
         self.mask = inputs[len(names)] if len(inputs) > len(names) else None
         q, k = self.operands["q"], self.operands["k"]
-        *self.batch, self.rows, self.depth = _shape(q)
-        self.keys = _shape(k)[-2]
-        self.value_depth = _shape(self.operands["v"])[-1] if "v" in self.operands else 0
+        *self.batch, self.rows, self.depth = self.shape(q)
+        self.keys = self.shape(k)[-2]
+        self.value_depth = self.shape(self.operands["v"])[-1] if "v" in self.operands else 0
         q_type = q.type
         assert isinstance(q_type, MemRefType) and isinstance(q_type.element_type, AnyFloat)
         self.element = q_type.element_type
@@ -94,8 +97,20 @@ class AttentionKernelBuilder:
         self.depth_pad = _round_up(self.depth, lanes)
         self.value_pad = _round_up(self.value_depth, lanes)
 
+    def shape(self, value: SSAValue) -> tuple[int, ...]:
+        """The shape of the operand the kernel computes with (`layouts`: the array's,
+        permuted back)."""
+        lying = _memref_shape(value)
+        layout = self.layouts.get(value)
+        if layout is None:
+            return lying
+        found = [0] * len(lying)
+        for k, p in enumerate(layout):
+            found[p] = lying[k]
+        return tuple(found)
+
     def build(self, block: Block) -> None:
-        nest = NestBuilder(Builder(InsertPoint.at_end(block)), self.element)
+        nest = NestBuilder(Builder(InsertPoint.at_end(block)), self.element, self.layouts)
         computes = self.spec.computes
         if "out" in computes or "lse" in computes:
             self.parallel(nest, self.rows, self.forward_block)
@@ -119,7 +134,8 @@ class AttentionKernelBuilder:
         bounds = [nest.index(n) for n in extents]
         nest.builder.insert(scf.ParallelOp([zero] * len(extents), bounds, [one] * len(extents),
                                            Region(inner)))  # fmt: skip
-        inside = NestBuilder(Builder(InsertPoint.before(inner.last_op)), self.element)  # type: ignore[arg-type]
+        inside = NestBuilder(Builder(InsertPoint.before(inner.last_op)), self.element,  # type: ignore[arg-type]
+                             nest.layouts)  # fmt: skip
         first = inside.muli(inner.args[-1], inside.index(self.block))
         body(inside, list(inner.args[:-1]), first)
 
@@ -193,7 +209,7 @@ class AttentionKernelBuilder:
         if self.mask is None:
             return x
         zero = nest.index(0)
-        extents = _shape(self.mask)
+        extents = self.shape(self.mask)
         at = [v if n > 1 else zero for v, n in zip([*batch, i, j], extents, strict=True)]
         value = nest.load(self.mask, at)
         assert isinstance(self.mask.type, MemRefType)

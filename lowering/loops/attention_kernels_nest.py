@@ -7,7 +7,7 @@ the `micro.mma` register tiles the kernels' block products run on.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xdsl.builder import Builder
 from xdsl.dialects import arith, math, memref, scf
@@ -26,6 +26,12 @@ class NestBuilder:
 
     builder: Builder
     element: AnyFloat
+    layouts: dict[SSAValue, tuple[int, ...]] = field(default_factory=dict)
+    """Arguments lying permuted (`AttentionKernel.layouts`): element `x` at `x[p]...`."""
+
+    def place(self, ref: SSAValue, indices: Sequence[SSAValue]) -> Sequence[SSAValue]:
+        layout = self.layouts.get(ref)
+        return indices if layout is None else [indices[p] for p in layout]
 
     def insert(self, op: arith.ArithmeticBinaryOperation | object) -> SSAValue:
         self.builder.insert(op)  # type: ignore[arg-type]
@@ -38,10 +44,10 @@ class NestBuilder:
         return self.insert(arith.ConstantOp(FloatAttr(value, self.element)))
 
     def load(self, ref: SSAValue, indices: Sequence[SSAValue]) -> SSAValue:
-        return self.insert(memref.LoadOp.get(ref, indices))
+        return self.insert(memref.LoadOp.get(ref, self.place(ref, indices)))
 
     def store(self, value: SSAValue, ref: SSAValue, indices: Sequence[SSAValue]) -> None:
-        self.builder.insert(memref.StoreOp.get(value, ref, indices))
+        self.builder.insert(memref.StoreOp.get(value, ref, self.place(ref, indices)))
 
     def add(self, a: SSAValue, b: SSAValue) -> SSAValue:
         return self.insert(arith.AddfOp(a, b))

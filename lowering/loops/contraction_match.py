@@ -10,9 +10,12 @@ memref). It reads the IR only. `tess-pack-matmul` matches its products with it t
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from xdsl.dialects import func, memref, scf
+from xdsl.dialects import arith, func, memref, scf
+from xdsl.dialects.builtin import FloatAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.traits import is_side_effect_free
 
@@ -214,3 +217,60 @@ def match_dot(op: scf.ParallelOp) -> DotNest | None:
         return None
     before, after = tuple(ops[: loops[0]]), tuple(ops[loops[0] + 1 :])
     return DotNest(op, tuple(extents), before, k_loop, after, acc_loads[0], store)
+
+
+def without_zero_fill(
+    ops: Sequence[Operation], store: memref.StoreOp, i: SSAValue, j: SSAValue | None, cols: int
+) -> tuple[tuple[Operation, ...], bool]:
+    """`ops` without their zero fill of the contraction's output, and whether there was
+    one: a store of +0.0 to `out[.., i, j]` (`j` given: per element) or a loop over all
+    `cols` columns doing only that (per row), where nothing else in `ops` touches `out`.
+    The micro-kernel then stores its first k block instead of adding it to zeros."""
+    out, prefix = store.memref, list(store.indices)[:-2]
+
+    def fills(op: Operation, column: SSAValue) -> bool:
+        if not isinstance(op, memref.StoreOp) or op.memref is not out:
+            return False
+        value = op.value.owner
+        if not isinstance(value, arith.ConstantOp) or not isinstance(value.value, FloatAttr):
+            return False
+        zero = float(value.value.value.data)
+        *head, row, col = op.indices
+        return (
+            zero == 0.0
+            and math.copysign(1.0, zero) > 0
+            and len(head) == len(prefix)
+            and all(map(same_index, head, prefix))
+            and (row, col) == (i, column)
+        )
+
+    def is_fill(op: Operation) -> bool:
+        if j is not None:
+            return fills(op, j)
+        if not isinstance(op, scf.ForOp) or unit_loop_bound(op.lb, op.ub, op.step) != cols:
+            return False
+        *body, _ = op.body.block.ops
+        stores = [o for o in body if isinstance(o, memref.StoreOp)]
+        return (
+            len(stores) == 1
+            and fills(stores[0], op.body.block.args[0])
+            and all(o is stores[0] or (is_side_effect_free(o) and not o.regions) for o in body)
+        )
+
+    found = [op for op in ops if is_fill(op)]
+    if len(found) != 1:
+        return tuple(ops), False
+    rest = tuple(op for op in ops if op is not found[0])
+    # Pure ops only the fill read are dropped with it (their other readers clone them).
+    read = {v for op in rest for inner in op.walk() for v in inner.operands}
+    rest = tuple(
+        op
+        for op in rest
+        if op.regions or not is_side_effect_free(op) or any(r in read for r in op.results)
+    )
+    touched = any(
+        isinstance(inner, memref.LoadOp | memref.StoreOp) and inner.memref is out
+        for op in rest
+        for inner in op.walk()
+    )
+    return (tuple(ops), False) if touched else (rest, True)

@@ -1,39 +1,35 @@
 """
-`tess-conv-tiles`: a convolution's row kernel as a direct, register-tiled convolution
-(level 5, loops): `micro.mma` tiles reading the input and the weight where they lie.
-
-For fixed taps `k`, a convolution is a matrix product: `y[n, f, o] += w[f, c, k] * x[n, c,
-o*s + k*d]` is (F x C) times (C x O) along an output row. So the nest `(n, f, o...)` x
-`(c, k..., ow)` that `tess-linalg-to-loops` makes of `tess.conv` becomes, per (n, block of
-MR filters, outer output rows): for each tile of NR output columns and each tap, one
-`micro.mma` of depth C with strides (weight: filter and channel strides; input: channel
-plane stride, unit columns). No im2col buffer and no packing: the input row segments are
-read in place. Rule (measured, lowering/loops/README.md): the input's column stride is 1,
-groups == 1; up to `max-taps` (49) taps, depth C, if C >= `min-depth` (16); more taps (a
-weight gradient: taps = the output's extent, channels = the batch), depth = the last tap
-(>= `min-depth`, read forward), channels a loop. A one-channel layer keeps the plain nest.
-The row segments (zero fill, bias, relu) run per filter of the block, in order.
+`tess-conv-tiles`: a convolution's row kernel as register-tiled `micro.mma` products, in
+one of two forms (level 5, loops). Direct: per (n, block of MR filters, outer output rows),
+per tile of NR output columns and tap, one `micro.mma` of depth C reading the weight and
+the input row segments in place (the input's column stride 1, C >= `min-depth`, 16; a
+weight gradient, with more than `max-taps` (49) taps, takes the last tap as the depth).
+Im2col (conv_im2col.py): per tile of whole output rows, a gathered C*K x P patch in a
+per-thread scratch slot times the weight. `algorithm=direct|im2col|auto`; `auto`, measured
+with bench/bench_conv_tiles.py (lowering/loops/README.md): direct where it applies, unless
+its rows are under a vector wide or K = 1 and F >= 32 (LeNet's 4x4 layer, a 1x1: im2col
+1.6x); im2col where it does not and the column stride is not 1 (14x over the plain nest)
+or C*K >= 32; else the plain nest (a 3-channel 3x3 layer ran no faster gathered). The
+weight may be a static-strided view, read where it lies (a strided conv's per-phase input
+gradient). The weight gradient keeps the direct form; grouped convs are not matched. The
+row segments (zero fill, bias, relu) run per filter and row, around the products.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith, memref, scf
+from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import (
-    ArrayAttr,
     Float32Type,
-    Float64Type,
     IndexType,
     IntegerAttr,
-    MemRefType,
     ModuleOp,
-    NoneAttr,
     i1,
-    i64,
 )
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
@@ -43,318 +39,91 @@ from xdsl.pattern_rewriter import (
     RewritePattern,
     op_type_rewrite_pattern,
 )
+from xdsl.utils.exceptions import DiagnosticException
 
 from tessc.dialects import contract
 from tessc.dialects.micro import MmaOp
-from tessc.lowering.loops.contraction_match import Contraction, RowSegment, match_row_kernel
+from tessc.lowering.loops.conv_im2col import build_im2col
+from tessc.lowering.loops.conv_match import (
+    ConvNest,
+    column_tiles,
+    match_conv,
+    output_rows,
+    strides_of,
+)
 from tessc.lowering.loops.index_emitter import Emitter, IndexValue, emit_loop, static
-from tessc.lowering.loops.index_values import IndexConstants, constant_int
+from tessc.lowering.loops.index_values import IndexConstants
 from tessc.lowering.loops.register_tiles import host_vector_bits, register_tile
-from tessc.lowering.loops.trip_counts import unit_loop_bound
 
 DEFAULT_MIN_DEPTH = 16
 DEFAULT_MAX_TAPS = 49
 
-Linear = dict[SSAValue | None, int]  # loop index -> coefficient; None: the constant
+
+ALGORITHMS = ("auto", "direct", "im2col")
+IM2COL_MIN_DEPTH = 32
+"""`auto` gathers a unit-stride conv the direct form leaves from this product depth (C*K)."""
+IM2COL_MIN_FILTERS = 32
+"""`auto` gathers a conv with output rows under a vector wide, or one tap, from this many
+filters."""
 
 
-def linear(value: SSAValue) -> Linear | None:
-    """`value` as a sum of block arguments times constants, if it is one."""
-    if (c := constant_int(value)) is not None:
-        return {None: c}
-    owner = value.owner
-    if isinstance(owner, arith.AddiOp):
-        lhs, rhs = linear(owner.lhs), linear(owner.rhs)
-        if lhs is None or rhs is None:
-            return None
-        return {k: lhs.get(k, 0) + rhs.get(k, 0) for k in lhs.keys() | rhs.keys()}
-    if isinstance(owner, arith.MuliOp):
-        lhs, rhs = linear(owner.lhs), linear(owner.rhs)
-        if lhs is None or rhs is None:
-            return None
-        if set(rhs) == {None}:
-            lhs, rhs = rhs, lhs
-        if set(lhs) != {None}:
-            return None
-        return {k: lhs[None] * v for k, v in rhs.items()}
-    if isinstance(value.type, IndexType) and not isinstance(owner, Operation):
-        return {value: 1}
-    return None
-
-
-@dataclass(frozen=True)
-class ConvNest:
-    """A matched conv row kernel: `out[n, f, o] += x[n, c, o*s + k*d] * w[f, c, k]`, the
-    parallel loop over `(n, f, o_1..o_{s-1})` and the contraction's loops over `(c, k...,
-    o_s)`; `rows` the parallel indices of `(n, f, o_1..)`, None where a unit dim has none."""
-
-    parallel: scf.ParallelOp
-    rows: tuple[SSAValue | None, ...]
-    invariant_ops: tuple[Operation, ...]
-    before: tuple[Operation, ...]
-    after: tuple[Operation, ...]
-    out: SSAValue
-    x: SSAValue
-    w: SSAValue
-    strides: tuple[int, ...]
-    dilations: tuple[int, ...]
-    taps: tuple[int, ...]
-    weight: WeightLayout
-
-    @property
-    def out_shape(self) -> tuple[int, ...]:
-        return _shape(self.out)
-
-    @property
-    def depth(self) -> int:
-        return _shape(self.x)[1]
-
-
-def _shape(value: SSAValue) -> tuple[int, ...]:
-    assert isinstance(value.type, MemRefType)
-    return tuple(value.type.get_shape())
-
-
-def _plain(value: SSAValue) -> bool:
-    typ = value.type
-    return (
-        isinstance(typ, MemRefType)
-        and isinstance(typ.layout, NoneAttr)
-        and all(d > 0 for d in typ.get_shape())
-        and isinstance(typ.element_type, Float32Type | Float64Type)
-    )
-
-
-def _operands(contraction: Contraction) -> tuple[memref.LoadOp, ...] | None:
-    """The out, x and w loads of the j loop's `out = out + x * w`, in that order."""
-    body = list(contraction.j_loop.body.block.ops)[:-1]
-    stores = [o for o in body if isinstance(o, memref.StoreOp)]
-    loads = [o for o in body if isinstance(o, memref.LoadOp)]
-    if len(stores) != 1 or len(loads) != 3:
-        return None
-    if any(
-        not isinstance(o, memref.LoadOp | memref.StoreOp | arith.MulfOp | arith.AddfOp)
-        and not isinstance(o, arith.AddiOp | arith.MuliOp | arith.ConstantOp)
-        for o in body
-    ):
-        return None
-    total = stores[0].value.owner
-    if not isinstance(total, arith.AddfOp):
-        return None
-    acc = [o for o in loads if o.memref is stores[0].memref]
-    if len(acc) != 1 or acc[0].res not in (total.lhs, total.rhs):
-        return None
-    product = (total.rhs if total.lhs is acc[0].res else total.lhs).owner
-    if not isinstance(product, arith.MulfOp):
-        return None
-    factors = [o for o in loads if o is not acc[0]]
-    if {product.lhs, product.rhs} != {f.res for f in factors}:
-        return None
-    return acc[0], factors[0], factors[1]
-
-
-def _roles(
-    indices: Sequence[SSAValue], shape: Sequence[int], pool: set[SSAValue], zero: set[SSAValue]
-) -> list[SSAValue | None] | None:
-    """Each index as a loop index of `pool`, or None for the 0 of a unit dim (a constant
-    or the index of a loop of one trip, in `zero`)."""
-    roles: list[SSAValue | None] = []
-    for index, extent in zip(indices, shape, strict=True):
-        if index in pool:
-            roles.append(index)
-        elif (constant_int(index) == 0 or index in zero) and extent == 1:
-            roles.append(None)
-        else:
-            return None
-    return roles
-
-
-def _window(
-    index: SSAValue, o: SSAValue | None, zero: set[SSAValue]
-) -> tuple[int, int, SSAValue | None] | None:
-    """(stride, dilation, tap index) if `index` is `o * stride + k * dilation` (a unit
-    loop, or no tap index: 1)."""
-    form = linear(index)
-    if form is None or form.get(None, 0) != 0:
-        return None
-    form = {v: n for v, n in form.items() if n and v not in zero and v is not None}
-    stride = form.pop(o, 0) if o is not None else 1
-    if len(form) > 1 or stride < 1 or (form and min(form.values()) < 1):
-        return None
-    k, dilation = next(iter(form.items()), (None, 1))
-    return stride, dilation, k
-
-
-def match_conv(op: scf.ParallelOp) -> ConvNest | None:
-    """The conv row kernel rooted at `op`, if it is one (module docstring)."""
-    if contract.REGISTER_TILE.has(op) or (kernel := match_row_kernel(op)) is None:
-        return None
-    members = kernel.members
-    positions = [i for i, m in enumerate(members) if isinstance(m, Contraction)]
-    if len(positions) != 1:
-        return None
-    contraction = members[positions[0]]
-    assert isinstance(contraction, Contraction)
-    parallel_args = set(op.body.block.args)
-    loop_ivs = [
-        lp.body.block.args[0]
-        for lp in (*contraction.outer_loops, contraction.k_loop, contraction.j_loop)
-    ]
-    j = loop_ivs[-1]
-    loops = (*contraction.outer_loops, contraction.k_loop)
-    zero = {lp.body.block.args[0] for lp in loops if unit_loop_bound(lp.lb, lp.ub, lp.step) == 1}
-    if (found := _operands(contraction)) is None:
-        return None
-    acc, *factors = found
-    if not all(_plain(load.memref) for load in found):
-        return None
-    out_shape = _shape(acc.memref)
-    spatial = len(out_shape) - 2
-    acc_indices = tuple(acc.indices)
-    if spatial < 1 or acc_indices[-1] is not j:
-        return None
-    rows = _roles(acc_indices[:-1], out_shape[:-1], parallel_args, zero)
-    if rows is None or set(rows) - {None} != parallel_args:
-        return None
-    outputs = (*rows[2:], j)
-    reduced = set(loop_ivs[:-1]) - zero
-    trips = {lp.body.block.args[0]: unit_loop_bound(lp.lb, lp.ub, lp.step) or 0 for lp in loops}
-    for x, w in (factors, factors[::-1]):
-        x_shape = _shape(x.memref)
-        x_indices = tuple(x.indices)
-        if len(x_shape) != spatial + 2 or x_shape[0] != out_shape[0]:
-            continue
-        if _roles(x_indices[:1], x_shape[:1], parallel_args, zero) != [rows[0]]:
-            continue
-        if (c := x_indices[1]) not in reduced:
-            continue
-        windows = [_window(index, o, zero) for index, o in zip(x_indices[2:], outputs, strict=True)]
-        if any(window is None for window in windows) or None in windows:
-            continue
-        taps = [window[2] for window in windows if window is not None]
-        if {c, *taps} - {None} != reduced or len(reduced) != 1 + len(set(taps) - {None}):
-            continue
-        extents = tuple(trips[k] if k is not None else 1 for k in taps)
-        layout = _weight_layout(w, rows[1], out_shape[1], c, x_shape[1], taps, extents, zero)
-        if layout is None:
-            continue
-        before = members[: positions[0]]
-        after = members[positions[0] + 1 :]
-        return ConvNest(
-            op,
-            tuple(rows),
-            kernel.invariant_ops,
-            tuple(o for m in before if isinstance(m, RowSegment) for o in m.ops),
-            tuple(o for m in after if isinstance(m, RowSegment) for o in m.ops),
-            acc.memref,
-            x.memref,
-            w.memref,
-            tuple(window[0] for window in windows if window is not None),
-            tuple(window[1] for window in windows if window is not None),
-            extents,
-            layout,
-        )
-    return None
-
-
-@dataclass(frozen=True)
-class WeightLayout:
-    """Where the weight `w[f, c, k...]` lies in its memref (a permuted or reversed view
-    of it, as a transposed convolution reads it): element strides of a filter and of a
-    channel, the offset of tap 0 and the signed step of each tap dim."""
-
-    filter_stride: int
-    channel_stride: int
-    origin: int
-    tap_steps: tuple[int, ...]
-
-
-def _weight_layout(
-    w: memref.LoadOp,
-    f: SSAValue | None,
-    features: int,
-    c: SSAValue,
-    channels: int,
-    taps: Sequence[SSAValue | None],
-    extents: Sequence[int],
-    zero: set[SSAValue],
-) -> WeightLayout | None:
-    """The layout of `w`'s load if each index is the filter, the channel, a tap (forward or
-    reversed: `K - 1 - k`) or the 0 of a unit dim, each found once."""
-    shape, strides = _shape(w.memref), _strides(w.memref)
-    found: dict[str, int] = {}
-    origin, steps = 0, [0] * len(taps)
-    for index, extent, stride in zip(w.indices, shape, strides, strict=True):
-        form = linear(index)
-        if form is None:
-            return None
-        form = {v: n for v, n in form.items() if n and v not in zero}
-        if not form and extent == 1:
-            continue
-        if f is not None and form == {f: 1} and extent == features:
-            role = "f"
-        elif form == {c: 1} and extent == channels:
-            role = "c"
-        else:
-            matches = [
-                (i, n) for i, k in enumerate(taps)
-                if k is not None and extent == extents[i]
-                and form in ({k: 1}, {k: -1, None: extents[i] - 1})
-                for n in [form[k]]
-            ]  # fmt: skip
-            if len(matches) != 1:
-                return None
-            i, sign = matches[0]
-            role = f"k{i}"
-            steps[i] = sign * stride
-            origin += 0 if sign > 0 else (extent - 1) * stride
-        if role in found:
-            return None
-        found[role] = stride
-    wanted = {"c", *(f"k{i}" for i, k in enumerate(taps) if k is not None)}
-    if f is not None:
-        wanted.add("f")
-    if set(found) != wanted:
-        return None
-    return WeightLayout(found.get("f", 1), found["c"], origin, tuple(steps))
-
-
-def column_tiles(cols: int, width: int, lanes: int) -> list[tuple[int, int, int]]:
-    """(first column, columns, lanes) of the tiles covering `cols` output columns: tiles of
-    `width`, then one of the whole vectors left, then one vector as wide as the rest."""
-    tiles = [(start, width, lanes) for start in range(0, cols - width + 1, width)]
-    done = len(tiles) * width
-    if (whole := (cols - done) // lanes * lanes) > 0:
-        tiles.append((done, whole, lanes))
-        done += whole
-    if cols > done:
-        tiles.append((done, cols - done, cols - done))
-    return tiles
+def choose_algorithm(
+    nest: ConvNest, algorithm: str, min_depth: int, max_taps: int, lanes: int
+) -> str | None:
+    """ "direct", "im2col" or None (the plain nest) for `nest`, `lanes` elements a vector
+    (module docstring's rule)."""
+    tap_depth = math.prod(nest.taps) > max_taps
+    if tap_depth:  # a weight gradient: only the direct form is written for it
+        deep = nest.taps[-1] >= min_depth and nest.weight.tap_steps[-1] >= 1
+        return "direct" if deep and nest.strides[-1] == 1 else None
+    direct = nest.strides[-1] == 1 and nest.depth >= min_depth
+    if algorithm == "direct":
+        return "direct" if direct else None
+    if algorithm == "im2col":
+        return "im2col"
+    if direct:
+        # Output rows narrower than a vector make the direct form's tiles partial vectors,
+        # and one tap makes the gather a plain copy; im2col's tiles span whole rows
+        # (LeNet's 4x4 layer: 0.232 ms direct, 0.136 im2col; a 1x1 64->64: 4.43, 2.78),
+        # if enough filters share each gathered value (LeNet's 1-filter input gradient:
+        # 0.051 direct, 0.217 im2col).
+        shape = nest.out_shape[-1] < lanes or math.prod(nest.taps) == 1
+        gather = shape and nest.out_shape[1] >= IM2COL_MIN_FILTERS
+        return "im2col" if gather else "direct"
+    # The plain nest reads strided columns element by element; unit-stride shallow convs
+    # run it well (a 3-channel 3x3 layer: plain 1.70 ms, im2col 1.91, README).
+    strided = nest.strides[-1] != 1
+    deep = nest.depth * math.prod(nest.taps) >= IM2COL_MIN_DEPTH
+    return "im2col" if strided or deep else None
 
 
 @dataclass
 class ConvTiles(RewritePattern):
-    """Replace a conv row kernel by its register-tiled form."""
+    """Replace a conv row kernel by its register-tiled form, direct or im2col."""
 
     vector_bits: int
     min_depth: int
     max_taps: int
+    algorithm: str
+    threads: int
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: scf.ParallelOp, rewriter: PatternRewriter) -> None:
         if (nest := match_conv(op)) is None:
             return
-        if nest.strides[-1] != 1:
-            return
-        # Many taps (a weight gradient: the taps are the output's extent): the last tap
-        # is the depth of each call, read forward by both operands.
-        tap_depth = math.prod(nest.taps) > self.max_taps
-        if tap_depth and (nest.taps[-1] < self.min_depth or nest.weight.tap_steps[-1] < 1):
-            return
-        if not tap_depth and nest.depth < self.min_depth:
+        element = nest.out.type.element_type  # type: ignore[attr-defined]
+        lanes = register_tile(self.vector_bits, 32 if isinstance(element, Float32Type) else 64)[2]
+        form = choose_algorithm(nest, self.algorithm, self.min_depth, self.max_taps, lanes)
+        if form is None:
             return
         constant = IndexConstants.before(op)
-        ops = _build(nest, self.vector_bits, constant, tap_depth)
+        if form == "im2col":
+            ops = build_im2col(nest, self.vector_bits, self.threads, constant)
+        else:
+            # Many taps (a weight gradient: the taps are the output's extent): the last
+            # tap is the depth of each call, read forward by both operands.
+            tap_depth = math.prod(nest.taps) > self.max_taps
+            ops = _build(nest, self.vector_bits, constant, tap_depth)
         rewriter.replace(op, [*constant.ops, *ops], [])
 
 
@@ -362,32 +131,20 @@ def _build(
     nest: ConvNest, vector_bits: int, constant: IndexConstants, tap_depth: bool
 ) -> list[Operation]:
     out_shape, layout = nest.out_shape, nest.weight
-    x_strides = _strides(nest.x)
+    x_strides = strides_of(nest.x)
     element = nest.out.type.element_type  # type: ignore[attr-defined]
     bits = 32 if isinstance(element, Float32Type) else 64
     most_rows, width, lanes = register_tile(vector_bits, bits)
     features, depth = out_shape[1], nest.depth
     rows = max(r for r in range(1, most_rows + 1) if features % r == 0)
     spatial = len(out_shape) - 2
-    top: list[Operation] = []
-    acc = nest.out
-    if spatial > 1:  # the tile's rows are filters: a row stride apart in (N, F, O) form
-        flat = (out_shape[0], features, math.prod(out_shape[2:]))
-        groups = ArrayAttr(
-            [ArrayAttr([IntegerAttr(d, i64) for d in g]) for g in ([0], [1], range(2, 2 + spatial))]
-        )
-        view = memref.CollapseShapeOp(
-            operands=[acc],
-            result_types=[MemRefType(element, flat)],
-            properties={"reassociation": groups},
-        )
-        view.results[0].name_hint = "rows"
-        top.append(view)
-        acc = view.results[0]
     extents = [out_shape[0], features // rows, *out_shape[2:-1]]
     block = Block(arg_types=[IndexType()] * len(extents))
     args = block.args
     e = Emitter(block, constant)
+    view, acc = output_rows(nest)  # in the body: see output_rows
+    for op in view:
+        block.add_op(op)
     values: dict[SSAValue, SSAValue] = {}
     for invariant in nest.invariant_ops:
         block.add_op(invariant.clone(values))
@@ -462,14 +219,7 @@ def _build(
     )
     contract.TILE_SIZES.set(loop, [rows, width])
     contract.REGISTER_TILE.set(loop, [rows, width])
-    return [*top, loop]
-
-
-def _strides(value: SSAValue) -> tuple[int, ...]:
-    assert isinstance(value.type, MemRefType)
-    strides = value.type.get_strides()
-    assert strides is not None
-    return tuple(strides)
+    return [loop]
 
 
 @dataclass(frozen=True)
@@ -483,11 +233,19 @@ class TessConvTilesPass(ModulePass):
     vector_bits: int = 0
     min_depth: int = DEFAULT_MIN_DEPTH
     max_taps: int = DEFAULT_MAX_TAPS
+    algorithm: str = "auto"
+    threads: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.algorithm not in ALGORITHMS:
+            raise DiagnosticException(
+                f"tess-conv-tiles: algorithm must be one of {', '.join(ALGORITHMS)}, "
+                f"not {self.algorithm!r}"
+            )
         bits = self.vector_bits or host_vector_bits()
-        pattern = ConvTiles(bits, self.min_depth, self.max_taps)
+        threads = self.threads or os.cpu_count() or 1
+        pattern = ConvTiles(bits, self.min_depth, self.max_taps, self.algorithm, threads)
         PatternRewriteWalker(pattern, apply_recursively=False).rewrite_module(op)
 
 
-__all__ = ["ConvNest", "TessConvTilesPass", "WeightLayout", "column_tiles", "match_conv"]
+__all__ = ["ALGORITHMS", "TessConvTilesPass", "choose_algorithm"]

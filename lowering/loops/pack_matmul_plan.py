@@ -11,7 +11,6 @@ shrunk until the row blocks split evenly over the threads. The nest itself is bu
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,7 +18,6 @@ from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import (
     Float32Type,
     Float64Type,
-    FloatAttr,
     MemRefType,
     NoneAttr,
 )
@@ -32,8 +30,8 @@ from tessc.lowering.loops.contraction_match import (
     RowSegment,
     match_dot,
     match_row_kernel,
+    without_zero_fill,
 )
-from tessc.lowering.loops.index_values import same_index
 from tessc.lowering.loops.trip_counts import unit_loop_bound
 
 DEFAULT_BLOCKS: tuple[int, int, int] = (128, 256, 4096)
@@ -215,63 +213,6 @@ def _member_ops(member: Contraction | RowSegment) -> tuple[Operation, ...]:
     if isinstance(member, RowSegment):
         return member.ops
     return ((member.outer_loops or (member.k_loop,))[0],)
-
-
-def without_zero_fill(
-    ops: Sequence[Operation], store: memref.StoreOp, i: SSAValue, j: SSAValue | None, cols: int
-) -> tuple[tuple[Operation, ...], bool]:
-    """`ops` without their zero fill of the contraction's output, and whether there was
-    one: a store of +0.0 to `out[.., i, j]` (`j` given: per element) or a loop over all
-    `cols` columns doing only that (per row), where nothing else in `ops` touches `out`.
-    The micro-kernel then stores its first k block instead of adding it to zeros."""
-    out, prefix = store.memref, list(store.indices)[:-2]
-
-    def fills(op: Operation, column: SSAValue) -> bool:
-        if not isinstance(op, memref.StoreOp) or op.memref is not out:
-            return False
-        value = op.value.owner
-        if not isinstance(value, arith.ConstantOp) or not isinstance(value.value, FloatAttr):
-            return False
-        zero = float(value.value.value.data)
-        *head, row, col = op.indices
-        return (
-            zero == 0.0
-            and math.copysign(1.0, zero) > 0
-            and len(head) == len(prefix)
-            and all(map(same_index, head, prefix))
-            and (row, col) == (i, column)
-        )
-
-    def is_fill(op: Operation) -> bool:
-        if j is not None:
-            return fills(op, j)
-        if not isinstance(op, scf.ForOp) or unit_loop_bound(op.lb, op.ub, op.step) != cols:
-            return False
-        *body, _ = op.body.block.ops
-        stores = [o for o in body if isinstance(o, memref.StoreOp)]
-        return (
-            len(stores) == 1
-            and fills(stores[0], op.body.block.args[0])
-            and all(o is stores[0] or (is_side_effect_free(o) and not o.regions) for o in body)
-        )
-
-    found = [op for op in ops if is_fill(op)]
-    if len(found) != 1:
-        return tuple(ops), False
-    rest = tuple(op for op in ops if op is not found[0])
-    # Pure ops only the fill read are dropped with it (their other readers clone them).
-    read = {v for op in rest for inner in op.walk() for v in inner.operands}
-    rest = tuple(
-        op
-        for op in rest
-        if op.regions or not is_side_effect_free(op) or any(r in read for r in op.results)
-    )
-    touched = any(
-        isinstance(inner, memref.LoadOp | memref.StoreOp) and inner.memref is out
-        for op in rest
-        for inner in op.walk()
-    )
-    return (tuple(ops), False) if touched else (rest, True)
 
 
 def _operand_slice(users: Sequence[Operation], ops: Sequence[Operation]) -> set[Operation]:

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from tessc.frontend.donation import DONATED, mark
+from tessc.runtime.executor import BULK_ARRAYS
 
 _BASE = operator.attrgetter("base")
 _LAYOUT = operator.attrgetter("shape", "dtype", "strides")
@@ -60,10 +61,19 @@ class _Types:
             (tuple(shape), np.dtype(dtype), row_strides(tuple(shape), np.dtype(dtype).itemsize))
             for shape, dtype in types
         )
+        self.in_bulk: Any = None
+        """Many arrays (an optimizer's gradients): one compiled call reads their layouts
+        (`array_fields.Layouts`) instead of three attributes each."""
+        if len(self.layouts) >= BULK_ARRAYS:
+            from tessc.runtime.array_fields import Layouts
+
+            self.in_bulk = Layouts([(shape, dtype) for shape, dtype, _ in self.layouts])
 
     def match(self, arrays: tuple[Any, ...]) -> bool:
         """Plain C-contiguous ndarrays of these shapes and dtypes (the planned path's
         rule: anything else takes the general path)."""
+        if self.in_bulk is not None and self.in_bulk.match(arrays):
+            return True  # else shown below, or not
         if not all(map(operator.is_, map(type, arrays), repeat(np.ndarray))):
             return False
         layouts = tuple(map(_LAYOUT, arrays))

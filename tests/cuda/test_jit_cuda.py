@@ -94,6 +94,19 @@ def test_batched_matmul() -> None:
     check(lambda a, b: a @ b, rand(2, 45, 33), rand(2, 33, 40, seed=1), rtol=1e-4)
 
 
+def test_tall_skinny_matmul_splits_k() -> None:
+    # K = 256 over one output tile: 4 slices of k tiles, summed with the bias and relu by a
+    # second launch (tess-gpu-contract's split-K), and a transposed operand's the same.
+    check(
+        lambda a, b, c: (a @ b + c).relu(),
+        rand(20, 256),
+        rand(256, 30, seed=1),
+        rand(30, seed=2),
+        rtol=1e-4,
+    )
+    check(lambda a, b: a.T @ b, rand(256, 20), rand(256, 30, seed=1), rtol=1e-4)
+
+
 def test_matmul_with_bias_and_activation() -> None:
     check(
         lambda x, w, b: (x @ w + b).relu(),

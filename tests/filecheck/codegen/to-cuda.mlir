@@ -117,7 +117,7 @@
 // CHECK-NEXT: import math
 // CHECK-EMPTY:
 // CHECK-NEXT: import numpy as np
-// CHECK-NEXT: from numba import cuda
+// CHECK-NEXT: from numba import config, cuda
 // CHECK-NEXT: from tessc.runtime.cuda_launch import fixed_grid, strided_grid
 // CHECK:      TESSC_TARGET = "cuda"
 // CHECK:      "scale": {
@@ -152,7 +152,7 @@
 
 // CHECK:      @cuda.jit(cache=True)
 // CHECK-NEXT: def sum_(acc, x, y):
-// CHECK-NEXT:     tile = cuda.shared.array((8,), dtype=np.float32)
+// CHECK-NEXT:     tile = cuda.shared.array((8,), dtype=np.float32, alignment=SHARED_ALIGNMENT)
 // CHECK:          for r in range(bid, 5, gdim):
 // CHECK:              for j in range(tid, 33, bdim):
 // CHECK:          tile[tid] = a

@@ -5,8 +5,8 @@
 // before runs after it in the same launch when both are one block: a barrier between.
 // RUN: tessc-opt %s -p 'tess-to-linalg,tess-fuse,tess-fuse-horizontal,tess-bufferize,tess-memory-plan,tess-outline-kernels,tess-gpu-partition,tess-gpu-contract,tess-gpu-map,tess-gpu-horizontal,canonicalize,cse' | filecheck %s
 
-// Two independent matmuls (2 tiles each, 256 threads) and a tanh over 50 elements (64
-// threads, 1 block): ONE launch of 5 blocks of 16 x 16 threads.
+// Two independent matmuls (one 64 x 64 tile each, 256 threads) and a tanh over 50 elements
+// (64 threads, 1 block): ONE launch of 3 blocks of 16 x 16 threads.
 func.func @two(%a: tensor<40x30xf32>, %b: tensor<30x20xf32>, %c: tensor<40x30xf32>, %d: tensor<30x20xf32>, %x: tensor<50xf32>) -> (tensor<40x20xf32>, tensor<40x20xf32>, tensor<50xf32>) {
   %0 = tess.matmul %a, %b : tensor<40x30xf32>, tensor<30x20xf32> -> tensor<40x20xf32>
   %1 = tess.matmul %c, %d : tensor<40x30xf32>, tensor<30x20xf32> -> tensor<40x20xf32>
@@ -14,22 +14,33 @@ func.func @two(%a: tensor<40x30xf32>, %b: tensor<30x20xf32>, %c: tensor<40x30xf3
   func.return %0, %1, %2 : tensor<40x20xf32>, tensor<40x20xf32>, tensor<50xf32>
 }
 // CHECK-LABEL: func.func @two(
-// CHECK-DAG:     %[[FIVE:.+]] = arith.constant 5 : index
+// CHECK-DAG:     %[[THREE:.+]] = arith.constant 3 : index
 // CHECK-DAG:     %[[ONE:.+]] = arith.constant 1 : index
 // CHECK-DAG:     %[[T16:.+]] = arith.constant 16 : index
-// CHECK:         "gpu.launch_func"(%[[FIVE]], %[[ONE]], %[[ONE]], %[[T16]], %[[T16]], %[[ONE]], %out0, %a, %b, %out1, %c, %d, %x, %out2) <{kernel = @kernels::@two_kernel_0_side_by_side,
+// CHECK:         "gpu.launch_func"(%[[THREE]], %[[ONE]], %[[ONE]], %[[T16]], %[[T16]], %[[ONE]], %out0, %a, %b, %out1, %c, %d, %x, %out2) <{kernel = @kernels::@two_kernel_0_side_by_side,
 // CHECK-NOT:     gpu.launch_func
 // CHECK:         func.return
 
-// The second matmul reads the first one's result, and each is 2 blocks: two launches.
-func.func @chain(%a: tensor<40x30xf32>, %b: tensor<30x20xf32>, %e: tensor<20x20xf32>) -> tensor<40x20xf32> {
-  %0 = tess.matmul %a, %b : tensor<40x30xf32>, tensor<30x20xf32> -> tensor<40x20xf32>
-  %1 = tess.matmul %0, %e : tensor<40x20xf32>, tensor<20x20xf32> -> tensor<40x20xf32>
-  func.return %1 : tensor<40x20xf32>
+// The second matmul reads the first one's result, and each is 2 blocks (two 64-row tiles):
+// two launches.
+func.func @chain(%a: tensor<80x30xf32>, %b: tensor<30x20xf32>, %e: tensor<20x20xf32>) -> tensor<80x20xf32> {
+  %0 = tess.matmul %a, %b : tensor<80x30xf32>, tensor<30x20xf32> -> tensor<80x20xf32>
+  %1 = tess.matmul %0, %e : tensor<80x20xf32>, tensor<20x20xf32> -> tensor<80x20xf32>
+  func.return %1 : tensor<80x20xf32>
 }
 // CHECK-LABEL: func.func @chain(
 // CHECK:         "gpu.launch_func"({{.*}}) <{kernel = @kernels::@chain_kernel_0,
 // CHECK-NEXT:    "gpu.launch_func"({{.*}}) <{kernel = @kernels::@chain_kernel_2,
+// CHECK-NEXT:    func.return
+
+// Two independent matmuls only: one launch, its kernel unsigned like theirs.
+func.func @matmuls(%a: tensor<40x30xf32>, %b: tensor<30x20xf32>, %c: tensor<40x30xf32>, %d: tensor<30x20xf32>) -> (tensor<40x20xf32>, tensor<40x20xf32>) {
+  %0 = tess.matmul %a, %b : tensor<40x30xf32>, tensor<30x20xf32> -> tensor<40x20xf32>
+  %1 = tess.matmul %c, %d : tensor<40x30xf32>, tensor<30x20xf32> -> tensor<40x20xf32>
+  func.return %0, %1 : tensor<40x20xf32>, tensor<40x20xf32>
+}
+// CHECK-LABEL: func.func @matmuls(
+// CHECK:         "gpu.launch_func"({{.*}}) <{kernel = @kernels::@matmuls_kernel_0_side_by_side,
 // CHECK-NEXT:    func.return
 
 // (16,8) @ (8,10) @ (10,4): one block each, one launch: the second after a barrier.
@@ -43,7 +54,7 @@ func.func @small(%a: tensor<16x8xf32>, %b: tensor<8x10xf32>, %e: tensor<10x4xf32
 // CHECK-NEXT:    func.return
 
 // The merged kernel: the members' tiles as they were, one after the other by block.
-// CHECK:       known_block_size = array<i32: 16, 16, 1>, known_grid_size = array<i32: 5, 1, 1>
+// CHECK:       known_block_size = array<i32: 16, 16, 1>, known_grid_size = array<i32: 3, 1, 1>
 // CHECK:         %[[TX:.+]] = "gpu.thread_id"() <{dimension = #gpu<dim x>}>
 // CHECK:         %[[PART:.+]] = arith.addi %[[TX]], %{{.+}} : index
 // CHECK:         %[[LINEAR:.+]] = arith.addi %[[PART]], %{{.+}} : index
@@ -54,16 +65,20 @@ func.func @small(%a: tensor<16x8xf32>, %b: tensor<8x10xf32>, %e: tensor<10x4xf32
 // CHECK:         %[[FROM:.+]] = arith.cmpi uge, %[[BX]], %{{.+}} : index
 // CHECK:         scf.if
 // CHECK:         "gpu.barrier"
-// The tanh: blocks 4, threads below 64.
+// The tanh: block 2, threads below 64.
 // CHECK:         %[[AFTER:.+]] = arith.cmpi uge, %[[BX]], %{{.+}} : index
 // CHECK:         %[[FEW:.+]] = arith.cmpi ult, %[[LINEAR]], %{{.+}} : index
 // CHECK:         scf.if
 // CHECK-NEXT:      scf.for %{{.+}} = %[[LINEAR]] to
 // CHECK:           math.tanh
-// CHECK:       sym_name = "two_kernel_0_side_by_side"
+// The tanh's indices are not known non-negative: the merged kernel counts signed.
+// CHECK:       sym_name = "two_kernel_0_side_by_side", gpu.kernel, workgroup_attributions = 4 : i64} : () -> ()
 
-// Two barriers in each matmul's k loop, and one between them.
+// Every member's indices are non-negative (tess.unsigned_indices), so the merged kernel's are.
+// CHECK:       sym_name = "matmuls_kernel_0_side_by_side", gpu.kernel, workgroup_attributions = 4 : i64, tess.unsigned_indices}
+
+// One barrier in each matmul (one k tile each, double-buffered), and one between them.
 // CHECK:       known_block_size = array<i32: 16, 16, 1>, known_grid_size = array<i32: 1, 1, 1>
-// CHECK-COUNT-5: "gpu.barrier"
+// CHECK-COUNT-3: "gpu.barrier"
 // CHECK-NOT:     "gpu.barrier"
-// CHECK:       sym_name = "small_kernel_0_side_by_side"
+// CHECK:       sym_name = "small_kernel_0_side_by_side", gpu.kernel, workgroup_attributions = 4 : i64, tess.unsigned_indices}

@@ -1,0 +1,169 @@
+"""
+Many NumPy arrays' layouts and addresses, read in one compiled call.
+
+An optimizer step over 200 parameters gets 200 new gradient arrays every call. Checking
+each one's type, shape, dtype and contiguity and reading its data address took a Python
+attribute read (or a Numba dispatch) per array and property: ~150 us a call, more than the
+update itself. Here the caller passes the arrays' ids (`np.fromiter(map(id, arrays))`, in
+C) and one Numba function reads NumPy's `PyArrayObject_fields` struct of each (`ob_type`,
+`data`, `nd`, `dimensions`, `base`, `descr`, `flags`: NumPy's public C ABI, unchanged
+since NumPy 1.7) through those addresses. The arrays are alive for the call (the caller
+holds them); `ob_type` is read first, past the header only for an `np.ndarray`.
+`AVAILABLE` is False where a probe read disagrees with NumPy's own view of the probe
+(another layout, another interpreter): then every function here answers "not shown"
+(False, None) and callers take their Python path.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from itertools import repeat
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+_WORD = 8
+TYPE, DATA, NDIM, DIMENSIONS, BASE, DESCR, FLAGS = 8, 16, 24, 32, 48, 56, 64
+"""Byte offsets in `PyArrayObject_fields` after CPython's 16-byte `PyObject` header."""
+C_CONTIGUOUS = 0x1  # NPY_ARRAY_C_CONTIGUOUS
+
+
+def _loader(width: int) -> Any:
+    """An intrinsic: the `width`-bit integer at an address, sign-extended to int64."""
+
+    @intrinsic
+    def load(typingctx: Any, address: Any) -> Any:
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            value = builder.load(builder.inttoptr(args[0], ir.IntType(width).as_pointer()))
+            return value if width == 64 else builder.sext(value, ir.IntType(64))
+
+        return types.int64(types.int64), codegen
+
+    return load
+
+
+_load64, _load32 = _loader(64), _loader(32)
+
+
+@njit(cache=True)
+def _fields(address: int, out: np.ndarray) -> None:
+    out[0] = _load64(address + TYPE)
+    out[1] = _load64(address + DATA)
+    out[2] = _load32(address + NDIM)
+    out[3] = _load64(address + BASE)
+    out[4] = _load64(address + DESCR)
+    out[5] = _load32(address + FLAGS)
+    out[6] = _load64(_load64(address + DIMENSIONS)) if out[2] > 0 else -1
+
+
+@njit(cache=True)
+def _match(
+    ids: np.ndarray,
+    ndarray_type: int,
+    descrs: np.ndarray,
+    ndims: np.ndarray,
+    dims: np.ndarray,
+    dim_starts: np.ndarray,
+) -> bool:
+    for k in range(ids.size):
+        a = ids[k]
+        if _load64(a + TYPE) != ndarray_type or _load64(a + DESCR) != descrs[k]:
+            return False
+        if _load32(a + FLAGS) & C_CONTIGUOUS == 0 or _load32(a + NDIM) != ndims[k]:
+            return False
+        shape = _load64(a + DIMENSIONS)
+        for d in range(ndims[k]):
+            if _load64(shape + _WORD * d) != dims[dim_starts[k] + d]:
+                return False
+    return True
+
+
+@njit(cache=True)
+def _start(ids: np.ndarray, byte_offsets: np.ndarray) -> tuple[int, int]:
+    """(the common `data - byte_offset` of the non-empty arrays, the first one's index),
+    or (0, -1) when they differ, do not share one memory owner, or all are empty."""
+    start, first, owner = 0, -1, 0
+    for k in range(ids.size):
+        a = ids[k]
+        nd = _load32(a + NDIM)
+        shape = _load64(a + DIMENSIONS)
+        size = 1
+        for d in range(nd):
+            size *= _load64(shape + _WORD * d)
+        if size == 0:
+            continue  # no element to place (NumPy may point it anywhere)
+        base = _load64(a + BASE)
+        here = _load64(a + DATA) - byte_offsets[k]
+        if first < 0:
+            start, first, owner = here, k, base if base != 0 else a
+        elif here != start or (base if base != 0 else a) != owner:
+            return 0, -1
+    return start, first
+
+
+def _ids(arrays: Sequence[Any]) -> np.ndarray:
+    return np.fromiter(map(id, arrays), np.int64, len(arrays))
+
+
+def _probe() -> bool:
+    """Whether `_fields` reads what NumPy reports, on a view of a 2-D array."""
+    if sys.implementation.name != "cpython" or np.dtype(np.intp).itemsize != _WORD:
+        return False
+    if not getattr(sys, "_is_gil_enabled", lambda: True)():
+        return False  # free-threaded CPython: a larger object header
+    owner = np.zeros((3, 5), np.float32)
+    view = owner[1:]
+    out = np.zeros(7, np.int64)
+    _fields(id(view), out)
+    expected = [
+        id(np.ndarray),
+        view.__array_interface__["data"][0],
+        2,
+        id(owner),
+        id(view.dtype),
+        out[5],  # the flags, checked below
+        2,
+    ]
+    c_contiguous = bool(out[5] & C_CONTIGUOUS) == view.flags.c_contiguous
+    return [int(x) for x in out] == expected and c_contiguous
+
+
+AVAILABLE = _probe()
+
+
+class Layouts:
+    """Expected (shape, dtype) of some arrays, checked in one call (`match`)."""
+
+    def __init__(self, layouts: Sequence[tuple[tuple[int, ...], np.dtype]]) -> None:
+        self.dtypes = tuple(dtype for _, dtype in layouts)  # held: their ids are compared
+        self.descrs = np.array([id(d) for d in self.dtypes], np.int64)
+        self.ndims = np.array([len(shape) for shape, _ in layouts], np.int64)
+        self.dims = np.array([n for shape, _ in layouts for n in shape] or [0], np.int64)
+        self.dim_starts = np.concatenate([[0], np.cumsum(self.ndims)[:-1]]).astype(np.int64)
+
+    def match(self, arrays: Sequence[Any]) -> bool:
+        """Whether every array is shown to be a C-contiguous `np.ndarray` (not a
+        subclass) of its shape and of exactly its dtype object. False is "not shown" (a
+        dtype equal but another object, a wrong layout, `AVAILABLE` False): the caller
+        checks those arrays in Python."""
+        if not AVAILABLE or len(arrays) != len(self.dtypes):
+            return False
+        return _match(
+            _ids(arrays), id(np.ndarray), self.descrs, self.ndims, self.dims, self.dim_starts
+        )
+
+
+def common_start(arrays: Sequence[np.ndarray], byte_offsets: np.ndarray) -> tuple[int, int] | None:
+    """(start, k): the non-empty `arrays` share one memory owner and each lies at `start +
+    byte_offsets[k]`, array `k` being the first non-empty one; `k` is -1 when they do not
+    (or all are empty). None when `AVAILABLE` is False or one is no `np.ndarray`."""
+    if not AVAILABLE or not all(map(isinstance, arrays, repeat(np.ndarray))):
+        return None  # (a subclass extends the struct: its fields are where they are)
+    return _start(_ids(arrays), byte_offsets)
+
+
+__all__ = ["AVAILABLE", "Layouts", "common_start"]

@@ -1,0 +1,142 @@
+"""A fork server for `tessc-opt` in lit's RUN lines: import once, fork per command.
+
+Most of a `tessc-opt` run on a lit test is its start: importing xDSL and tessc's dialects
+costs ~0.27 s of CPU, the compile itself a few ms. Over the suite's ~170 invocations that
+is most of the lit run. `lit.cfg` starts `serve` once (the import done), and RUN lines call
+`client`, a stdlib-only script started with `python -S`. The client passes its own stdin,
+stdout and stderr (SCM_RIGHTS), argv, working directory and environment over a unix
+socket; the server forks a runner, the runner forks the command from the pristine imported
+state and reports its exit status (or `128 + signal`), which the client exits with. So a
+command sees what `tessc-opt` started afresh would see, and nothing leaks between them.
+
+Without `TESSC_TOOL_SERVER` in the environment, or when the server cannot be reached, the
+client execs the real tool: the suite does not depend on the server to be right.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+
+SOCKET_VARIABLE = "TESSC_TOOL_SERVER"
+TOOLS = {"tessc-opt": ("tessc.cli.opt", "main")}
+MAX_REQUEST = 1 << 20
+
+
+def client(tool: str, args: list[str]) -> int:
+    """Run `tool args` in the server, or exec it here when there is none."""
+    path = os.environ.get(SOCKET_VARIABLE)
+    if path and tool in TOOLS:
+        try:
+            connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            connection.connect(path)
+        except OSError:
+            connection = None
+        if connection is not None:
+            request = json.dumps(
+                {"tool": tool, "args": args, "cwd": os.getcwd(), "env": dict(os.environ)}
+            ).encode()
+            socket.send_fds(connection, [struct.pack("!I", len(request)) + request], [0, 1, 2])
+            reply = b""
+            while chunk := connection.recv(64):
+                reply += chunk
+            if reply:
+                return int(reply)
+    os.execvp(tool, [tool, *args])  # no server: the tool itself
+
+
+def _receive(connection: socket.socket) -> tuple[dict, list[int]]:
+    data, fds, _, _ = socket.recv_fds(connection, MAX_REQUEST, 3)
+    (size,) = struct.unpack("!I", data[:4])
+    body = data[4:]
+    while len(body) < size:
+        body += connection.recv(size - len(body))
+    return json.loads(body), fds
+
+
+def _run(request: dict, fds: list[int]) -> None:
+    """In the forked command: become `tool args` in the client's place, then exit."""
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    module_name, function = TOOLS[request["tool"]]
+    sys.argv = [request["tool"], *request["args"]]
+    status: object = 0
+    try:
+        status = getattr(sys.modules[module_name], function)()
+    except SystemExit as exit:
+        status = exit.code
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        status = 1
+    if isinstance(status, str):
+        print(status, file=sys.stderr)
+        status = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError):
+            pass
+    os._exit(int(status or 0) & 0xFF)
+
+
+def _serve_one(connection: socket.socket) -> None:
+    """In the runner: fork the command, wait for it, send its status."""
+    request, fds = _receive(connection)
+    pid = os.fork()
+    if pid == 0:
+        connection.close()
+        _run(request, fds)
+    for fd in fds:
+        os.close(fd)
+    _, wait_status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(wait_status)
+    connection.sendall(str(code if code >= 0 else 128 - code).encode())
+    connection.close()
+
+
+def serve(path: str) -> None:
+    """Import the tools, listen at `path`, say `ready` on stdout, serve until killed."""
+    import importlib
+
+    for module_name, _ in TOOLS.values():
+        importlib.import_module(module_name)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # runners are reaped by the kernel
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    listener.settimeout(2.0)
+    parent = os.getppid()
+    print("ready", flush=True)
+    while os.getppid() == parent:  # lit gone without stopping us: stop too
+        try:
+            connection, _ = listener.accept()
+        except TimeoutError:
+            continue
+        connection.settimeout(None)
+        if os.fork() == 0:
+            listener.close()
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the runner waits for its command
+            try:
+                _serve_one(connection)
+            finally:
+                os._exit(0)
+        connection.close()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["serve"]:
+        serve(sys.argv[2])
+    elif sys.argv[1:2] == ["client"]:
+        sys.exit(client(sys.argv[2], sys.argv[3:]))
+    else:
+        sys.exit(f"usage: {sys.argv[0]} serve SOCKET | client TOOL ARGS...")
