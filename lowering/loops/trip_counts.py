@@ -36,6 +36,17 @@ def unit_loop_bound(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:
     return constant_int(ub)
 
 
+def dynamic_loop_bound(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | SSAValue | None:
+    """`unit_loop_bound`, or for a loop `0 to N step 1` over a `?` dim (N a `memref.dim`
+    read at the kernel's entry, `dialects/dynamic_dims.py`), N itself: the extent a
+    tiling pass bounds its full tiles and remainder loops by at run time."""
+    if (extent := unit_loop_bound(lb, ub, step)) is not None:
+        return extent
+    if constant_int(lb) == 0 and constant_int(step) == 1 and isinstance(ub.owner, memref.DimOp):
+        return ub
+    return None
+
+
 def trip_count(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:
     """The trip count of a loop `lb to ub step step` with constant bounds, else None."""
     low, high, stride = constant_int(lb), constant_int(ub), constant_int(step)
@@ -78,7 +89,22 @@ def upper_bound(value: SSAValue, depth: int = 8) -> int | None:
         return factors[0] * factors[1] if None not in factors else None  # type: ignore[operator]
     if isinstance(owner, arith.SubiOp):  # index arithmetic: the subtrahend is >= 0
         return upper_bound(owner.lhs, depth - 1)
+    if isinstance(owner, arith.AddiOp) and _reads_dynamic_size(value):
+        # a tile count over a `?` dim: (N + mc - 1) // mc, (min(mc, N - i0) + 7) // 8
+        # (static nests keep the bounds, and so the serial/parallel choice, they had)
+        terms = [upper_bound(v, depth - 1) for v in owner.operands]
+        return terms[0] + terms[1] if None not in terms else None  # type: ignore[operator]
     return None
+
+
+def _reads_dynamic_size(value: SSAValue, depth: int = 8) -> bool:
+    """Whether the index `value` is computed from a `?` dim's N (a `memref.dim`)."""
+    owner = value.owner
+    if isinstance(owner, memref.DimOp):
+        return True
+    if depth == 0 or not isinstance(owner, arith.AddiOp | arith.SubiOp | arith.MinSIOp):
+        return False
+    return any(_reads_dynamic_size(v, depth - 1) for v in owner.operands)
 
 
 def _work_trips(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:
