@@ -72,9 +72,7 @@ def match_contraction(loop: scf.ForOp, i: SSAValue, dynamic: bool = False) -> Co
     loops = [loop]
     while len(ops := list(loops[-1].body.block.ops)) == 2 and isinstance(ops[0], scf.ForOp):
         loops.append(ops[0])
-    if len(loops) < 2 or any(
-        lp.iter_args or bound(lp.lb, lp.ub, lp.step) is None for lp in loops
-    ):
+    if len(loops) < 2 or any(lp.iter_args or bound(lp.lb, lp.ub, lp.step) is None for lp in loops):
         return None
     *outer, k_loop, j_loop = loops
     *body, terminator = j_loop.body.block.ops
@@ -130,9 +128,7 @@ def match_row_kernel(op: scf.ParallelOp, dynamic: bool = False) -> RowKernel | N
             invariant.append(inner)
             continue
         inside.update(inner.results)
-        contraction = (
-            match_contraction(inner, i, dynamic) if isinstance(inner, scf.ForOp) else None
-        )
+        contraction = match_contraction(inner, i, dynamic) if isinstance(inner, scf.ForOp) else None
         if contraction is None:
             segment.append(inner)
             continue

@@ -131,9 +131,7 @@ def in_groups(
         emit_loop(e, left, left_hint, lambda el, t: body(el, [el.add(rest, t)]))
 
 
-def block_extent(
-    e: Emitter, extent: IndexValue, tile: int, start: IndexValue, hint: str
-) -> Extent:
+def block_extent(e: Emitter, extent: IndexValue, tile: int, start: IndexValue, hint: str) -> Extent:
     """`min(tile, extent - start)`: the size of the block at `start` (any of 1..tile for
     an `extent` known only at run time, a `?` dim's N)."""
     if isinstance(extent, int) and extent % tile == 0:

@@ -189,9 +189,7 @@ class Packer:
 
         emit_loop(e, static(col_blocks), "jc", j_block)
 
-    def is_index(
-        self, e: Emitter, pairs: list[tuple[IndexValue, IndexValue]]
-    ) -> SSAValue | bool:
+    def is_index(self, e: Emitter, pairs: list[tuple[IndexValue, IndexValue]]) -> SSAValue | bool:
         """Whether every index equals its value: True, or an i1 value."""
         conditions: list[SSAValue] = []
         for index, value in pairs:
