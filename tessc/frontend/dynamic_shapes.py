@@ -18,8 +18,8 @@ and then the function compiles statically for each size, as before (`Refusal`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -193,3 +193,59 @@ class Refusal:
     """Why a function has no generic program (it then compiles per size)."""
 
     reason: str
+
+
+def pick_generic(
+    dynamic: bool | None, seen: Iterable[Signature], signature: Signature
+) -> tuple[Signature, int] | None:
+    """The generic signature a call of `signature` should run, and its N: at a first call
+    with `dynamic=True` its `guess`; by default the first earlier signature it differs
+    from in one size, generalized; None where neither applies."""
+    if dynamic:
+        generic = guess(signature)
+    else:
+        candidates = (generalize(old, signature) for old in seen)
+        generic = next((g for g in candidates if g is not None), None)
+    size = size_in(generic, signature) if generic is not None else None
+    return None if generic is None or size is None else (generic, size)
+
+
+ArrayTypes = tuple[tuple[tuple[int, ...], np.dtype], ...]
+
+
+@dataclass
+class GenericCall:
+    """What `jit`'s fast path needs to call a generic program: where a call's N is read,
+    the exact array types a call of each N must have (made once per N, so a call checks
+    each leaf by one comparison, as a static program's does) and the captured constants
+    with N filled in."""
+
+    size_at: tuple[int, int]  # (array leaf, dim) of the first `?` dim
+    patterns: ArrayTypes  # the generic signature's array types, `?` dims negative
+    sized: bool  # the constants hold N (`DynamicSize`)
+    static_sizes: frozenset[int] = frozenset()  # sizes with a static program (not taken)
+    types: dict[int, ArrayTypes] = field(default_factory=dict)
+
+    @staticmethod
+    def of(generic: Signature, constants: Sequence[Any]) -> GenericCall:
+        patterns = tuple((shape, np.dtype(dtype)) for shape, dtype in generic.arrays)
+        return GenericCall(size_reader(generic), patterns, has_sizes(constants))
+
+    def size(self, leaves: Sequence[Any]) -> int:
+        """N of a call with these array leaves; -1 where it has none or a static one."""
+        k, d = self.size_at
+        shape = getattr(leaves[k], "shape", ())
+        size = shape[d] if len(shape) > d else -1
+        return -1 if size < 1 or size in self.static_sizes else size
+
+    def array_types(self, size: int) -> ArrayTypes:
+        types = self.types.get(size)
+        if types is None:
+            types = self.types[size] = tuple(
+                (tuple(size if is_dynamic(d) else d for d in shape), dtype)
+                for shape, dtype in self.patterns
+            )
+        return types
+
+    def constants(self, constants: tuple[Any, ...], size: int) -> tuple[Any, ...]:
+        return with_size(constants, size) if self.sized else constants

@@ -38,7 +38,7 @@ import functools
 import inspect
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -49,12 +49,11 @@ from tessc.frontend.call_plan import MISS, compile_call_plan
 from tessc.frontend.debug_print import debug_values, printer
 from tessc.frontend.donation import DONATED, donated_to
 from tessc.frontend.dynamic_shapes import (
+    GenericCall,
     Refusal,
-    generalize,
-    guess,
     has_sizes,
     is_generic,
-    shape_fits,
+    pick_generic,
     size_in,
     size_reader,
     trace_generic,
@@ -69,7 +68,7 @@ from tessc.frontend.trace_function import (
     leaf_type,
     trace_signature,
 )
-from tessc.frontend.tracer import Tensor
+from tessc.frontend.tracer import DynamicSize, Tensor
 from tessc.runtime.cuda import is_device_array
 
 # ---------------------------------------------------------------------------------------
@@ -96,17 +95,13 @@ class _FastPath:
     plan: Callable[..., Any] | None = None
     """The whole planned call as straight-line Python (`call_plan.compile_call_plan`):
     result, or `MISS`; None where the structure has none (then `leaves` and `call`)."""
-    size_at: tuple[int, int] | None = None
-    """A generic program's (`dynamic_shapes`): the (leaf, dim) a call's N is read from."""
-    sized: bool = False  # a generic program's constants hold N (`DynamicSize`)
-    static_sizes: frozenset[int] = frozenset()
-    """A generic program's: the sizes with a static program of their own (not taken)."""
+    generic: GenericCall | None = None
+    """A generic program's (`dynamic_shapes`): N, the array types and constants per call."""
 
     def constants_for(self, leaves: Sequence[Any]) -> tuple[Any, ...]:
-        if self.size_at is None:
+        if self.generic is None:
             return self.constants
-        k, d = self.size_at
-        return with_size(self.constants, leaves[k].shape[d]) if self.sized else self.constants
+        return self.generic.constants(self.constants, self.generic.size(leaves))
 
     @staticmethod
     def of(
@@ -116,14 +111,12 @@ class _FastPath:
         name: str = "",
     ) -> _FastPath:
         call = compiled
+        generic = is_generic(traced.signature)  # its plan: `leaves` with `GenericCall`
         checked = getattr(compiled, "call_checked", None)
-        if (
-            checked is not None
-            and not is_generic(traced.signature)
-            and all(
-                type(c) is np.ndarray and c.flags.c_contiguous and c.dtype in ARRAY_DTYPES
-                for c in constants
-            )
+        if checked is not None and all(
+            isinstance(c, DynamicSize)  # N: an array of the computed dtype at every call
+            or (type(c) is np.ndarray and c.flags.c_contiguous and c.dtype in ARRAY_DTYPES)
+            for c in constants
         ):
             call = checked
         array_types = tuple((shape, np.dtype(dtype)) for shape, dtype in traced.signature.arrays)
@@ -133,7 +126,7 @@ class _FastPath:
         build_output = tree_builder(traced.output_tree)
         if traced.debug:  # the outputs after the user's are printed (`debug_print`)
             build_output = _printing(build_output, printer(traced.debug))
-        elif call is checked and runner is not None and not device:
+        elif call is checked and runner is not None and not device and not generic:
             plan = compile_call_plan(
                 traced.signature.tree[2],
                 array_types,
@@ -154,8 +147,7 @@ class _FastPath:
             device,
             call,
             plan,
-            size_reader(traced.signature) if is_generic(traced.signature) else None,
-            has_sizes(constants),
+            GenericCall.of(traced.signature, constants) if generic else None,
         )
 
     def leaves(self, args: tuple[Any, ...]) -> list[np.ndarray] | None:
@@ -176,23 +168,13 @@ class _FastPath:
             or any(any(getattr(a, "base", None) is leaves[d] for d in donated) for a in leaves)
         ):
             return None  # the general path refuses aliases (see `compile_call_plan`)
-        size = -1
-        if self.size_at is not None:
-            k, d = self.size_at
-            shapes = getattr(leaves[k], "shape", ())
-            size = shapes[d] if len(shapes) > d else -1
-            if size < 1 or size in self.static_sizes:
+        types = self.array_types
+        if self.generic is not None:  # a generic program: the types for this call's N
+            if (size := self.generic.size(leaves)) < 1:
                 return None
-        for array, (shape, dtype) in zip(leaves, self.array_types, strict=True):
-            if size > 0:
-                if (
-                    type(array) is not np.ndarray
-                    or array.dtype != dtype
-                    or not array.flags.c_contiguous
-                    or not shape_fits(array.shape, shape, size)
-                ):
-                    return None
-            elif type(array) is not np.ndarray:  # a device array: the cuda target takes them
+            types = self.generic.array_types(size)
+        for array, (shape, dtype) in zip(leaves, types, strict=True):
+            if type(array) is not np.ndarray:  # a device array: the cuda target takes them
                 if not self.takes_device_arrays or leaf_type(array) != (shape, dtype):
                     return None
             elif array.shape != shape or array.dtype != dtype or not array.flags.c_contiguous:
@@ -348,14 +330,9 @@ class JitFunction:
             return None
         if self.generic is not None:
             return self._traces[self.generic] if size_in(self.generic, signature) else None
-        if self.dynamic:
-            generic = guess(signature)
-        else:
-            candidates = (generalize(seen, signature) for seen in self._traces)
-            generic = next((g for g in candidates if g is not None), None)
-        size = size_in(generic, signature) if generic is not None else None
-        if generic is None or size is None:
+        if (picked := pick_generic(self.dynamic, self._traces, signature)) is None:
             return None
+        generic, size = picked
         try:
             with timing.phase("trace (generic)"):
                 traced = trace_generic(self.fn, generic, names, size)
@@ -481,8 +458,8 @@ class JitFunction:
             and (fast is None or fast.signature is not traced.signature)
         ):
             self._fast = _FastPath.of(traced, compiled, self._constants[traced.signature], name)
-            if traced.signature is self.generic:
-                self._fast = replace(self._fast, static_sizes=self._static_sizes())
+            if self._fast.generic is not None:
+                self._fast.generic.static_sizes = self._static_sizes()
             self.plan_builds += 1
         planned = self._fast
         if planned is not None and planned.signature is traced.signature and planned.plan:
