@@ -436,6 +436,8 @@ class Executable:
         writeable; any other call takes `_run`'s exact path. Returns the host's outputs."""
         if self.input_slots or self.output_slots:
             return self.call_checked
+        if any(None in spec.shape for spec in self.host_outputs):
+            return self.call_checked  # outputs sized by the call's N (`output_shape`)
         # Straight-line Python for this program (`exec`'d once): the loops over inputs and
         # outputs, `*args` and the list of outputs cost ~1.5 us a call written generically.
         count = len(self.host_inputs)

@@ -96,6 +96,19 @@ def test_later_batch_sizes_compile_nothing(mlp) -> None:
     assert step.compile_count == 2 and step.dynamic_refused is None
 
 
+def test_alternating_sizes_take_their_own_plans(mlp) -> None:
+    """A generic program keeps a call plan per N (exact shapes): sizes that alternate
+    (a training batch, an evaluation batch) each run through theirs, and right."""
+    params, x, y = mlp
+    step = ts.jit(train_step, dynamic=True)
+    for n in (8, 9, 8, 9, 16, 8, 63, 9):
+        check(step(params, x[:n], y[:n]), params, x[:n], y[:n])
+        check(step(params, x[:n], y[:n]), params, x[:n], y[:n])
+    assert step._fast is not None and step._fast.generic is not None
+    assert set(step._fast.generic.plans) == {8, 9, 16, 63}
+    assert step.compile_count == 1
+
+
 def test_the_first_size_keeps_its_static_program(mlp) -> None:
     params, x, y = mlp
     step = ts.jit(train_step)

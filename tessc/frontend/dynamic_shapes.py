@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from tessc.dialects.dynamic_dims import DYNAMIC_INDEX, DynamicShapeError, is_dynamic
+from tessc.frontend.call_plan import MISS
 from tessc.frontend.pytree import TreeDef
 from tessc.frontend.trace_function import Signature, TracedFunction, trace_signature
 from tessc.frontend.tracer import DynamicSize
@@ -212,6 +213,9 @@ def pick_generic(
 
 ArrayTypes = tuple[tuple[tuple[int, ...], np.dtype], ...]
 
+MAX_PLANS = 16
+"""Call plans a generic program keeps (one per N: a plan checks exact shapes)."""
+
 
 @dataclass
 class GenericCall:
@@ -223,13 +227,36 @@ class GenericCall:
     size_at: tuple[int, int]  # (array leaf, dim) of the first `?` dim
     patterns: ArrayTypes  # the generic signature's array types, `?` dims negative
     sized: bool  # the constants hold N (`DynamicSize`)
+    make_plan: Callable[..., Callable[..., Any] | None] | None = None
+    """`compile_call_plan` for this program but the array types and constants."""
     static_sizes: frozenset[int] = frozenset()  # sizes with a static program (not taken)
     types: dict[int, ArrayTypes] = field(default_factory=dict)
+    plans: dict[int, Callable[..., Any] | None] = field(default_factory=dict)
+    """A call plan per N seen (`call_plan`), up to `MAX_PLANS`."""
+    current: Callable[..., Any] | None = None  # the plan of the last N called
 
     @staticmethod
-    def of(generic: Signature, constants: Sequence[Any]) -> GenericCall:
+    def of(
+        generic: Signature,
+        constants: Sequence[Any],
+        make_plan: Callable[..., Callable[..., Any] | None] | None = None,
+    ) -> GenericCall:
         patterns = tuple((shape, np.dtype(dtype)) for shape, dtype in generic.arrays)
-        return GenericCall(size_reader(generic), patterns, has_sizes(constants))
+        return GenericCall(size_reader(generic), patterns, has_sizes(constants), make_plan)
+
+    def call(self, args: tuple[Any, ...]) -> Any:
+        """The call through the plan of the last N (`MISS` where it does not fit)."""
+        return MISS if self.current is None else self.current(*args)
+
+    def use_size(self, size: int, constants: tuple[Any, ...]) -> None:
+        """Make N = `size`'s plan the one `call` tries first (built at its first call)."""
+        if size not in self.plans and self.make_plan is not None:
+            if len(self.plans) >= MAX_PLANS:
+                self.plans.clear()
+            self.plans[size] = self.make_plan(
+                array_types=self.array_types(size), constants=self.constants(constants, size)
+            )
+        self.current = self.plans.get(size)
 
     def size(self, leaves: Sequence[Any]) -> int:
         """N of a call with these array leaves; -1 where it has none or a static one."""

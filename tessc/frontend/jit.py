@@ -122,21 +122,22 @@ class _FastPath:
         array_types = tuple((shape, np.dtype(dtype)) for shape, dtype in traced.signature.arrays)
         device = hasattr(compiled, "resident")
         runner = getattr(compiled, "runner", None)
-        plan = None
+        plan = make_plan = None
         build_output = tree_builder(traced.output_tree)
         if traced.debug:  # the outputs after the user's are printed (`debug_print`)
             build_output = _printing(build_output, printer(traced.debug))
-        elif call is checked and runner is not None and not device and not generic:
-            plan = compile_call_plan(
+        elif call is checked and runner is not None and not device:
+            make_plan = functools.partial(
+                compile_call_plan,
                 traced.signature.tree[2],
-                array_types,
-                constants,
-                traced.output_tree,
-                runner(),
-                traced.signature.donated,
-                _returned_in_place(compiled, traced.signature.donated),
-                name,
+                output_tree=traced.output_tree,
+                run=runner(),
+                donated=traced.signature.donated,
+                returned=_returned_in_place(compiled, traced.signature.donated),
+                function=name,
             )
+            if not generic:  # a generic program's: one per N (`GenericCall.use_size`)
+                plan = make_plan(array_types=array_types, constants=constants)
         return _FastPath(
             traced.signature,
             traced.signature.tree[2],
@@ -147,7 +148,7 @@ class _FastPath:
             device,
             call,
             plan,
-            GenericCall.of(traced.signature, constants) if generic else None,
+            GenericCall.of(traced.signature, constants, make_plan) if generic else None,
         )
 
     def leaves(self, args: tuple[Any, ...]) -> list[np.ndarray] | None:
@@ -392,8 +393,13 @@ class JitFunction:
         if fast is not None and not kwargs and len(args) == self._arity:
             if fast.plan is not None and (result := fast.plan(*args)) is not MISS:
                 return result
+            generic = fast.generic
+            if generic is not None and (result := generic.call(args)) is not MISS:
+                return result
             leaves = fast.leaves(args)
             if leaves is not None:
+                if generic is not None:  # the next call of this N takes its plan
+                    generic.use_size(generic.size(leaves), fast.constants)
                 outputs = fast.call(*leaves, *fast.constants_for(leaves))
                 for d in fast.signature.donated:
                     if not any(leaves[d] is output for output in outputs):
