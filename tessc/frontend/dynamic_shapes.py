@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from tessc import timing
 from tessc.dialects.dynamic_dims import DYNAMIC_INDEX, DynamicShapeError, is_dynamic
 from tessc.frontend.call_plan import MISS
 from tessc.frontend.pytree import TreeDef
@@ -194,6 +195,41 @@ class Refusal:
     """Why a function has no generic program (it then compiles per size)."""
 
     reason: str
+
+
+def new_generic_trace(
+    fn: Callable,
+    dynamic: bool | None,
+    seen: Iterable[Signature],
+    signature: Signature,
+    names: Sequence[str],
+) -> tuple[Signature, TracedFunction] | Refusal | None:
+    """The generic signature and trace for a call of `signature` (`pick_generic`); None
+    where none fits, a `Refusal` where `fn` cannot be traced with a `?` dim."""
+    if (picked := pick_generic(dynamic, seen, signature)) is None:
+        return None
+    generic, size = picked
+    try:
+        with timing.phase("trace (generic)"):
+            return generic, trace_generic(fn, generic, names, size)
+    except Exception as error:  # arithmetic on N, a `?` meeting a static dim, ...
+        return Refusal(f"{type(error).__name__}: {error}")
+
+
+def static_sizes(generic: Signature, compiled: Iterable[Signature]) -> frozenset[int]:
+    """The sizes N the generic program has a static program for (`compiled`)."""
+    sizes = (size_in(generic, signature) for signature in compiled)
+    return frozenset(size for size in sizes if size is not None)
+
+
+def call_constants(
+    signature: Signature, constants: tuple[Any, ...], arrays: Sequence[Any]
+) -> tuple[Any, ...]:
+    """A call's constants: a generic program's with N (from its first `?` dim) filled in."""
+    if not has_sizes(constants):
+        return constants
+    k, d = size_reader(signature)
+    return with_size(constants, np.shape(arrays[k])[d])
 
 
 def pick_generic(

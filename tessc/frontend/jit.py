@@ -51,13 +51,11 @@ from tessc.frontend.donation import DONATED, donated_to
 from tessc.frontend.dynamic_shapes import (
     GenericCall,
     Refusal,
-    has_sizes,
+    call_constants,
     is_generic,
-    pick_generic,
+    new_generic_trace,
     size_in,
-    size_reader,
-    trace_generic,
-    with_size,
+    static_sizes,
 )
 from tessc.frontend.pytree import TreeDef, flatten_tree, match_tree, tree_builder, unflatten_tree
 from tessc.frontend.trace_function import (
@@ -331,25 +329,14 @@ class JitFunction:
             return None
         if self.generic is not None:
             return self._traces[self.generic] if size_in(self.generic, signature) else None
-        if (picked := pick_generic(self.dynamic, self._traces, signature)) is None:
+        found = new_generic_trace(self.fn, self.dynamic, self._traces, signature, names)
+        if not isinstance(found, tuple):
+            self.dynamic_refused = found  # None: no generic signature fits (yet)
             return None
-        generic, size = picked
-        try:
-            with timing.phase("trace (generic)"):
-                traced = trace_generic(self.fn, generic, names, size)
-        except Exception as error:  # arithmetic on N, a `?` meeting a static dim, ...
-            self.dynamic_refused = Refusal(f"{type(error).__name__}: {error}")
-            return None
-        self.generic = generic
-        self._traces[generic] = traced
+        self.generic, traced = found
+        self._traces[self.generic] = traced
         self.trace_count += 1
         return traced
-
-    def _static_sizes(self) -> frozenset[int]:
-        """The sizes N the generic program has a static program for."""
-        assert self.generic is not None
-        sizes = (size_in(self.generic, signature) for signature in self._compiled)
-        return frozenset(size for size in sizes if size is not None)
 
     def _retrace_message(self) -> str:
         """Why a function was traced `RETRACE_WARNING` times, and what to do about it."""
@@ -439,9 +426,7 @@ class JitFunction:
                 constants = resident(traced.constants) if resident else traced.constants
                 self._constants[traced.signature] = constants
             constants = self._constants[traced.signature]
-            if has_sizes(constants):  # the generic program: N from the `?` dim's array
-                k, d = size_reader(traced.signature)
-                constants = with_size(constants, np.shape(arrays[k])[d])
+            constants = call_constants(traced.signature, constants, arrays)  # N filled in
             if not hasattr(compiled, "resident"):
                 for path, array in zip(paths, arrays, strict=True):
                     if is_device_array(array):
@@ -464,8 +449,8 @@ class JitFunction:
             and (fast is None or fast.signature is not traced.signature)
         ):
             self._fast = _FastPath.of(traced, compiled, self._constants[traced.signature], name)
-            if self._fast.generic is not None:
-                self._fast.generic.static_sizes = self._static_sizes()
+            if self._fast.generic is not None and self.generic is not None:
+                self._fast.generic.static_sizes = static_sizes(self.generic, self._compiled)
             self.plan_builds += 1
         planned = self._fast
         if planned is not None and planned.signature is traced.signature and planned.plan:
@@ -576,12 +561,9 @@ def jit(
     `JitFunction`): after the call their contents are undefined; use the returned arrays
     (for a donated `w` and an output of its type, often `w` itself, updated in place).
 
-    `dynamic` (the `cpu` target): by default, once a call differs from an earlier one in
-    one size only (a new batch size), the function is compiled once more with that size
-    as a `?` dim and every later size runs that program without a compile
-    (`tessc.frontend.dynamic_shapes`); the sizes seen first keep their static programs.
-    `dynamic=True` compiles the generic program at the first call (the plain array
-    arguments' leading dim), `dynamic=False` compiles every size.
+    `dynamic` (`cpu`): by default, once a call differs from an earlier one in one size
+    (a new batch), a program with that size `?` serves every later size without a
+    compile (`dynamic_shapes`); `True`: from the first call, `False`: never.
     """
     options = {
         "target": target,
