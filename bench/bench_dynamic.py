@@ -3,7 +3,8 @@ Issue 26 §2: the MLP train step (`mlp_step.py`) at a new batch size without a r
 One `jit` function is called at batch 32 (its static program), then at 17, 5, 40 (the
 generic program, `?` batch dim: compiled once, at 17). Prints the compiles each size cost
 and the steady step of the static and the generic program at the same batch (the generic
-one forced by `dynamic=True`), as medians and their ratio, in one run.
+one forced by `dynamic=True`), as medians over alternating blocks of calls and the median
+of the blocks' ratios, in one run (batch, 17 and 100: a size past the static tiles).
 
     python bench/bench_dynamic.py [hidden] [batch]
 """
@@ -26,8 +27,8 @@ def step(p, x, y):
     return {k: p[k] - 0.1 * g[k] for k in p}, loss
 
 
-def median_us(fn, args, rounds: int = 400) -> float:
-    for _ in range(20):
+def median_us(fn, args, rounds: int = 200) -> float:
+    for _ in range(5):
         fn(*args)
     times = []
     for _ in range(rounds):
@@ -35,6 +36,17 @@ def median_us(fn, args, rounds: int = 400) -> float:
         fn(*args)
         times.append(time.perf_counter() - start)
     return float(np.median(times)) * 1e6
+
+
+def interleaved(first, second, args, blocks: int = 9) -> tuple[float, float, float]:
+    """Medians of `first` and `second` in alternating blocks (a loaded machine drifts
+    between blocks, not within one), and the median of the blocks' ratios."""
+    a, b = [], []
+    for _ in range(blocks):
+        a.append(median_us(first, args))
+        b.append(median_us(second, args))
+    ratios = [y / x for x, y in zip(a, b, strict=True)]
+    return float(np.median(a)), float(np.median(b)), float(np.median(ratios))
 
 
 def main() -> None:
@@ -53,11 +65,11 @@ def main() -> None:
         )
     static = ts.jit(step, dynamic=False)
     generic = ts.jit(step, dynamic=True)
-    for n in (batch, 17):
+    for n in (batch, 17, 100):
         args = (params, x[:n], y[:n])
-        s, g = median_us(static, args), median_us(generic, args)
+        s, g, ratio = interleaved(static, generic, args)
         print(
-            f"hidden {hidden} batch {n}: static {s:.1f} us, dynamic {g:.1f} us, ratio {g / s:.2f}"
+            f"hidden {hidden} batch {n}: static {s:.1f} us, dynamic {g:.1f} us, ratio {ratio:.2f}"
         )
 
 
