@@ -67,6 +67,7 @@ from tessc.dialects.builder_types import (
     shape_of,
     tensor_type,
 )
+from tessc.dialects.dynamic_dims import traced_dim, type_dim
 from tessc.dialects.tess_base import (
     broadcast_shapes,
     element_type_of,
@@ -119,7 +120,9 @@ class TessBuilder(IndexBuilder, ConvBuilder, AttentionBuilder):
         typ = like.type
         assert isinstance(typ, TensorType), f"expected a tensor value, got {typ}"
         dims = typ.get_shape() if shape is None else shape
-        return self.insert(tess.FillOp(float(value), TensorType(typ.element_type, list(dims))))
+        return self.insert(
+            tess.FillOp(float(value), TensorType(typ.element_type, [type_dim(d) for d in dims]))
+        )
 
     def zeros_like(self, like: SSAValue) -> SSAValue:
         return self.full_like(like, 0.0)
@@ -443,7 +446,7 @@ class TessBuilder(IndexBuilder, ConvBuilder, AttentionBuilder):
         was stretched. One `tess.sum` over all of them keeps them only when a stretched 1 is
         among them, and a reshape then drops the leading ones.
         """
-        source, target = shape_of(x), tuple(int(d) for d in shape)
+        source, target = shape_of(x), tuple(traced_dim(type_dim(d)) for d in shape)
         try:
             fits = broadcast_shapes(source, target) == source
         except ValueError:
@@ -497,7 +500,7 @@ class TessBuilder(IndexBuilder, ConvBuilder, AttentionBuilder):
         return self.permute(x, perm)
 
     def broadcast_to(self, x: SSAValue, shape: Sequence[int]) -> SSAValue:
-        source, target = shape_of(x), tuple(int(d) for d in shape)
+        source, target = shape_of(x), tuple(traced_dim(type_dim(d)) for d in shape)
         try:
             fits = broadcast_shapes(source, target) == target
         except ValueError:

@@ -34,6 +34,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import SSAValue
 
+from tessc.dialects.dynamic_dims import traced_dim, type_dim
 from tessc.dialects.tess_base import element_type_of, format_shape, is_float
 
 Shape: TypeAlias = tuple[int, ...]
@@ -126,13 +127,13 @@ def promote_types(
 
 
 def tensor_type(shape: Sequence[int], dtype: DTypeLike = "f32") -> TensorType:
-    return TensorType(element_type(dtype), [int(d) for d in shape])
+    return TensorType(element_type(dtype), [type_dim(d) for d in shape])
 
 
 def shape_of(value: SSAValue) -> Shape:
     typ = value.type
     assert isinstance(typ, TensorType), f"expected a tensor value, got {typ}"
-    return tuple(typ.get_shape())
+    return tuple(traced_dim(d) for d in typ.get_shape())
 
 
 def describe(value: SSAValue) -> str:

@@ -15,6 +15,7 @@ from enum import Enum
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
     BFloat16Type,
     Float16Type,
     Float32Type,
@@ -27,6 +28,8 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import IRDLOperation, traits_def
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
+
+from tessc.dialects.dynamic_dims import type_dim
 
 Shape = tuple[int, ...]
 
@@ -42,9 +45,19 @@ class PatternKind(Enum):
     OPAQUE = 8
 
 
+DYNAMIC = DYNAMIC_INDEX
+"""A dynamic dim (`?` in `tensor<?x64xf32>`), as xDSL parses it. Every `?` of a function
+is its one dynamic size (the batch): `tess.dynamic_size` checks them equal at entry, so a
+`?` matches any dim here, and a `?` broadcast with 1 or `?` stays `?`."""
+
+
+def is_dynamic(dim: int) -> bool:
+    return dim == DYNAMIC or dim == -1
+
+
 def format_shape(shape: Sequence[int]) -> str:
     """`(3,4,1)` — the notation of the seeds, used in every shape diagnostic."""
-    return "(" + ",".join(str(d) for d in shape) + ")"
+    return "(" + ",".join("?" if is_dynamic(d) else str(d) for d in shape) + ")"
 
 
 def broadcast_shapes(*shapes: Sequence[int]) -> Shape:
@@ -53,7 +66,9 @@ def broadcast_shapes(*shapes: Sequence[int]) -> Shape:
     padded = [(1,) * (rank - len(s)) + tuple(s) for s in shapes]
     result: list[int] = []
     for dims in zip(*padded, strict=True):
-        sizes = {d for d in dims if d != 1}
+        sizes = {DYNAMIC if is_dynamic(d) else d for d in dims if d != 1}
+        if len(sizes) > 1 and DYNAMIC in sizes:
+            sizes.discard(DYNAMIC)  # a `?` matches a static size at verify time
         if len(sizes) > 1:
             names = " and ".join(format_shape(s) for s in shapes)
             raise ValueError(f"shapes {names} are not broadcastable")
@@ -80,7 +95,7 @@ def matmul_shape(lhs: Sequence[int], rhs: Sequence[int]) -> Shape:
         raise ValueError(
             f"matmul needs operands of rank >= 2, got {format_shape(lhs)} and {format_shape(rhs)}"
         )
-    if lhs[-1] != rhs[-2]:
+    if lhs[-1] != rhs[-2] and not (is_dynamic(lhs[-1]) or is_dynamic(rhs[-2])):
         raise ValueError(
             f"matmul contraction mismatch: {format_shape(lhs)} and {format_shape(rhs)} "
             f"({lhs[-1]} != {rhs[-2]})"
@@ -98,7 +113,7 @@ def matmul_shape(lhs: Sequence[int], rhs: Sequence[int]) -> Shape:
 def tensor_shape(value: SSAValue | Attribute) -> Shape:
     typ = value.type if isinstance(value, SSAValue) else value
     assert isinstance(typ, TensorType)
-    return tuple(typ.get_shape())
+    return tuple(DYNAMIC if d == -1 else d for d in typ.get_shape())
 
 
 class Elements(Enum):
@@ -136,7 +151,7 @@ def check_tensor_type(op: Operation, typ: Attribute, elements: Elements) -> Attr
         raise VerifyException(f"'{op.name}' expects tensor types, got {typ}")
     if not element_allowed(typ.element_type, elements):
         raise VerifyException(f"'{op.name}' expects {elements.value} elements, got {typ}")
-    if any(d < 0 for d in typ.get_shape()):
+    if any(d < 0 and not is_dynamic(d) for d in typ.get_shape()):
         raise VerifyException(f"'{op.name}' expects static shapes, got {typ}")
     if typ.encoding != NoneAttr():
         # Every lowering assumes a dense row-major tensor; an encoding would be dropped.
@@ -171,7 +186,10 @@ def inferred_shape(op: Operation, rule: Callable[..., Shape], *args: object) -> 
 
 def check_result_shape(op: Operation, expected: Sequence[int]) -> None:
     actual = tensor_shape(op.results[0])
-    if actual != tuple(expected):
+    if len(actual) != len(expected) or any(
+        a != e and not (is_dynamic(a) or is_dynamic(e))
+        for a, e in zip(actual, expected, strict=False)
+    ):
         raise VerifyException(
             f"'{op.name}' result shape {format_shape(actual)} does not match the "
             f"inferred shape {format_shape(expected)}"
@@ -179,7 +197,7 @@ def check_result_shape(op: Operation, expected: Sequence[int]) -> None:
 
 
 def result_tensor(shape: Sequence[int], element_type: Attribute) -> TensorType:
-    return TensorType(element_type, shape)
+    return TensorType(element_type, [type_dim(d) for d in shape])
 
 
 def element_type_of(value: SSAValue) -> Attribute:

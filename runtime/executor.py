@@ -436,6 +436,8 @@ class Executable:
         writeable; any other call takes `_run`'s exact path. Returns the host's outputs."""
         if self.input_slots or self.output_slots:
             return self.call_checked
+        if any(None in spec.shape for spec in self.host_outputs):
+            return self.call_checked  # outputs sized by the call's N (`output_shape`)
         # Straight-line Python for this program (`exec`'d once): the loops over inputs and
         # outputs, `*args` and the list of outputs cost ~1.5 us a call written generically.
         count = len(self.host_inputs)
@@ -491,6 +493,21 @@ class Executable:
         run.source = "\n".join(lines)
         return run
 
+    def output_shape(
+        self, shape: tuple[int | None, ...], inputs: Sequence[np.ndarray]
+    ) -> tuple[int, ...]:
+        """`shape` with a dynamic dim (`None`) as the size of the inputs' dynamic dims
+        (a generic program's N: one per program, checked by `jit`)."""
+        if None not in shape:
+            return shape  # type: ignore[return-value]
+        size = next(
+            array.shape[d]
+            for spec, array in zip(self.host_inputs, inputs, strict=False)
+            for d, want in enumerate(spec.shape)
+            if want is None
+        )
+        return tuple(size if d is None else d for d in shape)
+
     def _run(
         self, inputs: list[np.ndarray], args: Sequence[object], zero_copy: dict[int, np.ndarray]
     ) -> tuple[np.ndarray, ...]:
@@ -504,7 +521,7 @@ class Executable:
             outputs = carve_outputs(*self._carved)
         else:
             outputs = [
-                np.empty(spec.shape, dtype=spec.dtype)
+                np.empty(self.output_shape(spec.shape, inputs), dtype=spec.dtype)
                 if alias is None
                 else self.donated(inputs, alias, owners)
                 for spec, alias in zip(self.host_outputs, self.output_aliases, strict=True)

@@ -153,8 +153,12 @@ class HostSignature:
         return None
 
     def check_static_outputs(self) -> None:
-        """ValueError if an output has a dynamic dimension: the runtime allocates them."""
-        if any(None in spec.shape for spec in self.outputs):
+        """ValueError if an output has a dynamic dimension and no input has one: the
+        runtime allocates outputs, a dynamic dim as the inputs' (one size per program, a
+        generic program's N, which `jit` checks)."""
+        if any(None in spec.shape for spec in self.outputs) and not any(
+            None in spec.shape for spec in self.inputs
+        ):
             raise ValueError(
                 f"'{self.entry}' has outputs of dynamic shape, which cannot be allocated"
             )

@@ -37,6 +37,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
+from tessc.dialects.dynamic_dims import dynamic_sizes, entry_dynamic_size
 from tessc.dialects.kernel import GroupOp, yielded_value
 from tessc.dialects.locations import inherit_location
 
@@ -128,6 +129,13 @@ class FunctionBufferizer:
     destinations: dict[BufferSite, SSAValue] = field(default_factory=dict)
     """Buffer sites whose buffer is an out-param rather than a fresh alloc."""
     replaced: list[Operation] = field(default_factory=list)
+    dynamic_size: SSAValue | None = None
+    """N, the size of every `?` dim (`dialects/dynamic_dims.py`), read at entry."""
+
+    def alloc(self, builder: Builder, typ: TensorType) -> SSAValue:
+        buffer_type = memref_type_for(typ)
+        sizes = dynamic_sizes(buffer_type, self.dynamic_size)
+        return builder.insert(memref.AllocOp(sizes, [], buffer_type)).memref
 
     def run(self) -> None:
         if len(self.function.body.blocks) != 1:
@@ -146,6 +154,7 @@ class FunctionBufferizer:
                 out = block.insert_arg(memref_type_for(typ), len(block.args))
                 out.name_hint = f"out{len(self.out_params)}"
                 self.out_params.append(out)
+        self.dynamic_size = entry_dynamic_size(block, block.args[len(old_args) :])
 
         self.plan_destinations(block)
         for op in list(block.ops):
@@ -180,7 +189,7 @@ class FunctionBufferizer:
     def new_buffer(self, builder: Builder, site: BufferSite, typ: TensorType) -> SSAValue:
         if site in self.destinations:
             return self.destinations[site]
-        return builder.insert(memref.AllocOp([], [], memref_type_for(typ))).memref
+        return self.alloc(builder, typ)
 
     def read_buffer(self, builder: Builder, value: SSAValue) -> SSAValue:
         """The buffer an op reads `value` from (a non-tensor value is itself)."""
@@ -188,7 +197,8 @@ class FunctionBufferizer:
             return value
         if is_empty_tensor(value):
             # Reading an empty tensor reads undefined values; any buffer will do.
-            return builder.insert(memref.AllocOp([], [], memref_type_for(value.type))).memref
+            assert isinstance(value.type, TensorType)
+            return self.alloc(builder, value.type)
         return self.buffer(value)
 
     def bufferize(self, op: Operation) -> bool:

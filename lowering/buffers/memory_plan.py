@@ -29,6 +29,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
 from tessc.dialects.functions import add_workspace_argument, called_functions
+from tessc.lowering.buffers.memory_plan_dynamic import plan_dynamic_buffers
 from tessc.lowering.buffers.memory_plan_planner import (
     HostPlan,
     HostPlanner,
@@ -152,6 +153,7 @@ def plan_function(
         planner = HostPlanner(function, module, donation)  # positions moved
     plan = planner.plan()
     rewrite_buffers(plan, workspace_arg)
+    plan_dynamic_buffers(function)  # those of a `?` dim: one region sized by N
     if workspace_arg and any(b.argument is None for b in plan.buffers):
         workspaces[function.sym_name.data] = plan.arena_bytes
     for figure, value in plan.figures().items():

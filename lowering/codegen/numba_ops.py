@@ -358,12 +358,21 @@ class OpEmitter:
         typ = op.result.type
         assert isinstance(typ, MemRefType)
         shape = memref_shape(typ)
-        if op.sizes or any(d < 0 for d in shape):
-            raise UnsupportedOpError(op, "dynamic sizes")
         dtype = dtype_name(typ.element_type)
-        nbytes = math.prod(shape) * ITEMSIZES[dtype]
         offset, start = constant_int(op.byte_shift), self.expr(op.byte_shift)
-        end = str(offset + nbytes) if offset is not None else f"{start} + {nbytes}"
+        if op.sizes:  # `?` dims (a generic host's region, `memory_plan_dynamic`)
+            if not typed or len(op.sizes) != sum(d < 0 for d in shape):
+                raise UnsupportedOpError(op, "dynamic sizes")
+            static = math.prod(d for d in shape if d >= 0) * ITEMSIZES[dtype]
+            nbytes = " * ".join([str(static), *(self.expr(v) for v in op.sizes)])
+            window = f"{self.expr(op.source)}[{start}:{start} + {nbytes}]"
+            text = self.shape_literal(shape, op.sizes)
+            self.assign(op, f"{window}.view(np.{dtype}).reshape({text})")
+            return
+        if any(d < 0 for d in shape):
+            raise UnsupportedOpError(op, "dynamic sizes")
+        nbytes_static = math.prod(shape) * ITEMSIZES[dtype]
+        end = str(offset + nbytes_static) if offset is not None else f"{start} + {nbytes_static}"
         window = f"{self.expr(op.source)}[{start}:{end}]"
         if not typed:
             self.assign(op, window)

@@ -33,6 +33,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from tessc.dialects import contract
+from tessc.dialects.dynamic_dims import is_dynamic
 from tessc.dialects.tess import PatternKind
 from tessc.lowering.linalg.generic_analysis import generic_maps, pattern_kind
 
@@ -75,7 +76,9 @@ def match_narrow(op: GenericOp, narrow_cols: int, min_depth: int) -> NarrowContr
         if last_two(lhs)[1] != k:
             continue
         *_, depth, cols = operand.get_shape()
-        if 0 < cols < narrow_cols and depth >= min_depth:
+        # A `?` depth (the batch N of a weight gradient, `dialects/dynamic_dims.py`)
+        # counts as deep: a generic program serves the large batches too.
+        if 0 < cols < narrow_cols and (depth >= min_depth or is_dynamic(depth)):
             return NarrowContraction(op, rhs)
     return None
 

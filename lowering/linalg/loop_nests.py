@@ -23,6 +23,7 @@ from xdsl.dialects.linalg.ops import GenericOp, IndexOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineMap
 
+from tessc.dialects.dynamic_dims import is_dynamic
 from tessc.lowering.linalg.generic_analysis import depends_on
 
 PACKED_MIN_WORK = 128**3 + 1
@@ -145,6 +146,10 @@ def operand_buffer(op: LinalgStructuredOperation, index: int) -> Hashable:
     return op.operands[index]
 
 
+NOMINAL_SIZE = 256
+"""The extent a `?` loop is planned with (its order among the nest's loops)."""
+
+
 def summarize_nest(
     op: LinalgStructuredOperation, buffer_of: BufferOf = operand_buffer
 ) -> NestSummary | None:
@@ -156,11 +161,15 @@ def summarize_nest(
         ranges = tuple(op.get_static_loop_ranges()) if iterator_types else ()
     except (NotImplementedError, ValueError):
         return None
-    if any(r < 0 for r in ranges):
+    if any(r < 0 and not is_dynamic(r) for r in ranges):
         return None
     shapes = [v.type.get_shape() if isinstance(v.type, ShapedType) else () for v in op.operands]
     num_inputs = len(op.inputs)
-    plan = plan_loop_nest(iterator_types, maps, shapes, num_inputs, ranges)
+    # A `?` extent (N, `dialects/dynamic_dims.py`) is planned as a batch of NOMINAL_SIZE;
+    # the summary keeps it `?`, equal only to another `?`.
+    planned = tuple(NOMINAL_SIZE if is_dynamic(r) else r for r in ranges)
+    shapes = [tuple(NOMINAL_SIZE if is_dynamic(d) else d for d in shape) for shape in shapes]
+    plan = plan_loop_nest(iterator_types, maps, shapes, num_inputs, planned)
     accesses = tuple(
         Access(buffer_of(op, index), affine_map, index >= num_inputs)
         for index, (operand, affine_map) in enumerate(zip(op.operands, maps, strict=True))

@@ -23,7 +23,7 @@ from tessc.dialects import contract
 from tessc.lowering.linalg.generic_analysis import depends_on
 from tessc.lowering.loops.index_values import same_index
 from tessc.lowering.loops.row_analysis import rows_independent
-from tessc.lowering.loops.trip_counts import unit_loop_bound
+from tessc.lowering.loops.trip_counts import dynamic_loop_bound, unit_loop_bound
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,8 @@ class Contraction:
     outer_loops: tuple[scf.ForOp, ...]
     k_loop: scf.ForOp
     j_loop: scf.ForOp
-    depth: int  # K
-    cols: int  # M
+    depth: int | SSAValue  # K (N, an SSA value, where `dynamic` matched a `?` loop)
+    cols: int | SSAValue  # M
     stored: frozenset[SSAValue]
 
 
@@ -52,7 +52,7 @@ class RowKernel:
 
     parallel: scf.ParallelOp
     batch_extents: tuple[int, ...]
-    rows: int  # N
+    rows: int | SSAValue  # N (an SSA value, where `dynamic` matched a `?` loop)
     invariant_ops: tuple[Operation, ...]
     members: tuple[Contraction | RowSegment, ...]
 
@@ -65,14 +65,14 @@ class RowKernel:
         return tuple(m for m in self.members if isinstance(m, Contraction))
 
 
-def match_contraction(loop: scf.ForOp, i: SSAValue) -> Contraction | None:
-    """The perfect nest rooted at `loop` if it is an i-k-j contraction over rows `i`."""
+def match_contraction(loop: scf.ForOp, i: SSAValue, dynamic: bool = False) -> Contraction | None:
+    """The perfect nest rooted at `loop` if it is an i-k-j contraction over rows `i`;
+    with `dynamic`, its loops may run to a `?` dim's N (`dynamic_loop_bound`)."""
+    bound = dynamic_loop_bound if dynamic else unit_loop_bound
     loops = [loop]
     while len(ops := list(loops[-1].body.block.ops)) == 2 and isinstance(ops[0], scf.ForOp):
         loops.append(ops[0])
-    if len(loops) < 2 or any(
-        lp.iter_args or unit_loop_bound(lp.lb, lp.ub, lp.step) is None for lp in loops
-    ):
+    if len(loops) < 2 or any(lp.iter_args or bound(lp.lb, lp.ub, lp.step) is None for lp in loops):
         return None
     *outer, k_loop, j_loop = loops
     *body, terminator = j_loop.body.block.ops
@@ -101,19 +101,23 @@ def match_contraction(loop: scf.ForOp, i: SSAValue) -> Contraction | None:
             return None
     if not stored:
         return None
-    extents = (unit_loop_bound(lp.lb, lp.ub, lp.step) or 0 for lp in (k_loop, j_loop))
+    extents = (bound(lp.lb, lp.ub, lp.step) or 0 for lp in (k_loop, j_loop))
     return Contraction(tuple(outer), k_loop, j_loop, *extents, frozenset(stored))
 
 
-def match_row_kernel(op: scf.ParallelOp) -> RowKernel | None:
-    """The row kernel rooted at `op`, if it holds a contraction to tile."""
+def match_row_kernel(op: scf.ParallelOp, dynamic: bool = False) -> RowKernel | None:
+    """The row kernel rooted at `op`, if it holds a contraction to tile; with `dynamic`,
+    its rows and contractions may run to a `?` dim's N (`tess-pack-matmul`)."""
+    bound = dynamic_loop_bound if dynamic else unit_loop_bound
     if op.initVals or contract.TILE_SIZES.has(op):
         return None
     if not isinstance(op.parent_op(), func.FuncOp):
         return None  # only outermost loops
-    extents = [unit_loop_bound(*b) for b in zip(op.lowerBound, op.upperBound, op.step, strict=True)]
-    if not extents or any(e is None or e < 1 for e in extents):
+    extents = [bound(*b) for b in zip(op.lowerBound, op.upperBound, op.step, strict=True)]
+    if not extents or any(e is None or (isinstance(e, int) and e < 1) for e in extents):
         return None
+    if any(not isinstance(e, int) for e in extents[:-1]):
+        return None  # a `?` batch dim
     i, block = op.body.block.args[-1], op.body.block
     invariant: list[Operation] = []
     members: list[Contraction | RowSegment] = []
@@ -124,7 +128,7 @@ def match_row_kernel(op: scf.ParallelOp) -> RowKernel | None:
             invariant.append(inner)
             continue
         inside.update(inner.results)
-        contraction = match_contraction(inner, i) if isinstance(inner, scf.ForOp) else None
+        contraction = match_contraction(inner, i, dynamic) if isinstance(inner, scf.ForOp) else None
         if contraction is None:
             segment.append(inner)
             continue
@@ -146,7 +150,7 @@ def match_row_kernel(op: scf.ParallelOp) -> RowKernel | None:
             for use in result.uses
         ):
             return None
-    batch = tuple(e or 0 for e in extents[:-1])
+    batch = tuple(e if isinstance(e, int) else 0 for e in extents[:-1])
     return RowKernel(op, batch, extents[-1] or 0, tuple(invariant), tuple(members))
 
 

@@ -131,9 +131,19 @@ def in_groups(
         emit_loop(e, left, left_hint, lambda el, t: body(el, [el.add(rest, t)]))
 
 
-def block_extent(e: Emitter, extent: int, tile: int, start: IndexValue, hint: str) -> Extent:
-    """`min(tile, extent - start)`: the size of the block at `start`."""
-    if extent % tile == 0:
+def block_extent(e: Emitter, extent: IndexValue, tile: int, start: IndexValue, hint: str) -> Extent:
+    """`min(tile, extent - start)`: the size of the block at `start` (any of 1..tile for
+    an `extent` known only at run time, a `?` dim's N)."""
+    if isinstance(extent, int) and extent % tile == 0:
         return static(tile)
     rest = e.apply(arith.SubiOp, extent, start)
-    return make_extent(e.apply(arith.MinSIOp, tile, rest, hint), {tile, extent % tile})
+    sizes = {tile, extent % tile} if isinstance(extent, int) else set(range(1, tile + 1))
+    return make_extent(e.apply(arith.MinSIOp, tile, rest, hint), sizes)
+
+
+def block_count(e: Emitter, extent: IndexValue, tile: int, hint: str | None = None) -> Extent:
+    """The blocks of `tile` that cover `extent`: `(extent + tile - 1) // tile`."""
+    if isinstance(extent, int):
+        return static(-(-extent // tile))
+    count = e.apply(arith.DivUIOp, e.add(extent, tile - 1), tile, hint)
+    return make_extent(count, set())

@@ -48,6 +48,7 @@ from xdsl.transforms.lower_affine import affine_expr_ops
 from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects import contract
+from tessc.dialects.dynamic_dims import entry_dynamic_size, function_entry, is_dynamic
 from tessc.lowering.linalg.loop_nests import (
     LoopNestPlan,
     NestSummary,
@@ -73,6 +74,10 @@ class IndexConstants:
     made: dict[int, SSAValue] = field(default_factory=dict[int, SSAValue])
 
     def __call__(self, value: int) -> SSAValue:
+        if is_dynamic(value):  # a `?` loop range: N, read at the function's entry
+            size = entry_dynamic_size(function_entry(self.at.block))
+            assert size is not None, "a `?` loop range in a function without `?` arguments"
+            return size
         if value not in self.made:
             constant = arith.ConstantOp(IntegerAttr.from_index_int_value(value))
             self.made[value] = self.rewriter.insert(constant, self.at).result

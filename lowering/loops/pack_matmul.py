@@ -46,6 +46,7 @@ from tessc.lowering.loops.pack_matmul_plan import (
     PackedMatmul,
     clamp_blocks,
     match_packed,
+    nominal,
 )
 from tessc.lowering.loops.register_tiles import (
     InPlace,
@@ -73,18 +74,23 @@ class PackMatmul(RewritePattern):
     def match_and_rewrite(self, op: scf.ParallelOp, rewriter: PatternRewriter) -> None:
         if contract.REGISTER_TILE.has(op) or (match := match_packed(op)) is None:
             return
-        shape = n, _, cols = match.shape
+        n, depth, cols = match.shape
+        # A `?` extent (N, read at run time) is planned (gate, blocks) as NOMINAL_SIZE;
+        # the nest runs full tiles and remainder loops up to N itself.
+        shape = (nominal(n), nominal(depth), cols)
         tile = mr, nr, lanes = self.tile[match.element_bits]
         a, b = self.in_place(match)
         if b is not None and cols % nr:
             b = None  # a partial panel would read past B's rows
-        if n < self.min_rows:
+        if not isinstance(n, int):
+            a = None  # a partial tile of `?` rows would read past A's rows
+        elif n < self.min_rows:
             if b is None or n > max_tile_rows(self.vector_bits, tile):
                 return  # a vector-matrix product: B once, unpacked (`tess-tile`)
             # One tile as tall as the product (`dz.T @ h` of the MLP step: 10 rows), B
             # read in place: nothing is copied for its few rows.
             mr, tile = n, (n, nr, lanes)
-        if a is not None and n % mr:
+        if a is not None and isinstance(n, int) and n % mr:
             a = None  # a partial tile would read past A's rows
         if math.prod(shape) < self.min_work or (
             # A narrow product (M under half a tile) wastes most of each micro-kernel

@@ -24,6 +24,7 @@ from tessc.lowering.loops.index_emitter import (
     Emitter,
     Extent,
     IndexValue,
+    block_count,
     block_extent,
     emit_loop,
     make_extent,
@@ -59,6 +60,7 @@ class Packer:
     b_in_place: InPlace | None = None
     mapping: dict[SSAValue, IndexValue] = field(default_factory=dict[SSAValue, IndexValue])
     invariants: dict[SSAValue, SSAValue] = field(default_factory=dict[SSAValue, SSAValue])
+    row_block_count: IndexValue = 0  # the row blocks (of one batch), set by `build`
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -79,14 +81,16 @@ class Packer:
         (mr, nr, _), (mc, kc, nc) = self.tile, self.blocks
         n, _, cols = self.shape
         element = self.match.x.type
-        row_blocks, threads = -(-n // mc), self.threads
+        threads = self.threads
         top = Block()
         e = Emitter(top, self.constant)
+        # The row blocks: a count read at run time where the rows are a `?` dim's N.
+        row_blocks = self.row_block_count = block_count(e, n, mc, "row_blocks").value
         for op in self.match.invariant_ops:
             top.add_op(op.clone(self.invariants))
         sizes = {"ap": [threads * mc * kc], "bp": [threads * kc * nc], "ct": [threads * mr, nr]}
         sources = {"ap": self.a_in_place, "bp": self.b_in_place, "ct": None}
-        edges = n % mr or cols % nr
+        edges = not isinstance(n, int) or n % mr or cols % nr
         buffers: dict[str, SSAValue] = {}
         for hint, shape in sizes.items():
             if (source := sources[hint]) is not None:
@@ -106,14 +110,15 @@ class Packer:
             groups = e.apply(arith.MinSIOp, running.result, threads, "groups")
 
         batches = math.prod(extent for extent, _ in self.match.batch)
-        items = batches * row_blocks  # the row blocks of every batch, shared out together
+        # The row blocks of every batch, shared out together (`?` rows: one batch).
+        items = row_blocks if batches == 1 else batches * row_blocks  # type: ignore[operator]
 
         def group(eg: Emitter, g: SSAValue) -> None:
             # Thread g's share of the items, as `largest_share` counted them.
             self.group = g
             self.b_slot = eg.mul(g, kc * nc, "bslot")
-            lo = eg.apply(arith.DivUIOp, eg.mul(g, items), groups, "lo")
-            hi = eg.apply(arith.DivUIOp, eg.mul(eg.add(g, 1), items), groups, "hi")
+            lo = eg.apply(arith.DivUIOp, eg.apply(arith.MuliOp, g, items), groups, "lo")
+            hi = eg.apply(arith.DivUIOp, eg.apply(arith.MuliOp, eg.add(g, 1), items), groups, "hi")
             if batches == 1:
                 self.lo, self.hi = lo, hi
                 for _, arg in self.match.batch:
@@ -150,7 +155,9 @@ class Packer:
     def column_blocks(self, e: Emitter) -> None:
         n, depth, cols = self.shape
         (_, _, _), (_, kc, nc) = self.tile, self.blocks
-        col_blocks, depth_blocks = -(-cols // nc), -(-depth // kc)
+        col_blocks = -(-cols // nc)
+        depth_blocks = block_count(e, depth, kc, "depth_blocks")  # run time for `?` K
+        last_depth_block = e.apply(arith.SubiOp, depth_blocks.value, 1)
 
         def j_block(ej: Emitter, jc: IndexValue) -> None:
             j0 = ej.mul(jc, nc, "j0")
@@ -162,7 +169,7 @@ class Packer:
                 m = self.match
                 first = self.is_index(ek, [(jc, 0), (pc, 0)]) if m.before else False
                 last = (
-                    self.is_index(ek, [(jc, col_blocks - 1), (pc, depth_blocks - 1)])
+                    self.is_index(ek, [(jc, col_blocks - 1), (pc, last_depth_block)])
                     if m.after
                     else False
                 )
@@ -178,19 +185,19 @@ class Packer:
                     self.pack_b(ek, j0, nj, k0, nk)
                 self.row_blocks(ek, j0, nj, k0, nk, first, last, accumulate)
 
-            emit_loop(ej, static(depth_blocks), "pc", k_block)
+            emit_loop(ej, depth_blocks, "pc", k_block)
 
         emit_loop(e, static(col_blocks), "jc", j_block)
 
-    def is_index(self, e: Emitter, pairs: list[tuple[IndexValue, int]]) -> SSAValue | bool:
+    def is_index(self, e: Emitter, pairs: list[tuple[IndexValue, IndexValue]]) -> SSAValue | bool:
         """Whether every index equals its value: True, or an i1 value."""
         conditions: list[SSAValue] = []
         for index, value in pairs:
-            if isinstance(index, int):
+            if isinstance(index, int) and isinstance(value, int):
                 if index != value:
                     return False
                 continue
-            e.block.add_op(cmp := arith.CmpiOp(index, e.value(value), "eq"))
+            e.block.add_op(cmp := arith.CmpiOp(e.value(index), e.value(value), "eq"))
             conditions.append(cmp.result)
         if not conditions:
             return True
@@ -226,11 +233,13 @@ class Packer:
         block.add_op(scf.YieldOp())
         e.block.add_op(scf.IfOp(condition, [], Region(block)))
 
-    def clamp(self, e: Emitter, index: IndexValue, extent: int, tile: int, hint: str) -> IndexValue:
+    def clamp(
+        self, e: Emitter, index: IndexValue, extent: IndexValue, tile: int, hint: str
+    ) -> IndexValue:
         """`min(index, extent - 1)` where tiles of `tile` can run past `extent`."""
-        if extent % tile == 0:
+        if isinstance(extent, int) and extent % tile == 0:
             return index
-        return e.apply(arith.MinSIOp, index, extent - 1, hint)
+        return e.apply(arith.MinSIOp, index, e.apply(arith.SubiOp, extent, 1), hint)
 
     def pack_b(self, e: Emitter, j0: IndexValue, nj: Extent, k0: IndexValue, nk: Extent) -> None:
         m = self.match
@@ -347,7 +356,7 @@ class Packer:
 
         # At most all the blocks (one thread): a bound codegen reads as the loop's work.
         count = e.apply(arith.SubiOp, self.hi, self.lo)
-        share = make_extent(e.apply(arith.MinSIOp, count, -(-n // mc), "blocks"), set())
+        share = make_extent(e.apply(arith.MinSIOp, count, self.row_block_count, "blocks"), set())
         emit_loop(e, share, "t", block)
 
     def offset(
@@ -389,8 +398,9 @@ class Packer:
         flag = self.flag(e, accumulate)
         full: list[SSAValue] = []
         for start, extent, size in ((it, n, mr), (jt, cols, nr)):
-            if extent % size:
-                e.block.add_op(cmp := arith.CmpiOp(e.value(start), e.value(extent - size), "sle"))
+            if not isinstance(extent, int) or extent % size:
+                last = e.value(e.apply(arith.SubiOp, extent, size))
+                e.block.add_op(cmp := arith.CmpiOp(e.value(start), last, "sle"))
                 full.append(cmp.result)
         index = [*prefix, e.value(it), e.value(jt)]
         direct = MmaOp(*args, m.store.memref, index, flag, self.tile, self.strides())

@@ -25,6 +25,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.traits import is_side_effect_free
 
 from tessc.lowering.linalg.generic_analysis import depends_on
+from tessc.lowering.linalg.loop_nests import NOMINAL_SIZE
 from tessc.lowering.loops.contraction_match import (
     Contraction,
     RowSegment,
@@ -78,7 +79,7 @@ class PackedMatmul:
     i: SSAValue
     j: SSAValue
     k: SSAValue
-    shape: tuple[int, int, int]  # N, K, M
+    shape: tuple[int | SSAValue, int | SSAValue, int]  # N, K, M (N or K may be a `?` dim's N)
     invariant_ops: tuple[Operation, ...]
     before: tuple[Operation, ...]
     after: tuple[Operation, ...]
@@ -93,6 +94,11 @@ class PackedMatmul:
     @property
     def element_bits(self) -> int:
         return 32 if isinstance(self.x.type, Float32Type) else 64
+
+
+def nominal(extent: int | SSAValue) -> int:
+    """An extent as planned: a `?` dim's N (an SSA value) as `NOMINAL_SIZE`."""
+    return extent if isinstance(extent, int) else NOMINAL_SIZE
 
 
 def backward_slice(value: SSAValue, ops: Sequence[Operation]) -> tuple[Operation, ...]:
@@ -157,13 +163,15 @@ def split_product(
 def match_packed(op: scf.ParallelOp) -> PackedMatmul | None:
     """A row kernel's largest i-k-j contraction (`tess-tile`'s form), or a dot nest (k
     innermost: `tess-tile-dot`'s form, which `a @ w.T` takes)."""
-    if (kernel := match_row_kernel(op)) is not None:
+    if (kernel := match_row_kernel(op, dynamic=True)) is not None:
         # The largest contraction is packed; any other runs per row with the segments
         # around it (`relu(x @ w1) @ w2`'s second product, which `tess-row-dots` may then
         # run as tiles): a row kernel's rows are independent, whatever they hold.
-        nest = max(kernel.contractions, key=lambda c: c.depth * c.cols)
-        if nest.outer_loops or len(nest.stored) != 1:
+        nest = max(kernel.contractions, key=lambda c: nominal(c.depth) * nominal(c.cols))
+        if nest.outer_loops or len(nest.stored) != 1 or not isinstance(nest.cols, int):
             return None
+        if not isinstance(kernel.rows, int) and kernel.batch_extents:
+            return None  # a `?` row count in a batched product
         body = list(nest.j_loop.body.block.ops)[:-1]
         (store,) = (o for o in body if isinstance(o, memref.StoreOp))
         i, k, j = kernel.i, nest.k_loop.body.block.args[0], nest.j_loop.body.block.args[0]
@@ -281,4 +289,5 @@ __all__ = [
     "clamp_blocks",
     "largest_share",
     "match_packed",
+    "nominal",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from xdsl.dialects import arith, scf
+from xdsl.dialects import arith, memref, scf
 from xdsl.ir import Block, Operation, SSAValue
 
 from tessc.dialects import contract
@@ -21,11 +21,30 @@ PARALLEL_WORK = 1 << 18
 `parallel_threshold`); below, serially (`static_work`)."""
 
 
+DYNAMIC_TRIPS = 16
+"""What a loop over a `?` dim (N, `dialects/dynamic_dims.py`) counts as in `static_work`:
+a small batch (the sizes a generic program serves: a last partial batch, an evaluation
+batch). Counted as unbounded, every kernel of the generic MLP step was a parfor, a thread
+launch per call; a kernel parallel only from large N would need both forms compiled.
+"""
+
+
 def unit_loop_bound(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:
     """The extent of a loop `0 to ub step 1` with a constant `ub`, else None."""
     if constant_int(lb) != 0 or constant_int(step) != 1:
         return None
     return constant_int(ub)
+
+
+def dynamic_loop_bound(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | SSAValue | None:
+    """`unit_loop_bound`, or for a loop `0 to N step 1` over a `?` dim (N a `memref.dim`
+    read at the kernel's entry, `dialects/dynamic_dims.py`), N itself: the extent a
+    tiling pass bounds its full tiles and remainder loops by at run time."""
+    if (extent := unit_loop_bound(lb, ub, step)) is not None:
+        return extent
+    if constant_int(lb) == 0 and constant_int(step) == 1 and isinstance(ub.owner, memref.DimOp):
+        return ub
+    return None
 
 
 def trip_count(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:
@@ -54,6 +73,8 @@ def upper_bound(value: SSAValue, depth: int = 8) -> int | None:
     if (known := constant_int(value)) is not None:
         return known
     owner = value.owner
+    if isinstance(owner, memref.DimOp):  # a `?` dim, N: counted as a typical batch
+        return DYNAMIC_TRIPS
     if depth == 0 or not isinstance(owner, Operation):
         return None
     if isinstance(owner, arith.MinSIOp | arith.MinUIOp):
@@ -68,7 +89,22 @@ def upper_bound(value: SSAValue, depth: int = 8) -> int | None:
         return factors[0] * factors[1] if None not in factors else None  # type: ignore[operator]
     if isinstance(owner, arith.SubiOp):  # index arithmetic: the subtrahend is >= 0
         return upper_bound(owner.lhs, depth - 1)
+    if isinstance(owner, arith.AddiOp) and _reads_dynamic_size(value):
+        # a tile count over a `?` dim: (N + mc - 1) // mc, (min(mc, N - i0) + 7) // 8
+        # (static nests keep the bounds, and so the serial/parallel choice, they had)
+        terms = [upper_bound(v, depth - 1) for v in owner.operands]
+        return terms[0] + terms[1] if None not in terms else None  # type: ignore[operator]
     return None
+
+
+def _reads_dynamic_size(value: SSAValue, depth: int = 8) -> bool:
+    """Whether the index `value` is computed from a `?` dim's N (a `memref.dim`)."""
+    owner = value.owner
+    if isinstance(owner, memref.DimOp):
+        return True
+    if depth == 0 or not isinstance(owner, arith.AddiOp | arith.SubiOp | arith.MinSIOp):
+        return False
+    return any(_reads_dynamic_size(v, depth - 1) for v in owner.operands)
 
 
 def _work_trips(lb: SSAValue, ub: SSAValue, step: SSAValue) -> int | None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -38,12 +39,18 @@ from xdsl.ir import Operation, SSAValue
 
 from tessc.context import make_context
 from tessc.dialects.builder_types import TessError, shape_of
+from tessc.dialects.dynamic_dims import DYNAMIC_HINT, SymDim, type_dim
 from tessc.frontend.jit import JitFunction
 
 # jit's own argument flattening, so leaf order is the same by design
 from tessc.frontend.pytree import flatten_tree, unflatten_tree
-from tessc.frontend.trace_function import TracedFunction, trace
-from tessc.frontend.tracer import Tensor, Trace
+from tessc.frontend.trace_function import (
+    TracedFunction,
+    flatten_arguments,
+    trace,
+    trace_signature,
+)
+from tessc.frontend.tracer import DynamicSize, Tensor, Trace
 from tessc.lowering.autodiff.autodiff import TessAutodiffPass
 
 
@@ -92,13 +99,36 @@ def _positional_leaf_ranges(
     return ranges
 
 
-def _example(value: Any) -> Any:
-    """`value` with each Tensor replaced by zeros of its shape and dtype (to trace with)."""
+def _example(value: Any, dynamic: dict[int, tuple[int, ...]]) -> Any:
+    """`value` with each Tensor replaced by zeros of its shape and dtype (to trace with);
+    the type shape of each one with a `?` dim in `dynamic`, by the id of its zeros."""
     tree, leaves = flatten_tree(value, _is_leaf, "")
-    examples = [
-        np.zeros(leaf.shape, leaf.dtype) if isinstance(leaf, Tensor) else leaf for _, leaf in leaves
-    ]
+    examples = []
+    for _, leaf in leaves:
+        if isinstance(leaf, Tensor):
+            example = np.zeros(leaf.shape, leaf.dtype)
+            if any(isinstance(d, SymDim) for d in leaf.shape):
+                dynamic[id(example)] = tuple(type_dim(d) for d in leaf.shape)
+            leaf = example
+        examples.append(leaf)
     return unflatten_tree(tree, examples)
+
+
+def _trace_examples(fn: Callable, args: Sequence[Any], kwargs: dict[str, Any]) -> TracedFunction:
+    """`trace` of `fn` on examples of `args`, its `?` dims kept `?` (`dynamic_shapes`)."""
+    dynamic: dict[int, tuple[int, ...]] = {}
+    examples = [_example(a, dynamic) for a in args]
+    keywords = _example(kwargs, dynamic)
+    if not dynamic:
+        return trace(fn, *examples, **keywords)
+    signature, arrays = flatten_arguments(inspect.signature(fn), examples, keywords)
+    shapes = tuple(
+        (dynamic.get(id(array), shape), dtype)
+        for (shape, dtype), (_, array) in zip(signature.arrays, arrays, strict=True)
+    )
+    signature = replace(signature, arrays=shapes)
+    names = [name for name, _ in arrays]
+    return trace_signature(fn, signature, names, dynamic_hint=DYNAMIC_HINT.get())
 
 
 def live_ops(block_ops: Sequence[Operation], outputs: Sequence[SSAValue]) -> list[Operation]:
@@ -229,7 +259,7 @@ class GradFunction:
         """Trace `fn`, differentiate it, and insert the gradient into the current trace."""
         _, leaves = flatten_tree((tuple(args), kwargs), _is_leaf, "")
         outer = next(leaf.trace for _, leaf in leaves if isinstance(leaf, Tensor))
-        traced = trace(self.fn, *[_example(a) for a in args], **_example(kwargs))
+        traced = _trace_examples(self.fn, args, kwargs)
         wrt = self._wrt_leaves(args, kwargs)
         primal = traced.module.body.block.first_op
         assert isinstance(primal, func.FuncOp)
@@ -251,7 +281,12 @@ class GradFunction:
             else outer.constant(leaf, np.asarray(leaf).dtype)
             for _, leaf in argument_leaves
         ]
-        inputs += [outer.constant(constant, constant.dtype) for constant in traced.constants]
+        inputs += [
+            outer.dynamic_size(c.dtype)
+            if isinstance(c, DynamicSize)
+            else outer.constant(c, c.dtype)
+            for c in traced.constants
+        ]
         returned = list(gradient.body.block.last_op.operands)  # type: ignore[union-attr]
         primal_count = len(primal_outputs)
         wanted = returned if self.with_value or self.has_aux else returned[primal_count:]

@@ -48,6 +48,15 @@ from tessc.frontend import donation
 from tessc.frontend.call_plan import MISS, compile_call_plan
 from tessc.frontend.debug_print import debug_values, printer
 from tessc.frontend.donation import DONATED, donated_to
+from tessc.frontend.dynamic_shapes import (
+    GenericCall,
+    Refusal,
+    call_constants,
+    is_generic,
+    new_generic_trace,
+    size_in,
+    static_sizes,
+)
 from tessc.frontend.pytree import TreeDef, flatten_tree, match_tree, tree_builder, unflatten_tree
 from tessc.frontend.trace_function import (
     ARRAY_DTYPES,
@@ -57,7 +66,7 @@ from tessc.frontend.trace_function import (
     leaf_type,
     trace_signature,
 )
-from tessc.frontend.tracer import Tensor
+from tessc.frontend.tracer import DynamicSize, Tensor
 from tessc.runtime.cuda import is_device_array
 
 # ---------------------------------------------------------------------------------------
@@ -84,6 +93,13 @@ class _FastPath:
     plan: Callable[..., Any] | None = None
     """The whole planned call as straight-line Python (`call_plan.compile_call_plan`):
     result, or `MISS`; None where the structure has none (then `leaves` and `call`)."""
+    generic: GenericCall | None = None
+    """A generic program's (`dynamic_shapes`): N, the array types and constants per call."""
+
+    def constants_for(self, leaves: Sequence[Any]) -> tuple[Any, ...]:
+        if self.generic is None:
+            return self.constants
+        return self.generic.constants(self.constants, self.generic.size(leaves))
 
     @staticmethod
     def of(
@@ -93,30 +109,33 @@ class _FastPath:
         name: str = "",
     ) -> _FastPath:
         call = compiled
+        generic = is_generic(traced.signature)  # its plan: `leaves` with `GenericCall`
         checked = getattr(compiled, "call_checked", None)
         if checked is not None and all(
-            type(c) is np.ndarray and c.flags.c_contiguous and c.dtype in ARRAY_DTYPES
+            isinstance(c, DynamicSize)  # N: an array of the computed dtype at every call
+            or (type(c) is np.ndarray and c.flags.c_contiguous and c.dtype in ARRAY_DTYPES)
             for c in constants
         ):
             call = checked
         array_types = tuple((shape, np.dtype(dtype)) for shape, dtype in traced.signature.arrays)
         device = hasattr(compiled, "resident")
         runner = getattr(compiled, "runner", None)
-        plan = None
+        plan = make_plan = None
         build_output = tree_builder(traced.output_tree)
         if traced.debug:  # the outputs after the user's are printed (`debug_print`)
             build_output = _printing(build_output, printer(traced.debug))
         elif call is checked and runner is not None and not device:
-            plan = compile_call_plan(
+            make_plan = functools.partial(
+                compile_call_plan,
                 traced.signature.tree[2],
-                array_types,
-                constants,
-                traced.output_tree,
-                runner(),
-                traced.signature.donated,
-                _returned_in_place(compiled, traced.signature.donated),
-                name,
+                output_tree=traced.output_tree,
+                run=runner(),
+                donated=traced.signature.donated,
+                returned=_returned_in_place(compiled, traced.signature.donated),
+                function=name,
             )
+            if not generic:  # a generic program's: one per N (`GenericCall.use_size`)
+                plan = make_plan(array_types=array_types, constants=constants)
         return _FastPath(
             traced.signature,
             traced.signature.tree[2],
@@ -127,6 +146,7 @@ class _FastPath:
             device,
             call,
             plan,
+            GenericCall.of(traced.signature, constants, make_plan) if generic else None,
         )
 
     def leaves(self, args: tuple[Any, ...]) -> list[np.ndarray] | None:
@@ -147,7 +167,12 @@ class _FastPath:
             or any(any(getattr(a, "base", None) is leaves[d] for d in donated) for a in leaves)
         ):
             return None  # the general path refuses aliases (see `compile_call_plan`)
-        for array, (shape, dtype) in zip(leaves, self.array_types, strict=True):
+        types = self.array_types
+        if self.generic is not None:  # a generic program: the types for this call's N
+            if (size := self.generic.size(leaves)) < 1:
+                return None
+            types = self.generic.array_types(size)
+        for array, (shape, dtype) in zip(leaves, types, strict=True):
             if type(array) is not np.ndarray:  # a device array: the cuda target takes them
                 if not self.takes_device_arrays or leaf_type(array) != (shape, dtype):
                     return None
@@ -209,10 +234,17 @@ class JitFunction:
         donate_argnums: int | Sequence[int] = (),
         static_argnums: int | Sequence[int] = (),
         static_argnames: str | Sequence[str] = (),
+        dynamic: bool | None = None,
     ):
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.target = target
+        # Automatic dynamic shapes (`dynamic_shapes`): None: a generic program after one
+        # size changed between calls; True: at the first call; False: never.
+        self.dynamic = dynamic
+        self.generic: Signature | None = None  # the generic program's signature (`?` dims)
+        self.dynamic_refused: Refusal | None = None
+        self.compile_count = 0  # programs compiled (`compile_module` calls)
         numbers = (donate_argnums,) if isinstance(donate_argnums, int) else donate_argnums
         if any(not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in numbers):
             raise TypeError(f"donate_argnums must be non-negative ints, got {donate_argnums!r}")
@@ -262,6 +294,8 @@ class JitFunction:
         )
         traced = self._traces.get(signature)
         if traced is None:
+            traced = self._generic_trace(signature, [name for name, _ in arrays])
+        if traced is None:
             try:
                 with timing.phase("trace"):
                     traced = trace_signature(
@@ -286,6 +320,23 @@ class JitFunction:
             if self.trace_count == RETRACE_WARNING:
                 warnings.warn(RetraceWarning(self._retrace_message()), stacklevel=3)
         return traced, [array for _, array in arrays], [path for path, _ in arrays]
+
+    def _generic_trace(self, signature: Signature, names: list[str]) -> TracedFunction | None:
+        """The generic program's trace where `signature` is an instance of it, traced now
+        where this call is the first to differ in one size (`dynamic_shapes`); None where
+        the call is to be traced for its own shapes."""
+        if self.dynamic is False or self.target != "cpu" or self.dynamic_refused is not None:
+            return None
+        if self.generic is not None:
+            return self._traces[self.generic] if size_in(self.generic, signature) else None
+        found = new_generic_trace(self.fn, self.dynamic, self._traces, signature, names)
+        if not isinstance(found, tuple):
+            self.dynamic_refused = found  # None: no generic signature fits (yet)
+            return None
+        self.generic, traced = found
+        self._traces[self.generic] = traced
+        self.trace_count += 1
+        return traced
 
     def _retrace_message(self) -> str:
         """Why a function was traced `RETRACE_WARNING` times, and what to do about it."""
@@ -329,9 +380,14 @@ class JitFunction:
         if fast is not None and not kwargs and len(args) == self._arity:
             if fast.plan is not None and (result := fast.plan(*args)) is not MISS:
                 return result
+            generic = fast.generic
+            if generic is not None and (result := generic.call(args)) is not MISS:
+                return result
             leaves = fast.leaves(args)
             if leaves is not None:
-                outputs = fast.call(*leaves, *fast.constants)
+                if generic is not None:  # the next call of this N takes its plan
+                    generic.use_size(generic.size(leaves), fast.constants)
+                outputs = fast.call(*leaves, *fast.constants_for(leaves))
                 for d in fast.signature.donated:
                     if not any(leaves[d] is output for output in outputs):
                         donation.mark(leaves[d], getattr(self.fn, "__name__", "?"))
@@ -353,13 +409,24 @@ class JitFunction:
             if compiled is None:
                 from tessc.compiler import compile_module  # loads Numba: only when first called
 
-                compiled = compile_module(traced.module, traced.entry, self.target)
+                try:
+                    compiled = compile_module(traced.module, traced.entry, self.target)
+                except Exception as error:
+                    if traced.signature is not self.generic:
+                        raise
+                    # A pass refused a `?` dim: this and every later size compile statically.
+                    self.dynamic_refused = Refusal(f"{type(error).__name__}: {error}")
+                    del self._traces[traced.signature]
+                    self.generic = None
+                    return self(*args, **kwargs)
+                self.compile_count += 1
                 self._compiled[traced.signature] = compiled
                 # A device target keeps the captured constants on the device: one upload.
                 resident = getattr(compiled, "resident", None)
                 constants = resident(traced.constants) if resident else traced.constants
                 self._constants[traced.signature] = constants
             constants = self._constants[traced.signature]
+            constants = call_constants(traced.signature, constants, arrays)  # N filled in
             if not hasattr(compiled, "resident"):
                 for path, array in zip(paths, arrays, strict=True):
                     if is_device_array(array):
@@ -381,7 +448,9 @@ class JitFunction:
             and len(args) == self._arity
             and (fast is None or fast.signature is not traced.signature)
         ):
-            self._fast = _FastPath.of(traced, compiled, constants, name)
+            self._fast = _FastPath.of(traced, compiled, self._constants[traced.signature], name)
+            if self._fast.generic is not None and self.generic is not None:
+                self._fast.generic.static_sizes = static_sizes(self.generic, self._compiled)
             self.plan_builds += 1
         planned = self._fast
         if planned is not None and planned.signature is traced.signature and planned.plan:
@@ -476,6 +545,7 @@ def jit(
     donate_argnums: int | Sequence[int] = (),
     static_argnums: int | Sequence[int] = (),
     static_argnames: str | Sequence[str] = (),
+    dynamic: bool | None = None,
 ) -> Any:
     """`@jit`, `@jit(target="reference", donate_argnums=(0, 2))` or `jit(f, ...)`.
 
@@ -490,12 +560,17 @@ def jit(
     `donate_argnums`: the positional arguments whose arrays the call may overwrite (see
     `JitFunction`): after the call their contents are undefined; use the returned arrays
     (for a donated `w` and an output of its type, often `w` itself, updated in place).
+
+    `dynamic` (`cpu`): by default, once a call differs from an earlier one in one size
+    (a new batch), a program with that size `?` serves every later size without a
+    compile (`dynamic_shapes`); `True`: from the first call, `False`: never.
     """
     options = {
         "target": target,
         "donate_argnums": donate_argnums,
         "static_argnums": static_argnums,
         "static_argnames": static_argnames,
+        "dynamic": dynamic,
     }
     if fn is None:
         return lambda f: jit(f, **options)

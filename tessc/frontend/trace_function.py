@@ -24,6 +24,7 @@ from xdsl.dialects.builtin import ArrayAttr, ModuleOp
 
 from tessc.dialects import contract
 from tessc.dialects.builder import finish_function
+from tessc.dialects.dynamic_dims import DYNAMIC_HINT
 from tessc.frontend import function_forms, vocabulary  # noqa: F401  (register Tensor's NumPy forms)
 from tessc.frontend.debug_print import DebugPrint, debug_values
 from tessc.frontend.pytree import (
@@ -298,10 +299,26 @@ def trace(fn: Callable, *args: Any, **kwargs: Any) -> TracedFunction:
 
 
 def trace_signature(
-    fn: Callable, signature: Signature, names: Sequence[str], debug_outputs: bool = False
+    fn: Callable,
+    signature: Signature,
+    names: Sequence[str],
+    debug_outputs: bool = False,
+    dynamic_hint: int | None = None,
 ) -> TracedFunction:
     """Trace `fn` with one input Tensor per array of `signature` (named by `names`); with
-    `debug_outputs`, the values of its `ts.debug.print`s are returned after its outputs."""
+    `debug_outputs`, the values of its `ts.debug.print`s are returned after its outputs.
+    A `?` dim of `signature` (a generic one, `dynamic_shapes`) reads as a `SymDim` of
+    `dynamic_hint` while `fn` runs."""
+    token = DYNAMIC_HINT.set(dynamic_hint)
+    try:
+        return _trace_signature(fn, signature, names, debug_outputs)
+    finally:
+        DYNAMIC_HINT.reset(token)
+
+
+def _trace_signature(
+    fn: Callable, signature: Signature, names: Sequence[str], debug_outputs: bool
+) -> TracedFunction:
     tracer = Trace()
     weak = set(signature.weak)
     inputs = [

@@ -38,6 +38,7 @@ from tessc.dialects.builder_types import (
     shape_of,
     tensor_type,
 )
+from tessc.dialects.dynamic_dims import SymDim
 from tessc.dialects.tess import element_type_of
 from tessc.frontend import composites
 from tessc.frontend.debug_print import DebugPrint
@@ -46,6 +47,21 @@ from tessc.frontend.tensor_indexing import TensorIndexing
 from tessc.frontend.tensor_reductions import TensorReductions
 from tessc.frontend.tensor_shape import TensorShape
 from tessc.frontend.user_location import located
+
+
+class DynamicSize:
+    """A captured constant standing for N (`Trace.dynamic_size`): `jit` passes N as a 0-d
+    array of `dtype` in its place at every call."""
+
+    def __init__(self, dtype: object) -> None:
+        self.dtype = np.dtype(dtype)  # type: ignore[call-overload]
+
+    def __repr__(self) -> str:
+        return f"DynamicSize({self.dtype})"
+
+    def value(self, size: int) -> np.ndarray:
+        return np.asarray(size, dtype=self.dtype)
+
 
 # ---------------------------------------------------------------------------------------
 # a trace in progress
@@ -67,6 +83,7 @@ class Trace:
         self.block = Block()
         self.builder = TessBuilder.at_end(self.block)
         self.constants: list[np.ndarray] = []
+        self.size_inputs: dict[np.dtype, SSAValue] = {}  # `dynamic_size`, by dtype
         self.concretized: set[SSAValue] = set()  # weak inputs whose value was asked for
         self.debug: list[DebugPrint] = []  # `ts.debug.print`s, returned as extra outputs
         self.active = True
@@ -100,6 +117,8 @@ class Trace:
         a Python number (bool, int or float): the builder types it weakly."""
         if isinstance(value, Tensor):
             return self.own(value)
+        if isinstance(value, SymDim):
+            return self.dynamic_size(dtype)
         if isinstance(value, np.number | np.bool_):
             return value.item()
         if isinstance(value, bool | int | float):
@@ -110,6 +129,15 @@ class Trace:
                 return array.item()
             return self.constant(array, dtype)
         return None
+
+    def dynamic_size(self, dtype: DTypeLike) -> SSAValue:
+        """N, the dynamic size (a `SymDim` used as a number), as a 0-d tensor of `dtype`:
+        an argument `jit` fills with N at every call (its constant is a `DynamicSize`)."""
+        dtype = numpy_dtype(dtype)
+        if dtype not in self.size_inputs:
+            self.constants.append(DynamicSize(dtype))  # type: ignore[arg-type]
+            self.size_inputs[dtype] = self.input((), dtype, "n").value
+        return self.size_inputs[dtype]
 
     def indices(self, value: Any) -> SSAValue:
         """Integer indices: a Tensor, or an array captured in its own integer dtype."""

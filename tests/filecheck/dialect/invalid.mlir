@@ -62,9 +62,10 @@ func.func @f80_tensor(%a: tensor<3xf80>, %b: tensor<3xf80>) {
 
 // -----
 
-func.func @dynamic_shape(%a: tensor<?x3xf32>) {
-  // expected-error @+1 {{'tess.exp' expects static shapes, got tensor<?x3xf32>}}
-  %0 = tess.exp %a : tensor<?x3xf32>
+// A `?` dim (the function's dynamic size) matches any dim; its static dims still must.
+func.func @dynamic_shape(%a: tensor<?x3xf32>, %b: tensor<?x4xf32>) {
+  // expected-error @+1 {{'tess.add': shapes (?,3) and (?,4) are not broadcastable}}
+  %0 = tess.add %a, %b : tensor<?x3xf32>, tensor<?x4xf32> -> tensor<?x3xf32>
   func.return
 }
 

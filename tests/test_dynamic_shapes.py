@@ -1,0 +1,231 @@
+"""Automatic dynamic shapes (issue 26 §2): after one size changes between calls, `jit`
+compiles a generic program (`?` batch dim) once, and every later size runs it with no
+Numba compile; the first sizes keep their static programs; `dynamic=True/False`; what a
+`?` cannot carry falls back to a static compile per size."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba.core import event
+
+import tessc as ts
+
+
+class CompileCounter(event.Listener):
+    """Every function Numba compiles (`numba:compile` events), as `tessc.timing` sees them."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def on_start(self, ev: event.Event) -> None:
+        self.count += 1
+
+    def on_end(self, ev: event.Event) -> None:
+        pass
+
+
+def numba_compiles(fn, *args) -> int:
+    counter = CompileCounter()
+    with event.install_listener("numba:compile", counter):
+        fn(*args)
+    return counter.count
+
+
+def loss_fn(params, x, y):
+    h = (x @ params["w1"] + params["b1"]).relu()
+    z = h @ params["w2"] + params["b2"]
+    z = z - z.amax(dim=1, keepdim=True)
+    log_probs = z - z.exp().sum(dim=1, keepdim=True).log()
+    return -(log_probs * y).sum() / x.shape[0]
+
+
+def train_step(params, x, y):
+    loss, grads = ts.value_and_grad(loss_fn)(params, x, y)
+    return {k: params[k] - 0.1 * grads[k] for k in params}, loss
+
+
+def numpy_step(params, x, y):
+    pre = x @ params["w1"] + params["b1"]
+    h = np.maximum(pre, 0)
+    z = h @ params["w2"] + params["b2"]
+    z = z - z.max(axis=1, keepdims=True)
+    p = np.exp(z)
+    p /= p.sum(axis=1, keepdims=True)
+    loss = -(np.log(p) * y).sum() / len(x)
+    dz = (p - y) / len(x)
+    dh = (dz @ params["w2"].T) * (pre > 0)
+    grads = {"w2": h.T @ dz, "b2": dz.sum(0), "w1": x.T @ dh, "b1": dh.sum(0)}
+    return {k: params[k] - 0.1 * grads[k] for k in params}, loss
+
+
+@pytest.fixture
+def mlp():
+    rng = np.random.default_rng(0)
+    params = {
+        "w1": (rng.standard_normal((16, 24)) * 0.3).astype(np.float32),
+        "b1": (rng.standard_normal(24) * 0.1).astype(np.float32),
+        "w2": (rng.standard_normal((24, 10)) * 0.3).astype(np.float32),
+        "b2": np.zeros(10, np.float32),
+    }
+    x = rng.standard_normal((64, 16)).astype(np.float32)
+    y = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 64)]
+    return params, x, y
+
+
+def check(result, params, x, y) -> None:
+    updated, loss = result
+    expected, expected_loss = numpy_step(params, x, y)
+    for k in expected:
+        np.testing.assert_allclose(updated[k], expected[k], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(loss, expected_loss, rtol=1e-5)
+
+
+def test_later_batch_sizes_compile_nothing(mlp) -> None:
+    params, x, y = mlp
+    step = ts.jit(train_step)
+    check(step(params, x[:32], y[:32]), params, x[:32], y[:32])
+    assert step.compile_count == 1 and step.generic is None
+    # The second size: one more compile, the generic program (`?` batch dim).
+    check(step(params, x[:17], y[:17]), params, x[:17], y[:17])
+    assert step.compile_count == 2 and step.generic is not None
+    assert "tensor<?x16xf32>" in str(step._traces[step.generic].module)
+    for n in (5, 40, 1, 64, 17, 3):
+        assert numba_compiles(step, params, x[:n], y[:n]) == 0, n
+        check(step(params, x[:n], y[:n]), params, x[:n], y[:n])
+    assert step.compile_count == 2 and step.dynamic_refused is None
+
+
+def test_alternating_sizes_take_their_own_plans(mlp) -> None:
+    """A generic program keeps a call plan per N (exact shapes): sizes that alternate
+    (a training batch, an evaluation batch) each run through theirs, and right."""
+    params, x, y = mlp
+    step = ts.jit(train_step, dynamic=True)
+    for n in (8, 9, 8, 9, 16, 8, 63, 9):
+        check(step(params, x[:n], y[:n]), params, x[:n], y[:n])
+        check(step(params, x[:n], y[:n]), params, x[:n], y[:n])
+    assert step._fast is not None and step._fast.generic is not None
+    assert set(step._fast.generic.plans) == {8, 9, 16, 63}
+    assert step.compile_count == 1
+
+
+def test_the_first_size_keeps_its_static_program(mlp) -> None:
+    params, x, y = mlp
+    step = ts.jit(train_step)
+    step(params, x[:32], y[:32])
+    static = step._compiled[next(iter(step._compiled))]
+    step(params, x[:17], y[:17])
+    step(params, x[:32], y[:32])
+    assert step._fast is not None and step._fast.compiled is static
+    step(params, x[:9], y[:9])
+    assert step._fast.compiled is not static
+    assert step.compile_count == 2
+
+
+def test_dynamic_true_and_false(mlp) -> None:
+    params, x, y = mlp
+    eager = ts.jit(train_step, dynamic=True)
+    check(eager(params, x[:8], y[:8]), params, x[:8], y[:8])
+    assert eager.generic is not None and eager.compile_count == 1
+    assert numba_compiles(eager, params, x[:13], y[:13]) == 0
+    never = ts.jit(train_step, dynamic=False)
+    for n in (8, 13):
+        check(never(params, x[:n], y[:n]), params, x[:n], y[:n])
+    assert never.generic is None and never.compile_count == 2
+
+
+def test_mismatched_batches_are_not_the_generic_program(mlp) -> None:
+    params, x, y = mlp
+    step = ts.jit(train_step, dynamic=True)
+    step(params, x[:8], y[:8])
+    with pytest.raises(Exception, match="broadcast|shape"):
+        step(params, x[:8], y[:9])
+
+
+def test_arithmetic_on_the_batch_size_compiles_per_size() -> None:
+    # `x.shape[0] * 2` is arithmetic on the dynamic size: no generic program.
+    @ts.jit
+    def scaled(x):
+        return x.sum() / (x.shape[0] * 2)
+
+    x = np.arange(12, dtype=np.float32).reshape(6, 2)
+    for n in (6, 4, 3):
+        np.testing.assert_allclose(scaled(x[:n]), x[:n].sum() / (n * 2), rtol=1e-6)
+    assert scaled.generic is None and scaled.dynamic_refused is not None
+    assert scaled.compile_count == 3
+
+
+def test_a_size_used_as_a_python_number_compiles_per_size() -> None:
+    # `int(...)` reads the size as a number: the two checking traces differ.
+    @ts.jit
+    def tiled(x):
+        return x * float(int(x.shape[0]))
+
+    x = np.ones((6, 2), np.float32)
+    for n in (6, 4, 3):
+        np.testing.assert_allclose(tiled(x[:n]), x[:n] * n)
+    assert scaled_refused(tiled)
+
+
+def scaled_refused(fn) -> bool:
+    return fn.generic is None and fn.dynamic_refused is not None
+
+
+def test_batch_mean_reads_the_size_at_run_time() -> None:
+    @ts.jit
+    def centered(x):
+        return x - x.sum(dim=0) / x.shape[0]
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((20, 3)).astype(np.float32)
+    for n in (20, 7, 11, 2):
+        np.testing.assert_allclose(centered(x[:n]), x[:n] - x[:n].mean(0), rtol=1e-5, atol=1e-6)
+    assert centered.generic is not None and centered.compile_count == 2
+
+
+def test_an_output_of_the_dynamic_size(mlp) -> None:
+    params, x, _ = mlp
+
+    @ts.jit
+    def logits(params, x):
+        h = (x @ params["w1"] + params["b1"]).relu()
+        return h @ params["w2"] + params["b2"]
+
+    def expected(n):
+        h = np.maximum(x[:n] @ params["w1"] + params["b1"], 0)
+        return h @ params["w2"] + params["b2"]
+
+    for n in (16, 9, 30, 4):
+        np.testing.assert_allclose(logits(params, x[:n]), expected(n), rtol=1e-5, atol=1e-6)
+    assert logits.generic is not None and logits.compile_count == 2
+
+
+def test_packed_products_over_a_dynamic_batch() -> None:
+    """The digits-sized step (64-128-10): `tess-pack-matmul` tiles x @ w1 over `?` rows
+    and x.T @ dh over a `?` depth (full tiles, the edge tile by N, remainder extents),
+    `tess-pack-narrow` takes h.T @ dz over `?`, and the buffers of N live in one region;
+    every batch size, whole tiles or not, matches NumPy."""
+    from tessc.compiler import lower
+
+    rng = np.random.default_rng(3)
+    params = {
+        "w1": (rng.standard_normal((64, 128)) * 0.2).astype(np.float32),
+        "b1": (rng.standard_normal(128) * 0.1).astype(np.float32),
+        "w2": (rng.standard_normal((128, 10)) * 0.1).astype(np.float32),
+        "b2": np.zeros(10, np.float32),
+    }
+    x = rng.standard_normal((300, 64)).astype(np.float32)
+    y = np.eye(10, dtype=np.float32)[rng.integers(0, 10, 300)]
+    step = ts.jit(train_step, dynamic=True)
+    for n in (32, 1, 7, 8, 9, 63, 64, 65, 129, 300):
+        updated, loss = step(params, x[:n], y[:n])
+        expected, expected_loss = numpy_step(params, x[:n], y[:n])
+        for k in expected:
+            np.testing.assert_allclose(updated[k], expected[k], rtol=2e-4, atol=2e-5)
+        np.testing.assert_allclose(loss, expected_loss, rtol=2e-4)
+    assert step.compile_count == 1 and step.generic is not None
+    source = lower(step._traces[step.generic].module, "numba")
+    assert source.count("micro_mma_") >= 4  # both products packed (defined and called)
+    assert "depth_blocks" in source and "row_blocks" in source  # counted from N
+    assert source.count("np.empty(") == 1  # the region of N's buffers
+    assert "prange(" not in source  # a `?` loop counts as a small batch: serial
