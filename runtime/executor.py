@@ -325,8 +325,9 @@ class Executable:
             if cached is not None and all(map(operator.is_, given, cached[0])):
                 host[h] = zero_copy[h] = cached[1]
                 continue
+            arrays: Sequence[np.ndarray]
             if checked:  # C-contiguous arrays of the slots' shapes and dtypes
-                arrays = list(given)
+                arrays = given
             else:
                 arrays = [self.check_input(k, args[k]) for k in members]
             offsets, byte_offsets = self._offsets[h]

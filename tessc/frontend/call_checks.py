@@ -31,6 +31,7 @@ from tessc.runtime.executor import BULK_ARRAYS
 _BASE = operator.attrgetter("base")
 _LAYOUT = operator.attrgetter("shape", "dtype", "strides")
 _IS_VIEW = partial(operator.is_not, None)
+_NO_IDS = np.zeros(0, np.int64)
 
 
 def row_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
@@ -61,6 +62,7 @@ class _Types:
             (tuple(shape), np.dtype(dtype), row_strides(tuple(shape), np.dtype(dtype).itemsize))
             for shape, dtype in types
         )
+        self.sorted_for: tuple[frozenset[int], np.ndarray] = (frozenset(), _NO_IDS)
         self.in_bulk: Any = None
         """Many arrays (an optimizer's gradients): one compiled call reads their layouts
         (`array_fields.Layouts`) instead of three attributes each."""
@@ -69,12 +71,15 @@ class _Types:
 
             self.in_bulk = Layouts([(shape, dtype) for shape, dtype, _ in self.layouts])
 
-    def match(self, arrays: tuple[Any, ...]) -> bool:
+    def match(self, arrays: tuple[Any, ...], owned: frozenset[int] = frozenset()) -> bool:
         """Plain C-contiguous ndarrays of these shapes and dtypes (the planned path's
-        rule: anything else takes the general path)."""
-        if self.in_bulk is not None and self.in_bulk.match(arrays):
+        rule: anything else takes the general path), none of them, nor its `base`, one
+        of the ids `owned`."""
+        if self.in_bulk is not None and self.in_bulk.match(arrays, self.sorted_ids(owned)):
             return True  # else shown below, or not
         if not all(map(operator.is_, map(type, arrays), repeat(np.ndarray))):
+            return False
+        if owned and not owned.isdisjoint(map(id, chain(arrays, map(_BASE, arrays)))):
             return False
         layouts = tuple(map(_LAYOUT, arrays))
         if layouts == self.layouts:
@@ -84,6 +89,13 @@ class _Types:
             got[:2] == want[:2] and array.flags.c_contiguous
             for got, want, array in zip(layouts, self.layouts, arrays, strict=True)
         )
+
+    def sorted_ids(self, ids: frozenset[int]) -> np.ndarray:
+        """`ids` as a sorted int64 array, as `array_fields` looks them up (kept for the
+        same set: a step's donated arrays change only when other arrays are passed)."""
+        if self.sorted_for[0] is not ids:
+            self.sorted_for = (ids, np.array(sorted(ids), np.int64))
+        return self.sorted_for[1]
 
 
 class TrustedViews:
@@ -151,9 +163,9 @@ class LeafChecks:
         same_others = len(others) == len(self.seen) and all(map(operator.is_, others, self.seen))
         if not same_others:
             self.seen = ()
-            if not self.other_types.match(others):
-                return False
         if not self.has_donated:
+            if not same_others and not self.other_types.match(others):
+                return False
             self.seen = others
             return True
         donated = self.pick_donated(leaves)
@@ -180,8 +192,12 @@ class LeafChecks:
             self.owned = ids | trusted.bases
         elif same_others:
             return True  # the very arrays this found apart last time
-        # Not a donated array or arena, nor a view of one (`id(None)` is in no `owned`).
-        if not self.owned.isdisjoint(map(id, chain(others, map(_BASE, others)))):
+        # Each other array of its layout (unless seen last call), and not a donated array
+        # or arena, nor a view of one (`id(None)` is in no `owned`): one bulk check.
+        if same_others:
+            if not self.owned.isdisjoint(map(id, chain(others, map(_BASE, others)))):
+                return False
+        elif not self.other_types.match(others, self.owned):
             return False
         self.seen = others
         return True
