@@ -127,6 +127,14 @@ def test_a_returned_view_passed_beside_its_arena_is_refused() -> None:
         opt.step(params, [p[...] for p in params], state)
     with pytest.raises(ValueError, match="shares memory"):
         opt.step(params, [p.reshape(p.shape) for p in params[::-1]][::-1], state)
+    # The donated views themselves as the gradients (ids the bulk check excludes), and
+    # one gradient a view of the arena among new ones: refused all the same.
+    with pytest.raises(ValueError, match="shares memory"):
+        opt.step(params, list(params), state)
+    grads = _params(6)
+    grads[COUNT // 2] = params[COUNT // 2][...]
+    with pytest.raises(ValueError, match="shares memory"):
+        opt.step(params, grads, state)
 
 
 def test_views_of_a_foreign_buffer_are_checked_then_trusted_once_returned(
@@ -284,6 +292,35 @@ def test_new_gradients_every_call_cost_no_python_per_parameter(
     assert lines[20] == lines[60], lines
 
 
+def _profiled_calls(call: Any) -> int:
+    """Python and C function calls `call()` makes (cProfile's count)."""
+    import cProfile
+    import pstats
+
+    profile = cProfile.Profile()
+    profile.runcall(call)
+    return pstats.Stats(profile).total_calls  # type: ignore[attr-defined]
+
+
+def test_function_calls_per_step_do_not_grow_with_the_parameters() -> None:
+    """New gradient arrays every call: the step's Python and C function calls (NumPy's,
+    Numba's dispatch, the builtins the checks map over) are as many for 20 parameters as
+    for 60, as cProfile counts them; none is made per array."""
+    calls = {}
+    for count in (20, 60):
+        opt, box, grad_sets, _ = _steady_step(count)
+        results: list[Any] = []
+
+        def one_step(box: Any = box, opt: Any = opt, grad_sets: Any = grad_sets) -> None:
+            results.append(opt.step(box[0], grad_sets[len(results) % 2], box[1]))
+
+        one_step()
+        calls[count] = _profiled_calls(one_step)
+        for params, _ in results:  # planned: the very arrays, in place
+            assert all(a is b for a, b in zip(params, box[0], strict=True))
+    assert calls[20] == calls[60], calls
+
+
 def test_bulk_layout_checks_refuse_what_numpy_would() -> None:
     """`array_fields.Layouts.match` against NumPy's own view of each array: a subclass,
     another shape, dtype or byte order, a strided view, a 0-d array."""
@@ -304,9 +341,19 @@ def test_bulk_layout_checks_refuse_what_numpy_would() -> None:
     ]
     for arrays in bad:
         assert not layouts.match(arrays)
+    assert layouts.match(tuple(good))  # a tuple's items read where it holds them
+    # Excluded ids (sorted): an array that is one, or a view of one, is not shown.
+    owner = np.zeros(12, np.float32)
+    viewed = [owner[:6].reshape(2, 3), *good[1:]]
+    assert layouts.match(viewed, np.array(sorted([id(good[1]) + 8, 1]), np.int64))
+    for excluded in (id(good[1]), id(owner)):
+        ids = np.array(sorted([excluded, 1, id(good[1]) + 8]), np.int64)
+        assert not layouts.match(viewed, ids)
     buffer = np.arange(10, dtype=np.float32)
     views = [buffer[:4], buffer[4:4], buffer[4:10].reshape(2, 3)]
     assert common_start(views, np.array([0, 100, 16])) == (buffer.ctypes.data, 0)
     assert common_start(views, np.array([0, 0, 20]))[1] == -1
     other = np.arange(6, dtype=np.float32).reshape(2, 3)
     assert common_start([views[0], other], np.array([0, 16]))[1] == -1
+    assert common_start([views[0], views[2].view(np.matrix)], np.array([0, 16])) is None
+    assert common_start((views[0], 1.5), np.array([0, 16])) is None  # not an array
