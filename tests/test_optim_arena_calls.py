@@ -311,7 +311,9 @@ def test_function_calls_per_step_do_not_grow_with_the_parameters() -> None:
         opt, box, grad_sets, _ = _steady_step(count)
         results: list[Any] = []
 
-        def one_step(box: Any = box, opt: Any = opt, grad_sets: Any = grad_sets) -> None:
+        def one_step(
+            box: Any = box, opt: Any = opt, grad_sets: Any = grad_sets, results: list = results
+        ) -> None:
             results.append(opt.step(box[0], grad_sets[len(results) % 2], box[1]))
 
         one_step()
