@@ -359,3 +359,49 @@ def test_bulk_layout_checks_refuse_what_numpy_would() -> None:
     assert common_start([views[0], other], np.array([0, 16]))[1] == -1
     assert common_start([views[0], views[2].view(np.matrix)], np.array([0, 16])) is None
     assert common_start((views[0], 1.5), np.array([0, 16])) is None  # not an array
+
+
+class _Tagged(np.ndarray):
+    """A subclass: its struct extends NumPy's, so no bulk read shows it."""
+
+
+def test_a_program_checks_many_separate_arrays_in_bulk_as_one_by_one() -> None:
+    """The compiled step called directly with separate gradient arrays: from
+    `BULK_ARRAYS` of them one compiled call shows them well formed (no `check_input`
+    each); what it does not show is checked one by one, as before: a big-endian or a
+    strided gradient is converted, a subclass taken as its array, a wrong shape refused."""
+    from tessc.compiler import compile_module
+    from tessc.runtime.executor import BULK_ARRAYS
+
+    assert COUNT >= BULK_ARRAYS
+
+    def sgd_update(params: list, grads: list) -> list:
+        return [p - LR * g for p, g in zip(params, grads, strict=True)]
+
+    start, grads = _params(12), _params(13)
+    module = ts.jit(sgd_update, donate_argnums=(0,)).trace(start, grads).module
+    program = compile_module(module, "sgd_update")
+    checked: list[int] = []
+    check_input = program.check_input
+
+    def counted(k: int, arg: object) -> np.ndarray:
+        checked.append(k)
+        return check_input(k, arg)
+
+    program.check_input = counted
+    params = ts.arena(start)
+    want = [p - np.float32(LR) * g for p, g in zip(start, grads, strict=True)]
+    for got, expected in zip(program(*params, *grads), want, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+    assert checked == []  # the parameters' arena as they came, the gradients in bulk
+    odd = list(grads)
+    odd[1] = grads[1].astype(">f4")
+    odd[2] = np.repeat(grads[2], 2)[::2]
+    odd[3] = grads[3].view(_Tagged)
+    want = [p - np.float32(LR) * g for p, g in zip(want, grads, strict=True)]
+    for got, expected in zip(program(*params, *odd), want, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+    assert len(checked) == COUNT  # not shown in bulk: every gradient checked one by one
+    wrong = [*grads[:-1], np.zeros(SIZES[-1] + 1, np.float32)]
+    with pytest.raises(ValueError, match=rf"input {2 * COUNT - 1} .*has shape"):
+        program(*params, *wrong)
