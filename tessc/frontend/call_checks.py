@@ -3,16 +3,17 @@ A planned call's checks of its array leaves in bulk, and what it trusts between 
 
 `call_plan` writes a line per leaf checking its type, shape, dtype and strides: the
 fastest Python can do for a train step's ten arrays, but an optimizer step over 200
-parameters has 400 to 800 leaves. `LeafChecks.accept` checks them with C-level `map`s (a
-tuple comparison per property), and not again the very array objects it accepted on the
-last call (as the runtime's arena cache, `Executable._zero_copy`, assumes too).
+parameters has 400 to 800 leaves. `LeafChecks.accept` checks them in one compiled call
+(`array_fields.Layouts`, from `BULK_ARRAYS` arrays; else C-level `map`s), and not again
+the very array objects it accepted on the last call (as the runtime's arena cache,
+`Executable._zero_copy`, assumes too).
 
 Donated views may overlap another argument, which the general path checks pairwise
 (`donation.refuse_aliases`). The views the program returned last (`TrustedViews`: of its
 output arenas, disjoint) are taken as donated all the same, so that an optimizer's
 parameters and state come back without the general path; another argument may then not
 be a donated array or a returned view's arena, nor a view of either (NumPy points `base`
-at the owner).
+at the owner): checked in the same compiled call, against a sorted id table.
 """
 
 from __future__ import annotations
