@@ -203,9 +203,10 @@ class Layouts:
 def common_start(arrays: Sequence[np.ndarray], byte_offsets: np.ndarray) -> tuple[int, int] | None:
     """(start, k): the non-empty `arrays` share one memory owner and each lies at `start +
     byte_offsets[k]`, array `k` being the first non-empty one; `k` is -1 when they do not
-    (or all are empty). None when `AVAILABLE` is False or one is no `np.ndarray`."""
-    if not AVAILABLE:
-        return None
+    (or all are empty). None when `AVAILABLE` is False or one is not exactly an
+    `np.ndarray` (a subclass too: the caller reads those in Python)."""
+    if not AVAILABLE or len(arrays) != len(byte_offsets):
+        return None  # (`_start` reads `byte_offsets` unchecked)
     items = _as_tuple(arrays)  # held for the call: `_start` reads its item pointers
     start, first = _start(id(items) + TUPLE_ITEMS, len(items), id(np.ndarray), byte_offsets)
     return None if first == -2 else (start, first)
