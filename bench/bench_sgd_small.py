@@ -36,26 +36,30 @@ evidence for "packs once".
 
     python bench/bench_sgd_small.py [--params 200] [--repeat 50] [--rounds 5]
 
-Measured (x86_64 AMD EPYC, 2 cores shared with other jobs, load average 12-17; `--repeat
-30 --rounds 5`; 200 parameters, 183,232 floats; README.md has two runs):
+Measured (x86_64 AMD EPYC, 2 cores shared with other jobs, load average 5.8-7.1; `--repeat
+30 --rounds 5`; 200 parameters, 183,232 floats; README.md has three runs):
 
     contender                            us  / unfused  / numpy  / torch fused
-    tessc opt.step                    113.6      0.63x    0.41x          0.13x
-    tessc opt.step, new grads         179.9      0.99x    0.65x          0.20x
-    tessc opt.step, separate grads    182.2      1.00x    0.66x          0.20x
-    tessc program, arenas              79.1      0.44x    0.29x          0.09x
-    tessc program, separate grads     378.6      2.08x    1.38x          0.42x
-    tessc jit, not donated            181.7      1.00x    0.66x          0.20x
-    numpy in place                    275.2      1.51x    1.00x          0.31x
-    torch foreach=True                243.9      1.34x    0.89x          0.27x
-    torch fused=True                  895.0      4.93x    3.25x          1.00x
+    tessc opt.step                    114.4      0.63x    0.41x          0.14x
+    tessc opt.step, new grads         123.1      0.68x    0.44x          0.15x
+    tessc opt.step, separate grads    160.2      0.88x    0.58x          0.20x
+    tessc program, arenas              86.6      0.48x    0.31x          0.11x
+    tessc program, separate grads     139.3      0.77x    0.50x          0.17x
+    tessc jit, not donated            181.2      1.00x    0.65x          0.22x
+    numpy in place                    277.5      1.53x    1.00x          0.34x
+    torch foreach=True                241.0      1.33x    0.87x          0.29x
+    torch fused=True                  821.0      4.53x    2.96x          1.00x
 
 `opt.step` was 15 ms a call before its front end took the planned path with the
 views it returned (call_checks.py); the packing count stays at 1 (its first call, the
 separately allocated parameters) over 156 calls. With new gradients every call, the
-200 gradients are checked and located in one compiled call over their ids
-(`runtime/array_fields.py`): it was 0.8-1.0x of NumPy and 1.3-1.7x slower than the
-unfused kernels when each was read in Python (~150 us a call).
+200 gradients are checked (layouts, and none a donated array or a view of one) and
+located in two compiled calls that read the arrays' pointers from the argument tuple
+(`runtime/array_fields.py`): 0.36-0.44x of NumPy over three runs (0.43-0.65x when
+their ids were first built into an int64 array, twice a call, and the overlap was a
+Python set test; 0.8-1.0x when each was read in Python). The program called directly
+with separate gradients checks them in the same bulk call (it was 1.4x slower than
+NumPy with a `check_input` per array).
 """
 
 from __future__ import annotations

@@ -2,23 +2,23 @@
 Many NumPy arrays' layouts and addresses, read in one compiled call.
 
 An optimizer step over 200 parameters gets 200 new gradient arrays every call. Checking
-each one's type, shape, dtype and contiguity and reading its data address took a Python
-attribute read (or a Numba dispatch) per array and property: ~150 us a call, more than the
-update itself. Here the caller passes the arrays' ids (`np.fromiter(map(id, arrays))`, in
-C) and one Numba function reads NumPy's `PyArrayObject_fields` struct of each (`ob_type`,
-`data`, `nd`, `dimensions`, `base`, `descr`, `flags`: NumPy's public C ABI, unchanged
-since NumPy 1.7) through those addresses. The arrays are alive for the call (the caller
-holds them); `ob_type` is read first, past the header only for an `np.ndarray`.
-`AVAILABLE` is False where a probe read disagrees with NumPy's own view of the probe
-(another layout, another interpreter): then every function here answers "not shown"
-(False, None) and callers take their Python path.
+each one's type, shape, dtype and contiguity, its memory owner and its data address took
+a Python attribute read (or a Numba dispatch) per array and property: ~150 us a call, more
+than the update itself. Here one Numba function reads the arrays' object pointers where
+the caller's tuple holds them (`PyTupleObject.ob_item`; a list is made a tuple first) and
+NumPy's `PyArrayObject_fields` struct of each (`ob_type`, `data`, `nd`, `dimensions`,
+`base`, `descr`, `flags`: NumPy's public C ABI, unchanged since NumPy 1.7). The tuple and
+its arrays are alive for the call (the caller holds them); `ob_type` is read first, past
+the header only for an `np.ndarray`. `AVAILABLE` is False where a probe read disagrees
+with NumPy's or CPython's own view of the probe (another layout, another interpreter):
+then every function here answers "not shown" (False, None) and callers take their Python
+path.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -30,6 +30,9 @@ _WORD = 8
 TYPE, DATA, NDIM, DIMENSIONS, BASE, DESCR, FLAGS = 8, 16, 24, 32, 48, 56, 64
 """Byte offsets in `PyArrayObject_fields` after CPython's 16-byte `PyObject` header."""
 C_CONTIGUOUS = 0x1  # NPY_ARRAY_C_CONTIGUOUS
+TUPLE_ITEMS = -1
+"""Byte offset of `PyTupleObject.ob_item` (`_probe_tuple`)."""
+NO_IDS = np.zeros(0, np.int64)
 
 
 def _loader(width: int) -> Any:
@@ -61,16 +64,29 @@ def _fields(address: int, out: np.ndarray) -> None:
 
 
 @njit(cache=True)
+def _read(address: int) -> int:
+    return _load64(address)
+
+
+@njit(cache=True)
+def _listed(sorted_ids: np.ndarray, value: int) -> bool:
+    k = np.searchsorted(sorted_ids, value)
+    return k < sorted_ids.size and sorted_ids[k] == value
+
+
+@njit(cache=True)
 def _match(
-    ids: np.ndarray,
+    items: int,
+    count: int,
     ndarray_type: int,
     descrs: np.ndarray,
     ndims: np.ndarray,
     dims: np.ndarray,
     dim_starts: np.ndarray,
+    excluded: np.ndarray,
 ) -> bool:
-    for k in range(ids.size):
-        a = ids[k]
+    for k in range(count):
+        a = _load64(items + _WORD * k)
         if _load64(a + TYPE) != ndarray_type or _load64(a + DESCR) != descrs[k]:
             return False
         if _load32(a + FLAGS) & C_CONTIGUOUS == 0 or _load32(a + NDIM) != ndims[k]:
@@ -79,16 +95,22 @@ def _match(
         for d in range(ndims[k]):
             if _load64(shape + _WORD * d) != dims[dim_starts[k] + d]:
                 return False
+        if excluded.size and (_listed(excluded, a) or _listed(excluded, _load64(a + BASE))):
+            return False
     return True
 
 
 @njit(cache=True)
-def _start(ids: np.ndarray, byte_offsets: np.ndarray) -> tuple[int, int]:
+def _start(items: int, count: int, ndarray_type: int, byte_offsets: np.ndarray) -> tuple[int, int]:
     """(the common `data - byte_offset` of the non-empty arrays, the first one's index),
-    or (0, -1) when they differ, do not share one memory owner, or all are empty."""
+    or (0, -1) when they differ, do not share one memory owner, or all are empty; (0, -2)
+    when one is not exactly an `np.ndarray`."""
+    for k in range(count):
+        if _load64(_load64(items + _WORD * k) + TYPE) != ndarray_type:
+            return 0, -2  # (a subclass extends the struct: its fields are where they are)
     start, first, owner = 0, -1, 0
-    for k in range(ids.size):
-        a = ids[k]
+    for k in range(count):
+        a = _load64(items + _WORD * k)
         nd = _load32(a + NDIM)
         shape = _load64(a + DIMENSIONS)
         size = 1
@@ -105,8 +127,18 @@ def _start(ids: np.ndarray, byte_offsets: np.ndarray) -> tuple[int, int]:
     return start, first
 
 
-def _ids(arrays: Sequence[Any]) -> np.ndarray:
-    return np.fromiter(map(id, arrays), np.int64, len(arrays))
+def _as_tuple(arrays: Sequence[Any]) -> tuple[Any, ...]:
+    return arrays if type(arrays) is tuple else tuple(arrays)
+
+
+def _probe_tuple() -> int:
+    """The byte offset of a tuple's item pointers (`ob_item`: 24 on CPython 3.8-3.13,
+    after the size; 32 where a cached hash follows it), -1 if neither reads the items."""
+    items = tuple(object() for _ in range(5))
+    for offset in (24, 32):  # 4 reads within the 5-tuple either way
+        if all(_read(id(items) + offset + _WORD * k) == id(items[k]) for k in range(4)):
+            return offset
+    return -1
 
 
 def _probe() -> bool:
@@ -119,6 +151,8 @@ def _probe() -> bool:
     view = owner[1:]
     out = np.zeros(7, np.int64)
     _fields(id(view), out)
+    global TUPLE_ITEMS
+    TUPLE_ITEMS = _probe_tuple()
     expected = [
         id(np.ndarray),
         view.__array_interface__["data"][0],
@@ -129,7 +163,7 @@ def _probe() -> bool:
         2,
     ]
     c_contiguous = bool(out[5] & C_CONTIGUOUS) == view.flags.c_contiguous
-    return [int(x) for x in out] == expected and c_contiguous
+    return [int(x) for x in out] == expected and c_contiguous and TUPLE_ITEMS >= 0
 
 
 AVAILABLE = _probe()
@@ -145,25 +179,37 @@ class Layouts:
         self.dims = np.array([n for shape, _ in layouts for n in shape] or [0], np.int64)
         self.dim_starts = np.concatenate([[0], np.cumsum(self.ndims)[:-1]]).astype(np.int64)
 
-    def match(self, arrays: Sequence[Any]) -> bool:
+    def match(self, arrays: Sequence[Any], excluded: np.ndarray = NO_IDS) -> bool:
         """Whether every array is shown to be a C-contiguous `np.ndarray` (not a
-        subclass) of its shape and of exactly its dtype object. False is "not shown" (a
-        dtype equal but another object, a wrong layout, `AVAILABLE` False): the caller
-        checks those arrays in Python."""
+        subclass) of its shape and of exactly its dtype object, and neither it nor its
+        `base` is one of the ids `excluded` (sorted int64). False is "not shown" (a dtype
+        equal but another object, a wrong layout, an excluded id, `AVAILABLE` False): the
+        caller checks those arrays in Python."""
         if not AVAILABLE or len(arrays) != len(self.dtypes):
             return False
+        items = _as_tuple(arrays)  # held for the call: `_match` reads its item pointers
         return _match(
-            _ids(arrays), id(np.ndarray), self.descrs, self.ndims, self.dims, self.dim_starts
+            id(items) + TUPLE_ITEMS,
+            len(items),
+            id(np.ndarray),
+            self.descrs,
+            self.ndims,
+            self.dims,
+            self.dim_starts,
+            excluded,
         )
 
 
 def common_start(arrays: Sequence[np.ndarray], byte_offsets: np.ndarray) -> tuple[int, int] | None:
     """(start, k): the non-empty `arrays` share one memory owner and each lies at `start +
     byte_offsets[k]`, array `k` being the first non-empty one; `k` is -1 when they do not
-    (or all are empty). None when `AVAILABLE` is False or one is no `np.ndarray`."""
-    if not AVAILABLE or not all(map(isinstance, arrays, repeat(np.ndarray))):
-        return None  # (a subclass extends the struct: its fields are where they are)
-    return _start(_ids(arrays), byte_offsets)
+    (or all are empty). None when `AVAILABLE` is False or one is not exactly an
+    `np.ndarray` (a subclass too: the caller reads those in Python)."""
+    if not AVAILABLE or len(arrays) != len(byte_offsets):
+        return None  # (`_start` reads `byte_offsets` unchecked)
+    items = _as_tuple(arrays)  # held for the call: `_start` reads its item pointers
+    start, first = _start(id(items) + TUPLE_ITEMS, len(items), id(np.ndarray), byte_offsets)
+    return None if first == -2 else (start, first)
 
 
-__all__ = ["AVAILABLE", "Layouts", "common_start"]
+__all__ = ["AVAILABLE", "NO_IDS", "Layouts", "common_start"]

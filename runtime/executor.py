@@ -38,6 +38,7 @@ import threading
 import types
 from collections.abc import Callable, Sequence
 from itertools import compress, repeat
+from typing import Any
 
 import numpy as np
 
@@ -235,6 +236,8 @@ class Executable:
         """Input arenas packed by copy so far (a counter for tests: a training loop
         that feeds back what the step returned packs only on its first call)."""
         self._per_thread = threading.local()
+        self._member_layouts: dict[int, Any] = {}
+        """Host input -> its members' `array_fields.Layouts` (`_members_match`)."""
         # The caller input each output is when computed in place in its donated arena.
         self._same_as_input = [signature.input_in_place(slot) for slot in self.output_slots]
         # The caller inputs passed as they are (no arena); and, for a call whose donated
@@ -325,8 +328,9 @@ class Executable:
             if cached is not None and all(map(operator.is_, given, cached[0])):
                 host[h] = zero_copy[h] = cached[1]
                 continue
-            if checked:  # C-contiguous arrays of the slots' shapes and dtypes
-                arrays = list(given)
+            arrays: Sequence[np.ndarray]
+            if checked or self._members_match(h, given):  # C-contiguous, of their specs
+                arrays = given
             else:
                 arrays = [self.check_input(k, args[k]) for k in members]
             offsets, byte_offsets = self._offsets[h]
@@ -350,6 +354,23 @@ class Executable:
         if missing:  # pragma: no cover - codegen lists every host input in "arenas"
             raise ValueError(f"'{self.entry}': no caller input fills host input {missing[0]}")
         return [a for a in host if a is not None], zero_copy
+
+    def _members_match(self, h: int, given: Sequence[object]) -> bool:
+        """Whether the caller inputs `given` packed into host input `h` are shown, in one
+        compiled call (`array_fields.Layouts`), to be C-contiguous ndarrays of their
+        specs: from `BULK_ARRAYS` of them, instead of a `check_input` each."""
+        if len(given) < BULK_ARRAYS:
+            return False
+        layouts = self._member_layouts.get(h)
+        if layouts is None:
+            specs = [self.inputs[k] for k in self._members[h]]
+            layouts = False  # a dynamic dimension: checked one by one
+            if all(None not in spec.shape for spec in specs):
+                from tessc.runtime.array_fields import Layouts
+
+                layouts = Layouts([(spec.shape, np.dtype(spec.dtype)) for spec in specs])  # type: ignore[misc]
+            self._member_layouts[h] = layouts
+        return layouts is not False and layouts.match(given)
 
     def packing_buffer(self, h: int, size: int) -> np.ndarray:
         """A new array for host input `h`'s arena, or, if no output aliases that input

@@ -127,6 +127,14 @@ def test_a_returned_view_passed_beside_its_arena_is_refused() -> None:
         opt.step(params, [p[...] for p in params], state)
     with pytest.raises(ValueError, match="shares memory"):
         opt.step(params, [p.reshape(p.shape) for p in params[::-1]][::-1], state)
+    # The donated views themselves as the gradients (ids the bulk check excludes), and
+    # one gradient a view of the arena among new ones: refused all the same.
+    with pytest.raises(ValueError, match="shares memory"):
+        opt.step(params, list(params), state)
+    grads = _params(6)
+    grads[COUNT // 2] = params[COUNT // 2][...]
+    with pytest.raises(ValueError, match="shares memory"):
+        opt.step(params, grads, state)
 
 
 def test_views_of_a_foreign_buffer_are_checked_then_trusted_once_returned(
@@ -284,6 +292,37 @@ def test_new_gradients_every_call_cost_no_python_per_parameter(
     assert lines[20] == lines[60], lines
 
 
+def _profiled_calls(call: Any) -> int:
+    """Python and C function calls `call()` makes (cProfile's count)."""
+    import cProfile
+    import pstats
+
+    profile = cProfile.Profile()
+    profile.runcall(call)
+    return pstats.Stats(profile).total_calls  # type: ignore[attr-defined]
+
+
+def test_function_calls_per_step_do_not_grow_with_the_parameters() -> None:
+    """New gradient arrays every call: the step's Python and C function calls (NumPy's,
+    Numba's dispatch, the builtins the checks map over) are as many for 20 parameters as
+    for 60, as cProfile counts them; none is made per array."""
+    calls = {}
+    for count in (20, 60):
+        opt, box, grad_sets, _ = _steady_step(count)
+        results: list[Any] = []
+
+        def one_step(
+            box: Any = box, opt: Any = opt, grad_sets: Any = grad_sets, results: list = results
+        ) -> None:
+            results.append(opt.step(box[0], grad_sets[len(results) % 2], box[1]))
+
+        one_step()
+        calls[count] = _profiled_calls(one_step)
+        for params, _ in results:  # planned: the very arrays, in place
+            assert all(a is b for a, b in zip(params, box[0], strict=True))
+    assert calls[20] == calls[60], calls
+
+
 def test_bulk_layout_checks_refuse_what_numpy_would() -> None:
     """`array_fields.Layouts.match` against NumPy's own view of each array: a subclass,
     another shape, dtype or byte order, a strided view, a 0-d array."""
@@ -304,9 +343,65 @@ def test_bulk_layout_checks_refuse_what_numpy_would() -> None:
     ]
     for arrays in bad:
         assert not layouts.match(arrays)
+    assert layouts.match(tuple(good))  # a tuple's items read where it holds them
+    # Excluded ids (sorted): an array that is one, or a view of one, is not shown.
+    owner = np.zeros(12, np.float32)
+    viewed = [owner[:6].reshape(2, 3), *good[1:]]
+    assert layouts.match(viewed, np.array(sorted([id(good[1]) + 8, 1]), np.int64))
+    for excluded in (id(good[1]), id(owner)):
+        ids = np.array(sorted([excluded, 1, id(good[1]) + 8]), np.int64)
+        assert not layouts.match(viewed, ids)
     buffer = np.arange(10, dtype=np.float32)
     views = [buffer[:4], buffer[4:4], buffer[4:10].reshape(2, 3)]
     assert common_start(views, np.array([0, 100, 16])) == (buffer.ctypes.data, 0)
     assert common_start(views, np.array([0, 0, 20]))[1] == -1
     other = np.arange(6, dtype=np.float32).reshape(2, 3)
     assert common_start([views[0], other], np.array([0, 16]))[1] == -1
+    assert common_start([views[0], views[2].view(np.matrix)], np.array([0, 16])) is None
+    assert common_start((views[0], 1.5), np.array([0, 16])) is None  # not an array
+
+
+class _Tagged(np.ndarray):
+    """A subclass: its struct extends NumPy's, so no bulk read shows it."""
+
+
+def test_a_program_checks_many_separate_arrays_in_bulk_as_one_by_one() -> None:
+    """The compiled step called directly with separate gradient arrays: from
+    `BULK_ARRAYS` of them one compiled call shows them well formed (no `check_input`
+    each); what it does not show is checked one by one, as before: a big-endian or a
+    strided gradient is converted, a subclass taken as its array, a wrong shape refused."""
+    from tessc.compiler import compile_module
+    from tessc.runtime.executor import BULK_ARRAYS
+
+    assert COUNT >= BULK_ARRAYS
+
+    def sgd_update(params: list, grads: list) -> list:
+        return [p - LR * g for p, g in zip(params, grads, strict=True)]
+
+    start, grads = _params(12), _params(13)
+    module = ts.jit(sgd_update, donate_argnums=(0,)).trace(start, grads).module
+    program = compile_module(module, "sgd_update")
+    checked: list[int] = []
+    check_input = program.check_input
+
+    def counted(k: int, arg: object) -> np.ndarray:
+        checked.append(k)
+        return check_input(k, arg)
+
+    program.check_input = counted
+    params = ts.arena(start)
+    want = [p - np.float32(LR) * g for p, g in zip(start, grads, strict=True)]
+    for got, expected in zip(program(*params, *grads), want, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+    assert checked == []  # the parameters' arena as they came, the gradients in bulk
+    odd = list(grads)
+    odd[1] = grads[1].astype(">f4")
+    odd[2] = np.repeat(grads[2], 2)[::2]
+    odd[3] = grads[3].view(_Tagged)
+    want = [p - np.float32(LR) * g for p, g in zip(want, grads, strict=True)]
+    for got, expected in zip(program(*params, *odd), want, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+    assert len(checked) == COUNT  # not shown in bulk: every gradient checked one by one
+    wrong = [*grads[:-1], np.zeros(SIZES[-1] + 1, np.float32)]
+    with pytest.raises(ValueError, match=rf"input {2 * COUNT - 1} .*has shape"):
+        program(*params, *wrong)

@@ -3,16 +3,17 @@ A planned call's checks of its array leaves in bulk, and what it trusts between 
 
 `call_plan` writes a line per leaf checking its type, shape, dtype and strides: the
 fastest Python can do for a train step's ten arrays, but an optimizer step over 200
-parameters has 400 to 800 leaves. `LeafChecks.accept` checks them with C-level `map`s (a
-tuple comparison per property), and not again the very array objects it accepted on the
-last call (as the runtime's arena cache, `Executable._zero_copy`, assumes too).
+parameters has 400 to 800 leaves. `LeafChecks.accept` checks them in one compiled call
+(`array_fields.Layouts`, from `BULK_ARRAYS` arrays; else C-level `map`s), and not again
+the very array objects it accepted on the last call (as the runtime's arena cache,
+`Executable._zero_copy`, assumes too).
 
 Donated views may overlap another argument, which the general path checks pairwise
 (`donation.refuse_aliases`). The views the program returned last (`TrustedViews`: of its
 output arenas, disjoint) are taken as donated all the same, so that an optimizer's
 parameters and state come back without the general path; another argument may then not
 be a donated array or a returned view's arena, nor a view of either (NumPy points `base`
-at the owner).
+at the owner): checked in the same compiled call, against a sorted id table.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from tessc.runtime.executor import BULK_ARRAYS
 _BASE = operator.attrgetter("base")
 _LAYOUT = operator.attrgetter("shape", "dtype", "strides")
 _IS_VIEW = partial(operator.is_not, None)
+_NO_IDS = np.zeros(0, np.int64)
 
 
 def row_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
@@ -61,6 +63,7 @@ class _Types:
             (tuple(shape), np.dtype(dtype), row_strides(tuple(shape), np.dtype(dtype).itemsize))
             for shape, dtype in types
         )
+        self.sorted_for: tuple[frozenset[int], np.ndarray] = (frozenset(), _NO_IDS)
         self.in_bulk: Any = None
         """Many arrays (an optimizer's gradients): one compiled call reads their layouts
         (`array_fields.Layouts`) instead of three attributes each."""
@@ -69,12 +72,15 @@ class _Types:
 
             self.in_bulk = Layouts([(shape, dtype) for shape, dtype, _ in self.layouts])
 
-    def match(self, arrays: tuple[Any, ...]) -> bool:
+    def match(self, arrays: tuple[Any, ...], owned: frozenset[int] = frozenset()) -> bool:
         """Plain C-contiguous ndarrays of these shapes and dtypes (the planned path's
-        rule: anything else takes the general path)."""
-        if self.in_bulk is not None and self.in_bulk.match(arrays):
+        rule: anything else takes the general path), none of them, nor its `base`, one
+        of the ids `owned`."""
+        if self.in_bulk is not None and self.in_bulk.match(arrays, self.sorted_ids(owned)):
             return True  # else shown below, or not
         if not all(map(operator.is_, map(type, arrays), repeat(np.ndarray))):
+            return False
+        if owned and not owned.isdisjoint(map(id, chain(arrays, map(_BASE, arrays)))):
             return False
         layouts = tuple(map(_LAYOUT, arrays))
         if layouts == self.layouts:
@@ -84,6 +90,13 @@ class _Types:
             got[:2] == want[:2] and array.flags.c_contiguous
             for got, want, array in zip(layouts, self.layouts, arrays, strict=True)
         )
+
+    def sorted_ids(self, ids: frozenset[int]) -> np.ndarray:
+        """`ids` as a sorted int64 array, as `array_fields` looks them up (kept for the
+        same set: a step's donated arrays change only when other arrays are passed)."""
+        if self.sorted_for[0] is not ids:
+            self.sorted_for = (ids, np.array(sorted(ids), np.int64))
+        return self.sorted_for[1]
 
 
 class TrustedViews:
@@ -151,9 +164,9 @@ class LeafChecks:
         same_others = len(others) == len(self.seen) and all(map(operator.is_, others, self.seen))
         if not same_others:
             self.seen = ()
-            if not self.other_types.match(others):
-                return False
         if not self.has_donated:
+            if not same_others and not self.other_types.match(others):
+                return False
             self.seen = others
             return True
         donated = self.pick_donated(leaves)
@@ -180,8 +193,12 @@ class LeafChecks:
             self.owned = ids | trusted.bases
         elif same_others:
             return True  # the very arrays this found apart last time
-        # Not a donated array or arena, nor a view of one (`id(None)` is in no `owned`).
-        if not self.owned.isdisjoint(map(id, chain(others, map(_BASE, others)))):
+        # Each other array of its layout (unless seen last call), and not a donated array
+        # or arena, nor a view of one (`id(None)` is in no `owned`): one bulk check.
+        if same_others:
+            if not self.owned.isdisjoint(map(id, chain(others, map(_BASE, others)))):
+                return False
+        elif not self.other_types.match(others, self.owned):
             return False
         self.seen = others
         return True
