@@ -10,9 +10,10 @@ when C's reduction loops are all at 0), and P's combine runs when they are all a
 last value. Rows and columns the pool floor-drops are never computed, and no buffer of the
 conv's output exists. Refused (and reported) when the windows overlap (each conv output
 would be computed several times), when the conv output is read elsewhere (a backward pass
-saves it), or when the conv's init is not a constant fill. The fused op reads loop indices,
-which `tess-conv-tiles` does not tile: a conv deep enough for its tiles (`max-depth`, 16
-channels) is left to it, a shallower one (a first layer) is fused.
+saves it), or when the conv's init is not a constant fill. A conv deep enough for
+`tess-conv-tiles` (`max-depth`, 16 channels) is fused only where its tiles can take the pool
+as their epilogue (`loops/conv_pool.py`: 1-D or 2-D, each window as wide as its stride);
+else it is left to the conv tiles alone. A shallower one (a first layer) runs the fused nest.
 """
 
 from __future__ import annotations
@@ -146,12 +147,30 @@ def refusal(pool: GenericOp, index: int, conv: GenericOp, max_depth: int) -> str
         return "loop extents are not static"
     if len(conv_extents) == rank:
         return "the producer has no reduction loops"
-    if max_depth and conv_extents[rank] >= max_depth:
+    read = generic_maps(pool)[index]
+    if max_depth and conv_extents[rank] >= max_depth and (why := _untiled(read, extents)):
         return (
-            f"the conv reduces over {conv_extents[rank]} channels (>= {max_depth}): "
-            "tess-conv-tiles register-tiles it, which the fused nest cannot"
+            f"the conv reduces over {conv_extents[rank]} channels (>= {max_depth}) and {why}: "
+            "tess-conv-tiles register-tiles the conv alone"
         )
-    return overlap(generic_maps(pool)[index], extents)
+    return overlap(read, extents)
+
+
+def _untiled(read: AffineMap, extents: Sequence[int]) -> str | None:
+    """Why `tess-conv-tiles` cannot run the fused nest as tiles with the pool as their
+    epilogue (`conv_pool.py`), or None: 1 or 2 pooled dims, each read as `p * W + i`
+    with `i` over a window of W (the windows tile the conv output exactly)."""
+    forms = _linear_forms(read)
+    if forms is None or len(forms) - 2 not in (1, 2):
+        return "the pool is not 1-D or 2-D"
+    for position, (coeffs, base) in enumerate(forms[2:], start=2):
+        window = [d for d in coeffs if coeffs[d] == 1]
+        pooled = [d for d in coeffs if coeffs[d] != 1]
+        if base or len(coeffs) != 2 or len(window) != 1 or len(pooled) != 1:
+            return f"the pool reads dim {position} through other than `p * W + i`"
+        if coeffs[pooled[0]] != extents[window[0]]:
+            return f"the pool's window on dim {position} is not its stride"
+    return None
 
 
 def _index_test(b: Builder, loops: Sequence[int], values: Sequence[int]) -> SSAValue:

@@ -44,6 +44,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from tessc.dialects import contract
 from tessc.dialects.micro import MmaOp
 from tessc.lowering.loops.conv_im2col import build_im2col
+from tessc.lowering.loops.conv_pool import build_conv_pool, match_conv_pool
 from tessc.lowering.loops.conv_match import (
     ConvNest,
     column_tiles,
@@ -110,6 +111,12 @@ class ConvTiles(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: scf.ParallelOp, rewriter: PatternRewriter) -> None:
         if (nest := match_conv(op)) is None:
+            pooled = match_conv_pool(op)
+            if pooled is None or pooled.depth < self.min_depth or self.algorithm == "direct":
+                return
+            constant = IndexConstants.before(op)
+            ops = build_conv_pool(pooled, self.vector_bits, self.threads, constant)
+            rewriter.replace(op, [*constant.ops, *ops], [])
             return
         element = nest.out.type.element_type  # type: ignore[attr-defined]
         lanes = register_tile(self.vector_bits, 32 if isinstance(element, Float32Type) else 64)[2]
