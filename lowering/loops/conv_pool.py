@@ -262,7 +262,7 @@ def build_conv_pool(
     conv_rows = pr * window_rows  # conv rows per tile
     pixels = conv_rows * cols
     depth = nest.depth * math.prod(nest.kernel)
-    patch_size, tile_size = depth * pixels, features * pixels
+    patch_size = depth * pixels
     tiles_per_image = pool_rows // pr
     items = batch * tiles_per_image
 
@@ -348,8 +348,9 @@ def build_conv_pool(
             for start, tile_cols, tile_lanes in column_tiles(pixels, width, lanes):
                 indices = [ef.value(v) for v in (g, f0, start)]
                 b = ef.value(ef.add(slot, start))
+                shape = (mr, tile_cols, tile_lanes)
                 mma = MmaOp(nest.w, a, patch, b, ef.value(depth), tile, indices,
-                            overwrite.result, (mr, tile_cols, tile_lanes), (depth, 1, pixels))  # fmt: skip
+                            overwrite.result, shape, (depth, 1, pixels))  # fmt: skip
                 ef.block.add_op(mma)
 
         emit_loop(e, static(features // mr), "fb", per_block)
@@ -373,8 +374,8 @@ def build_conv_pool(
 
                     def per_window(ew: Emitter, level: int, at: list[IndexValue]) -> None:
                         if level < spatial:
-                            emit_loop(ew, static(window[level]), f"i{level}",
-                                      lambda el, i: per_window(el, level + 1, [*at, i]))  # fmt: skip
+                            deeper = lambda el, i: per_window(el, level + 1, [*at, i])  # noqa: E731
+                            emit_loop(ew, static(window[level]), f"i{level}", deeper)
                             return
                         inner = dict(mapping)
                         for iv, i in zip(nest.windows, at, strict=True):

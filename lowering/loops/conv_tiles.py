@@ -44,7 +44,6 @@ from xdsl.utils.exceptions import DiagnosticException
 from tessc.dialects import contract
 from tessc.dialects.micro import MmaOp
 from tessc.lowering.loops.conv_im2col import build_im2col
-from tessc.lowering.loops.conv_pool import build_conv_pool, match_conv_pool
 from tessc.lowering.loops.conv_match import (
     ConvNest,
     column_tiles,
@@ -52,6 +51,7 @@ from tessc.lowering.loops.conv_match import (
     output_rows,
     strides_of,
 )
+from tessc.lowering.loops.conv_pool import build_conv_pool, match_conv_pool
 from tessc.lowering.loops.index_emitter import Emitter, IndexValue, emit_loop, static
 from tessc.lowering.loops.index_values import IndexConstants
 from tessc.lowering.loops.register_tiles import host_vector_bits, register_tile
