@@ -146,7 +146,10 @@ def test_a_deep_conv_pool_is_one_tiled_kernel(target: str, name: str) -> None:
         assert "micro.mma" in ir and kernel_calls(ir) == 1 + padded
         assert "conv_tile" in ir
         x_shape, w_shape, padding, stride = DEEP_CASES[name][:4]
-        conv = [(n + 2 * padding - k) // stride + 1 for n, k in zip(x_shape[2:], w_shape[2:])]
+        conv = [
+            (n + 2 * padding - k) // stride + 1
+            for n, k in zip(x_shape[2:], w_shape[2:], strict=True)
+        ]
         conv_shape = "x".join(map(str, (x_shape[0], w_shape[0], *conv)))
         assert conv_shape not in buffer_shapes(ir)
 

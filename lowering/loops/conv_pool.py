@@ -293,7 +293,9 @@ def build_conv_pool(
         def item(ei: Emitter, it: IndexValue) -> None:
             flat = ei.add(lo, it, "item")
             n = ei.apply(arith.DivUIOp, flat, tiles_per_image, "n")
-            p0 = ei.mul(ei.apply(arith.RemUIOp, flat, tiles_per_image), pr, "p0")
+            p0: IndexValue = 0
+            if tiles_per_image > 1:
+                p0 = ei.mul(ei.apply(arith.RemUIOp, flat, tiles_per_image), pr, "p0")
             gather(ei, n, ei.mul(p0, window_rows, "r0"), slot)
             products(ei, g, slot)
             epilogue(ei, g, n, p0)
