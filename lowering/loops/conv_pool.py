@@ -43,7 +43,7 @@ class PoolNest:
     indices `(n, f, p..)` in the pool output's order; `prologue`, `after`: the ops around
     the window loops (the pool's fill; an average's division); `windows`, `taps`: the window and tap
     loop indices per spatial dim; `epilogue`: the innermost ops the pool's store needs,
-    `total` (the conv's sum) excluded."""
+    `total` (the conv's sum) excluded, and the pools' stores."""
 
     parallel: scf.ParallelOp
     pooled: tuple[SSAValue, ...]
@@ -135,22 +135,21 @@ def match_conv_pool(op: scf.ParallelOp) -> PoolNest | None:
         body = loop.body.block
         break
     stores = [o for o in body.ops if isinstance(o, memref.StoreOp)]
-    if len(stores) != 2:
-        return None
     found = _conv_sum(stores)
     if found is None:
         return None
-    total, pool_store, x_load, w_load = found
-    out_shape = _row_major(pool_store.memref)
+    total, partial, x_load, w_load = found
+    pool_stores = [o for o in stores if o is not partial]
+    out_shape = _row_major(pool_stores[0].memref)
     x_shape, w_shape = _row_major(x_load.memref), _row_major(w_load.memref)
     if out_shape is None or x_shape is None or w_shape is None:
         return None
-    if tuple(pool_store.indices) != ivs or len(ivs) != len(out_shape):
+    if len(ivs) != len(out_shape) or any(
+        tuple(o.indices) != ivs or _row_major(o.memref) != out_shape for o in pool_stores
+    ):
         return None
     spatial = len(out_shape) - 2
     if spatial not in (1, 2) or len(x_shape) != len(out_shape) or len(w_shape) != len(out_shape):
-        return None
-    if not isinstance(x_load.memref.type.element_type, type(pool_store.value.type)):  # type: ignore[attr-defined]
         return None
     n, f, *pooled = ivs
     w_ivs = list(w_load.indices)
@@ -185,17 +184,21 @@ def match_conv_pool(op: scf.ParallelOp) -> PoolNest | None:
         return None
     if x_shape[:2] != (out_shape[0], trips[channel]):
         return None
-    epilogue = _slice(pool_store, body, total)
-    if epilogue is None or any(
-        isinstance(o, memref.LoadOp) and o.memref in (x_load.memref, w_load.memref)
+    needed: set[Operation] = set()
+    for store in pool_stores:
+        if (ops := _slice(store, body, total)) is None:
+            return None
+        needed.update(ops, [store])
+    epilogue = [o for o in body.ops if o in needed]
+    if any(
+        isinstance(o, memref.LoadOp) and o.memref in (x_load.memref, w_load.memref, partial.memref)
         for o in epilogue
     ):
         return None
-    users = {u.operation for u in total.uses}
-    if not users <= {*epilogue, *stores}:
+    if not {u.operation for u in total.uses} <= {*epilogue, partial}:
         return None
     return PoolNest(
-        op, ivs, prologue, after, tuple(windows), channel, taps, trips, (*epilogue, pool_store),
+        op, ivs, prologue, after, tuple(windows), channel, taps, trips, tuple(epilogue),
         total, x_load.memref, w_load.memref, out_shape, tuple(strides), tuple(dilations),
     )  # fmt: skip
 
@@ -203,11 +206,11 @@ def match_conv_pool(op: scf.ParallelOp) -> PoolNest | None:
 def _conv_sum(
     stores: Sequence[memref.StoreOp],
 ) -> tuple[SSAValue, memref.StoreOp, memref.LoadOp, memref.LoadOp] | None:
-    """(total, the pool's store, the x and w loads): one store writes `total = previous +
-    x * w` (the conv's partial sum), the other the pool's value."""
-    for partial, pool in (stores, stores[::-1]):
+    """(total, its store, the x and w loads): the one store of `total = previous + x * w`
+    (the conv's partial sum); the others store the pools' values."""
+    for partial in stores:
         total = partial.value.owner
-        if not isinstance(total, arith.AddfOp):
+        if not isinstance(total, arith.AddfOp) or len(stores) < 2:
             continue
         for product in (total.lhs.owner, total.rhs.owner):
             if not isinstance(product, arith.MulfOp):
@@ -222,7 +225,7 @@ def _conv_sum(
                 a, b = b, a
             if not all(isinstance(v.owner, Block) for v in b.indices):
                 continue
-            return partial.value, pool, a, b
+            return partial.value, partial, a, b
     return None
 
 
