@@ -194,3 +194,48 @@ def test_gradients_through_a_fusable_conv_pool() -> None:
     for target in ("cpu", "cpu-unfused"):
         for got, expected in zip(ts.jit(grad, target=target)(x, w, b), want, strict=True):
             np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_gradients_of_conv_relu_max_pool_match_torch(ties: bool) -> None:
+    """relu's gradient under a max pool is masked on the pooled values (autodiff's
+    `routed_relu_grad`, so the forward conv writes no output): against PyTorch in float64,
+    ties (small integers, and all-negative windows after relu) routed to the first maximum."""
+    torch = pytest.importorskip("torch")
+    f, args = deep_case("odd", seed=7, ties=ties)
+    seed = arrays(8, (3, 12, 4, 3))[0]
+
+    def loss(x: Any, w: Any, b: Any) -> Any:
+        return (f(x, w, b) * seed).sum()
+
+    tensors = [torch.tensor(a, requires_grad=True) for a in args]
+    y = torch.nn.functional.conv2d(tensors[0], tensors[1], tensors[2], padding=1)
+    (torch.nn.functional.max_pool2d(y.relu(), 2) * torch.tensor(seed)).sum().backward()
+    grad = ts.grad(loss, argnums=(0, 1, 2))
+    for target in ("cpu", "cpu-unfused", "reference"):
+        for got, t in zip(ts.jit(grad, target=target)(*args), tensors, strict=True):
+            np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-10, atol=1e-10)
+
+
+def test_cnn_train_step_fuses_each_conv_with_its_pools() -> None:
+    """examples/train_cnn.py's step: each conv + bias + relu computes inside the windows of
+    its max pool and of that pool's argmax (the backward's routing): no forward conv output
+    is written, conv2 (16 channels) runs as conv tiles with the pools as their epilogue; 37
+    kernels (42 with both conv outputs written and the pools apart)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "examples" / "train_cnn.py"
+    spec = importlib.util.spec_from_file_location("train_cnn_pools", path)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    optimizer = ts.optim.SGD(lr=0.05, momentum=0.9)
+    step = example.make_train_step(optimizer, "cpu")
+    params = example.init_params()
+    rng = np.random.default_rng(0)
+    x = rng.random((200, 1, 8, 8), dtype=np.float32)
+    y = rng.integers(0, 10, 200)
+    ir = step.ir(params, optimizer.init(params), x, y, np.arange(64), stage="loops")
+    assert kernel_calls(ir) == 37
+    assert re.search(r"micro\.mma %params_w2\[[^]]*\], %patch\[%slot\], [^,]*, %conv_tile\[", ir)
