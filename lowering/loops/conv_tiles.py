@@ -13,6 +13,7 @@ or C*K >= 32; else the plain nest (a 3-channel 3x3 layer ran no faster gathered)
 weight may be a static-strided view, read where it lies (a strided conv's per-phase input
 gradient). The weight gradient keeps the direct form; grouped convs are not matched. The
 row segments (zero fill, bias, relu) run per filter and row, around the products.
+`tess-fuse`'s conv-in-pool-windows nest (conv_pool.py): im2col tiles, the pools their epilogue.
 """
 
 from __future__ import annotations
