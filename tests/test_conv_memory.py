@@ -1,5 +1,5 @@
 """Memory of convolution programs (issue 20): the memory plan's peak of the digits CNN train
-step (examples/train_cnn.py) is reported and reaches its liveness bound, no buffer is larger
+step (examples/train_cnn.py) is reported and comes near its liveness bound, no buffer is larger
 than a tensor the network itself has (an im2col matrix of a layer would be), and a
 ResNet-shape conv needs no workspace beyond its padded input (`tess-conv-tiles` reads the
 input in place: no im2col buffer, no packed panels)."""
@@ -42,12 +42,17 @@ def test_cnn_train_step_peak_and_buffers() -> None:
     y = rng.integers(0, 10, 200)
     ir = step.ir(params, optimizer.init(params), x, y, np.arange(64), stage="loops")
     figures = byte_figures(ir)
-    # The plan reaches the liveness bound, and is well under one buffer per value.
-    assert figures["peak_bytes"] == figures["live_peak_bytes"]
+    # The plan comes within 3% of the liveness bound (776,876 of 758,444 bytes when
+    # measured: since the forward convs write no output (their pools and argmaxes fuse
+    # with them, tess-fuse's pool windows) the buffers' sizes leave the best-fit planner a
+    # gap; it reached the bound, at 1,086,124 bytes, before), and is well under one
+    # buffer per value.
+    assert figures["peak_bytes"] <= 1.03 * figures["live_peak_bytes"]
     assert 2 * figures["peak_bytes"] < figures["unplanned_bytes"]
-    # Batch 64: activations of 64x16x8x8 and 64x32x4x4 floats (and their padded forms);
-    # 1,086,124 bytes when measured (parameters, momenta and gradients are ~50 KB).
-    assert figures["peak_bytes"] <= 1_100_000
+    # Batch 64: the gradients of the 64x16x8x8 and 64x32x4x4 activations (and their padded
+    # forms); no conv output of the forward pass (parameters, momenta and gradients are
+    # ~50 KB).
+    assert figures["peak_bytes"] <= 800_000
     # No buffer beyond a layer's largest (padded) activation: conv1's padded 64x16x10x10.
     # An im2col matrix of conv2 (64 x 16*3*3 x 4*4 floats, 589,824 bytes) would be.
     largest = max(64 * 16 * 10 * 10, 64 * 32 * 6 * 6) * 4

@@ -2,8 +2,9 @@
 max or average pool over non-overlapping windows is one kernel on `cpu`, with no buffer of
 the conv's output; values against the reference interpreter on `cpu` and `cpu-unfused`
 (odd sizes the pool floor-drops, conv stride and padding, 1-D), the refusals (overlapping
-windows, a conv output also returned, a conv deep enough for `tess-conv-tiles`), and the
-gradients (the backward saves the conv output: not fused)."""
+windows, a conv output also returned), a conv deep enough for `tess-conv-tiles` run as its
+tiles with the pool as their epilogue (lowering/loops/conv_pool.py), and the gradients (the
+backward saves the conv output: not fused)."""
 
 from __future__ import annotations
 
@@ -102,15 +103,83 @@ def test_refused_pools_keep_the_conv_kernel(name: str, f: Any) -> None:
         np.testing.assert_allclose(value, expected, rtol=1e-10, atol=1e-10)
 
 
-def test_a_deep_conv_is_left_to_conv_tiles() -> None:
+DEEP_CASES = {
+    # name: (x, w, conv padding, conv stride, pool window, kind, dtype)
+    "lenet2": ((64, 16, 4, 4), (32, 16, 3, 3), 1, 1, 2, "max", np.float32),
+    "odd": ((3, 16, 9, 7), (12, 16, 3, 3), 1, 1, 2, "max", np.float64),
+    "odd-avg": ((3, 16, 9, 7), (12, 16, 3, 3), 0, 1, 2, "avg", np.float64),
+    # 5 tiles of 3 pool rows per image, 180 pixels: a partial column tile
+    "tiles": ((2, 16, 30, 30), (8, 16, 3, 3), 1, 1, 2, "max", np.float64),
+    "window3": ((2, 17, 11, 13), (5, 17, 2, 3), 1, 1, 3, "max", np.float64),
+    "strided": ((2, 16, 11, 13), (6, 16, 3, 3), 1, 2, 2, "max", np.float32),
+    "conv1d": ((2, 16, 23), (6, 16, 3), 1, 1, 2, "avg", np.float64),
+}
+
+
+def deep_case(name: str, seed: int = 0, ties: bool = False) -> tuple[Any, list[np.ndarray]]:
+    x_shape, w_shape, padding, stride, window, kind, dtype = DEEP_CASES[name]
+    conv = ts.nn.conv1d if len(x_shape) == 3 else ts.nn.conv2d
+    pool = getattr(ts.nn, f"{kind}_pool{len(x_shape) - 2}d")
+
+    def f(x: Any, w: Any, b: Any) -> Any:
+        return pool(conv(x, w, b, stride=stride, padding=padding).relu(), window)
+
+    x, w, b = arrays(seed, x_shape, w_shape, (w_shape[0],))
+    if ties:  # small integers: equal maxima within windows
+        x, w, b = np.round(x), np.round(w), np.round(b)
+    return f, [a.astype(dtype) for a in (x, w, b)]
+
+
+@pytest.mark.parametrize("target", ["cpu", "cpu-unfused"])
+@pytest.mark.parametrize("name", list(DEEP_CASES))
+def test_a_deep_conv_pool_is_one_tiled_kernel(target: str, name: str) -> None:
+    """From 16 channels the fused nest runs as im2col tiles with the pool as their
+    epilogue (lowering/loops/conv_pool.py): one kernel (and the padding's), `micro.mma`,
+    no buffer of the conv's output."""
+    f, args = deep_case(name)
+    want = ts.jit(f, target="reference")(*args)
+    tol = 1e-4 if args[0].dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(ts.jit(f, target=target)(*args), want, rtol=tol, atol=tol)
+    if target == "cpu":
+        ir = ts.jit(f).ir(*args, stage="loops")
+        padded = "tess.pad" in ts.jit(f).ir(*args, stage="fused")
+        assert "micro.mma" in ir and kernel_calls(ir) == 1 + padded
+        assert "conv_tile" in ir
+        x_shape, w_shape, padding, stride = DEEP_CASES[name][:4]
+        conv = [
+            (n + 2 * padding - k) // stride + 1
+            for n, k in zip(x_shape[2:], w_shape[2:], strict=True)
+        ]
+        conv_shape = "x".join(map(str, (x_shape[0], w_shape[0], *conv)))
+        assert conv_shape not in buffer_shapes(ir)
+
+
+def test_a_deep_conv_whose_pool_skips_columns_is_left_to_conv_tiles() -> None:
     x, w = arrays(2, (1, 16, 8, 8), (4, 16, 3, 3))
 
     def f(x: Any, w: Any) -> Any:
-        return ts.nn.max_pool2d(ts.nn.conv2d(x, w).relu(), 2)
+        return ts.nn.max_pool2d(ts.nn.conv2d(x, w).relu(), 2, 3)
 
     ir = ts.jit(f).ir(x, w, stage="loops")
     assert "micro.mma" in ir and kernel_calls(ir) == 2
     np.testing.assert_allclose(ts.jit(f)(x, w), ts.jit(f, target="reference")(x, w), rtol=1e-10)
+
+
+@pytest.mark.parametrize("name", ["odd", "window3", "conv1d"])
+def test_gradients_through_a_deep_conv_pool(name: str) -> None:
+    """Gradients (max pool's to the first maximum of each window: small-integer data has
+    ties) on cpu and cpu-unfused against the reference interpreter."""
+    f, args = deep_case(name, seed=5, ties=True)
+    seed = arrays(6, ts.jit(f, target="reference")(*args).shape)[0]
+
+    def loss(x: Any, w: Any, b: Any) -> Any:
+        return (f(x, w, b) * seed).sum()
+
+    grad = ts.grad(loss, argnums=(0, 1, 2))
+    want = ts.jit(grad, target="reference")(*args)
+    for target in ("cpu", "cpu-unfused"):
+        for got, expected in zip(ts.jit(grad, target=target)(*args), want, strict=True):
+            np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
 
 
 def test_gradients_through_a_fusable_conv_pool() -> None:
@@ -125,3 +194,48 @@ def test_gradients_through_a_fusable_conv_pool() -> None:
     for target in ("cpu", "cpu-unfused"):
         for got, expected in zip(ts.jit(grad, target=target)(x, w, b), want, strict=True):
             np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_gradients_of_conv_relu_max_pool_match_torch(ties: bool) -> None:
+    """relu's gradient under a max pool is masked on the pooled values (autodiff's
+    `routed_relu_grad`, so the forward conv writes no output): against PyTorch in float64,
+    ties (small integers, and all-negative windows after relu) routed to the first maximum."""
+    torch = pytest.importorskip("torch")
+    f, args = deep_case("odd", seed=7, ties=ties)
+    seed = arrays(8, (3, 12, 4, 3))[0]
+
+    def loss(x: Any, w: Any, b: Any) -> Any:
+        return (f(x, w, b) * seed).sum()
+
+    tensors = [torch.tensor(a, requires_grad=True) for a in args]
+    y = torch.nn.functional.conv2d(tensors[0], tensors[1], tensors[2], padding=1)
+    (torch.nn.functional.max_pool2d(y.relu(), 2) * torch.tensor(seed)).sum().backward()
+    grad = ts.grad(loss, argnums=(0, 1, 2))
+    for target in ("cpu", "cpu-unfused", "reference"):
+        for got, t in zip(ts.jit(grad, target=target)(*args), tensors, strict=True):
+            np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-10, atol=1e-10)
+
+
+def test_cnn_train_step_fuses_each_conv_with_its_pools() -> None:
+    """examples/train_cnn.py's step: each conv + bias + relu computes inside the windows of
+    its max pool and of that pool's argmax (the backward's routing): no forward conv output
+    is written, conv2 (16 channels) runs as conv tiles with the pools as their epilogue; 37
+    kernels (42 with both conv outputs written and the pools apart)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "examples" / "train_cnn.py"
+    spec = importlib.util.spec_from_file_location("train_cnn_pools", path)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    optimizer = ts.optim.SGD(lr=0.05, momentum=0.9)
+    step = example.make_train_step(optimizer, "cpu")
+    params = example.init_params()
+    rng = np.random.default_rng(0)
+    x = rng.random((200, 1, 8, 8), dtype=np.float32)
+    y = rng.integers(0, 10, 200)
+    ir = step.ir(params, optimizer.init(params), x, y, np.arange(64), stage="loops")
+    assert kernel_calls(ir) == 37
+    assert re.search(r"micro\.mma %params_w2\[[^]]*\], %patch\[%slot\], [^,]*, %conv_tile\[", ir)

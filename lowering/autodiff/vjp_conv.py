@@ -242,6 +242,33 @@ def _pool_rule(
     return [emit.mul(spread, emit.scalar(1.0 / count, spread))]
 
 
+def routed_relu_grad(emit: TessBuilder, y: SSAValue, grad: SSAValue) -> SSAValue | None:
+    """relu's gradient where `grad` is max pooling's, routed to the first maximum of each
+    window of `y` (relu's output), or None. The mask matters at those maxima only, where
+    `x > 0` iff the window's max is: `unpool(dy * (maxpool(y) > 0), first)` reads no
+    full-size activation but the argmax pool's input, so the forward conv + relu + pool
+    can fuse with that argmax (lowering/fusion/fuse_pool.py) and write no conv output."""
+    unpool = grad.owner
+    if not isinstance(unpool, UnpoolOp) or unpool.indices is None:
+        return None
+    first = unpool.indices.owner
+    if not isinstance(first, PoolOp) or first.pool_kind != "argmax" or first.input is not y:
+        return None
+    window = _window(first)
+    if window != _window(unpool) or any(window[2]) or any(window[3]):
+        return None
+    forward = [
+        u.operation.results[0]
+        for u in y.uses
+        if isinstance(u.operation, PoolOp)
+        and u.operation.pool_kind == "max"
+        and _window(u.operation) == window
+    ]
+    pooled = forward[0] if forward else emit.pool(y, "max", *window)
+    routed = emit.mul(unpool.grad, emit.gt(pooled, 0.0))
+    return emit.unpool(routed, unpool.indices, *window, tensor_shape(y))
+
+
 def _unpool_rule(
     emit: TessBuilder, op: Operation, grad: SSAValue, needs: tuple[bool, ...]
 ) -> Contributions:
@@ -265,4 +292,4 @@ CONV_VJP_RULES: dict[type[Operation], Rule] = {
     UnpoolOp: _unpool_rule,
 }
 
-__all__ = ["CONV_VJP_RULES"]
+__all__ = ["CONV_VJP_RULES", "routed_relu_grad"]

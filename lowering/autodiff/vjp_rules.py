@@ -82,7 +82,7 @@ from tessc.dialects.tess_index import (
     UnsliceOp,
 )
 from tessc.lowering.autodiff.vjp_attention import ATTENTION_VJP_RULES
-from tessc.lowering.autodiff.vjp_conv import CONV_VJP_RULES
+from tessc.lowering.autodiff.vjp_conv import CONV_VJP_RULES, routed_relu_grad
 
 Shape = tuple[int, ...]
 Contributions = list[SSAValue | None]
@@ -259,7 +259,7 @@ UNARY_DERIVATIVES: dict[
     NegOp: lambda e, x, y, g: e.neg(g),
     ExpOp: lambda e, x, y, g: e.mul(g, y),
     LogOp: lambda e, x, y, g: e.div(g, x),
-    ReluOp: lambda e, x, y, g: e.mul(g, e.gt(x, 0.0)),
+    ReluOp: lambda e, x, y, g: routed_relu_grad(e, y, g) or e.mul(g, e.gt(x, 0.0)),
     SigmoidOp: lambda e, x, y, g: e.mul(g, e.mul(y, e.sub(e.scalar(1.0, y), y))),
     TanhOp: lambda e, x, y, g: e.mul(g, e.sub(e.scalar(1.0, y), e.mul(y, y))),
     SqrtOp: lambda e, x, y, g: e.div(e.mul(g, e.scalar(0.5, y)), y),

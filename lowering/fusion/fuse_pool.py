@@ -10,9 +10,10 @@ when C's reduction loops are all at 0), and P's combine runs when they are all a
 last value. Rows and columns the pool floor-drops are never computed, and no buffer of the
 conv's output exists. Refused (and reported) when the windows overlap (each conv output
 would be computed several times), when the conv output is read elsewhere (a backward pass
-saves it), or when the conv's init is not a constant fill. The fused op reads loop indices,
-which `tess-conv-tiles` does not tile: a conv deep enough for its tiles (`max-depth`, 16
-channels) is left to it, a shallower one (a first layer) is fused.
+saves it), or when the conv's init is not a constant fill. A conv deep enough for
+`tess-conv-tiles` (`max-depth`, 16 channels) is fused only where its tiles can take the pool
+as their epilogue (`loops/conv_pool.py`: 1-D or 2-D, each window as wide as its stride);
+else it is left to the conv tiles alone. A shallower one (a first layer) runs the fused nest.
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ def refusal(pool: GenericOp, index: int, conv: GenericOp, max_depth: int) -> str
     if conv.parent_block() is not pool.parent_block():
         return "the producer is in another block"
     readers = [u for u in result.uses if u.operation is not pool or u.index != index]
-    if readers:
+    if readers and siblings(pool, index, conv) is None:
         return (
             f"the conv output is also read by {len(readers)} other use(s) (returned, or "
             "saved for the backward pass): it must be written anyway"
@@ -146,12 +147,30 @@ def refusal(pool: GenericOp, index: int, conv: GenericOp, max_depth: int) -> str
         return "loop extents are not static"
     if len(conv_extents) == rank:
         return "the producer has no reduction loops"
-    if max_depth and conv_extents[rank] >= max_depth:
+    read = generic_maps(pool)[index]
+    if max_depth and conv_extents[rank] >= max_depth and (why := _untiled(read, extents)):
         return (
-            f"the conv reduces over {conv_extents[rank]} channels (>= {max_depth}): "
-            "tess-conv-tiles register-tiles it, which the fused nest cannot"
+            f"the conv reduces over {conv_extents[rank]} channels (>= {max_depth}) and {why}: "
+            "tess-conv-tiles register-tiles the conv alone"
         )
-    return overlap(generic_maps(pool)[index], extents)
+    return overlap(read, extents)
+
+
+def _untiled(read: AffineMap, extents: Sequence[int]) -> str | None:
+    """Why `tess-conv-tiles` cannot run the fused nest as tiles with the pool as their
+    epilogue (`conv_pool.py`), or None: 1 or 2 pooled dims, each read as `p * W + i`
+    with `i` over a window of W (the windows tile the conv output exactly)."""
+    forms = _linear_forms(read)
+    if forms is None or len(forms) - 2 not in (1, 2):
+        return "the pool is not 1-D or 2-D"
+    for position, (coeffs, base) in enumerate(forms[2:], start=2):
+        window = [d for d in coeffs if coeffs[d] == 1]
+        pooled = [d for d in coeffs if coeffs[d] != 1]
+        if base or len(coeffs) != 2 or len(window) != 1 or len(pooled) != 1:
+            return f"the pool reads dim {position} through other than `p * W + i`"
+        if coeffs[pooled[0]] != extents[window[0]]:
+            return f"the pool's window on dim {position} is not its stride"
+    return None
 
 
 def _index_test(b: Builder, loops: Sequence[int], values: Sequence[int]) -> SSAValue:
@@ -178,9 +197,66 @@ def _inline(b: Builder, block: Block, mapping: dict[SSAValue, SSAValue]) -> list
     raise AssertionError("a linalg.generic body ends with linalg.yield")
 
 
-def build_fused(pool: GenericOp, index: int, conv: GenericOp, rewriter: Rewriter) -> GenericOp:
-    """The fused generic (module docstring), inserted before `pool`."""
-    pool_maps, conv_maps = generic_maps(pool), generic_maps(conv)
+Member = tuple[GenericOp, int]
+"""A pool fused with the conv, and the position of its conv input."""
+
+
+def siblings(pool: GenericOp, index: int, conv: GenericOp) -> list[Member] | None:
+    """`pool` and every other reader of the conv's output, if each is a generic like it:
+    the same block, iterators and loop extents, reading the conv output once through the
+    same map (a max pool's argmax for the backward pass); else None."""
+    result = conv.res[0]
+    members: list[Member] = [(pool, index)]
+    read = generic_maps(pool)[index]
+    for use in result.uses:
+        other = use.operation
+        if other is pool and use.index == index:
+            continue
+        if (
+            not isinstance(other, GenericOp)
+            or other is pool
+            or other.parent_block() is not pool.parent_block()
+            or use.index >= len(other.inputs)
+            or list(other.inputs).count(result) != 1
+            or [it.data for it in other.iterator_types] != [it.data for it in pool.iterator_types]
+            or generic_maps(other)[use.index] != read
+        ):
+            return None
+        try:
+            if tuple(other.get_static_loop_ranges()) != tuple(pool.get_static_loop_ranges()):
+                return None
+        except (NotImplementedError, ValueError):
+            return None
+        members.append((other, use.index))
+    return members
+
+
+def _hoist(value: SSAValue, point: Operation, order: dict[Operation, int]) -> None:
+    """Move the ops of `point`'s block computing `value` above `point` (pure ops: the
+    fills and views a later sibling pool reads)."""
+    owner = value.owner
+    if not isinstance(owner, Operation) or owner not in order or order[owner] < order[point]:
+        return
+    for operand in owner.operands:
+        _hoist(operand, point, order)
+    owner.detach()
+    Rewriter.insert_op(owner, InsertPoint.before(point))
+    order[owner] = order[point] - 0.5  # type: ignore[assignment]
+
+
+def build_fused(members: Sequence[Member], conv: GenericOp, rewriter: Rewriter) -> GenericOp:
+    """The fused generic (module docstring) of `conv` and the pools `members`, inserted
+    before the first of them."""
+    block_ops = members[0][0].parent_block()
+    assert block_ops is not None
+    order = {op: i for i, op in enumerate(block_ops.ops)}
+    first = min((p for p, _ in members), key=lambda p: order[p])
+    for other, index in members:
+        for k, value in enumerate(other.operands):
+            if not (k == index and value is conv.res[0]):
+                _hoist(value, first, order)
+    pool, index = members[0]
+    conv_maps = generic_maps(conv)
     num_pool_loops = len(pool.iterator_types)
     conv_extents = tuple(conv.get_static_loop_ranges())
     rank = len(conv_maps[-1].results)
@@ -190,78 +266,88 @@ def build_fused(pool: GenericOp, index: int, conv: GenericOp, rewriter: Rewriter
     to_conv = AffineMap(
         num_loops,
         0,
-        (*pool_maps[index].results, *(AffineDimExpr(d) for d in reductions)),
+        (*generic_maps(pool)[index].results, *(AffineDimExpr(d) for d in reductions)),
     )
     widen = AffineMap(num_loops, 0, tuple(AffineDimExpr(d) for d in range(num_pool_loops)))
     conv_inputs = list(conv.inputs)
-    pool_inputs = [v for i, v in enumerate(pool.inputs) if i != index]
-    pool_input_maps = [m for i, m in enumerate(pool_maps[: len(pool.inputs)]) if i != index]
-    out_maps = pool_maps[len(pool.inputs) :]
-    inputs = [*conv_inputs, *pool_inputs]
-    maps = [
-        *(m.compose(to_conv) for m in conv_maps[: len(conv_inputs)]),
-        *(m.compose(widen) for m in pool_input_maps),
-        *(m.compose(widen) for m in out_maps),
-        out_maps[0].compose(widen),
-    ]
+    inputs: list[SSAValue] = [*conv_inputs]
+    maps = [m.compose(to_conv) for m in conv_maps[: len(conv_inputs)]]
+    for member, k in members:
+        member_maps = generic_maps(member)
+        for i, value in enumerate(member.inputs):
+            if i != k:
+                inputs.append(value)
+                maps.append(member_maps[i].compose(widen))
+    outputs: list[SSAValue] = []
+    for member, _ in members:
+        outputs.extend(member.outputs)
+        maps.extend(m.compose(widen) for m in generic_maps(member)[len(member.inputs) :])
+    maps.append(generic_maps(pool)[len(pool.inputs)].compose(widen))
     conv_type = conv.res[0].type
     first_out = pool.outputs[0].type
     assert isinstance(conv_type, TensorType) and isinstance(first_out, TensorType)
     partial_type = TensorType(conv_type.element_type, first_out.get_shape())
     partial = tensor.EmptyOp([], partial_type)
-    rewriter.insert_op(partial, InsertPoint.before(pool))
-    outputs = [*pool.outputs, partial.tensor]
+    rewriter.insert_op(partial, InsertPoint.before(first))
+    outputs.append(partial.tensor)
 
     block = Block(arg_types=[v.type.element_type for v in (*inputs, *outputs)])  # type: ignore[union-attr]
     args = list(block.args)
-    conv_args, pool_args = args[: len(conv_inputs)], args[len(conv_inputs) : len(inputs)]
-    pool_outs, partial_arg = args[len(inputs) : -1], args[-1]
+    conv_args, partial_arg = args[: len(conv_inputs)], args[-1]
     b = Builder(InsertPoint.at_end(block))
     fill = constant_fill(conv.outputs[0])
     assert fill is not None
     (start,) = _inline(b, fill.body.block, {})
-    first = _index_test(b, reductions, [0] * len(reductions))
-    previous = b.insert(arith.SelectOp(first, start, partial_arg)).result
+    zero = _index_test(b, reductions, [0] * len(reductions))
+    previous = b.insert(arith.SelectOp(zero, start, partial_arg)).result
     conv_block = conv.body.block
     mapping: dict[SSAValue, SSAValue] = dict(
         zip(conv_block.args, [*conv_args, previous], strict=True)
     )
     (total,) = _inline(b, conv_block, mapping)
     last = _index_test(b, reductions, [e - 1 for e in conv_extents[rank:]])
-    pool_block = pool.body.block
-    pool_arg_values = [*pool_args[:index], total, *pool_args[index:], *pool_outs]
-    combined = _inline(b, pool_block, dict(zip(pool_block.args, pool_arg_values, strict=True)))
-    yielded = [
-        b.insert(arith.SelectOp(last, new, old)).result
-        for new, old in zip(combined, pool_outs, strict=True)
-    ]
+    member_inputs = iter(args[len(conv_inputs) : len(inputs)])
+    member_outs = iter(args[len(inputs) : -1])
+    yielded: list[SSAValue] = []
+    for member, k in members:
+        others = [next(member_inputs) for _ in range(len(member.inputs) - 1)]
+        outs = [next(member_outs) for _ in member.outputs]
+        body = member.body.block
+        values = [*others[:k], total, *others[k:], *outs]
+        combined = _inline(b, body, dict(zip(body.args, values, strict=True)))
+        yielded.extend(
+            b.insert(arith.SelectOp(last, new, old)).result
+            for new, old in zip(combined, outs, strict=True)
+        )
     b.insert(YieldOp(*yielded, total))
 
     iterators = [
         *pool.iterator_types,
         *(IteratorTypeAttr.reduction() for _ in reductions),
     ]
+    result_types = [t for member, _ in members for t in member.result_types]
     fused = GenericOp(
         inputs,
         outputs,
         Region(block),
         [AffineMapAttr(m) for m in maps],
         iterators,
-        [*pool.result_types, partial_type],
+        [*result_types, partial_type],
         pool.doc,
         pool.library_call,
     )
     fused.attributes.update(pool.attributes)
-    rewriter.insert_op(fused, InsertPoint.before(pool))
+    rewriter.insert_op(fused, InsertPoint.before(first))
     return fused
 
 
 def fuse_pools(block: Block, report: bool, max_depth: int = DEFAULT_MAX_DEPTH) -> None:
-    """Fuse each pool over non-overlapping windows of a conv in `block` (module docstring);
-    under `report`, say on each fused op and each refused pool why."""
+    """Fuse each pool over non-overlapping windows of a conv in `block` (module docstring),
+    with the conv's other readers if they are pools like it (`siblings`); under `report`,
+    say on each fused op and each refused pool why."""
+    erased: set[Operation] = set()
     for pool in [op for op in block.ops if isinstance(op, GenericOp) and op.res]:
-        found = conv_input(pool)
-        if found is None:
+        if pool in erased or (found := conv_input(pool)) is None:
             continue
         index, conv = found
         reason = refusal(pool, index, conv, max_depth)
@@ -269,9 +355,11 @@ def fuse_pools(block: Block, report: bool, max_depth: int = DEFAULT_MAX_DEPTH) -
             if report:
                 contract.POOL_REFUSED.set(pool, f"{','.join(labels(conv))}: {reason}")
             continue
-        merged = [*labels(conv), *labels(pool)]
+        members = siblings(pool, index, conv)
+        assert members is not None  # refusal checked
+        merged = [*labels(conv), *(label for member, _ in members for label in labels(member))]
         rewriter = Rewriter()
-        fused = build_fused(pool, index, conv, rewriter)
+        fused = build_fused(members, conv, rewriter)
         if report:
             contract.FUSED.set(fused, merged)
             contract.POOL_FUSED.set(
@@ -279,8 +367,12 @@ def fuse_pools(block: Block, report: bool, max_depth: int = DEFAULT_MAX_DEPTH) -
                 "each conv output is computed once, inside its pool window; "
                 "no buffer holds the conv output",
             )
-        pool_results = list(fused.res[: len(pool.res)])
-        rewriter.replace_op(pool, [], pool_results)
+        done = 0
+        for member, _ in members:
+            results = list(fused.res[done : done + len(member.res)])
+            done += len(member.res)
+            rewriter.replace_op(member, [], results)
+            erased.add(member)
         fill = conv.outputs[0].owner
         rewriter.erase_op(conv)
         _erase_if_unused(fill, rewriter)

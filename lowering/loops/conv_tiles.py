@@ -13,6 +13,7 @@ or C*K >= 32; else the plain nest (a 3-channel 3x3 layer ran no faster gathered)
 weight may be a static-strided view, read where it lies (a strided conv's per-phase input
 gradient). The weight gradient keeps the direct form; grouped convs are not matched. The
 row segments (zero fill, bias, relu) run per filter and row, around the products.
+`tess-fuse`'s conv-in-pool-windows nest (conv_pool.py): im2col tiles, the pools their epilogue.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from tessc.lowering.loops.conv_match import (
     output_rows,
     strides_of,
 )
+from tessc.lowering.loops.conv_pool import build_conv_pool, match_conv_pool
 from tessc.lowering.loops.index_emitter import Emitter, IndexValue, emit_loop, static
 from tessc.lowering.loops.index_values import IndexConstants
 from tessc.lowering.loops.register_tiles import host_vector_bits, register_tile
@@ -110,6 +112,12 @@ class ConvTiles(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: scf.ParallelOp, rewriter: PatternRewriter) -> None:
         if (nest := match_conv(op)) is None:
+            pooled = match_conv_pool(op)
+            if pooled is None or pooled.depth < self.min_depth or self.algorithm == "direct":
+                return
+            constant = IndexConstants.before(op)
+            ops = build_conv_pool(pooled, self.vector_bits, self.threads, constant)
+            rewriter.replace(op, [*constant.ops, *ops], [])
             return
         element = nest.out.type.element_type  # type: ignore[attr-defined]
         lanes = register_tile(self.vector_bits, 32 if isinstance(element, Float32Type) else 64)[2]
