@@ -14,6 +14,7 @@ import pytest
 
 import tessc as ts
 from tessc.dialects.builder_types import TessError
+from tessc.lowering.loops.attention_kernels import JOINT_MIN_BATCH
 
 from helpers import central_difference
 
@@ -53,6 +54,10 @@ CASES: dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], Any, b
     "no-keys": ((2, 3, 4), (2, 0, 4), (2, 0, 3), None, False),
     "no-queries": ((2, 0, 4), (2, 5, 4), (2, 5, 3), None, True),
     "no-batch": ((0, 3, 4), (0, 5, 4), (0, 5, 3), None, False),
+    # >= JOINT_MIN_BATCH (8) batch entries: dq, dk and dv in one pass per entry (a whole-L
+    # dq accumulator), over partial query and key blocks, S != L both ways
+    "joint-causal": ((2, 4, 70, 5), (2, 4, 100, 5), (2, 4, 100, 3), None, True),
+    "joint-mask": ((8, 130, 6), (8, 70, 6), (8, 70, 4), bool_mask(130, 70), False),
 }
 
 
@@ -138,11 +143,12 @@ def test_float32_tiles_and_gradients() -> None:
         close(actual, expected, tol=1e-3)
 
 
-@pytest.mark.parametrize("name", ["causal", "float-mask"])
+@pytest.mark.parametrize("name", ["causal", "float-mask", "joint-causal"])
 def test_gradients_against_central_differences(name: str) -> None:
     qs, ks, vs, mask, causal = CASES[name]
     small = {"causal": ((1, 1, 3, 2), (1, 1, 4, 2), (1, 1, 4, 2)),
-             "float-mask": ((1, 2, 2, 2), (1, 2, 3, 2), (1, 2, 3, 2))}[name]  # fmt: skip
+             "float-mask": ((1, 2, 2, 2), (1, 2, 3, 2), (1, 2, 3, 2)),
+             "joint-causal": ((2, 4, 3, 2), (2, 4, 4, 2), (2, 4, 4, 2))}[name]  # fmt: skip
     arrays = [normal(*s) for s in small]
     if mask is not None:
         mask = normal(1, 2, 1, 3)  # finite: the mask's gradient too
@@ -162,7 +168,18 @@ def test_gradients_against_central_differences(name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["plain", "causal", "blocks", "causal-tiles", "mask-tiles", "bool-mask", "float-mask"]
+    "name",
+    [
+        "plain",
+        "causal",
+        "blocks",
+        "causal-tiles",
+        "mask-tiles",
+        "bool-mask",
+        "float-mask",
+        "joint-causal",
+        "joint-mask",
+    ],
 )
 def test_against_torch(name: str) -> None:
     torch = pytest.importorskip("torch")
@@ -210,17 +227,24 @@ def test_no_scores_buffer_at_1024() -> None:
 
 def test_kernel_counts() -> None:
     """Forward: one kernel computing the output (and, for the gradient, the row
-    logsumexp); backward: one for dq, one for dk and dv."""
+    logsumexp); backward: one computing dq, dk and dv: two parallel passes (dq over query
+    blocks; dk, dv over key blocks) below 8 batch entries, one pass over the entries from
+    8 on (`JOINT_MIN_BATCH`)."""
     q, k, v = normal(2, 6, 4), normal(2, 7, 4), normal(2, 7, 3)
     forward = kernel_names(ts.jit(attention(None, True)).ir(q, k, v, stage="loops"))
     assert forward == ["attention_kernel_0"]
     grad = ts.jit(ts.grad(loss(None, True), argnums=(1, 2, 3)))
-    names = kernel_names(grad.ir(normal(2, 6, 3), q, k, v, stage="loops"))
-    assert sorted(n for n in names if n.startswith("attention")) == [
-        "attention_kernel_0",
-        "attention_kernel_1",
-        "attention_kernel_2",
-    ]
+    for batch, passes in ((2, 2), (JOINT_MIN_BATCH, 1)):
+        q, k, v = normal(batch, 6, 4), normal(batch, 7, 4), normal(batch, 7, 3)
+        ir = grad.ir(normal(batch, 6, 3), q, k, v, stage="loops")
+        names = kernel_names(ir)
+        assert sorted(n for n in names if n.startswith("attention")) == [
+            "attention_kernel_0",
+            "attention_kernel_1",
+        ]
+        body = ir[ir.index("func.func private @attention_kernel_1(") :]
+        body = body[: body.index("func.return")]
+        assert body.count("scf.parallel") == passes, body
 
 
 def test_dropout_needs_a_key_and_runs_with_one() -> None:

@@ -19,10 +19,11 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects import func, tensor
+from xdsl.dialects import arith, func, tensor
 from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.dialects.linalg.attrs import IteratorType
 from xdsl.dialects.linalg.ops import GenericOp
+from xdsl.dialects.linalg.ops import YieldOp as LinalgYieldOp
 from xdsl.ir import Block, Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -137,11 +138,22 @@ class GroupPlan:
                 f"it shares {shared} of the group's {self.shared} outer parallel loops "
                 "(it reads or writes group results at other rows, or its loops differ)"
             )
-        if self.shared == 0 and nest.outer_loops:
+        if self.shared == 0 and nest.outer_loops and not self.is_root_fill(op):
             return "it has parallel loops and the group (a full reduction) has none to share"
         self.members.append(op)
         self.nests.append(nest)
         return None
+
+    def is_root_fill(self, op: GenericOp) -> bool:
+        """Whether `op` is a constant fill that only the root reads, as its init: it runs
+        before the root in the same kernel (a column sum's zeros: one kernel, not two)."""
+        return (
+            not self.members
+            and not op.inputs
+            and all(u.operation is self.root for r in op.res for u in r.uses)
+            and op.body.block.first_op is not None
+            and all(isinstance(o, arith.ConstantOp | LinalgYieldOp) for o in op.body.block.ops)
+        )
 
     def try_join(self, ops: Sequence[GenericOp]) -> str | None:
         """Add `ops` in order if all can join, else change nothing and say why not."""

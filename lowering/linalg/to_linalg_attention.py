@@ -7,8 +7,9 @@ sum rescale a vector accumulator), and the generics that could spell attention b
 `(L, S)` scores: a call keeps them out of fusion and bufferizes as any call (out-params).
 
 Siblings share one kernel: an `attention` and the `attention_lse` of the same operands
-(its gradient's) become one call computing both, and the `attention_grad`s for `k` and `v`
-one call computing both (they stream the same query rows per key).
+(its gradient's) become one call computing both, and the `attention_grad`s of the same
+operands for `q`, `k` and `v` one call computing them all (they recompute the same
+probabilities; the kernel of enough batch entries does so once per tile).
 """
 
 from __future__ import annotations
@@ -110,27 +111,26 @@ class AttentionGradToCall(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: AttentionGradOp, rewriter: PatternRewriter) -> None:
         operands = [op.q, op.k, op.v, op.lse, op.delta, op.dout, *_mask(op)]
-        sibling = None
-        if op.wrt_name in ("k", "v"):
-            other = "v" if op.wrt_name == "k" else "k"
-            sibling = next(
-                (
-                    use.operation
-                    for use in op.dout.uses
-                    if isinstance(use.operation, AttentionGradOp)
-                    and use.operation.wrt_name == other
-                    and list(use.operation.operands) == list(op.operands)
-                    and _same_attention(use.operation, op)
-                    and use.operation.parent_block() is op.parent_block()
-                    and op.is_before_in_block(use.operation)
-                ),
-                None,
-            )
-        if sibling is None:
-            _replace(rewriter, [op], [f"d{op.wrt_name}"], operands)
-        else:
-            computes = [f"d{op.wrt_name}", f"d{sibling.wrt_name}"]
-            _replace(rewriter, [op, sibling], computes, operands)
+        siblings: list[AttentionGradOp] = []
+        for use in op.dout.uses:
+            other = use.operation
+            if (
+                isinstance(other, AttentionGradOp)
+                and other.wrt_name != op.wrt_name
+                and other.wrt_name not in [s.wrt_name for s in siblings]
+                and list(other.operands) == list(op.operands)
+                and _same_attention(other, op)
+                and other.parent_block() is op.parent_block()
+                and op.is_before_in_block(other)
+            ):
+                siblings.append(other)
+        if len(siblings) > 1:  # in program order: the uses' order is not the block's
+            block = op.parent_block()
+            assert block is not None
+            position = {o: n for n, o in enumerate(block.ops)}
+            siblings.sort(key=position.__getitem__)
+        ops = [op, *siblings]
+        _replace(rewriter, ops, [f"d{o.wrt_name}" for o in ops], operands)
 
 
 def attention_patterns() -> list[RewritePattern]:

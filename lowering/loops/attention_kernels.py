@@ -10,8 +10,11 @@ the backward, `dO V^T`, `dS K`, `P^T dO`, `dS^T Q`; the softmax work between the
 loops over the block. Forward: an online softmax (row maximum and sum per block, the
 output accumulator rescaled); `lse = max + log(sum)`. Backward without atomics: `dk`/`dv`
 stream the query blocks per key block, `dq` is a second pass streaming the key blocks
-per query block; both recompute `P = exp(s - lse)`. Causal: key blocks past a query
-block's last row are skipped, the mask a select (`j <= i`). No `(L, S)` buffer exists.
+per query block; both recompute `P = exp(s - lse)`. A kernel computing all three for at
+least `JOINT_MIN_BATCH` batch entries runs one pass per entry instead: the `dk`/`dv` pass
+adding each tile's `dS K` into the entry's whole-`L` dq accumulator (O(L E) scratch).
+Causal: key blocks past a query block's last row are skipped, the mask a select
+(`j <= i`). No `(L, S)` buffer exists.
 """
 
 from __future__ import annotations
@@ -43,6 +46,11 @@ from tessc.lowering.loops.register_tiles import host_vector_bits, register_tile
 DEFAULT_BLOCK = 64
 """Queries and keys per block: a block's scores (16 KiB f32) and its packed q, k, v, dout
 rows (16 KiB each at E = 64) stay in L1/L2 while the register tiles run over them."""
+
+JOINT_MIN_BATCH = 8
+"""A kernel computing dq, dk and dv of at least this many batch entries (the flat batch)
+does so in one pass parallel over the entries only (`joint_backward`): 7 tile products per
+pair of blocks instead of 9. Fewer entries keep the two passes' parallel blocks."""
 
 Body = Callable[[SSAValue, list[SSAValue]], Sequence[SSAValue]]
 
@@ -114,6 +122,13 @@ class AttentionKernelBuilder:
         computes = self.spec.computes
         if "out" in computes or "lse" in computes:
             self.parallel(nest, self.rows, self.forward_block)
+        flat = 1
+        for n in self.batch:
+            flat *= n
+        if all(c in computes for c in ("dq", "dk", "dv")) and flat >= JOINT_MIN_BATCH:
+            self.parallel(nest, 1, self.joint_backward)
+            nest.builder.insert(func.ReturnOp())
+            return
         if "dq" in computes:
             self.parallel(nest, self.rows, self.dq_block)
         if "dk" in computes or "dv" in computes:
@@ -407,12 +422,28 @@ class AttentionKernelBuilder:
     def dkv_block(self, nest: NestBuilder, batch: list[SSAValue], j0: SSAValue) -> None:
         """dK and dV of a key block: the query blocks streamed (from the block's first key
         when causal), `dv += P^T @ dout`, `dk += dS^T @ q` per block."""
+        self.dkv_pass(nest, batch, j0, self.dkv_scratch(nest), None)
+
+    def dkv_scratch(self, nest: NestBuilder) -> dict[str, SSAValue]:
+        """`query_packs` and the dk, dv accumulators of one key block."""
+        b, packs = self.block, self.query_packs(nest, with_dout=True)
+        if "dk" in self.outs:
+            packs["dk_acc"] = self.scratch(nest, [b, self.depth_pad])
+        if "dv" in self.outs:
+            packs["dv_acc"] = self.scratch(nest, [b, self.value_pad])
+        return packs
+
+    def dkv_pass(self, nest: NestBuilder, batch: list[SSAValue], j0: SSAValue,
+                 packs: dict[str, SSAValue], dq_acc: SSAValue | None) -> None:  # fmt: skip
+        """`dkv_block` on `packs` (its accumulators zero); with `dq_acc` (`joint_backward`)
+        also `dq_acc[i0 + r] += dS @ k` per query block."""
         b, dk, dv = self.block, self.outs.get("dk"), self.outs.get("dv")
+        dk_acc, dv_acc = packs.get("dk_acc"), packs.get("dv_acc")
         keys = self.count(nest, j0, self.keys)
-        packs = self.query_packs(nest, with_dout=True)
-        dk_acc = self.scratch(nest, [b, self.depth_pad]) if dk is not None else None
-        dv_acc = self.scratch(nest, [b, self.value_pad]) if dv is not None else None
         self.load_keys(nest, batch, j0, keys, packs)
+        if dq_acc is not None:
+            self.pack_rows(nest, self.operands["k"], batch, j0, keys, packs["kpad"],
+                           self.depth_pad, self.depth)  # fmt: skip
 
         def query_block(i0: SSAValue) -> None:
             rows = self.count(nest, i0, self.rows)
@@ -424,6 +455,10 @@ class AttentionKernelBuilder:
             if dk_acc is not None:
                 nest.product(packs["dp"], packs["qpad"], rows, dk_acc, (b, self.depth_pad),
                              (1, b, self.depth_pad), self.tile, accumulate=True)  # fmt: skip
+            if dq_acc is not None:  # rows past L land in dq_acc's padding, never stored
+                nest.product(packs["dp"], packs["kpad"], keys, dq_acc, (b, self.depth_pad),
+                             (b, 1, self.depth_pad), self.tile, accumulate=True,
+                             acc_row=i0)  # fmt: skip
 
         start = nest.mini(j0, nest.index(self.rows)) if self.spec.causal else nest.index(0)
         nest.steps(start, nest.index(self.rows), b, query_block, "i0")
@@ -431,6 +466,24 @@ class AttentionKernelBuilder:
             self.store_rows(nest, dk_acc, dk, batch, j0, keys, self.depth)
         if dv is not None and dv_acc is not None:
             self.store_rows(nest, dv_acc, dv, batch, j0, keys, self.value_depth)
+
+    def joint_backward(self, nest: NestBuilder, batch: list[SSAValue], _: SSAValue) -> None:
+        """dq, dk and dv of one batch entry in one pass: the key blocks in turn
+        (`dkv_pass`), each tile's `dS K` added into the entry's whole-`L` dq accumulator,
+        which only this iteration writes (no atomics)."""
+        b, rows_pad = self.block, _round_up(self.rows, self.block)
+        dq_acc = self.scratch(nest, [rows_pad, self.depth_pad])
+        packs = self.dkv_scratch(nest)
+        packs["kpad"] = self.scratch(nest, [b * self.depth_pad])
+
+        def key_block(j0: SSAValue) -> None:
+            nest.fill(packs["dk_acc"], [b, self.depth_pad])
+            nest.fill(packs["dv_acc"], [b, self.value_pad])
+            self.dkv_pass(nest, batch, j0, packs, dq_acc)
+
+        nest.steps(nest.index(0), nest.index(self.keys), b, key_block, "j0")
+        self.store_rows(nest, dq_acc, self.outs["dq"], batch, nest.index(0),
+                        nest.index(self.rows), self.depth)  # fmt: skip
 
 
 def define_attention_kernel(
@@ -478,4 +531,9 @@ class TessAttentionKernelsPass(ModulePass):
                 define_attention_kernel(function, max(1, self.block), call, self.vector_bits)
 
 
-__all__ = ["DEFAULT_BLOCK", "TessAttentionKernelsPass", "define_attention_kernel"]
+__all__ = [
+    "DEFAULT_BLOCK",
+    "JOINT_MIN_BATCH",
+    "TessAttentionKernelsPass",
+    "define_attention_kernel",
+]

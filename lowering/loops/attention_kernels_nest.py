@@ -166,12 +166,12 @@ class NestBuilder:
     def product(
         self, lhs: SSAValue, rhs: SSAValue, depth: SSAValue, acc: SSAValue,
         extent: tuple[int, int], layout: tuple[int, int, int], tile: tuple[int, int, int],
-        accumulate: bool,
+        accumulate: bool, acc_row: SSAValue | None = None,
     ) -> None:  # fmt: skip
-        """`acc[r, c] (+)= sum_{k < depth} lhs[r * sr + k * sk] * rhs[k * skb + c]` for
-        `(r, c) < extent` (multiples of the register tile's rows and lanes), as `micro.mma`
-        register tiles (`tile` = (MR, NR, lanes); NR narrowed to `lanes` where it does not
-        divide the columns)."""
+        """`acc[acc_row + r, c] (+)= sum_{k < depth} lhs[r * sr + k * sk] * rhs[k * skb + c]`
+        for `(r, c) < extent` (multiples of the register tile's rows and lanes; `acc_row`
+        0 when None), as `micro.mma` register tiles (`tile` = (MR, NR, lanes); NR narrowed
+        to `lanes` where it does not divide the columns)."""
         rows, cols, lanes = tile
         if extent[1] % cols:
             cols = lanes
@@ -179,6 +179,7 @@ class NestBuilder:
 
         def row_tile(r0: SSAValue) -> None:
             a = self.muli(r0, self.index(layout[0]))
+            row = r0 if acc_row is None else self.addi(acc_row, r0)
 
             def col_tile(c0: SSAValue) -> None:
                 self.builder.insert(
@@ -189,7 +190,7 @@ class NestBuilder:
                         c0,
                         depth,
                         acc,
-                        [r0, c0],
+                        [row, c0],
                         accumulate_flag,
                         (rows, cols, lanes),
                         layout,

@@ -3,11 +3,13 @@
 // RUN: tessc-opt %s -p 'dce,tess-to-linalg,tess-fuse,tess-pack-narrow,tess-cse-generics,tess-fuse-epilogue,tess-fuse-horizontal{donated-only=true report=true}' | filecheck %s --check-prefix=UPD
 
 // The digits MLP train step (bench/mlp_step.py: 64-128-10, batch 128, softmax
-// cross-entropy, SGD, parameters donated), as `jit` traces it. Its kernels: 14, with one
+// cross-entropy, SGD, parameters donated), as `jit` traces it. Its kernels: 12 (each bias
+// gradient's zero fill runs in its column sum's kernel: tess-fuse-epilogue), with one
 // transposed copy of `w2` (shared by `h @ w2` and `dz @ w2.T`: tess-cse-generics) and no
 // 128x128 transposed copy (`h.T @ dz` runs transposed: tess-pack-narrow), only the
 // 10x128 product transposed back. The b1 gradient sums dh itself (DH): x.T @ dh
-// materializes it, so recomputing it there would read dz @ w2.T, pre and b1 (tess-fuse).
+// materializes it, so recomputing it there would read dz @ w2.T, pre and b1 (tess-fuse);
+// that sum's kernel fills its zeros first, then sums (one kernel, no separate fill call).
 // The updates of b1, b2 and w2 (`p - 0.1 * g`, g computed by the step) are ONE kernel
 // (tess-fuse-horizontal's step 4, UPD); w1's runs in its gradient's contraction kernel.
 
@@ -72,16 +74,20 @@ builtin.module {
 
 
 // CHECK-LABEL: func.func @step(
-// CHECK-COUNT-14: func.call @step_kernel_
+// CHECK-COUNT-12: func.call @step_kernel_
 // CHECK-NOT:      func.call @step_kernel_
 // CHECK:          func.return
 // CHECK-COUNT-2:  attrs =  {tess.op = "tess.permute"}
 // CHECK-NOT:      attrs =  {tess.op = "tess.permute"}
 
 // DH:      func.call @step_kernel_{{[0-9]+}}(%[[DH:[0-9]+]], %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}, %p_b1) :
-// DH:      func.call @step_kernel_{{[0-9]+}}(%{{[0-9]+}}) : (memref<128xf32>) -> ()
-// DH-NEXT: func.call @step_kernel_{{[0-9]+}}(%[[DH]], %{{[0-9]+}}) : (memref<128x128xf32>, memref<128xf32>) -> ()
+// DH:      func.call @step_kernel_[[SUM:[0-9]+]](%{{[0-9]+}}, %[[DH]]) : (memref<128xf32>, memref<128x128xf32>) -> ()
 // DH:      func.call @step_kernel_{{[0-9]+}}(%{{[a-z0-9_]+}}, %x, %[[DH]], %p_w1, %out2)
+// DH:      func.func private @step_kernel_[[SUM]](
+// DH-NEXT:   linalg.generic {{.*}} outs(%0 : memref<128xf32>)
+// DH:        arith.constant 0.000000e+00
+// DH:        linalg.generic {{.*}} iterator_types = ["reduction", "parallel"]} ins(%1 : memref<128x128xf32>) outs(%0 : memref<128xf32>)
+// DH:        func.return
 
 // UPD:      kernel.group -> (tensor<128xf32>, tensor<10xf32>, tensor<128x10xf32>) attributes {tess.horizontal_members = 3 : i64} {
 // UPD-NEXT:   tensor.empty() : tensor<128xf32>
