@@ -14,6 +14,8 @@ contraction runs at the contraction's count, and splitting them again would cost
 
 Cost: each kernel is typed and lowered by Numba once, NVVM makes both archs' PTX from that
 (helpers/ptx.py), and PTX and `ptxas` reports are cached on disk (`TESSC_CACHE_DIR`).
+Numba's typing of the contractions' unrolled k steps is most of a cold run (28 s of CPU,
+6.5 s warm); `tess-gpu-contract` emits them once, not again for the last tile.
 Needs NVVM and ptxas (`pip install 'numba-cuda[cu12]'`, the nvidia-cuda-nvcc wheel): skips
 without them, fails in CI (which installs them)."""
 
@@ -42,7 +44,7 @@ pytestmark = pytest.mark.skipif(
 BUDGETS = {"elementwise": 64, "reduction": 64, "contraction": 128}
 # The tiled matmul's k loop: 16 steps of 16 FMAs on 8 values read from shared memory as two
 # 16-byte loads, plus a tile's 8 global loads, 8 shared stores and address arithmetic:
-# 76% measured (f64, no longer in the corpus: 69%, twice the 16-byte loads). 65% leaves
+# 75% measured (f64, no longer in the corpus: 69%, twice the 16-byte loads). 65% leaves
 # room for a compiler's scheduling changes but fails if the k loop stops being unrolled
 # (~13%: 121 instructions for 16 FMAs before) or the shared loads go scalar (~60%).
 FMA_SHARE = 0.65
