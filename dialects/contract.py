@@ -402,7 +402,8 @@ most blocks with work (the kernel has no `known_grid_size`). Written by the gpu 
 
 UNSIGNED_INDICES = Unit("tess.unsigned_indices")
 """On a `gpu.func`: every `index` value of the kernel is non-negative (thread and block
-ids, constants, sums and products of them). Written by `tess-gpu-contract`; read by
+ids, constants, sums and products of them). Written by `GpuKernel.finish` (any gpu pass,
+`gpu_common.non_negative_indices`), `tess-gpu-contract` and `tess-gpu-horizontal`; read by
 `to_cuda`, which then counts in `np.uint64`: Numba checks a signed index for Python's
 negative wraparound on every access, an unsigned one it does not."""
 

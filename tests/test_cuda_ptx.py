@@ -14,6 +14,8 @@ contraction runs at the contraction's count, and splitting them again would cost
 
 Cost: each kernel is typed and lowered by Numba once, NVVM makes both archs' PTX from that
 (helpers/ptx.py), and PTX and `ptxas` reports are cached on disk (`TESSC_CACHE_DIR`).
+Numba's typing of the contractions' unrolled k steps is most of a cold run (28 s of CPU,
+6.5 s warm); `tess-gpu-contract` emits them once, not again for the last tile.
 Needs NVVM and ptxas (`pip install 'numba-cuda[cu12]'`, the nvidia-cuda-nvcc wheel): skips
 without them, fails in CI (which installs them)."""
 
@@ -42,14 +44,17 @@ pytestmark = pytest.mark.skipif(
 BUDGETS = {"elementwise": 64, "reduction": 64, "contraction": 128}
 # The tiled matmul's k loop: 16 steps of 16 FMAs on 8 values read from shared memory as two
 # 16-byte loads, plus a tile's 8 global loads, 8 shared stores and address arithmetic:
-# 76% measured (f64, no longer in the corpus: 69%, twice the 16-byte loads). 65% leaves
+# 75% measured (f64, no longer in the corpus: 69%, twice the 16-byte loads). 65% leaves
 # room for a compiler's scheduling changes but fails if the k loop stops being unrolled
 # (~13%: 121 instructions for 16 FMAs before) or the shared loads go scalar (~60%).
 FMA_SHARE = 0.65
-# Row kernels (softmax, layer norm and their gradients: one block a row, every op of the
-# row in one launch) are over the reduction budget today: 122-207 registers (measured,
-# sm_80/sm_90). Left for a later change; listed so the check covers everything else.
-OVER_BUDGET = {"softmax", "softmax_grad", "layer_norm"}
+# An f64 kernel holds each value in two 32-bit registers: 16 more. The one it is for, the
+# f64 softmax gradient (one block of 128 threads a 100-wide row, four row statistics),
+# takes 64 on sm_80 and 72 on sm_90: at 80, 6 blocks (24 warps) a SM stay resident; its
+# rows are short and it streams each element once, so the 8 warps fewer than at 64 cost
+# little. Row kernels were 122-207 before `tess.unsigned_indices` (no wraparound selects)
+# and `while` loops from thread ids (no hoisted 64-bit trip counts) reached them.
+F64_EXTRA = 16
 
 
 def r(*shape: int, dtype: type = np.float32) -> np.ndarray:
@@ -95,6 +100,11 @@ class Compiled:
     kernel: str
     kind: str
     ptx: dict[tuple[int, int], str]
+    f64: bool = False  # an argument holds f64
+
+    @property
+    def budget(self) -> int:
+        return BUDGETS[self.kind] + (F64_EXTRA if self.f64 else 0)
 
 
 def is_contraction(kernel: Any) -> bool:
@@ -145,7 +155,8 @@ def corpus() -> tuple[Compiled, ...]:
                 kind = "elementwise"
             function = getattr(loaded, names[kernel.sym_name.data]).py_func
             texts = ptx.kernel_ptxes(function, tuple(argument_types), source)
-            compiled.append(Compiled(name, kernel.sym_name.data, kind, texts))
+            f64 = any(t.dtype == types.float64 for t in argument_types)
+            compiled.append(Compiled(name, kernel.sym_name.data, kind, texts, f64))
     return tuple(compiled)
 
 
@@ -180,10 +191,10 @@ def test_registers_within_the_budget_of_each_kind(kernels: tuple) -> None:
     for kernel in kernels:
         for cc, text in kernel.ptx.items():
             registers = ptx.assemble(text, cc).registers
-            if registers > BUDGETS[kernel.kind] and kernel.program not in OVER_BUDGET:
+            if registers > kernel.budget:
                 over.append(
                     f"{kernel.program}/{kernel.kernel} ({kernel.kind}) sm_{cc[0]}{cc[1]}: "
-                    f"{registers} registers > {BUDGETS[kernel.kind]}"
+                    f"{registers} registers > {kernel.budget}"
                 )
     assert not over, "\n".join(over)
 

@@ -487,3 +487,43 @@ def test_gathers_and_argmax_run_like_the_reference() -> None:
         got = run_gpu_level(lowered, entry, inputs)
         for e, g in zip(expected, got, strict=True):
             np.testing.assert_allclose(g, e, rtol=1e-6)
+
+
+def index_function(build) -> func.FuncOp:
+    """A function whose body `build(body)` emits, its constants at the top."""
+    from xdsl.ir import Block, Region
+
+    from tessc.lowering.gpu.gpu_common import Body, Constants
+
+    block, constants = Block(), Constants()
+    build(Body(block, constants))
+    for op in reversed(constants.ops):
+        block.insert_op_before(op, block.first_op) if block.first_op else block.add_op(op)
+    block.add_op(func.ReturnOp())
+    return func.FuncOp("f", ((), ()), Region(block))
+
+
+def test_non_negative_indices_proves_ids_and_loops_and_refutes_a_subtraction() -> None:
+    from xdsl.dialects import arith
+
+    from tessc.lowering.gpu.gpu_common import non_negative_indices
+
+    def strided(b) -> None:
+        tx = b.thread_id("x")
+
+        def body(bl, i, _) -> tuple:
+            bl.remui(bl.add(i, tx), bl.c(7))
+            return ()
+
+        b.loop(tx, b.c(100), b.c(32), body)
+
+    def subtracted(b) -> None:
+        tx = b.thread_id("x")
+        b.add_op(arith.SubiOp(tx, b.c(1)))
+
+    def negative_start(b) -> None:
+        b.loop(b.c(-1), b.c(100), b.c(1), lambda bl, i, _: ())
+
+    assert non_negative_indices(index_function(strided))
+    assert not non_negative_indices(index_function(subtracted))
+    assert not non_negative_indices(index_function(negative_start))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects import arith, func, gpu, memref
+from xdsl.dialects import arith, func, gpu, memref, scf
 from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
@@ -221,6 +221,35 @@ class _CudaEmitter(FunctionEmitter):
         super().emit_op(op)
 
     # -- device side --------------------------------------------------------------------
+
+    def emit_for(self, op: scf.ForOp) -> None:
+        """In a kernel, a loop from a thread or block id (`range(tx, 1000, 256)`, a
+        grid-stride loop) is a `while` loop: Numba's `range` computes a trip count (a
+        64-bit division and selects) that LLVM hoists out of an enclosing loop and keeps
+        live across it, two registers a value for each such inner loop (a row kernel's
+        ten loops of one row took ~60 registers). Loops of constant bounds stay `range`s:
+        LLVM unrolls those (a contraction's k steps)."""
+        if not self.on_device or (
+            constant_int(op.lb) is not None and constant_int(op.step) is not None
+        ):
+            super().emit_for(op)
+            return
+        block = op.body.block
+        iv, *carried = block.args
+        names: list[str] = []
+        for arg, init, result in zip(carried, op.iter_args, op.res, strict=True):
+            hint = arg.name_hint or result.name_hint
+            name = self.names.hinted(hint) if hint else self.names.numbered("acc")
+            self.exprs[arg] = self.exprs[result] = name
+            self.line(f"{name} = {self.expr(init)}")
+            names.append(name)
+        index = self.define(iv, "i")
+        self.line(f"{index} = {self.expr(op.lb)}")
+        self.line(f"while {index} < {self.expr(op.ub)}:")
+        self.emit_body(block, names)
+        self.indent += 1
+        self.line(f"{index} += {self.expr(op.step)}")
+        self.indent -= 1
 
     def emit_device_op(self, op: Operation) -> bool:
         if op.name in _DIMENSION_OPS:

@@ -423,8 +423,64 @@ class GpuKernel:
         )
         if grid_stride:
             contract.GRID_STRIDE.set(function)
+        if non_negative_indices(function):
+            contract.UNSIGNED_INDICES.set(function)
         kernels_module(module).body.block.add_op(function)
         return Launch(self.name, grid, threads, tuple(self.args))
+
+
+_HARDWARE_INDICES = (
+    gpu.ThreadIdOp,
+    gpu.BlockIdOp,
+    gpu.BlockDimOp,
+    gpu.GridDimOp,
+    gpu.GlobalIdOp,
+    gpu.LaneIdOp,
+)
+_NON_NEGATIVE_ARITHMETIC = (
+    arith.AddiOp,
+    arith.MuliOp,
+    arith.DivUIOp,
+    arith.RemUIOp,
+    arith.MinSIOp,
+    arith.MinUIOp,
+)
+
+
+def non_negative_indices(function: Operation) -> bool:
+    """Whether every `index` value of `function` is provably non-negative: thread and block
+    ids, non-negative constants, sums, products, unsigned quotients and remainders and
+    minimums of such, and `scf.for` induction variables from such a start by such a step.
+    Anything else of type `index` (a subtraction, a cast from data, an index carried
+    through a loop or out of an `scf.if`) refutes it. When it holds, `to_cuda` counts in uint64
+    (`tess.unsigned_indices`): Numba then drops the negative-wraparound check of every
+    access (a select and the array's extents kept live in 64-bit registers)."""
+    proven: set[SSAValue] = set()
+    for op in function.walk():
+        if isinstance(op, scf.ForOp):
+            if op.lb in proven and op.step in proven:
+                proven.add(op.body.block.args[0])
+        for value in op.results:
+            if not isinstance(value.type, IndexType):
+                continue
+            if isinstance(op, _HARDWARE_INDICES):
+                proven.add(value)
+            elif isinstance(op, arith.ConstantOp):
+                if (constant_int(value) or 0) >= 0:
+                    proven.add(value)
+            elif isinstance(op, _NON_NEGATIVE_ARITHMETIC) and all(
+                operand in proven for operand in op.operands
+            ):
+                proven.add(value)
+            else:
+                return False
+    for op in function.walk():
+        for region in op.regions:
+            for block in region.blocks:
+                for arg in block.args:
+                    if isinstance(arg.type, IndexType) and arg not in proven:
+                        return False
+    return True
 
 
 @dataclass(frozen=True)

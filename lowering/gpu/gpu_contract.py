@@ -300,19 +300,30 @@ def tiled_kernel(
             stage(bt, bt.c(0), bt.c(0), batch, k_tiles == 1 and tail > 0)(bt)
             bt.barrier()
 
+            # Whole k tiles: the loop runs them all, the last one's "next" tile its own
+            # again (in range, no check; staged into the buffer no step reads), rather than
+            # its k steps emitted a second time after the loop: half the kernel's
+            # statements, what Numba's typing costs. A partial last tile (`tail`) has
+            # fewer steps: it stays after the loop.
+            whole = tail == 0
+
             def k_tile(bk: Body, kt: SSAValue, acc: Sequence[SSAValue]) -> Sequence[SSAValue]:
                 # The next tile's loads first: their latency hides behind this tile's steps.
                 following = bk.add(kt, bk.c(1))
-                store_next = stage(bk, following, bk.remui(following, bk.c(2)), batch, tail > 0)
+                source = bk.minsi(following, bk.c(k_tiles - 1)) if whole else following
+                buffer = bk.remui(following, bk.c(2))
+                store_next = stage(bk, source, buffer, batch, tail > 0)
                 acc = tiled.k_steps(bk, tiles, bk.remui(kt, bk.c(2)), DEPTH, acc)
                 store_next(bk)
                 bk.barrier()
                 return acc
 
-            if k_tiles > 1:
-                accs = bt.loop(bt.c(0), bt.c(k_tiles - 1), bt.c(1), k_tile, accs, hint="kt")
-            last = (k_tiles - 1) % 2
-            accs = tiled.k_steps(bt, tiles, bt.c(last), tail or DEPTH, accs)
+            looped = k_tiles if whole else k_tiles - 1
+            if looped:
+                accs = bt.loop(bt.c(0), bt.c(looped), bt.c(1), k_tile, accs, hint="kt")
+            if not whole:
+                last = (k_tiles - 1) % 2
+                accs = tiled.k_steps(bt, tiles, bt.c(last), tail, accs)
             if c.batch:
                 bt.barrier()  # the next batch's first tile overwrites buffer 0
         row_base, col_base = bt.mul(ty, bt.c(PER_THREAD)), bt.mul(tx, bt.c(PER_THREAD))

@@ -74,7 +74,7 @@ func.func @seed(%a: tensor<3x5x1xf32>, %b: tensor<1x5x4xf32>) -> tensor<3x4xf32>
 // CHECK:      def chain_kernel_0(x, b, out0):
 // CHECK-NOT:  cuda.shared
 // CHECK-NOT:  cuda.syncthreads
-// CHECK:          for [[L:[a-z0-9_]+]] in range({{.*}}, 231, {{.*}}):
+// CHECK:          while [[L:[a-z0-9_]+]] < u231:
 // CHECK-NOT:  @cuda.jit
 
 // CHECK:      def chain(x, b, out0, buffers):

@@ -139,12 +139,15 @@
 // CHECK-NEXT:     mul0 = bid * bdim
 // CHECK-NEXT:     start = mul0 + tid
 // CHECK-NEXT:     stride = gdim * bdim
-// CHECK-NEXT:     for i in range(start, 33, stride):
+// A loop from a thread id is a while loop: no trip count for LLVM to hoist and keep live.
+// CHECK-NEXT:     i = start
+// CHECK-NEXT:     while i < 33:
 // CHECK-NEXT:         a = x[i]
 // CHECK-NEXT:         b2 = y[i]
 // CHECK-NEXT:         m = a * b2
 // CHECK-NEXT:         e = math.exp(m)
 // CHECK-NEXT:         out0[i] = e
+// CHECK-NEXT:         i += stride
 
 // CHECK:      @cuda.jit(cache=True)
 // CHECK-NEXT: def zero(acc):
@@ -153,8 +156,8 @@
 // CHECK:      @cuda.jit(cache=True)
 // CHECK-NEXT: def sum_(acc, x, y):
 // CHECK-NEXT:     tile = cuda.shared.array((8,), dtype=np.float32, alignment=SHARED_ALIGNMENT)
-// CHECK:          for r in range(bid, 5, gdim):
-// CHECK:              for j in range(tid, 33, bdim):
+// CHECK:          while r < 5:
+// CHECK:              while j < 33:
 // CHECK:          tile[tid] = a
 // CHECK-NEXT:     cuda.syncthreads()
 // CHECK-NEXT:     lt4 = tid < 4

@@ -71,8 +71,8 @@ func.func @small(%a: tensor<16x8xf32>, %b: tensor<8x10xf32>, %e: tensor<10x4xf32
 // CHECK:         scf.if
 // CHECK-NEXT:      scf.for %{{.+}} = %[[LINEAR]] to
 // CHECK:           math.tanh
-// The tanh's indices are not known non-negative: the merged kernel counts signed.
-// CHECK:       sym_name = "two_kernel_0_side_by_side", gpu.kernel, workgroup_attributions = 4 : i64} : () -> ()
+// The tanh's indices are non-negative too (ids, constants, sums, quotients): unsigned.
+// CHECK:       sym_name = "two_kernel_0_side_by_side", gpu.kernel, workgroup_attributions = 4 : i64, tess.unsigned_indices} : () -> ()
 
 // Every member's indices are non-negative (tess.unsigned_indices), so the merged kernel's are.
 // CHECK:       sym_name = "matmuls_kernel_0_side_by_side", gpu.kernel, workgroup_attributions = 4 : i64, tess.unsigned_indices}

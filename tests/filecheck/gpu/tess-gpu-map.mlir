@@ -80,7 +80,7 @@ func.func @sgd(%lr: tensor<f32>, %w0: tensor<4x3xf32> {tess.donated}, %g0: tenso
 // CHECK-NEXT:        memref.store {{.*}}, %out0[%[[I0]], %[[I1]], %[[I2]]] : memref<2x3x5xf32>
 // CHECK-NEXT:      }
 // CHECK-NEXT:      "gpu.return"() : () -> ()
-// CHECK-NEXT:    }) {sym_name = "chain_kernel_0", gpu.kernel, tess.grid_stride} : () -> ()
+// CHECK-NEXT:    }) {sym_name = "chain_kernel_0", gpu.kernel, tess.grid_stride, tess.unsigned_indices} : () -> ()
 
 // The store's last index is the fastest-varying one (the remainder by 40).
 // CHECK:         "gpu.func"() <{function_type = (memref<40x3xf32>, memref<3x40xf32>) -> (), known_block_size = array<i32: 128, 1, 1>}> ({
@@ -91,7 +91,7 @@ func.func @sgd(%lr: tensor<f32>, %w0: tensor<4x3xf32> {tess.donated}, %g0: tenso
 // CHECK-NEXT:        memref.store %[[V]], %out0[%[[I]], %[[J]]] : memref<3x40xf32>
 
 // CHECK:         "gpu.func"() <{function_type = {{.*}}, known_block_size = array<i32: 256, 1, 1>}> ({
-// CHECK:         sym_name = "big_kernel_0", gpu.kernel, tess.grid_stride}
+// CHECK:         sym_name = "big_kernel_0", gpu.kernel, tess.grid_stride, tess.unsigned_indices}
 
 // The arena update: one 1-D loop over 23 elements; the learning rate a rank-0 load.
 // CHECK:         "gpu.func"() <{function_type = (memref<23xf32>, memref<f32>, memref<23xf32>, memref<23xf32>) -> (), known_block_size = {{.*}}}> ({

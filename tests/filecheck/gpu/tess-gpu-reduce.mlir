@@ -86,23 +86,23 @@ func.func @tall(%x: tensor<1100x3xf32>) -> tensor<3xf32> {
 // CHECK-NEXT:        scf.if %[[LAST]] {
 // CHECK-NEXT:          memref.load %[[TREE]][%{{.+}}, %[[TX]]]
 // CHECK:               memref.store {{.*}}, %out0[
-// CHECK:         sym_name = "seed_kernel_0", gpu.kernel, workgroup_attributions = 1 : i64, tess.grid_stride}
+// CHECK:         sym_name = "seed_kernel_0", gpu.kernel, workgroup_attributions = 1 : i64, tess.grid_stride, tess.unsigned_indices}
 // CHECK:         "gpu.func"() <{function_type = {{.*}}, known_block_size = array<i32: 64, 1, 1>}> ({
 
-// CHECK:         sym_name = "rows_kernel_0", gpu.kernel, workgroup_attributions = 1 : i64, tess.grid_stride}
+// CHECK:         sym_name = "rows_kernel_0", gpu.kernel, workgroup_attributions = 1 : i64, tess.grid_stride, tess.unsigned_indices}
 
 // The first pass: each of 3 blocks folds a strided share into partials[block_id].
 // CHECK:         "gpu.func"() <{function_type = (memref<513xf32>, memref<3xf32>) -> (), known_block_size = array<i32: 256, 1, 1>}> ({
 // CHECK-NEXT:    ^bb0(%x: memref<513xf32>, %partials: memref<3xf32>, %tree: memref<256xf32, #gpu.address_space<workgroup>>):
 // CHECK:           memref.store {{.*}}, %partials[%{{.+}}] : memref<3xf32>
-// CHECK:         sym_name = "whole_kernel_0_0", gpu.kernel, workgroup_attributions = 1 : i64, tess.grid_stride}
+// CHECK:         sym_name = "whole_kernel_0_0", gpu.kernel, workgroup_attributions = 1 : i64, tess.grid_stride, tess.unsigned_indices}
 // The second: one block folds the partials, lane 0 stores the sum and divides by 513.
 // CHECK:         "gpu.func"() <{function_type = (memref<f32>, memref<3xf32>) -> (), known_block_size = array<i32: 32, 1, 1>, known_grid_size = array<i32: 1, 1, 1>}> ({
 // CHECK:           memref.load %partials[
 // CHECK:           arith.divf
-// CHECK:         sym_name = "whole_kernel_0_1", gpu.kernel, workgroup_attributions = 1 : i64}
+// CHECK:         sym_name = "whole_kernel_0_1", gpu.kernel, workgroup_attributions = 1 : i64, tess.unsigned_indices}
 // CHECK:         "gpu.func"() <{function_type = {{.*}}, known_block_size = array<i32: 32, 8, 1>}> ({
 
-// CHECK:         sym_name = "tall_kernel_0_0", gpu.kernel, workgroup_attributions = 1 : i64, tess.grid_stride}
+// CHECK:         sym_name = "tall_kernel_0_0", gpu.kernel, workgroup_attributions = 1 : i64, tess.grid_stride, tess.unsigned_indices}
 // CHECK:         "gpu.func"() <{function_type = {{.*}}, known_block_size = array<i32: 32, 8, 1>}> ({
-// CHECK:         sym_name = "tall_kernel_0_1", gpu.kernel, workgroup_attributions = 1 : i64, tess.grid_stride}
+// CHECK:         sym_name = "tall_kernel_0_1", gpu.kernel, workgroup_attributions = 1 : i64, tess.grid_stride, tess.unsigned_indices}

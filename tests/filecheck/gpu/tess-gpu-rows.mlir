@@ -45,4 +45,4 @@ func.func @softmax(%x: tensor<6x33xf32>) -> tensor<6x33xf32> {
 // CHECK:           "gpu.barrier"() : () -> ()
 // CHECK-NEXT:    }
 // CHECK-NEXT:    "gpu.return"() : () -> ()
-// CHECK-NEXT:  }) {sym_name = "softmax_kernel_0", gpu.kernel, workgroup_attributions = 2 : i64, tess.grid_stride}
+// CHECK-NEXT:  }) {sym_name = "softmax_kernel_0", gpu.kernel, workgroup_attributions = 2 : i64, tess.grid_stride, tess.unsigned_indices}
