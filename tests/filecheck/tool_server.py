@@ -1,4 +1,5 @@
-"""A fork server for `tessc-opt` in lit's RUN lines: import once, fork per command.
+"""A fork server for `tessc-opt` and `tessc-run` in lit's RUN lines: import once, fork
+per command.
 
 Most of a `tessc-opt` run on a lit test is its start: importing xDSL and tessc's dialects
 costs ~0.27 s of CPU, the compile itself a few ms. Over the suite's ~170 invocations that
@@ -23,7 +24,10 @@ import struct
 import sys
 
 SOCKET_VARIABLE = "TESSC_TOOL_SERVER"
-TOOLS = {"tessc-opt": ("tessc.cli.opt", "main")}
+TOOLS = {"tessc-opt": ("tessc.cli.opt", "main"), "tessc-run": ("tessc.cli.run", "main")}
+# Imported lazily by `tessc-run` when it compiles: imported here once instead of per run
+# (no thread is started by importing them, so the forked commands may use threads).
+PRELOAD = ("tessc.compiler", "tessc.runtime", "numba")
 MAX_REQUEST = 1 << 20
 
 
@@ -108,7 +112,7 @@ def serve(path: str) -> None:
     """Import the tools, listen at `path`, say `ready` on stdout, serve until killed."""
     import importlib
 
-    for module_name, _ in TOOLS.values():
+    for module_name in (*(name for name, _ in TOOLS.values()), *PRELOAD):
         importlib.import_module(module_name)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # runners are reaped by the kernel
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
