@@ -1,4 +1,5 @@
-"""A fork server for `tessc-opt` in lit's RUN lines: import once, fork per command.
+"""A fork server for `tessc-opt`, `tessc-run` and `filecheck` in lit's RUN lines: import
+once, fork per command.
 
 Most of a `tessc-opt` run on a lit test is its start: importing xDSL and tessc's dialects
 costs ~0.27 s of CPU, the compile itself a few ms. Over the suite's ~170 invocations that
@@ -15,6 +16,8 @@ client execs the real tool: the suite does not depend on the server to be right.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import os
 import signal
@@ -23,7 +26,16 @@ import struct
 import sys
 
 SOCKET_VARIABLE = "TESSC_TOOL_SERVER"
-TOOLS = {"tessc-opt": ("tessc.cli.opt", "main")}
+TOOLS = {
+    "tessc-opt": ("tessc.cli.opt", "main"),
+    "tessc-run": ("tessc.cli.run", "main"),
+    # The Python `filecheck` package (~0.09 s of CPU a start, ~170 RUN lines); lit.cfg sends
+    # it here only where that package, not LLVM's FileCheck, is the one on PATH.
+    "filecheck": ("filecheck.main", "main"),
+}
+# Imported lazily by `tessc-run` when it compiles: imported here once instead of per run
+# (no thread is started by importing them, so the forked commands may use threads).
+PRELOAD = ("tessc.compiler", "tessc.runtime", "numba")
 MAX_REQUEST = 1 << 20
 
 
@@ -70,7 +82,7 @@ def _run(request: dict, fds: list[int]) -> None:
     sys.argv = [request["tool"], *request["args"]]
     status: object = 0
     try:
-        status = getattr(sys.modules[module_name], function)()
+        status = getattr(importlib.import_module(module_name), function)()
     except SystemExit as exit:
         status = exit.code
     except BaseException:
@@ -106,10 +118,9 @@ def _serve_one(connection: socket.socket) -> None:
 
 def serve(path: str) -> None:
     """Import the tools, listen at `path`, say `ready` on stdout, serve until killed."""
-    import importlib
-
-    for module_name, _ in TOOLS.values():
-        importlib.import_module(module_name)
+    for module_name in (*(name for name, _ in TOOLS.values()), *PRELOAD):
+        if importlib.util.find_spec(module_name.partition(".")[0]) is not None:
+            importlib.import_module(module_name)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # runners are reaped by the kernel
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
