@@ -237,5 +237,7 @@ def test_cnn_train_step_fuses_each_conv_with_its_pools() -> None:
     x = rng.random((200, 1, 8, 8), dtype=np.float32)
     y = rng.integers(0, 10, 200)
     ir = step.ir(params, optimizer.init(params), x, y, np.arange(64), stage="loops")
-    assert kernel_calls(ir) == 37
+    # 42 before the pools fused into the tiles, 37 after, 35 with the bias gradients'
+    # column sums taking their zero fill into their kernels (tess-fuse-epilogue).
+    assert kernel_calls(ir) == 35
     assert re.search(r"micro\.mma %params_w2\[[^]]*\], %patch\[%slot\], [^,]*, %conv_tile\[", ir)
