@@ -57,20 +57,25 @@ def flat_weight_stride(nest: ConvNest) -> int | None:
     return unit
 
 
-def tile_rows(nest: ConvNest, element_bytes: int) -> int:
-    """Output rows per tile: the most that divide the rows and fit the column and byte
-    budgets (at least one)."""
-    shape = nest.out_shape
-    rows, cols = math.prod(shape[2:-1]), shape[-1]
-    depth = nest.depth * math.prod(nest.taps)
+def rows_per_patch(rows: int, columns_per_row: int, depth: int, element_bytes: int) -> int:
+    """The most of `rows` (a divisor of it, at least one) whose patch, `depth` values per
+    column, fits the column and byte budgets."""
     fits = [
         r
         for r in range(1, rows + 1)
         if rows % r == 0
-        and r * cols <= PATCH_COLUMNS
-        and depth * r * cols * element_bytes <= PATCH_BYTES
+        and r * columns_per_row <= PATCH_COLUMNS
+        and depth * r * columns_per_row * element_bytes <= PATCH_BYTES
     ]
     return max(fits, default=1)
+
+
+def tile_rows(nest: ConvNest, element_bytes: int) -> int:
+    """Output rows per tile: the most that divide the rows and fit the column and byte
+    budgets (at least one)."""
+    shape = nest.out_shape
+    depth = nest.depth * math.prod(nest.taps)
+    return rows_per_patch(math.prod(shape[2:-1]), shape[-1], depth, element_bytes)
 
 
 def build_im2col(
@@ -283,4 +288,11 @@ def build_im2col(
     return ops
 
 
-__all__ = ["PATCH_BYTES", "PATCH_COLUMNS", "build_im2col", "flat_weight_stride", "tile_rows"]
+__all__ = [
+    "PATCH_BYTES",
+    "PATCH_COLUMNS",
+    "build_im2col",
+    "flat_weight_stride",
+    "rows_per_patch",
+    "tile_rows",
+]

@@ -29,7 +29,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 
 from tessc.dialects import contract
 from tessc.dialects.micro import MmaOp, NumThreadsOp
-from tessc.lowering.loops.conv_im2col import PATCH_BYTES, PATCH_COLUMNS
+from tessc.lowering.loops.conv_im2col import rows_per_patch
 from tessc.lowering.loops.conv_match import column_tiles, linear
 from tessc.lowering.loops.index_emitter import Emitter, IndexValue, emit_loop, make_extent, static
 from tessc.lowering.loops.index_values import IndexConstants, constant_int
@@ -234,17 +234,9 @@ def tile_pool_rows(nest: PoolNest, element_bytes: int) -> int:
     them and fit the patch's column and byte budgets (at least one)."""
     if nest.spatial == 1:
         return 1
-    rows = nest.out_shape[2]
     per_row = nest.window[0] * nest.out_shape[3] * nest.window[1]
     depth = nest.depth * math.prod(nest.kernel)
-    fits = [
-        r
-        for r in range(1, rows + 1)
-        if rows % r == 0
-        and r * per_row <= PATCH_COLUMNS
-        and depth * r * per_row * element_bytes <= PATCH_BYTES
-    ]
-    return max(fits, default=1)
+    return rows_per_patch(nest.out_shape[2], per_row, depth, element_bytes)
 
 
 def build_conv_pool(
