@@ -27,7 +27,7 @@ import numpy as np
 from tessc import timing
 from tessc.dialects.dynamic_dims import DYNAMIC_INDEX, DynamicShapeError, is_dynamic
 from tessc.frontend.call_plan import MISS
-from tessc.frontend.pytree import TreeDef
+from tessc.frontend.pytree import TreeDef, leaf_count
 from tessc.frontend.trace_function import Signature, TracedFunction, trace_signature
 from tessc.frontend.tracer import DynamicSize
 
@@ -74,19 +74,9 @@ def generalize(seen: Signature, new: Signature) -> Signature | None:
 def _plain_leaves(tree: TreeDef) -> list[bool]:
     """For each array leaf of an `("arguments", ...)` structure: is it a whole argument
     (not inside a container)?"""
-
-    def count(node: TreeDef) -> int:
-        kind = node[0]
-        if kind in ("leaf", "weak"):
-            return 1
-        if kind == "static":
-            return 0
-        children = node[3] if kind == "object" else node[2] if kind is dict else node[1]
-        return sum(count(child) for child in children)
-
     plain: list[bool] = []
     for child in tree[2]:
-        plain += [child[0] == "leaf"] * count(child)
+        plain += [child[0] == "leaf"] * leaf_count(child)
     return plain
 
 

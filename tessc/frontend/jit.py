@@ -57,7 +57,14 @@ from tessc.frontend.dynamic_shapes import (
     size_in,
     static_sizes,
 )
-from tessc.frontend.pytree import TreeDef, flatten_tree, match_tree, tree_builder, unflatten_tree
+from tessc.frontend.pytree import (
+    TreeDef,
+    flatten_tree,
+    leaf_count,
+    match_tree,
+    tree_builder,
+    unflatten_tree,
+)
 from tessc.frontend.trace_function import (
     ARRAY_DTYPES,
     Signature,
@@ -496,17 +503,9 @@ def _holds_tensor(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
 
 def _leaf_parameters(tree: TreeDef) -> list[str]:
     """The parameter each array leaf of an `("arguments", ...)` structure belongs to."""
-
-    def count(node: TreeDef) -> int:
-        kind = node[0]
-        if kind in ("leaf", "weak"):
-            return 1
-        if kind == "static":
-            return 0
-        children = node[3] if kind == "object" else node[2] if kind is dict else node[1]
-        return sum(count(child) for child in children)
-
-    return [name for name, child in zip(tree[1], tree[2], strict=True) for _ in range(count(child))]
+    return [
+        name for name, child in zip(tree[1], tree[2], strict=True) for _ in range(leaf_count(child))
+    ]
 
 
 def _static_names(

@@ -207,6 +207,17 @@ def static_key(value: float | complex) -> str | tuple[str, str]:
     return value.hex()
 
 
+def leaf_count(node: TreeDef) -> int:
+    """How many array leaves (`leaf` and `weak`) `node` holds."""
+    kind = node[0]
+    if kind in ("leaf", "weak"):
+        return 1
+    if kind == "static":
+        return 0
+    children = node[3] if kind == "object" else node[2] if kind is dict else node[1]
+    return sum(leaf_count(child) for child in children)
+
+
 def unflatten_tree(tree: TreeDef, leaves: list[Any]) -> Any:
     """The nest `tree` describes, its leaves taken in order from `leaves`."""
     iterator = iter(leaves)
