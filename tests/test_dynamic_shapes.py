@@ -5,11 +5,17 @@ Numba compile; the first sizes keep their static programs; `dynamic=True/False`;
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from numba.core import event
 
 import tessc as ts
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "bench"))
+from mlp_step import loss_fn, numpy_train_step  # noqa: E402  (bench/: the benchmarks' step)
 
 
 class CompileCounter(event.Listener):
@@ -32,30 +38,8 @@ def numba_compiles(fn, *args) -> int:
     return counter.count
 
 
-def loss_fn(params, x, y):
-    h = (x @ params["w1"] + params["b1"]).relu()
-    z = h @ params["w2"] + params["b2"]
-    z = z - z.amax(dim=1, keepdim=True)
-    log_probs = z - z.exp().sum(dim=1, keepdim=True).log()
-    return -(log_probs * y).sum() / x.shape[0]
-
-
 def train_step(params, x, y):
     loss, grads = ts.value_and_grad(loss_fn)(params, x, y)
-    return {k: params[k] - 0.1 * grads[k] for k in params}, loss
-
-
-def numpy_step(params, x, y):
-    pre = x @ params["w1"] + params["b1"]
-    h = np.maximum(pre, 0)
-    z = h @ params["w2"] + params["b2"]
-    z = z - z.max(axis=1, keepdims=True)
-    p = np.exp(z)
-    p /= p.sum(axis=1, keepdims=True)
-    loss = -(np.log(p) * y).sum() / len(x)
-    dz = (p - y) / len(x)
-    dh = (dz @ params["w2"].T) * (pre > 0)
-    grads = {"w2": h.T @ dz, "b2": dz.sum(0), "w1": x.T @ dh, "b1": dh.sum(0)}
     return {k: params[k] - 0.1 * grads[k] for k in params}, loss
 
 
@@ -75,7 +59,7 @@ def mlp():
 
 def check(result, params, x, y) -> None:
     updated, loss = result
-    expected, expected_loss = numpy_step(params, x, y)
+    expected, expected_loss = numpy_train_step(params, x, y, 0.1)
     for k in expected:
         np.testing.assert_allclose(updated[k], expected[k], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(loss, expected_loss, rtol=1e-5)
@@ -219,7 +203,7 @@ def test_packed_products_over_a_dynamic_batch() -> None:
     step = ts.jit(train_step, dynamic=True)
     for n in (32, 1, 7, 8, 9, 63, 64, 65, 129, 300):
         updated, loss = step(params, x[:n], y[:n])
-        expected, expected_loss = numpy_step(params, x[:n], y[:n])
+        expected, expected_loss = numpy_train_step(params, x[:n], y[:n], 0.1)
         for k in expected:
             np.testing.assert_allclose(updated[k], expected[k], rtol=2e-4, atol=2e-5)
         np.testing.assert_allclose(loss, expected_loss, rtol=2e-4)
