@@ -78,6 +78,29 @@ def tile_rows(nest: ConvNest, element_bytes: int) -> int:
     return rows_per_patch(math.prod(shape[2:-1]), shape[-1], depth, element_bytes)
 
 
+def gather_columns(
+    e: Emitter,
+    x: SSAValue,
+    outer: Sequence[IndexValue],
+    offset: IndexValue,
+    stride: int,
+    patch: SSAValue,
+    start: IndexValue,
+    cols: int,
+) -> None:
+    """One patch row: `patch[start + col] = x[*outer, col * stride + offset]` for each of
+    `cols` output columns (the im2col gather both conv kernels share)."""
+
+    def per_column(eo: Emitter, col: IndexValue) -> None:
+        spot = eo.add(eo.mul(col, stride), offset)
+        index = [eo.value(v) for v in (*outer, spot)]
+        eo.block.add_op(load := memref.LoadOp.get(x, index))
+        at = [eo.value(eo.add(start, col))]
+        eo.block.add_op(memref.StoreOp.get(load.res, patch, at))
+
+    emit_loop(e, static(cols), "col", per_column)
+
+
 def build_im2col(
     nest: ConvNest, vector_bits: int, threads: int, constant: IndexConstants
 ) -> list[Operation]:
@@ -207,14 +230,8 @@ def build_im2col(
                     ]
                     last = et.mul(k[-1], nest.dilations[-1])
 
-                    def per_column(eo: Emitter, col: IndexValue) -> None:
-                        spot = eo.add(eo.mul(col, nest.strides[-1]), last)
-                        index = [eo.value(v) for v in (n, c, *spots, spot)]
-                        eo.block.add_op(load := memref.LoadOp.get(nest.x, index))
-                        at = [eo.value(eo.add(start, col))]
-                        eo.block.add_op(memref.StoreOp.get(load.res, patch, at))
-
-                    emit_loop(et, static(cols), "col", per_column)
+                    gather_columns(et, nest.x, (n, c, *spots), last, nest.strides[-1],
+                                   patch, start, cols)  # fmt: skip
 
                 per_tap(ec, 0, [])
 
@@ -293,6 +310,7 @@ __all__ = [
     "PATCH_COLUMNS",
     "build_im2col",
     "flat_weight_stride",
+    "gather_columns",
     "rows_per_patch",
     "tile_rows",
 ]

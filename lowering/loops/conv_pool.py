@@ -29,7 +29,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 
 from tessc.dialects import contract
 from tessc.dialects.micro import MmaOp, NumThreadsOp
-from tessc.lowering.loops.conv_im2col import rows_per_patch
+from tessc.lowering.loops.conv_im2col import gather_columns, rows_per_patch
 from tessc.lowering.loops.conv_match import column_tiles, linear
 from tessc.lowering.loops.index_emitter import Emitter, IndexValue, emit_loop, make_extent, static
 from tessc.lowering.loops.index_values import IndexConstants, constant_int
@@ -321,14 +321,8 @@ def build_conv_pool(
                         )
                     last = et.mul(k[-1], nest.dilations[-1])
 
-                    def per_column(eo: Emitter, col: IndexValue) -> None:
-                        spot = eo.add(eo.mul(col, nest.strides[-1]), last)
-                        index = [eo.value(v) for v in (n, c, *spots, spot)]
-                        eo.block.add_op(load := memref.LoadOp.get(nest.x, index))
-                        at = [eo.value(eo.add(start, col))]
-                        eo.block.add_op(memref.StoreOp.get(load.res, patch, at))
-
-                    emit_loop(et, static(cols), "col", per_column)
+                    gather_columns(et, nest.x, (n, c, *spots), last, nest.strides[-1],
+                                   patch, start, cols)  # fmt: skip
 
                 per_tap(ec, 0, [])
 
