@@ -213,16 +213,23 @@ class FunctionEmitter(OpEmitter):
             return f"{loop}({self.expr(lb)}, {self.expr(ub)})"
         return f"{loop}({self.expr(lb)}, {self.expr(ub)}, {self.expr(step)})"
 
-    def emit_for(self, op: scf.ForOp) -> None:
+    def bind_carried(self, op: scf.ForOp) -> list[str]:
+        """Name `op`'s loop-carried values (one name for the block argument and the
+        result) and assign their initial values before the loop; the names, in order."""
         block = op.body.block
-        iv, *carried = block.args
         names: list[str] = []
-        for arg, init, result in zip(carried, op.iter_args, op.res, strict=True):
+        for arg, init, result in zip(block.args[1:], op.iter_args, op.res, strict=True):
             hint = arg.name_hint or result.name_hint
             name = self.names.hinted(hint) if hint else self.names.numbered("acc")
             self.exprs[arg] = self.exprs[result] = name
             self.line(f"{name} = {self.expr(init)}")
             names.append(name)
+        return names
+
+    def emit_for(self, op: scf.ForOp) -> None:
+        block = op.body.block
+        iv = block.args[0]
+        names = self.bind_carried(op)
         header = self.range_call(op.lb, op.ub, op.step, "range")
         parent = op.parent_op()
         if (

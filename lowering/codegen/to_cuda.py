@@ -235,15 +235,8 @@ class _CudaEmitter(FunctionEmitter):
             super().emit_for(op)
             return
         block = op.body.block
-        iv, *carried = block.args
-        names: list[str] = []
-        for arg, init, result in zip(carried, op.iter_args, op.res, strict=True):
-            hint = arg.name_hint or result.name_hint
-            name = self.names.hinted(hint) if hint else self.names.numbered("acc")
-            self.exprs[arg] = self.exprs[result] = name
-            self.line(f"{name} = {self.expr(init)}")
-            names.append(name)
-        index = self.define(iv, "i")
+        names = self.bind_carried(op)
+        index = self.define(block.args[0], "i")
         self.line(f"{index} = {self.expr(op.lb)}")
         self.line(f"while {index} < {self.expr(op.ub)}:")
         self.emit_body(block, names)
