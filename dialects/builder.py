@@ -11,9 +11,10 @@ each, so a program reads like the math it builds:
 
 Every client builds `tess` through this class: both frontends (the `Tensor` tracer and the
 `.tess` language, which is why they print identical IR for the same program) and the
-autodiff pass, whose VJP rules build through `GradEmitter` (`tessc.lowering.autodiff.vjp_rules`), a
-subclass that also folds trivial gradient terms as it builds them. It lives with the
-dialect, below both, because it needs only xDSL and `tess`.
+autodiff pass, whose VJP rules build through `GradEmitter`
+(`tessc.lowering.autodiff.grad_emitter`), a subclass that also folds trivial gradient
+terms as it builds them. It lives with the dialect, below both, because it needs only xDSL
+and `tess`.
 
 Every method checks shapes and dtypes *before* building the op and raises `TessError` in
 the user's terms ("cannot broadcast (3,4,1) with (3,5)"); the frontends add where it

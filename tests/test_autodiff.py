@@ -27,7 +27,8 @@ from tessc.dialects import tess
 from tessc.dialects.builder import TessBuilder, build_function, build_module, finish_function
 from tessc.dialects.builder_types import tensor_type
 from tessc.lowering.autodiff.autodiff import TessAutodiffPass
-from tessc.lowering.autodiff.vjp_rules import VJP_RULES, GradEmitter
+from tessc.lowering.autodiff.grad_emitter import GradEmitter
+from tessc.lowering.autodiff.vjp_rules import VJP_RULES
 from tessc.passes import load_pass
 from tessc.reference import find_func, interpret, parse_module
 

@@ -34,7 +34,8 @@ from xdsl.utils.exceptions import PassFailedException
 
 from tessc.dialects.functions import lookup_function, module_functions
 from tessc.dialects.tess_base import is_float
-from tessc.lowering.autodiff.vjp_rules import VJP_RULES, ZERO_GRADIENT_OPS, GradEmitter
+from tessc.lowering.autodiff.grad_emitter import GradEmitter
+from tessc.lowering.autodiff.vjp_rules import VJP_RULES, ZERO_GRADIENT_OPS
 
 
 def _fail(message: str, op: Operation | None = None) -> NoReturn:
