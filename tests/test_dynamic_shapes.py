@@ -213,3 +213,96 @@ def test_packed_products_over_a_dynamic_batch() -> None:
     assert "depth_blocks" in source and "row_blocks" in source  # counted from N
     assert source.count("np.empty(") == 1  # the region of N's buffers
     assert "prange(" not in source  # a `?` loop counts as a small batch: serial
+
+
+class CompiledKinds(event.Listener):
+    """What Numba compiles (or loads) at the top level: kernels called by name, and other
+    functions (not the library functions Numba compiles inside them)."""
+
+    def __init__(self) -> None:
+        self.external = self.other = self.depth = 0
+
+    def on_start(self, ev: event.Event) -> None:
+        from tessc.runtime.external import ExternalKernel
+
+        if self.depth == 0 and isinstance(ev.data["dispatcher"], ExternalKernel):
+            self.external += 1
+        elif self.depth == 0:
+            self.other += 1
+        self.depth += 1
+
+    def on_end(self, ev: event.Event) -> None:
+        self.depth -= 1
+
+
+def test_the_generic_program_calls_its_kernels_by_name(mlp) -> None:
+    """The second size's compile is the generic program's kernels, each a C callable of
+    its own taking N as an integer (compiled concurrently), and one small host: not one
+    Numba function holding every kernel (~6 s of CPU cold for the MLP step)."""
+    from tessc.compiler import lower
+
+    params, x, y = mlp
+
+    def half_step(params, x, y):  # a program no other test loads into this process
+        loss, grads = ts.value_and_grad(loss_fn)(params, x, y)
+        return {k: params[k] - 0.05 * grads[k] for k in params}, loss
+
+    step = ts.jit(half_step)
+    step(params, x[:32], y[:32])
+    kinds = CompiledKinds()
+    with event.install_listener("numba:compile", kinds):
+        updated, loss = step(params, x[:17], y[:17])
+    expected, expected_loss = numpy_step(params, x[:17], y[:17])
+    for k in expected:  # numpy_step's lr is 0.1: half its update
+        want = params[k] + 0.5 * (expected[k] - params[k])
+        np.testing.assert_allclose(updated[k], want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(loss, expected_loss, rtol=1e-5)
+    assert step.generic is not None
+    # The host: compiled, or loaded from a warm cache (no event); kernels fire either way.
+    assert kinds.other <= 1 and kinds.external >= 4, vars(kinds)
+    source = lower(step._traces[step.generic].module, "numba")
+    assert "intp" in source and "_n0)" in source  # sizes after the pointers
+
+
+DYNAMIC_SMALL = """
+func.func @f(%x: tensor<?x8xf32>, %b: tensor<8xf32>) -> (tensor<?x8xf32>, tensor<?xf32>) {
+  %0 = tess.add %x, %b : tensor<?x8xf32>, tensor<8xf32> -> tensor<?x8xf32>
+  %1 = tess.relu %0 : tensor<?x8xf32>
+  %2 = tess.exp %1 : tensor<?x8xf32>
+  %3 = tess.sum %2 dims = [1] : tensor<?x8xf32> -> tensor<?xf32>
+  func.return %1, %3 : tensor<?x8xf32>, tensor<?xf32>
+}
+"""
+
+
+def test_kernels_called_by_name_over_a_dynamic_dim(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every kernel of a `?`-batch program called by name (thresholds at 0), its buffers
+    allocated by the host (sizes read from arrays), against NumPy at N = 0, 1, 5, 16, 33."""
+    from tessc.lowering.codegen import numba_external
+    from tessc.lowering.codegen.to_numba import emit_numba
+    from tessc.pipelines import run_passes
+    from tessc.reference import parse_module
+    from tessc.runtime.cache import load_source
+    from tessc.runtime.executor import Executable
+
+    monkeypatch.setattr(numba_external, "EXTERNAL_MIN_OPS", 0)
+    module = parse_module(DYNAMIC_SMALL)
+    run_passes(
+        module,
+        "tess-to-linalg,tess-bufferize,tess-outline-kernels,tess-linalg-to-loops,canonicalize,cse",
+    )
+    source = emit_numba(module)
+    kernels = source.count("@external(")
+    assert kernels >= 4 and source.count(", intp") >= kernels, source
+    program = Executable(load_source(source, tmp_path), "f")
+    rng = np.random.default_rng(5)
+    b = rng.standard_normal(8).astype(np.float32)
+    for n in (0, 1, 5, 16, 33):
+        x = rng.standard_normal((n, 8)).astype(np.float32)
+        relu, sums = program(x, b)
+        want = np.maximum(x + b, 0)
+        np.testing.assert_allclose(relu, want, rtol=1e-6)
+        np.testing.assert_allclose(sums, np.exp(want).sum(1), rtol=1e-5)
+        assert relu.shape == (n, 8) and sums.shape == (n,)

@@ -206,3 +206,27 @@ def test_an_unusable_cache_directory_compiles_them_in_memory(tmp_path: Path, by_
         module = load_source(by_name, not_a_directory)
     check_small(module)
     assert numba_compile_stats(module).compiled == 6
+
+
+def test_small_kernels_compile_at_o2_and_leave_numbas_level(by_name: str) -> None:
+    """A kernel under `SMALL_KERNEL_LINES` is optimised at -O2 (Numba reads `config.OPT`
+    while it compiles), a large one at Numba's level; `config.OPT` is restored."""
+    from numba.core import config
+
+    module = load_source(by_name, None)
+    kernels = external.module_kernels(module)
+    assert kernels and all(k.optimization_level() == 2 for k in kernels)
+    seen: list[int] = []
+
+    class Recorder:
+        def compile(self) -> None:
+            seen.append(int(config.OPT))
+
+    before = config.OPT
+    kernels[0].build(Recorder())  # type: ignore[arg-type]
+    assert seen == [min(2, int(before))] and config.OPT is before
+    large = external.ExternalKernel(kernels[0].py_func, kernels[0].signature, {})
+    large.cost = lambda: external.SMALL_KERNEL_LINES  # type: ignore[method-assign]
+    assert large.optimization_level() is None
+    large.build(Recorder())  # type: ignore[arg-type]
+    assert seen[-1] == int(before)

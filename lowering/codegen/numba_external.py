@@ -8,8 +8,10 @@ Numba's time; 17 of its kernels compiled one by one: 3.3 s). So where a host cal
 `EXTERNAL_MIN_KERNELS` qualifying kernels of `EXTERNAL_MIN_OPS` ops in all, each becomes a
 C callable of its own (`@external(...)`, a `numba.cfunc`) called by its symbol with
 pointers, which the runtime compiles concurrently. A kernel qualifies when it is serial and
-all its arguments are static-shaped, identity-layout memrefs of `EXTERNAL_DTYPES`. The
-figures behind the thresholds are in lowering/codegen/README.md.
+all its arguments are contiguous memrefs of `EXTERNAL_DTYPES`. A `?` dim of an argument (a
+generic program's batch, issue 26 §2) is an `intp` argument after the pointers, from which
+the kernel's array is made (`carray(x_ptr, (x_n0, 64), ...)`). The figures behind the
+thresholds are in lowering/codegen/README.md.
 """
 
 from __future__ import annotations
@@ -42,15 +44,20 @@ IMPORTS = [
     "from numba.types import void, voidptr",
     "from tessc.runtime.external import external",
 ]
+SIZED_IMPORTS = [
+    "from numba.types import intp, void, voidptr",
+    "from tessc.runtime.external import external",
+]
+"""`IMPORTS` where a kernel takes the sizes of `?` dims (`intp`)."""
 
 
 def qualifies(fn: func.FuncOp) -> bool:
-    """Whether kernel `fn` can be called by name: no results, memref arguments of static
-    shape, contiguous (`is_contiguous`) and of a dtype in `EXTERNAL_DTYPES`."""
+    """Whether kernel `fn` can be called by name: no results, memref arguments, contiguous
+    (`is_contiguous`) and of a dtype in `EXTERNAL_DTYPES`."""
     if fn.function_type.outputs.data:
         return False
     for typ in fn.function_type.inputs.data:
-        if not isinstance(typ, MemRefType) or any(d < 0 for d in memref_shape(typ)):
+        if not isinstance(typ, MemRefType):
             return False
         if not is_contiguous(typ):
             return False
@@ -65,18 +72,20 @@ def qualifies(fn: func.FuncOp) -> bool:
 def is_contiguous(typ: MemRefType) -> bool:
     """Identity layout, or strides that are the row-major strides of the shape at any
     offset (`key[1:2]`, a row of a matrix): the view's data pointer and the shape then
-    describe it, as `carray` rebuilds it."""
+    describe it, as `carray` rebuilds it. A stride that depends on a `?` dim is never
+    known to be row-major."""
     if isinstance(typ.layout, NoneAttr):
         return True
     if not isinstance(typ.layout, StridedLayoutAttr):
         return False
-    expected, stride = [], 1
+    expected: list[int | None] = []
+    stride: int | None = 1
     for size in reversed(memref_shape(typ)):
         expected.append(stride)
-        stride *= size
+        stride = None if stride is None or size < 0 else stride * size
     strides = typ.layout.get_strides()
     return all(
-        size == 1 or given == want  # a unit dimension's stride is never used
+        size == 1 or (want is not None and given == want)  # a unit dim's stride is unused
         for size, given, want in zip(memref_shape(typ), strides, reversed(expected), strict=True)
     )
 
@@ -105,10 +114,22 @@ def external_kernels(
     return chosen  # every host calls a chosen kernel by name, those calling few too
 
 
+def dynamic_dims(typ: MemRefType) -> list[int]:
+    """The positions of the `?` dims of `typ`: each is an `intp` argument of a kernel."""
+    return [k for k, size in enumerate(memref_shape(typ)) if size < 0]
+
+
+def size_count(fn: func.FuncOp) -> int:
+    """How many `intp` sizes external kernel `fn` takes after its pointers."""
+    return sum(len(dynamic_dims(t)) for t in fn.function_type.inputs.data)  # type: ignore[arg-type]
+
+
 def pointer_signature(fn: func.FuncOp) -> str:
-    """`void(voidptr, ...)`: the C signature of external kernel `fn`, one pointer per
-    argument (untyped: the host passes a workspace's bytes as they are)."""
-    return f"void({', '.join('voidptr' for _ in fn.function_type.inputs.data)})"
+    """`void(voidptr, ..., intp, ...)`: the C signature of external kernel `fn`, one
+    pointer per argument (untyped: the host passes a workspace's bytes as they are), then
+    the size of every `?` dim of its arguments, in order."""
+    pointers = ["voidptr" for _ in fn.function_type.inputs.data]
+    return f"void({', '.join(pointers + ['intp'] * size_count(fn))})"
 
 
 def body_key(signature: str, names: Sequence[str], lines: Sequence[str]) -> str:
@@ -122,9 +143,11 @@ def body_key(signature: str, names: Sequence[str], lines: Sequence[str]) -> str:
     return signature + "\n" + pattern.sub(lambda m: position[m.group(1)], text)
 
 
-def carray_line(name: str, pointer: str, typ: MemRefType) -> str:
-    """`x = carray(x_ptr, (128, 64), np.float32)`: the array argument `pointer` points to."""
-    shape = tuple_literal(memref_shape(typ))
+def carray_line(name: str, pointer: str, typ: MemRefType, sizes: Sequence[str] = ()) -> str:
+    """`x = carray(x_ptr, (128, 64), np.float32)`: the array argument `pointer` points to,
+    its `?` dims the `sizes` (names of `intp` arguments), in order."""
+    given = iter(sizes)
+    shape = tuple_literal([str(d) if d >= 0 else next(given) for d in memref_shape(typ)])
     return f"{name} = carray({pointer}, {shape}, np.{dtype_name(typ.element_type)})"
 
 
@@ -132,8 +155,11 @@ __all__ = [
     "EXTERNAL_MIN_KERNELS",
     "EXTERNAL_MIN_OPS",
     "IMPORTS",
+    "SIZED_IMPORTS",
     "body_key",
     "carray_line",
+    "dynamic_dims",
     "external_kernels",
     "pointer_signature",
+    "size_count",
 ]

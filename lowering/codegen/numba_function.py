@@ -128,7 +128,10 @@ class FunctionEmitter(OpEmitter):
         if isinstance(op, memref.ViewOp) and self.only_passed_by_name(op.result):
             # A window into the workspace only kernels called by name see: an address.
             shift = constant_int(op.byte_shift)
-            if shift is None:
+            if op.sizes:  # `?` dims: its sizes are the view's operands (`dynamic_sizes`)
+                base = self.address(op.source)
+                self.addresses[op.result] = f"{base} + {self.expr(op.byte_shift)}"
+            elif shift is None:
                 self.emit_view(op, typed=False)
             else:
                 base = self.address(op.source)
@@ -164,6 +167,35 @@ class FunctionEmitter(OpEmitter):
             self.argument_addresses.append(f"{name} = {self.expr(value)}.ctypes.data")
             return name
         return f"{self.expr(value)}.ctypes.data"
+
+    def dynamic_sizes(self, value: SSAValue) -> list[str]:
+        """The sizes of the `?` dims of buffer `value`, integer expressions (what a kernel
+        called by name takes after the pointers), from an array's shape or, for a window
+        or reshape with no array, from the op that made it."""
+        typ = value.type
+        assert isinstance(typ, MemRefType)
+        shape = memref_shape(typ)
+        if all(size >= 0 for size in shape):
+            return []
+        owner = value.owner
+        if isinstance(owner, memref.ViewOp) and value in self.addresses:
+            return [self.expr(size) for size in owner.sizes]
+        if isinstance(owner, memref.ExpandShapeOp) and value in self.addresses:
+            return [self.expr(size) for size in owner.output_shape]
+        if isinstance(owner, memref.CollapseShapeOp) and value in self.addresses:
+            source = iter(self.dynamic_sizes(owner.src))
+            source_shape = memref_shape(owner.src.type)
+            sizes: list[str] = []
+            for group, size in zip(owner.reassociation.data, shape, strict=True):
+                factors = [source_shape[d.value.data] for d in group.data]  # type: ignore[attr-defined]
+                terms = [str(f) if f >= 0 else next(source) for f in factors]
+                if size < 0:
+                    sizes.append(" * ".join(t for t in terms if t != "1") or "1")
+            return sizes
+        if value in self.addresses and not isinstance(value, BlockArgument):
+            raise UnsupportedOpError(owner, "a `?` dim a kernel called by name cannot read")  # type: ignore[arg-type]
+        array = self.expr(value)
+        return [f"{array}.shape[{k}]" for k, size in enumerate(shape) if size < 0]
 
     def only_passed_by_name(self, value: SSAValue) -> bool:
         """Whether every use of `value` is an argument of a kernel called by name, or
@@ -391,7 +423,8 @@ class FunctionEmitter(OpEmitter):
             return
         name = self.function_names[callee]
         if callee in self.externals:
-            self.line(f"{name}({', '.join(map(self.address, op.arguments))})")
+            sizes = [size for arg in op.arguments for size in self.dynamic_sizes(arg)]
+            self.line(f"{name}({', '.join([*map(self.address, op.arguments), *sizes])})")
             return
         args = [self.expr(a) for a in op.arguments]
         if callee in self.launches:

@@ -195,6 +195,7 @@ def _emit_module(
     uses_narrow_floats = False
     mma_tiles: set[MmaKey] = set()
     external_bodies: dict[str, str] = {}  # body_key -> the kernel that has that body
+    sized_externals = False  # an external kernel takes the sizes of `?` dims
     for fn in functions:
         name = fn.sym_name.data
         pyname = function_names[name]
@@ -239,6 +240,7 @@ def _emit_module(
                 bodies.append(f"{pyname} = {external_bodies[key]}")
                 continue
             external_bodies[key] = pyname
+            sized_externals |= numba_external.size_count(fn) > 0
             decorator = f'@external({signature}, fastmath=FASTMATH, error_model="numpy")'
             header = f"{decorator}\ndef {pyname}({', '.join(emitter.arg_names)}):"
             bodies.append("\n".join([header, *emitter.lines]))
@@ -275,7 +277,9 @@ def _emit_module(
         imports.append("from numba.extending import intrinsic")
     if python_hosts:
         imports.append("from tessc.runtime.threads import parallel_for")
-    if externals:
+    if sized_externals:
+        imports += numba_external.SIZED_IMPORTS
+    elif externals:
         imports += numba_external.IMPORTS
     fastmath_text = "{" + ", ".join(f'"{f}"' for f in flags) + "}" if flags else "False"
     signature_text = "{\n" + "\n".join(signatures) + "\n}" if signatures else "{}"
@@ -328,12 +332,16 @@ def _emit_function(
     if external:
         emitter.indent = 1
         pointers = [emitter.names.hinted(f"{name}_ptr") for name in emitter.arg_names]
+        sizes: list[str] = []
         for name, pointer, typ in zip(
             emitter.arg_names, pointers, fn.function_type.inputs.data, strict=True
         ):
-            emitter.line(numba_external.carray_line(name, pointer, typ))  # type: ignore[arg-type]
-        emitter.renamed = [*pointers, *emitter.arg_names]
-        emitter.arg_names = pointers
+            dims = numba_external.dynamic_dims(typ)  # type: ignore[arg-type]
+            own = [emitter.names.hinted(f"{name}_n{k}") for k in dims]
+            emitter.line(numba_external.carray_line(name, pointer, typ, own))  # type: ignore[arg-type]
+            sizes += own
+        emitter.renamed = [*pointers, *sizes, *emitter.arg_names]
+        emitter.arg_names = pointers + sizes
     emitter.indent = 0
     emitter.emit_body(fn.body.block)
     return emitter
