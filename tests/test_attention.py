@@ -143,12 +143,14 @@ def test_float32_tiles_and_gradients() -> None:
         close(actual, expected, tol=1e-3)
 
 
-@pytest.mark.parametrize("name", ["causal", "float-mask", "joint-causal"])
+# The gradient formulas against central differences (through the two-pass backward); the
+# joint backward (>= 8 entries) computes the same gradients, checked against the reference
+# interpreter and PyTorch by "joint-causal" and "joint-mask" above.
+@pytest.mark.parametrize("name", ["causal", "float-mask"])
 def test_gradients_against_central_differences(name: str) -> None:
     qs, ks, vs, mask, causal = CASES[name]
     small = {"causal": ((1, 1, 3, 2), (1, 1, 4, 2), (1, 1, 4, 2)),
-             "float-mask": ((1, 2, 2, 2), (1, 2, 3, 2), (1, 2, 3, 2)),
-             "joint-causal": ((2, 4, 3, 2), (2, 4, 4, 2), (2, 4, 4, 2))}[name]  # fmt: skip
+             "float-mask": ((1, 2, 2, 2), (1, 2, 3, 2), (1, 2, 3, 2))}[name]  # fmt: skip
     arrays = [normal(*s) for s in small]
     if mask is not None:
         mask = normal(1, 2, 1, 3)  # finite: the mask's gradient too

@@ -59,8 +59,13 @@ def random_case(seed: int) -> tuple[Any, list[np.ndarray], tuple[int, ...]]:
     return f, [x, w, b], (batch, filters, *out)
 
 
-@pytest.mark.parametrize("target", ["cpu", "cpu-unfused"])
-@pytest.mark.parametrize("seed", range(6))
+# The fused pool windows exist on `cpu` only: every seed runs there. `cpu-unfused` (conv and
+# pool as separate kernels, the slowest to compile) is the control on one max and one avg
+# seed; its conv and pool kernels are tested on every keyword by test_conv.py.
+RANDOM_RUNS = [(s, "cpu") for s in range(6)] + [(s, "cpu-unfused") for s in (0, 1)]
+
+
+@pytest.mark.parametrize(("seed", "target"), RANDOM_RUNS)
 def test_random_conv_pools_match_reference(target: str, seed: int) -> None:
     f, args, conv_shape = random_case(seed)
     want = ts.jit(f, target="reference")(*args)
@@ -130,8 +135,12 @@ def deep_case(name: str, seed: int = 0, ties: bool = False) -> tuple[Any, list[n
     return f, [a.astype(dtype) for a in (x, w, b)]
 
 
-@pytest.mark.parametrize("target", ["cpu", "cpu-unfused"])
-@pytest.mark.parametrize("name", list(DEEP_CASES))
+# Every deep case on `cpu` (the fused tiles); on `cpu-unfused` (conv tiles, then the pool)
+# a float32 2-D max pool and a 1-D avg pool, as the control.
+DEEP_RUNS = [(n, "cpu") for n in DEEP_CASES] + [(n, "cpu-unfused") for n in ("lenet2", "conv1d")]
+
+
+@pytest.mark.parametrize(("name", "target"), DEEP_RUNS)
 def test_a_deep_conv_pool_is_one_tiled_kernel(target: str, name: str) -> None:
     """From 16 channels the fused nest runs as im2col tiles with the pool as their
     epilogue (lowering/loops/conv_pool.py): one kernel (and the padding's), `micro.mma`,
@@ -165,10 +174,13 @@ def test_a_deep_conv_whose_pool_skips_columns_is_left_to_conv_tiles() -> None:
     np.testing.assert_allclose(ts.jit(f)(x, w), ts.jit(f, target="reference")(x, w), rtol=1e-10)
 
 
-@pytest.mark.parametrize("name", ["odd", "window3", "conv1d"])
-def test_gradients_through_a_deep_conv_pool(name: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "targets"), [("window3", ("cpu",)), ("conv1d", ("cpu", "cpu-unfused"))]
+)
+def test_gradients_through_a_deep_conv_pool(name: str, targets: tuple[str, ...]) -> None:
     """Gradients (max pool's to the first maximum of each window: small-integer data has
-    ties) on cpu and cpu-unfused against the reference interpreter."""
+    ties) against the reference interpreter. The "odd" case (the same program, ties and
+    none) is test_gradients_of_conv_relu_max_pool_match_torch's, against PyTorch."""
     f, args = deep_case(name, seed=5, ties=True)
     seed = arrays(6, ts.jit(f, target="reference")(*args).shape)[0]
 
@@ -177,7 +189,7 @@ def test_gradients_through_a_deep_conv_pool(name: str) -> None:
 
     grad = ts.grad(loss, argnums=(0, 1, 2))
     want = ts.jit(grad, target="reference")(*args)
-    for target in ("cpu", "cpu-unfused"):
+    for target in targets:
         for got, expected in zip(ts.jit(grad, target=target)(*args), want, strict=True):
             np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
 
@@ -200,7 +212,9 @@ def test_gradients_through_a_fusable_conv_pool() -> None:
 def test_gradients_of_conv_relu_max_pool_match_torch(ties: bool) -> None:
     """relu's gradient under a max pool is masked on the pooled values (autodiff's
     `routed_relu_grad`, so the forward conv writes no output): against PyTorch in float64,
-    ties (small integers, and all-negative windows after relu) routed to the first maximum."""
+    ties (small integers, and all-negative windows after relu) routed to the first maximum.
+    On `cpu` (the fused forward) and the reference; the unfused pipeline's routing is
+    test_gradients_through_a_fusable_conv_pool's."""
     torch = pytest.importorskip("torch")
     f, args = deep_case("odd", seed=7, ties=ties)
     seed = arrays(8, (3, 12, 4, 3))[0]
@@ -212,7 +226,7 @@ def test_gradients_of_conv_relu_max_pool_match_torch(ties: bool) -> None:
     y = torch.nn.functional.conv2d(tensors[0], tensors[1], tensors[2], padding=1)
     (torch.nn.functional.max_pool2d(y.relu(), 2) * torch.tensor(seed)).sum().backward()
     grad = ts.grad(loss, argnums=(0, 1, 2))
-    for target in ("cpu", "cpu-unfused", "reference"):
+    for target in ("cpu", "reference"):
         for got, t in zip(ts.jit(grad, target=target)(*args), tensors, strict=True):
             np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-10, atol=1e-10)
 
