@@ -237,7 +237,12 @@ def unflatten_tree(tree: TreeDef, leaves: list[Any]) -> Any:
         children = [build(child) for child in node[1]]
         return kind(*children) if hasattr(kind, "_fields") else kind(children)
 
-    return build(tree)
+    try:
+        return build(tree)
+    finally:
+        # `build` refers to itself: a cycle that would hold `leaves` (a call's outputs,
+        # maybe large) until the cyclic GC runs, and keep their buffers from being reused.
+        del build
 
 
 def make_object(cls: type, names: tuple[str, ...] | CustomNode, values: list[Any]) -> Any:
