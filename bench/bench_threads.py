@@ -14,15 +14,18 @@ it reports each call's wall time, minor page faults and system CPU time. Cases:
 - `pool ...` / `parfor ...`: the same compiled program (`compile_module`) with its kernel
   threaded by tessc's pool (`runtime/threads.py`) or as a Numba parfor
   (`threaded_kernels=False`): `drop` (the `Executable`, a result per call) and `prealloc`
-  (the host function into one preallocated array);
+  (the host function into one preallocated array); `A/B pool` / `A/B parfor`: both
+  preallocated forms in one process, their calls alternating (`same process`);
 - `cold ...`: the first call with empty tessc and Numba caches (trace, passes, compile,
   run), through `jit` (pool) and through `compile_module` as a parfor;
 - with `--hold`: `jit hold` and `numpy hold` keep every result (fresh memory each call).
 
-Printed per case: the first call, then the median, min, max and max/min over the timed
-calls, median / limit, median faults and system ms per call.
+Printed per case: the first call, the median, max/min over the timed calls, median / limit,
+CPU ms, page faults and system ms per call (see the legend the script prints). With
+`--rounds R` every case runs in R fresh processes, the rounds interleaved, so that load
+from other work spreads over all cases alike.
 
-    python bench/bench_threads.py [--threads 2] [--calls 10] [--hold] [--no-cold]
+    python bench/bench_threads.py [--threads 2] [--calls 10] [--rounds 1] [--hold] [--no-cold]
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ CASES = [
     "parfor drop",
     "pool prealloc",
     "parfor prealloc",
+    "same process",
 ]
 HOLD_CASES = ["jit hold", "numpy hold"]
 COLD_CASES = ["cold jit (pool)", "cold parfor"]
@@ -128,44 +132,67 @@ def contender(case: str) -> Callable[[], object]:
     raise ValueError(f"unknown case {case!r}")
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and the children it waited for (the compile worker)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def child(case: str, calls: int) -> None:
-    if case.startswith("cold jit"):
+    if case.startswith("cold"):
+        import numba  # noqa: F401  (imported before the clock in both cold cases)
+
         import tessc as ts
 
         x, w, b = inputs()
-        start = time.perf_counter()
-        ts.jit(w1_source)(x, w, b)
-        print(json.dumps({"first_ms": (time.perf_counter() - start) * 1e3, "calls": []}))
+        cpu, start = cpu_seconds(), time.perf_counter()
+        if case.startswith("cold jit"):
+            ts.jit(w1_source)(x, w, b)
+        else:
+            program(threaded=False)(x, w, b)
+        wall, cpu = time.perf_counter() - start, cpu_seconds() - cpu
+        print(json.dumps({"first_ms": wall * 1e3, "first_cpu_ms": cpu * 1e3, "calls": []}))
         return
-    if case.startswith("cold"):
-        import numba  # noqa: F401  (imported before the clock, as for `jit`)
-
-        import tessc  # noqa: F401
-
-        x, w, b = inputs()
-        start = time.perf_counter()
-        program(threaded=False)(x, w, b)
-        print(json.dumps({"first_ms": (time.perf_counter() - start) * 1e3, "calls": []}))
+    if case == "same process":
+        print(json.dumps(same_process(calls)))
         return
     call = contender(case)
     start = time.perf_counter()
     call()
     first_ms = (time.perf_counter() - start) * 1e3
-    rows = []
-    for _ in range(calls):
-        before = resource.getrusage(resource.RUSAGE_SELF)
+    rows = [timed(call) for _ in range(calls)]
+    print(json.dumps({"first_ms": first_ms, "calls": rows}))
+
+
+def timed(call: Callable[[], object]) -> tuple[float, int, float, float]:
+    """One call: wall ms, minor faults, system ms, CPU ms (all threads)."""
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    start = time.perf_counter()
+    call()
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    system = after.ru_stime - before.ru_stime
+    return wall * 1e3, after.ru_minflt - before.ru_minflt, system * 1e3, cpu * 1e3
+
+
+def same_process(calls: int) -> dict:
+    """The pool and the parfor forms of one program, preallocated, in one process: their
+    calls alternate (a pause between, for OpenMP's workers to stop spinning), so that
+    load from other work hits both alike."""
+    forms = {"A/B pool": contender("pool prealloc"), "A/B parfor": contender("parfor prealloc")}
+    rows: dict[str, list] = {name: [] for name in forms}
+    firsts = {}
+    for name, call in forms.items():
         start = time.perf_counter()
         call()
-        wall = time.perf_counter() - start
-        after = resource.getrusage(resource.RUSAGE_SELF)
-        rows.append(
-            (
-                wall * 1e3,
-                after.ru_minflt - before.ru_minflt,
-                (after.ru_stime - before.ru_stime) * 1e3,
-            )
-        )
-    print(json.dumps({"first_ms": first_ms, "calls": rows}))
+        firsts[name] = (time.perf_counter() - start) * 1e3
+    for _ in range(calls):
+        for name, call in forms.items():
+            time.sleep(0.05)
+            rows[name].append(timed(call))
+    return {name: {"first_ms": firsts[name], "calls": rows[name]} for name in forms}
 
 
 def run_case(case: str, threads: int, calls: int) -> dict:
@@ -185,13 +212,48 @@ def run_case(case: str, threads: int, calls: int) -> dict:
         )
     if done.returncode != 0:
         return {"error": done.stderr.strip().splitlines()[-1:] or ["?"]}
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["load"] = os.getloadavg()[0]
+    return result
+
+
+def report(case: str, runs: list[dict], limit: float | None) -> float | None:
+    """One line for `case` over its rounds; returns its median (of round medians)."""
+    if any("error" in run for run in runs):
+        error = next(run["error"][0] for run in runs if "error" in run)
+        print(f"{case:<20} failed: {error}")
+        return None
+    loads = f"{min(r['load'] for r in runs):.1f}-{max(r['load'] for r in runs):.1f}"
+    first = statistics.median(run["first_ms"] for run in runs)
+    if not runs[0]["calls"]:
+        cpu = statistics.median(run["first_cpu_ms"] for run in runs)
+        print(f"{case:<20} {first:8.1f} {'':>30} cpu {cpu:7.1f} ms (first call) {loads:>12}")
+        return None
+    medians, spreads = [], []
+    for run in runs:
+        walls = [row[0] for row in run["calls"]]
+        medians.append(statistics.median(walls))
+        spreads.append(max(walls) / min(walls))
+    median = statistics.median(medians)
+    spread = statistics.median(spreads)
+    rows = [row for run in runs for row in run["calls"]]
+    faults = statistics.median(row[1] for row in rows)
+    system = statistics.median(row[2] for row in rows)
+    cpu = statistics.median(row[3] for row in rows)
+    ratio = f"{median / limit:6.2f}x" if limit else f"{'':>7}"
+    first3 = "/".join(f"{row[0]:.0f}" for row in runs[0]["calls"][:3])
+    print(
+        f"{case:<20} {first:8.1f} {median:8.2f} {min(medians):7.2f} {max(medians):7.2f} "
+        f"{spread:6.2f}x {ratio} {cpu:7.1f} {faults:6.0f} {system:6.1f} {first3:>12} {loads:>9}"
+    )
+    return median
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", default="2", help="comma-separated thread counts")
     parser.add_argument("--calls", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=1, help="fresh processes per case")
     parser.add_argument("--hold", action="store_true", help="also the held-result cases")
     parser.add_argument("--no-cold", action="store_true")
     parser.add_argument("--cases", default="", help="comma-separated subset of the cases")
@@ -205,38 +267,41 @@ def main() -> None:
         cases = [c for c in cases if c in args.cases.split(",")]
     print(describe_machine())
     print(f"# reproduce: python bench/bench_threads.py {' '.join(sys.argv[1:])}".rstrip())
-    stream_bytes = 4 * N * 4  # W1: three arrays in, one out
     for threads in (int(t) for t in args.threads.split(",")):
-        print(f"\nW1 2^24 f32, NUMBA_NUM_THREADS={threads}, {args.calls} calls after the first")
-        header = f"{'case':<20} {'first':>8} {'median':>8} {'min':>7} {'max':>7} {'max/min':>7}"
-        print(f"{header} {'/limit':>7} {'faults':>7} {'sys ms':>7}  load")
+        print(
+            f"\nW1 2^24 f32, NUMBA_NUM_THREADS={threads}: {args.rounds} fresh process(es) per "
+            f"case, rounds interleaved; {args.calls} calls timed after the first"
+        )
+        print(
+            f"{'case':<20} {'first':>8} {'median':>8} {'lo':>7} {'hi':>7} {'max/min':>7} "
+            f"{'/limit':>7} {'cpu ms':>7} {'faults':>6} {'sys ms':>6} {'calls 1-3':>12} "
+            f"{'load':>9}"
+        )
+        runs: dict[str, list[dict]] = {}
+        for _ in range(args.rounds):
+            for case in cases:
+                result = run_case(case, threads, args.calls)
+                if case == "same process" and "error" not in result:
+                    for name in ("A/B pool", "A/B parfor"):
+                        runs.setdefault(name, []).append({**result[name], "load": result["load"]})
+                else:
+                    runs.setdefault(case, []).append(result)
         limit = None
-        for case in cases:
-            result = run_case(case, threads, args.calls)
-            load = f"{os.getloadavg()[0]:.1f}"
-            if "error" in result:
-                print(f"{case:<20} failed: {result['error'][0]}")
-                continue
-            if not result["calls"]:
-                print(f"{case:<20} {result['first_ms']:8.1f} {'':>54}  {load}")
-                continue
-            walls = [row[0] for row in result["calls"]]
-            median = statistics.median(walls)
+        for case, case_runs in runs.items():
+            median = report(case, case_runs, limit)
             if case == "limit triad":
-                limit = median
-            ratio = f"{median / limit:6.2f}x" if limit else f"{'':>7}"
-            faults = statistics.median(row[1] for row in result["calls"])
-            system = statistics.median(row[2] for row in result["calls"])
-            print(
-                f"{case:<20} {result['first_ms']:8.1f} {median:8.2f} {min(walls):7.2f} "
-                f"{max(walls):7.2f} {max(walls) / min(walls):6.2f}x {ratio} {faults:7.0f} "
-                f"{system:7.1f}  {load}"
-            )
-            if case.startswith("limit"):
-                moved = stream_bytes if case == "limit triad" else 2 * N * 4
-                print(f"{'':<20} {moved / median / 1e6:8.1f} GB/s (streams read + written)")
-    print("\n# ms; /limit = median / the triad's median; faults, sys ms: median per call;")
-    print("# load: the 1-minute load average after the case")
+                # The limit is the best call, as STREAM reports it.
+                limit = min(row[0] for run in case_runs for row in run.get("calls", [])) or None
+            if case.startswith("limit") and median:
+                moved = (4 if case == "limit triad" else 2) * N * 4
+                print(f"{'':<20} {moved / median / 1e6:8.1f} GB/s (bytes read + written)")
+    print(
+        "\n# ms. first: the first call (compile or load; cold: empty caches). median: of the"
+        "\n# rounds' medians (lo, hi: their range); max/min: over a round's calls (median of"
+        "\n# rounds); /limit: median / the triad's best call (as STREAM reports); cpu ms,"
+        "\n# faults, sys ms: per call (median; cpu: all threads); calls 1-3: the first round's"
+        "\n# first three timed calls; load: the 1-minute load average after each process."
+    )
 
 
 if __name__ == "__main__":
