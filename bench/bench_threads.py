@@ -6,10 +6,12 @@ calls once (compile or load from the disk caches, first touch), then times `--ca
 it reports each call's wall time, minor page faults and system CPU time. Cases:
 
 - `limit triad`: the bandwidth limit, a Numba `prange` loop with W1's streams (read x, w,
-  b; write one array) and one multiply-add, into a preallocated array; `limit copyto`:
+  b; write one array) and one multiply-add, into a preallocated array; `limit triad (pool)`:
+  the same loop run by tessc's pool (a parfor's OpenMP workers spin-wait, which on a
+  machine busy with other work costs them far more than the loop); `limit copyto`:
   `np.copyto` (one stream in, one out; NumPy, one thread): its GB/s, for scale;
 - `jit drop`: `ts.jit(w1)` called as users do, the result freed by every call;
-  `jit drop, no cache`: the same with `TESSC_OUTPUT_CACHE_BYTES=0` (`runtime/output_cache`);
+  `jit drop no cache`: the same with `TESSC_OUTPUT_CACHE_BYTES=0` (`runtime/output_cache`);
   `jit donated`: `jit(w1, donate_argnums=2)`, `b = w1(x, w, b)`: computed in place;
 - `pool ...` / `parfor ...`: the same compiled program (`compile_module`) with its kernel
   threaded by tessc's pool (`runtime/threads.py`) or as a Numba parfor
@@ -26,6 +28,10 @@ CPU ms, page faults and system ms per call (see the legend the script prints). W
 from other work spreads over all cases alike.
 
     python bench/bench_threads.py [--threads 2] [--calls 10] [--rounds 1] [--hold] [--no-cold]
+                                  [--log2 24] [--cases "limit triad,same process"]
+
+The environment passes to the cases (`OMP_WAIT_POLICY=passive`, `NUMBA_THREADING_LAYER=...`
+change the parfor cases).
 """
 
 from __future__ import annotations
@@ -46,13 +52,15 @@ import numpy as np
 from machine import describe_machine
 
 HERE = Path(__file__).resolve().parent
-N = 1 << 24
+N = 1 << int(os.environ.get("BENCH_THREADS_LOG2", "24"))
+"""W1's length (`--log2`, passed to the cases' processes in the environment)."""
 
 CASES = [
     "limit triad",
+    "limit triad (pool)",
     "limit copyto",
     "jit drop",
-    "jit drop, no cache",
+    "jit drop no cache",
     "jit donated",
     "pool drop",
     "parfor drop",
@@ -100,6 +108,17 @@ def contender(case: str) -> Callable[[], object]:
                 out[i] = x[i] * w[i] + b[i]
 
         return lambda: triad(x, w, b, out)
+    if case == "limit triad (pool)":
+        import numba
+
+        from tessc.runtime.threads import parallel_for
+
+        @numba.njit(nogil=True, fastmath=True, cache=True)
+        def triad_share(lo, hi, x, w, b, out):
+            for i in range(lo, hi):
+                out[i] = x[i] * w[i] + b[i]
+
+        return lambda: parallel_for(triad_share, x.shape[0], x, w, b, out)
     if case == "limit copyto":
         return lambda: np.copyto(out, x)
     if case == "numpy hold":
@@ -195,8 +214,8 @@ def same_process(calls: int) -> dict:
     return {name: {"first_ms": firsts[name], "calls": rows[name]} for name in forms}
 
 
-def run_case(case: str, threads: int, calls: int) -> dict:
-    env = dict(os.environ, NUMBA_NUM_THREADS=str(threads))
+def run_case(case: str, threads: int, calls: int, log2: int) -> dict:
+    env = dict(os.environ, NUMBA_NUM_THREADS=str(threads), BENCH_THREADS_LOG2=str(log2))
     with tempfile.TemporaryDirectory() as cache:
         if case.startswith("cold"):
             env.update(TESSC_CACHE_DIR=f"{cache}/tessc", NUMBA_CACHE_DIR=f"{cache}/numba")
@@ -257,6 +276,7 @@ def main() -> None:
     parser.add_argument("--hold", action="store_true", help="also the held-result cases")
     parser.add_argument("--no-cold", action="store_true")
     parser.add_argument("--cases", default="", help="comma-separated subset of the cases")
+    parser.add_argument("--log2", type=int, default=24, help="W1 on 2^LOG2 floats")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -269,8 +289,8 @@ def main() -> None:
     print(f"# reproduce: python bench/bench_threads.py {' '.join(sys.argv[1:])}".rstrip())
     for threads in (int(t) for t in args.threads.split(",")):
         print(
-            f"\nW1 2^24 f32, NUMBA_NUM_THREADS={threads}: {args.rounds} fresh process(es) per "
-            f"case, rounds interleaved; {args.calls} calls timed after the first"
+            f"\nW1 2^{args.log2} f32, NUMBA_NUM_THREADS={threads}: {args.rounds} fresh "
+            f"process(es) per case, rounds interleaved; {args.calls} calls timed after the first"
         )
         print(
             f"{'case':<20} {'first':>8} {'median':>8} {'lo':>7} {'hi':>7} {'max/min':>7} "
@@ -280,25 +300,30 @@ def main() -> None:
         runs: dict[str, list[dict]] = {}
         for _ in range(args.rounds):
             for case in cases:
-                result = run_case(case, threads, args.calls)
+                result = run_case(case, threads, args.calls, args.log2)
                 if case == "same process" and "error" not in result:
                     for name in ("A/B pool", "A/B parfor"):
                         runs.setdefault(name, []).append({**result[name], "load": result["load"]})
                 else:
                     runs.setdefault(case, []).append(result)
-        limit = None
+        # The limit: the best call of either triad, as STREAM reports it.
+        triads = [
+            row[0]
+            for case, case_runs in runs.items()
+            if case.startswith("limit triad")
+            for run in case_runs
+            for row in run.get("calls", [])
+        ]
+        limit = min(triads) if triads else None
         for case, case_runs in runs.items():
             median = report(case, case_runs, limit)
-            if case == "limit triad":
-                # The limit is the best call, as STREAM reports it.
-                limit = min(row[0] for run in case_runs for row in run.get("calls", [])) or None
             if case.startswith("limit") and median:
-                moved = (4 if case == "limit triad" else 2) * N * 4
+                moved = (4 if case.startswith("limit triad") else 2) * (1 << args.log2) * 4
                 print(f"{'':<20} {moved / median / 1e6:8.1f} GB/s (bytes read + written)")
     print(
         "\n# ms. first: the first call (compile or load; cold: empty caches). median: of the"
         "\n# rounds' medians (lo, hi: their range); max/min: over a round's calls (median of"
-        "\n# rounds); /limit: median / the triad's best call (as STREAM reports); cpu ms,"
+        "\n# rounds); /limit: median / the best triad call (as STREAM reports); cpu ms,"
         "\n# faults, sys ms: per call (median; cpu: all threads); calls 1-3: the first round's"
         "\n# first three timed calls; load: the 1-minute load average after each process."
     )
