@@ -115,7 +115,7 @@ def contender(case: str) -> Callable[[], object]:
 
         @numba.njit(nogil=True, fastmath=True, cache=True)
         def triad_share(lo, hi, x, w, b, out):
-            for i in range(lo, hi):
+            for i in range(np.uint64(lo), np.uint64(hi)):  # unsigned: no wraparound check
                 out[i] = x[i] * w[i] + b[i]
 
         return lambda: parallel_for(triad_share, x.shape[0], x, w, b, out)
