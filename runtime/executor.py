@@ -7,8 +7,8 @@ shapes and dtypes of each host function's inputs and outputs. The host function 
 inputs followed by one preallocated buffer per output (destination-passing style) and
 returns nothing; `Executable` checks the inputs against the signature, makes them
 C-contiguous (the compiled code assumes row-major layout, and one memory layout means one
-Numba specialisation), allocates fresh outputs, calls the host, and returns the outputs as
-a tuple.
+Numba specialisation), allocates the outputs (from 1 MiB, possibly arrays the caller has
+dropped: `output_cache`), calls the host, and returns the outputs as a tuple.
 
 - A host with `"workspace_bytes"` (from `tess-memory-plan`) gets its byte arena,
   allocated once per `Executable` and thread (`workspace_buffer`: 64-byte aligned, 2 MiB
@@ -44,7 +44,11 @@ import numpy as np
 
 from tessc.runtime.abi import ALIGNMENT, HUGE_PAGE, KERNEL_BITS_DTYPES
 from tessc.runtime.cache import CompileStats, numba_compile_stats
+from tessc.runtime.output_cache import MIN_BYTES as CACHED_OUTPUT_BYTES
+from tessc.runtime.output_cache import empty as output_empty
 from tessc.runtime.signatures import ArenaSlot, ArraySpec, format_shape, read_signature
+
+BYTE = np.dtype(np.uint8)
 
 BULK_ARRAYS = 16
 """From this many arrays, `arena_of` reads their addresses in one compiled call
@@ -177,7 +181,14 @@ def carve_outputs(
     views: tuple[tuple[int, int, int, tuple[int, ...]], ...],
 ) -> list[np.ndarray]:
     """New outputs as `carve_plan` laid them out."""
-    flat = [aligned_empty(size * dtype.itemsize, ALIGNMENT).view(dtype) for dtype, size in buffers]
+    flat = [
+        aligned(
+            output_empty((size * dtype.itemsize + ALIGNMENT,), BYTE),
+            size * dtype.itemsize,
+            ALIGNMENT,
+        ).view(dtype)
+        for dtype, size in buffers
+    ]
     return [flat[b][offset : offset + size].reshape(shape) for b, offset, size, shape in views]
 
 
@@ -499,10 +510,14 @@ class Executable:
             if h in aliased:
                 outputs.append(f"i{aliased[h]}")
                 continue
-            names[f"S{h}"], names[f"D{h}"] = spec.shape, np.dtype(spec.dtype)
-            lines.append(f"    r{h} = empty(S{h}, D{h})")
+            shape, dtype = tuple(spec.shape), np.dtype(spec.dtype)
+            names[f"S{h}"], names[f"D{h}"] = shape, dtype
+            # A large output may be one the caller dropped (`output_cache`); a small one
+            # skips the lookup.
+            large = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize >= CACHED_OUTPUT_BYTES
+            lines.append(f"    r{h} = {'cached' if large else 'empty'}(S{h}, D{h})")
             outputs.append(f"r{h}")
-        names["empty"] = np.empty
+        names["empty"], names["cached"] = np.empty, output_empty
         arguments = [*params, *outputs]
         if self.workspace_bytes is not None:
             names["workspace"] = self.workspace
@@ -542,7 +557,7 @@ class Executable:
             outputs = carve_outputs(*self._carved)
         else:
             outputs = [
-                np.empty(self.output_shape(spec.shape, inputs), dtype=spec.dtype)
+                output_empty(tuple(self.output_shape(spec.shape, inputs)), np.dtype(spec.dtype))
                 if alias is None
                 else self.donated(inputs, alias, owners)
                 for spec, alias in zip(self.host_outputs, self.output_aliases, strict=True)

@@ -460,7 +460,12 @@ class JitFunction:
                 self._fast.generic.static_sizes = static_sizes(self.generic, self._compiled)
             self.plan_builds += 1
         planned = self._fast
-        if planned is not None and planned.signature is traced.signature and planned.plan:
+        if (
+            planned is not None
+            and planned.signature is traced.signature
+            and planned.plan
+            and planned.signature.donated  # else nothing reads it, and holding outputs
+        ):  # would keep this call's (large) results alive for the jit's lifetime
             planned.plan.trust(outputs)  # the views it returned may come back donated
         if traced.debug:
             printed = len(debug_values(traced.debug))

@@ -220,24 +220,25 @@ def leaf_count(node: TreeDef) -> int:
 
 def unflatten_tree(tree: TreeDef, leaves: list[Any]) -> Any:
     """The nest `tree` describes, its leaves taken in order from `leaves`."""
-    iterator = iter(leaves)
+    # A module-level recursion: a nested function calling itself is a reference cycle,
+    # which held `leaves` (a call's outputs, maybe large) until the cyclic GC ran.
+    return _build(tree, iter(leaves))
 
-    def build(node: TreeDef) -> Any:
-        kind = node[0]
-        if kind in ("leaf", "weak"):
-            return next(iterator)
-        if kind == "static":
-            return node[2]
-        if kind is dict:
-            return {k: build(child) for k, child in zip(node[1], node[2], strict=True)}
-        if kind == "arguments":
-            return [build(child) for child in node[2]]
-        if kind == "object":
-            return make_object(node[1], node[2], [build(child) for child in node[3]])
-        children = [build(child) for child in node[1]]
-        return kind(*children) if hasattr(kind, "_fields") else kind(children)
 
-    return build(tree)
+def _build(node: TreeDef, leaves: Iterator[Any]) -> Any:
+    kind = node[0]
+    if kind in ("leaf", "weak"):
+        return next(leaves)
+    if kind == "static":
+        return node[2]
+    if kind is dict:
+        return {k: _build(child, leaves) for k, child in zip(node[1], node[2], strict=True)}
+    if kind == "arguments":
+        return [_build(child, leaves) for child in node[2]]
+    if kind == "object":
+        return make_object(node[1], node[2], [_build(child, leaves) for child in node[3]])
+    children = [_build(child, leaves) for child in node[1]]
+    return kind(*children) if hasattr(kind, "_fields") else kind(children)
 
 
 def make_object(cls: type, names: tuple[str, ...] | CustomNode, values: list[Any]) -> Any:
