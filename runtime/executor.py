@@ -325,14 +325,16 @@ class Executable:
         self,
         args: Sequence[object],
         checked: bool = False,
-        tables: dict[int, np.ndarray] | None = None,
+        tables: list[tuple[np.ndarray, Sequence[np.ndarray]]] | None = None,
     ) -> tuple[list[np.ndarray], dict[int, np.ndarray]]:
         """The host's inputs for the caller's `args`, and the host inputs that are arenas the
         caller's arrays are views of (passed without a copy), by index. `checked`: the
         arena members are C-contiguous arrays of their shapes and dtypes already.
         `tables`, when given and the host has a member form (`member_function`), receives
-        the address tables that form reads instead of packed arenas, by host input, when
-        it is to be called: then those host inputs are the tables (`_tables`)."""
+        the address tables that form reads instead of packed arenas, each with the arrays
+        it points into (checked copies among them: the caller holds the list until the
+        call returns), when that form is to be called: those host inputs are then the
+        tables (`_tables`)."""
         if len(args) != len(self.inputs):
             raise ValueError(f"'{self.entry}' takes {len(self.inputs)} inputs, got {len(args)}")
         host: list[np.ndarray | None] = [None] * len(self.host_inputs)
@@ -351,7 +353,7 @@ class Executable:
                 arrays = given
             else:
                 arrays = [self.check_input(k, args[k]) for k in members]
-            if tables is not None and h in self._tabled:
+            if tables is not None and h in self._tabled and self.member_function is not None:
                 deferred[h] = arrays  # after the arenas it must not overlap
                 continue
             host[h] = self._arena(h, given, arrays, zero_copy)
@@ -359,9 +361,9 @@ class Executable:
             found = self._tables(deferred, host) if len(deferred) == len(self._tabled) else None
             if found is not None:
                 assert tables is not None
-                tables.update(found)
                 for h, table in found.items():
                     host[h] = table
+                    tables.append((table, deferred[h]))
             else:
                 for h, arrays in deferred.items():
                     given = self._pick_members[h](args)
@@ -425,6 +427,7 @@ class Executable:
             separate |= shown == 0
             found[h] = table
         return found if separate else None
+
     def _forbidden(self, written: tuple[np.ndarray | None, ...]) -> np.ndarray:
         """The byte ranges `[start, end)` of the arrays `written`, as int64 pairs; kept for
         the same array objects (a step's parameter arena, passed back)."""
@@ -522,7 +525,7 @@ class Executable:
 
     def __call__(self, *args: object) -> tuple[np.ndarray, ...]:
         if self.input_slots:
-            tables: dict[int, np.ndarray] = {}
+            tables: list[tuple[np.ndarray, Sequence[np.ndarray]]] = []  # alive for the call
             inputs, zero_copy = self.pack_inputs(args, tables=tables)
             return self._run(inputs, args, zero_copy, self.member_function if tables else None)
         return self._run(self.check_inputs(args), args, {})
@@ -532,7 +535,7 @@ class Executable:
         ndarrays of exactly the inputs' shapes and dtypes (`jit`'s fast path, whose plan
         checks them against the same signature). Skips `check_inputs`."""
         if self.input_slots:
-            tables: dict[int, np.ndarray] = {}
+            tables: list[tuple[np.ndarray, Sequence[np.ndarray]]] = []  # alive for the call
             inputs, zero_copy = self.pack_inputs(args, checked=True, tables=tables)
             return self._run(inputs, args, zero_copy, self.member_function if tables else None)
         return self._run(list(args), args, {})

@@ -3,8 +3,9 @@ are views of its arenas, and passed back they are taken without flattening the p
 the general path, without a packing copy and without a new array: the step updates them
 in place. Separately allocated parameters are packed once (the first call); gradients
 that are views of one buffer (what a jitted function returns) are never packed, and
-separate gradient arrays neither: the step's member form reads each where it lies. A view of a returned arena passed where it would overlap a
-donated argument still takes the general path, which refuses it."""
+separate gradient arrays neither: the step's member form reads each where it lies. A
+view of a returned arena passed where it would overlap a donated argument still takes
+the general path, which refuses it."""
 
 from __future__ import annotations
 

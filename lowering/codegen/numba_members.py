@@ -87,9 +87,11 @@ def member_plan(host: func.FuncOp, inlined: dict[str, func.FuncOp]) -> MemberPla
     if layout is None or contract.KERNEL.has(host) or contract.WORKSPACE_BYTES.has(host):
         return None
     ops = list(host.body.block.ops)
-    if len(ops) != 2 or not isinstance(ops[0], func.CallOp) or not isinstance(ops[1], func.ReturnOp):
+    if len(ops) != 2 or not isinstance(ops[1], func.ReturnOp):
         return None
     call = ops[0]
+    if not isinstance(call, func.CallOp):
+        return None
     kernel = inlined.get(call.callee.root_reference.data)
     if kernel is None or call.results:
         return None

@@ -24,16 +24,16 @@ from xdsl.dialects.builtin import ModuleOp
 from tessc.dialects import contract
 from tessc.dialects.functions import called_functions
 from tessc.lowering.codegen import numba_external
+from tessc.lowering.codegen.numba_function import (
+    FunctionEmitter,
+    python_function_names,
+    signature_entry,
+)
 from tessc.lowering.codegen.numba_members import (
     MEMBER_POINTER_INTRINSIC,
     MemberEmitter,
     bounds_definition,
     member_plan,
-)
-from tessc.lowering.codegen.numba_function import (
-    FunctionEmitter,
-    python_function_names,
-    signature_entry,
 )
 from tessc.lowering.codegen.numba_micro import (
     MMA_IMPORTS,
@@ -286,7 +286,8 @@ def _emit_module(
             options = [o for o in options if o != "parallel=True"]
             if members.used_prange:
                 options.insert(0, "parallel=True")
-            header = f"@njit({', '.join(options)})\ndef {member_form[0]}({', '.join(members.arg_names)}):"
+            decorator = f"@njit({', '.join(options)})"
+            header = f"{decorator}\ndef {member_form[0]}({', '.join(members.arg_names)}):"
             bodies.append("\n".join([header, *members.lines]))
 
     numba_names = [
