@@ -135,6 +135,8 @@ def main() -> None:
         box2["p"], box2["s"] = separate.step(box2["p"], grads0, box2["s"])
 
     separate_step()
+    separate_executable = next(iter(separate._compiled["cpu"]._compiled.values()))
+    separate_first = separate_executable.packing_copies
     contenders["tessc opt.step, separate grads"] = separate_step
 
     # The compiled program called directly (no pytree front end): the kernel and the
@@ -177,9 +179,12 @@ def main() -> None:
             contenders[label] = torch.optim.SGD(tensors, lr=LR, **options).step
 
     medians = timed_medians(contenders, args.repeat, args.rounds)
+    calls = 1 + args.rounds * (args.repeat + 1)
     print(
         f"# packing copies of opt.step: {first} on its first call, "
-        f"{executable.packing_copies} after {1 + args.rounds * (args.repeat + 1)} calls"
+        f"{executable.packing_copies} after {calls} calls; with separate gradients "
+        f"{separate_first} and {separate_executable.packing_copies} "
+        f"(member form: {separate_executable.member_function is not None})"
     )
     bases = {
         "unfused": "tessc jit, not donated",

@@ -28,6 +28,11 @@ a tuple.
   objects), else copied into a new arena. Each output is a view of its output arena; when
   that arena is a donated input arena the caller passed without a copy, the outputs are
   the caller's own arrays, updated in place.
+- For `"member_tables"` (`codegen.numba_members`), arrays that are not one buffer are not
+  copied into those arenas: the host's member form reads each where it lies, through a
+  table of addresses filled in the compiled call that reads the arrays
+  (`array_fields.member_table`); unless one overlaps an array the call writes (a donated
+  arena), which is packed as before.
 """
 
 from __future__ import annotations
