@@ -37,6 +37,7 @@ OUTPUT_NAMES = "output_names"
 WORKSPACE_BYTES = "workspace_bytes"
 OUTPUT_ALIASES = "output_aliases"
 ARENAS = "arenas"
+MEMBER_TABLES = "member_tables"
 
 KERNEL_BITS_DTYPES = ("bfloat16", "float16")
 """Array dtypes Numba has no type for: a signature names them as the caller holds them, and

@@ -127,6 +127,46 @@ def _start(items: int, count: int, ndarray_type: int, byte_offsets: np.ndarray) 
     return start, first
 
 
+@njit(cache=True)
+def _table(
+    items: int,
+    count: int,
+    ndarray_type: int,
+    byte_offsets: np.ndarray,
+    itemsize: int,
+    table: np.ndarray,
+    forbidden: np.ndarray,
+) -> int:
+    """Fills `table[k]` with array k's `data - byte_offsets[k]`; -2 when one is not
+    exactly an `np.ndarray`, -1 when a non-empty one's bytes meet a range `[forbidden[2i],
+    forbidden[2i + 1])`, 1 when the non-empty ones have one `data - byte_offset` (0 or 1
+    of them: not told apart, the table is right either way), else 0."""
+    for k in range(count):
+        if _load64(_load64(items + _WORD * k) + TYPE) != ndarray_type:
+            return -2
+    start, common = -1, 1
+    for k in range(count):
+        a = _load64(items + _WORD * k)
+        data = _load64(a + DATA)
+        table[k] = data - byte_offsets[k]
+        nd = _load32(a + NDIM)
+        shape = _load64(a + DIMENSIONS)
+        size = 1
+        for d in range(nd):
+            size *= _load64(shape + _WORD * d)
+        if size == 0:
+            continue  # never read (NumPy may point it anywhere)
+        end = data + size * itemsize
+        for i in range(0, forbidden.size, 2):
+            if data < forbidden[i + 1] and forbidden[i] < end:
+                return -1
+        if start == -1:
+            start = table[k]
+        elif table[k] != start:
+            common = 0
+    return common
+
+
 def _as_tuple(arrays: Sequence[Any]) -> tuple[Any, ...]:
     return arrays if type(arrays) is tuple else tuple(arrays)
 
@@ -212,4 +252,28 @@ def common_start(arrays: Sequence[np.ndarray], byte_offsets: np.ndarray) -> tupl
     return None if first == -2 else (start, first)
 
 
-__all__ = ["AVAILABLE", "NO_IDS", "Layouts", "common_start"]
+def member_table(
+    arrays: Sequence[np.ndarray],
+    byte_offsets: np.ndarray,
+    itemsize: int,
+    table: np.ndarray,
+    forbidden: np.ndarray = NO_IDS,
+) -> int | None:
+    """Fills the int64 `table` with each array's data address less its byte offset (a
+    member table, `codegen.numba_members`), in one compiled call. `arrays` are
+    C-contiguous arrays of `itemsize` bytes an element; `forbidden` holds byte ranges
+    `[lo, hi)` as pairs (the arrays the call writes). Returns 1 when the non-empty arrays
+    share one start (views of one arena, or at most one non-empty), 0 when not, -1 when
+    one meets a forbidden range; None when `AVAILABLE` is False or one is not exactly an
+    `np.ndarray` (the caller packs them)."""
+    count = len(arrays)
+    if not AVAILABLE or count != len(byte_offsets) or count > len(table):
+        return None  # (`_table` reads `byte_offsets` and writes `table` unchecked)
+    items = _as_tuple(arrays)  # held for the call: `_table` reads its item pointers
+    found = _table(
+        id(items) + TUPLE_ITEMS, count, id(np.ndarray), byte_offsets, itemsize, table, forbidden
+    )
+    return None if found == -2 else found
+
+
+__all__ = ["AVAILABLE", "NO_IDS", "Layouts", "common_start", "member_table"]

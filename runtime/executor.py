@@ -28,6 +28,11 @@ dropped: `output_cache`), calls the host, and returns the outputs as a tuple.
   objects), else copied into a new arena. Each output is a view of its output arena; when
   that arena is a donated input arena the caller passed without a copy, the outputs are
   the caller's own arrays, updated in place.
+- For `"member_tables"` (`codegen.numba_members`), arrays that are not one buffer are not
+  copied into those arenas: the host's member form reads each where it lies, through a
+  table of addresses filled in the compiled call that reads the arrays
+  (`array_fields.member_table`); unless one overlaps an array the call writes (a donated
+  arena), which is packed as before.
 """
 
 from __future__ import annotations
@@ -237,11 +242,22 @@ class Executable:
         }
         self._zero_copy: dict[int, tuple[tuple[object, ...], np.ndarray]] = {}
         self.function = getattr(module, signature.function)
+        # The host's form reading these arenas' members where they lie, through address
+        # tables (`"member_tables"`): arenas filled by their members in order.
+        self.member_function: Callable[..., None] | None = None
+        self._tabled: tuple[int, ...] = ()
+        if signature.member_tables is not None:
+            name, tabled = signature.member_tables
+            if all(h in self._back_to_back for h in tabled):
+                self.member_function, self._tabled = getattr(module, name), tabled
         if any(s.dtype.name in KERNEL_BITS_DTYPES for s in (*self.host_inputs, *self.host_outputs)):
             self.function = as_bits_call(self.function)
+            if self.member_function is not None:
+                self.member_function = as_bits_call(self.member_function)
         self.workspace_bytes = signature.workspace_bytes
         self.output_aliases = signature.output_aliases
         self._donates = any(alias is not None for alias in self.output_aliases)
+        self._donated_inputs = sorted({a for a in self.output_aliases if a is not None})
         self._carved = carve_plan(self.host_outputs) if not self._donates else None
         self.packing_copies = 0
         """Input arenas packed by copy so far (a counter for tests: a training loop
@@ -322,17 +338,26 @@ class Executable:
         return array
 
     def pack_inputs(
-        self, args: Sequence[object], checked: bool = False
+        self,
+        args: Sequence[object],
+        checked: bool = False,
+        tables: list[tuple[np.ndarray, Sequence[np.ndarray]]] | None = None,
     ) -> tuple[list[np.ndarray], dict[int, np.ndarray]]:
         """The host's inputs for the caller's `args`, and the host inputs that are arenas the
         caller's arrays are views of (passed without a copy), by index. `checked`: the
-        arena members are C-contiguous arrays of their shapes and dtypes already."""
+        arena members are C-contiguous arrays of their shapes and dtypes already.
+        `tables`, when given and the host has a member form (`member_function`), receives
+        the address tables that form reads instead of packed arenas, each with the arrays
+        it points into (checked copies among them: the caller holds the list until the
+        call returns), when that form is to be called: those host inputs are then the
+        tables (`_tables`)."""
         if len(args) != len(self.inputs):
             raise ValueError(f"'{self.entry}' takes {len(self.inputs)} inputs, got {len(args)}")
         host: list[np.ndarray | None] = [None] * len(self.host_inputs)
         for k, h in self._separate:
             host[h] = self.check_input(k, args[k])
         zero_copy: dict[int, np.ndarray] = {}
+        deferred: dict[int, Sequence[np.ndarray]] = {}
         for h, members in self._members.items():
             given = self._pick_members[h](args)
             cached = self._zero_copy.get(h)
@@ -344,27 +369,96 @@ class Executable:
                 arrays = given
             else:
                 arrays = [self.check_input(k, args[k]) for k in members]
-            offsets, byte_offsets = self._offsets[h]
-            size = self.host_inputs[h].shape[0] or 0
-            arena = arena_of(arrays, offsets, size, byte_offsets)
-            if arena is None:
-                self.packing_copies += 1
-                arena = self.packing_buffer(h, size)
-                if h in self._back_to_back:  # one copy loop, in C
-                    np.concatenate(arrays, axis=None, out=arena)
-                else:
-                    for array, k in zip(arrays, members, strict=True):
-                        slot = self.input_slots[k]
-                        arena[slot.offset : slot.offset + slot.size] = array.reshape(-1)
+            if tables is not None and h in self._tabled and self.member_function is not None:
+                deferred[h] = arrays  # after the arenas it must not overlap
+                continue
+            host[h] = self._arena(h, given, arrays, zero_copy)
+        if deferred:
+            found = self._tables(deferred, host) if len(deferred) == len(self._tabled) else None
+            if found is not None:
+                assert tables is not None
+                for h, table in found.items():
+                    host[h] = table
+                    tables.append((table, deferred[h]))
             else:
-                # The same array objects next time are the same views: no check needed.
-                self._zero_copy[h] = (given, arena)
-                zero_copy[h] = arena
-            host[h] = arena
+                for h, arrays in deferred.items():
+                    given = self._pick_members[h](args)
+                    host[h] = self._arena(h, given, arrays, zero_copy)
         missing = [h for h, a in enumerate(host) if a is None]
         if missing:  # pragma: no cover - codegen lists every host input in "arenas"
             raise ValueError(f"'{self.entry}': no caller input fills host input {missing[0]}")
         return [a for a in host if a is not None], zero_copy
+
+    def _arena(
+        self,
+        h: int,
+        given: tuple[object, ...],
+        arrays: Sequence[np.ndarray],
+        zero_copy: dict[int, np.ndarray],
+    ) -> np.ndarray:
+        """Host input `h`'s arena holding `arrays` (the caller's `given`, checked): their
+        own memory when they are views of one at their offsets, else a packed copy."""
+        offsets, byte_offsets = self._offsets[h]
+        size = self.host_inputs[h].shape[0] or 0
+        arena = arena_of(arrays, offsets, size, byte_offsets)
+        if arena is not None:
+            # The same array objects next time are the same views: no check needed.
+            self._zero_copy[h] = (given, arena)
+            zero_copy[h] = arena
+            return arena
+        self.packing_copies += 1
+        arena = self.packing_buffer(h, size)
+        if h in self._back_to_back:  # one copy loop, in C
+            np.concatenate(arrays, axis=None, out=arena)
+        else:
+            for array, k in zip(arrays, self._members[h], strict=True):
+                slot = self.input_slots[k]
+                arena[slot.offset : slot.offset + slot.size] = array.reshape(-1)
+        return arena
+
+    def _tables(
+        self, deferred: dict[int, Sequence[np.ndarray]], host: Sequence[np.ndarray | None]
+    ) -> dict[int, np.ndarray] | None:
+        """The member form's address tables for the tabled arenas' checked `deferred`
+        arrays, each filled in one compiled call (`array_fields.member_table`); None when
+        the plain host is to be called: every tabled arena is one buffer already (no copy
+        to save), a table cannot be read in bulk, or a member overlaps an array the call
+        writes (a donated input: the packed copy keeps the values it had, as before)."""
+        from tessc.runtime import array_fields
+
+        written = tuple(host[a] for a in self._donated_inputs)
+        forbidden = self._forbidden(written)
+        buffers = self._per_thread.__dict__.setdefault("tables", {})
+        found: dict[int, np.ndarray] = {}
+        separate = False
+        for h, arrays in deferred.items():
+            table = buffers.get(h)
+            if table is None:
+                table = buffers[h] = np.empty(len(arrays), np.int64)
+            _, byte_offsets = self._offsets[h]
+            itemsize = self.host_inputs[h].dtype.itemsize
+            shown = array_fields.member_table(arrays, byte_offsets, itemsize, table, forbidden)
+            if shown is None or shown < 0:
+                return None
+            separate |= shown == 0
+            found[h] = table
+        return found if separate else None
+
+    def _forbidden(self, written: tuple[np.ndarray | None, ...]) -> np.ndarray:
+        """The byte ranges `[start, end)` of the arrays `written`, as int64 pairs; kept for
+        the same array objects (a step's parameter arena, passed back)."""
+        kept = self._per_thread.__dict__.get("forbidden")
+        if kept is not None and len(kept[0]) == len(written):
+            if all(map(operator.is_, kept[0], written)):
+                return kept[1]
+        bounds: list[int] = []
+        for array in written:
+            if array is not None:
+                start = array.__array_interface__["data"][0]
+                bounds += [start, start + array.nbytes]
+        forbidden = np.array(bounds, np.int64)
+        self._per_thread.forbidden = (written, forbidden)
+        return forbidden
 
     def _members_match(self, h: int, given: Sequence[object]) -> bool:
         """Whether the caller inputs `given` packed into host input `h` are shown, in one
@@ -432,11 +526,12 @@ class Executable:
         self, inputs: list[np.ndarray], index: int, owners: Sequence[np.ndarray | None] = ()
     ) -> np.ndarray:
         """Input `index`'s array, to be overwritten as an output (a copy if it must not).
-        `owners`, when given, are the inputs' distinct `memory_owner`s: an input owning
-        its memory then overlaps no other, which saves `np.shares_memory` (~0.4 us a pair,
-        20 pairs in an MLP step) on the common call."""
+        `owners`, when given, are the inputs' distinct `memory_owner`s: then no two inputs
+        overlap, which saves `np.shares_memory` (~0.4 us a pair, 20 pairs in an MLP step;
+        a view of a caller's arena, as an optimizer's parameters are, has its own owner
+        too)."""
         array = inputs[index]
-        if owners and owners[index] is array and array.flags.writeable:
+        if owners and array.flags.writeable:
             return array
         others = (a for k, a in enumerate(inputs) if k != index)
         if not array.flags.writeable or any(np.shares_memory(array, a) for a in others):
@@ -446,18 +541,19 @@ class Executable:
 
     def __call__(self, *args: object) -> tuple[np.ndarray, ...]:
         if self.input_slots:
-            inputs, zero_copy = self.pack_inputs(args)
-        else:
-            inputs, zero_copy = self.check_inputs(args), {}
-        return self._run(inputs, args, zero_copy)
+            tables: list[tuple[np.ndarray, Sequence[np.ndarray]]] = []  # alive for the call
+            inputs, zero_copy = self.pack_inputs(args, tables=tables)
+            return self._run(inputs, args, zero_copy, self.member_function if tables else None)
+        return self._run(self.check_inputs(args), args, {})
 
     def call_checked(self, *args: np.ndarray) -> tuple[np.ndarray, ...]:
         """`self(*args)` for a caller that has checked `args` already: C-contiguous
         ndarrays of exactly the inputs' shapes and dtypes (`jit`'s fast path, whose plan
         checks them against the same signature). Skips `check_inputs`."""
         if self.input_slots:
-            inputs, zero_copy = self.pack_inputs(args, checked=True)
-            return self._run(inputs, args, zero_copy)
+            tables: list[tuple[np.ndarray, Sequence[np.ndarray]]] = []  # alive for the call
+            inputs, zero_copy = self.pack_inputs(args, checked=True, tables=tables)
+            return self._run(inputs, args, zero_copy, self.member_function if tables else None)
         return self._run(list(args), args, {})
 
     def runner(self) -> Callable[..., Sequence[np.ndarray]]:
@@ -545,8 +641,14 @@ class Executable:
         return tuple(size if d is None else d for d in shape)
 
     def _run(
-        self, inputs: list[np.ndarray], args: Sequence[object], zero_copy: dict[int, np.ndarray]
+        self,
+        inputs: list[np.ndarray],
+        args: Sequence[object],
+        zero_copy: dict[int, np.ndarray],
+        function: Callable[..., None] | None = None,
     ) -> tuple[np.ndarray, ...]:
+        """Calls the host (or `function`, its member form) on the host `inputs`."""
+        function = function or self.function
         owners: list[np.ndarray | None] = []
         if self._donates:
             owners = list(map(memory_owner, inputs))
@@ -563,9 +665,9 @@ class Executable:
                 for spec, alias in zip(self.host_outputs, self.output_aliases, strict=True)
             ]
         if self.workspace_bytes is not None:
-            self.function(*inputs, *outputs, self.workspace())
+            function(*inputs, *outputs, self.workspace())
         else:
-            self.function(*inputs, *outputs)
+            function(*inputs, *outputs)
         if self.output_slots:
             return self.unpack_outputs(outputs, args, zero_copy)
         return tuple(outputs)

@@ -22,6 +22,7 @@ runtime reads it through one function, `read_signature`. The format:
                 "input_names": ["w", ...],
                 "outputs": [(shape, dtype, host, offset), ...],
             },
+            "member_tables": ("<python name>", (host, ...)),  # optional
         },
     }
 
@@ -42,6 +43,11 @@ runtime reads it through one function, `read_signature`. The format:
   argument holding it (inputs: index among the host's inputs; outputs: among its outputs)
   and its element offset in that arena, `None` when the argument is the array itself.
   `Executable` keeps the caller's convention (separate arrays in and out).
+- `"member_tables"` (with `"arenas"`, from `codegen.numba_members`): a second form of the
+  host, taking the listed input arenas (host input indices, each filled back to back by
+  its members) as int64 tables instead: entry m is the data address of the arena's m-th
+  member (in offset order) less that member's byte offset, so that the form reads each
+  member where it lies. The other arguments are the host's.
 
 A CUDA module (`tessc.lowering.codegen.to_cuda`) carries the same dict and `TESSC_TARGET = "cuda"`;
 its hosts are plain Python on device arrays and take one more, last argument: `buffers`,
@@ -112,6 +118,8 @@ class HostSignature:
     arena_inputs: tuple[ArenaSlot, ...]
     """Empty unless the host takes arenas (`"arenas"`)."""
     arena_outputs: tuple[ArenaSlot, ...]
+    member_tables: tuple[str, tuple[int, ...]] | None = None
+    """The host's form reading the listed input arenas through tables (`"member_tables"`)."""
 
     # The caller's view, which `Executable` and `CudaExecutable` both keep.
 
@@ -204,6 +212,7 @@ def read_signature(module: types.ModuleType, entry: str) -> HostSignature:
     signature = signatures[entry]
     outputs = _specs(signature, abi.OUTPUTS)
     arenas = signature.get(abi.ARENAS)
+    tables = signature.get(abi.MEMBER_TABLES)
     return HostSignature(
         entry=entry,
         function=signature.get(abi.FUNCTION, entry),
@@ -213,6 +222,7 @@ def read_signature(module: types.ModuleType, entry: str) -> HostSignature:
         output_aliases=tuple(signature.get(abi.OUTPUT_ALIASES) or [None] * len(outputs)),
         arena_inputs=_slots(arenas, abi.INPUTS) if arenas is not None else (),
         arena_outputs=_slots(arenas, abi.OUTPUTS) if arenas is not None else (),
+        member_tables=None if tables is None else (str(tables[0]), tuple(map(int, tables[1]))),
     )
 
 

@@ -139,13 +139,17 @@ def test_gradients_from_a_jitted_function_are_not_packed() -> None:
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
-def test_separate_gradient_arrays_are_packed_on_each_call() -> None:
+def test_separate_gradient_arrays_are_read_where_they_lie() -> None:
     rng = np.random.default_rng(4)
     optimizer = tessc.optim.SGD(lr=0.1)
     p = [rng.standard_normal(s).astype(np.float32) for s in SHAPES]
+    want = [x.copy() for x in p]
     state = optimizer.init(p)
-    for _ in range(3):
-        grads = [np.ones(s, np.float32) for s in SHAPES]  # new arrays, apart
+    for step in range(3):
+        grads = [np.full(s, step + 1, np.float32) for s in SHAPES]  # new arrays, apart
         p, state = optimizer.step(p, grads, state)
-    # The parameters on the first call, the gradients on each: 1 + 3.
-    assert executable_of(optimizer).packing_copies == 4
+        want = [w - np.float32(0.1) * g for w, g in zip(want, grads, strict=True)]
+    # The parameters on the first call; the gradients never (the step's member form).
+    assert executable_of(optimizer).packing_copies == 1
+    for got, expected in zip(p, want, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-6)

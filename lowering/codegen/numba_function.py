@@ -465,8 +465,15 @@ def _shape_literal(shape: Sequence[int]) -> str:
     return tuple_literal([None if d < 0 else d for d in shape])
 
 
-def signature_entry(fn: func.FuncOp, pyname: str, arg_names: Sequence[str]) -> str | None:
-    """The `TESSC_SIGNATURES` entry of a host function: memref args in, no results.
+def signature_entry(
+    fn: func.FuncOp,
+    pyname: str,
+    arg_names: Sequence[str],
+    member_form: tuple[str, Sequence[int]] | None = None,
+) -> str | None:
+    """The `TESSC_SIGNATURES` entry of a host function: memref args in, no results;
+    `member_form`: the name of its form reading the given input arenas through tables
+    (`codegen.numba_members`), if it has one.
 
     An argument whose element type has no NumPy dtype is an `UnsupportedOpError` located
     at `fn`, for the CPU and CUDA emitters alike."""
@@ -493,6 +500,9 @@ def signature_entry(fn: func.FuncOp, pyname: str, arg_names: Sequence[str]) -> s
     if any(a is not None for a in aliases):
         extra += f'        "{abi.OUTPUT_ALIASES}": [{", ".join(str(a) for a in aliases)}],\n'
     extra += _arena_layout_entry(fn, arg_types, split)
+    if member_form is not None:
+        name, tabled = member_form
+        extra += f'        "{abi.MEMBER_TABLES}": ("{name}", {tuple_literal(list(tabled))}),\n'
     return (
         f'    "{fn.sym_name.data}": {{\n'
         f'        "{abi.FUNCTION}": "{pyname}",\n'

@@ -29,6 +29,12 @@ from tessc.lowering.codegen.numba_function import (
     python_function_names,
     signature_entry,
 )
+from tessc.lowering.codegen.numba_members import (
+    MEMBER_POINTER_INTRINSIC,
+    MemberEmitter,
+    bounds_definition,
+    member_plan,
+)
 from tessc.lowering.codegen.numba_micro import (
     MMA_IMPORTS,
     MMA_TEMPLATE,
@@ -196,6 +202,8 @@ def _emit_module(
     mma_tiles: set[MmaKey] = set()
     external_bodies: dict[str, str] = {}  # body_key -> the kernel that has that body
     sized_externals = False  # an external kernel takes the sizes of `?` dims
+    uses_members = False
+    taken = set(function_names.values())
     for fn in functions:
         name = fn.sym_name.data
         pyname = function_names[name]
@@ -223,8 +231,22 @@ def _emit_module(
         uses_num_threads |= emitter.uses_num_threads
         uses_huge_pages |= emitter.uses_huge_pages
         mma_tiles |= emitter.mma_tiles
+        # A packed host that reads some input arenas element by element also gets a form
+        # reading their members where they lie (`codegen.numba_members`).
+        plan = None if python_hosts or is_kernel else member_plan(fn, inlined)
+        member_form = None
+        if plan is not None:
+            member_name = _fresh(f"{pyname}_members", taken)
+            bounds_name = _fresh(f"MEMBER_BOUNDS_{pyname}", taken)
+            members = MemberEmitter(
+                plan, function_names, emitter.parallel, inlined, bounds_name, parallel_threshold
+            )
+            members.emit(contract.NUM_OUTPUTS.get(fn) or 0)
+            tables.append(bounds_definition(bounds_name, plan.bounds))
+            member_form = (member_name, plan.tabled)
+            uses_members = True
         if not is_kernel:
-            entry = signature_entry(fn, pyname, emitter.arg_names)
+            entry = signature_entry(fn, pyname, emitter.arg_names, member_form)
             if entry is not None:
                 signatures.append(entry)
         if python_hosts and not is_kernel:
@@ -261,19 +283,31 @@ def _emit_module(
         decorator = f"@njit({', '.join(options)})"
         header = f"{decorator}\ndef {pyname}({', '.join(emitter.arg_names)}):"
         bodies.append("\n".join([header, *emitter.lines]))
+        if member_form is not None:
+            uses_prange |= members.used_prange
+            options = [o for o in options if o != "parallel=True"]
+            if members.used_prange:
+                options.insert(0, "parallel=True")
+            decorator = f"@njit({', '.join(options)})"
+            header = f"{decorator}\ndef {member_form[0]}({', '.join(members.arg_names)}):"
+            bodies.append("\n".join([header, *members.lines]))
 
     numba_names = [
-        *(["carray"] if externals else []),
+        *(["carray"] if externals or uses_members else []),
         "njit",
         *(["prange"] if uses_prange else []),
-        *(["types"] if uses_bitcast or mma_tiles or uses_num_threads or uses_huge_pages else []),
+        *(
+            ["types"]
+            if uses_bitcast or mma_tiles or uses_num_threads or uses_huge_pages or uses_members
+            else []
+        ),
         *(["get_num_threads"] if uses_num_threads else []),
     ]
     imports = ["import math", ""] if uses_math else []
     imports += ["import numpy as np", f"from numba import {', '.join(numba_names)}"]
     if mma_tiles or uses_num_threads or uses_huge_pages:
         imports += MMA_IMPORTS
-    elif uses_bitcast:
+    elif uses_bitcast or uses_members:
         imports.append("from numba.extending import intrinsic")
     if python_hosts:
         imports.append("from tessc.runtime.threads import parallel_for")
@@ -301,7 +335,17 @@ def _emit_module(
         helpers.append(NUM_THREADS_TEMPLATE)
     if uses_huge_pages:
         helpers.append(HUGE_PAGES_INTRINSIC)
+    if uses_members:
+        helpers.append(MEMBER_POINTER_INTRINSIC)
     return "\n\n\n".join(["\n".join(prologue), *helpers, *bodies]) + "\n"
+
+
+def _fresh(name: str, taken: set[str]) -> str:
+    """`name`, or with trailing underscores, so that it is no name in `taken` (then is)."""
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return name
 
 
 def _emit_function(

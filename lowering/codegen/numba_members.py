@@ -1,0 +1,219 @@
+"""
+A horizontally fused host's second form, reading some arenas' members where they lie.
+
+A host `tess-fuse-horizontal` packed takes its caller's arrays in 1-D arenas; when the
+caller's arrays are separate (an optimizer's gradients computed elsewhere), the runtime
+copies them into an arena on every call (200 small gradients: 733 KB a call). Where an
+input arena is only read, element by element at the arena loop's index, codegen also
+emits `<host>_members`: that arena becomes an int64 table of addresses, entry m being
+member m's data address less its byte offset in the arena, and the loop runs member by
+member, indexing a `carray` at that address (`member_pointer`) over `[lo_m, hi_m)`: the
+same body, the same arena indices, each member read where it lies. The runtime
+(`Executable.pack_inputs`) fills the table in the compiled call that checks the arrays
+and calls this form when some tabled arena is not already one buffer.
+
+Only the simple form: a host that is one call of a kernel emitted into it, that kernel's
+one top-level `scf.parallel` 1-D from 0 by 1 over the whole arena, the tabled arenas read
+only there, each filled back to back by members of one layout and of a plain dtype.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects import func, memref, scf
+from xdsl.dialects.builtin import MemRefType
+
+from tessc.dialects import contract
+from tessc.lowering.codegen.numba_function import FunctionEmitter, is_memref_index, trip_count
+from tessc.lowering.codegen.numba_source import NoDtypeError, dtype_name
+from tessc.lowering.loops.index_values import constant_int
+from tessc.lowering.loops.trip_counts import static_work_of
+
+TABLE_DTYPES = frozenset(
+    ["float32", "float64", "int8", "int16", "int32", "int64"]
+    + ["uint8", "uint16", "uint32", "uint64"]
+)
+"""Element types a member `carray` can take (no 16-bit float bits, no bool)."""
+
+MEMBER_POINTER_INTRINSIC = '''
+@intrinsic
+def member_pointer(typingctx, address):
+    """An address from a member table as a `void *` (for `carray`)."""
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(types.voidptr))
+
+    return types.voidptr(types.int64), codegen
+'''.strip()
+
+
+@dataclass(frozen=True)
+class MemberPlan:
+    """How to emit `host`'s member form: the kernel's `loop`, the host inputs read
+    through tables (`tabled`, by argument index) and the members' element `bounds`
+    (`lo_0 = 0, lo_1, ..., hi_last`)."""
+
+    host: func.FuncOp
+    kernel: func.FuncOp
+    loop: scf.ParallelOp
+    tabled: tuple[int, ...]
+    bounds: tuple[int, ...]
+
+
+def _member_bounds(layout: contract.ArenaLayout, h: int, extent: int) -> tuple[int, ...] | None:
+    """The members of input arena `h` (element bounds) if they fill it back to back."""
+    slots = sorted(
+        (s for s in layout.inputs if s.host == h and s.offset is not None),
+        key=lambda s: s.offset or 0,
+    )
+    bounds = [0]
+    for slot in slots:
+        if slot.offset != bounds[-1]:
+            return None
+        size = 1
+        for d in slot.shape:
+            size *= d
+        bounds.append(bounds[-1] + size)
+    if len(bounds) < 2 or bounds[-1] != extent:
+        return None
+    return tuple(bounds)
+
+
+def member_plan(host: func.FuncOp, inlined: dict[str, func.FuncOp]) -> MemberPlan | None:
+    """`host`'s member form, when it has one (module docstring); else None."""
+    layout = contract.ARENA_LAYOUT.get(host)
+    if layout is None or contract.KERNEL.has(host) or contract.WORKSPACE_BYTES.has(host):
+        return None
+    ops = list(host.body.block.ops)
+    if len(ops) != 2 or not isinstance(ops[1], func.ReturnOp):
+        return None
+    call = ops[0]
+    if not isinstance(call, func.CallOp):
+        return None
+    kernel = inlined.get(call.callee.root_reference.data)
+    if kernel is None or call.results:
+        return None
+    loops = [op for op in kernel.body.block.ops if isinstance(op, scf.ParallelOp)]
+    if len(loops) != 1:
+        return None  # (the kernel's other ops, a step counter's update, are emitted as they are)
+    loop = loops[0]
+    if len(loop.body.block.args) != 1 or loop.initVals:
+        return None
+    iv = loop.body.block.args[0]
+    extent = trip_count(loop.lowerBound[0], loop.upperBound[0], loop.step[0])
+    if constant_int(loop.lowerBound[0]) != 0 or constant_int(loop.step[0]) != 1 or not extent:
+        return None
+    if not all(is_memref_index(use) for use in iv.uses):
+        return None  # the index counts in uint64: only memrefs may take it
+    num_outputs = contract.NUM_OUTPUTS.get(host) or 0
+    host_args = host.body.block.args
+    split = len(host_args) - num_outputs
+    aliased = {contract.ALIASES_INPUT.get_arg(host, k) for k in range(split, len(host_args))}
+    tabled: list[int] = []
+    bounds: tuple[int, ...] | None = None
+    for h in range(split):
+        arg = host_args[h]
+        typ = arg.type
+        if h in aliased or not isinstance(typ, MemRefType) or typ.get_shape() != (extent,):
+            continue
+        try:
+            if dtype_name(typ.element_type) not in TABLE_DTYPES:
+                continue
+        except NoDtypeError:
+            continue
+        found = _member_bounds(layout, h, extent)
+        if found is None or (bounds is not None and found != bounds):
+            continue
+        uses = list(arg.uses)
+        if len(uses) != 1 or uses[0].operation is not call:
+            continue
+        inner = kernel.body.block.args[uses[0].index]
+        if all(
+            isinstance(use.operation, memref.LoadOp)
+            and use.index == 0
+            and list(use.operation.indices) == [iv]
+            for use in inner.uses
+        ):
+            tabled.append(h)
+            bounds = found
+    if not tabled or bounds is None or len(bounds) < 3:
+        return None  # one member: its array is the arena (no copy to save)
+    return MemberPlan(host, kernel, loop, tuple(tabled), bounds)
+
+
+class MemberEmitter(FunctionEmitter):
+    """Emits a host's member form (`MemberPlan`): its arguments, then the kernel's loop
+    as a loop over members, each tabled arena a `carray` at the member's address."""
+
+    def __init__(
+        self,
+        plan: MemberPlan,
+        function_names: dict[str, str],
+        parallel: bool,
+        inlined: dict[str, func.FuncOp],
+        bounds_name: str,
+        serial_below: float,
+    ):
+        super().__init__(
+            plan.host,
+            {**function_names, "": bounds_name},
+            parallel,
+            inlined,
+            serial_below,
+        )
+        self.plan = plan
+        self.bounds_name = bounds_name
+        self.tables: dict[str, tuple[str, str]] = {}  # arena name -> (table name, dtype)
+
+    def emit(self, num_outputs: int) -> None:
+        names = self.argument_names(num_outputs)
+        args = self.fn.body.block.args
+        for h in self.plan.tabled:
+            arena = names[h]
+            table = self.names.hinted(f"{arena}_table")
+            typ = args[h].type
+            assert isinstance(typ, MemRefType)
+            self.tables[arena] = (table, dtype_name(typ.element_type))
+            names[h] = table
+        self.arg_names = names
+        self.indent = 0
+        self.emit_body(self.fn.body.block)
+
+    def emit_parallel(self, op: scf.ParallelOp) -> None:
+        if op is not self.plan.loop:
+            super().emit_parallel(op)
+            return
+        iv = op.body.block.args[0]
+        member = self.names.numbered("member")
+        lo, hi = self.names.numbered("lo"), self.names.numbered("hi")
+        count = len(self.plan.bounds) - 1
+        if self.parallel and static_work_of(op) >= self.serial_below:
+            self.line(self.parallel_header(member, str(count)))
+        else:
+            self.line(f"for {member} in range({count}):")
+        self.indent += 1
+        self.line(f"{lo} = {self.bounds_name}[{member}]")
+        self.line(f"{hi} = {self.bounds_name}[{member} + 1]")
+        for arena, (table, dtype) in self.tables.items():
+            pointer = f"member_pointer({table}[{member}])"
+            self.line(f"{arena} = carray({pointer}, ({hi},), np.{dtype})")
+        index = self.define(iv, "i")
+        self.line(f"for {index} in range(np.uint64({lo}), np.uint64({hi})):")
+        self.emit_body(op.body.block)
+        self.indent -= 1
+
+
+def bounds_definition(name: str, bounds: Sequence[int]) -> str:
+    """The module-level table of a member form's bounds (a constant to Numba)."""
+    return f"{name} = np.array([{', '.join(map(str, bounds))}], np.int64)"
+
+
+__all__ = [
+    "MEMBER_POINTER_INTRINSIC",
+    "MemberEmitter",
+    "MemberPlan",
+    "bounds_definition",
+    "member_plan",
+]
