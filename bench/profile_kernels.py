@@ -8,7 +8,7 @@ a microsecond or two that the compiled host does not pay: the report gives the h
 time per step next to the sum of the kernels' times.
 
     python bench/profile_kernels.py [--batch 8] [--length 64] [--d-model 64] [--heads 4]
-        [--rounds 20] [--top 15]
+        [--rounds 20] [--top 15] [--cpu-time]
 
 profiles bench_transformer's block step (value and gradients of one transformer block).
 """
@@ -30,9 +30,13 @@ from machine import describe_machine
 import tessc as ts
 
 
-def kernel_times(step: Any, args: tuple[Any, ...], rounds: int) -> tuple[dict[str, float], float]:
+def kernel_times(
+    step: Any, args: tuple[Any, ...], rounds: int, clock: Callable[[], float] = time.perf_counter
+) -> tuple[dict[str, float], float]:
     """(median seconds per call of each kernel, median seconds of the compiled host) over
-    `rounds` steps of the jitted `step` on `args` (called once before)."""
+    `rounds` steps of the jitted `step` on `args` (called once before), read from `clock`
+    (`time.process_time`: the CPU time of this process's threads, Numba's workers among
+    them: with one thread, what a kernel costs however loaded the machine is)."""
     (executable,) = step._compiled.values()
     module, host = executable.module, executable.function
     kernels = {n: getattr(module, n) for n in dir(module) if re.search(r"_kernel_\d+$", n)}
@@ -45,9 +49,9 @@ def kernel_times(step: Any, args: tuple[Any, ...], rounds: int) -> tuple[dict[st
         function = kernel.cfunc.ctypes if hasattr(kernel, "cfunc") else kernel
 
         def call(*addresses: Any) -> None:
-            start = time.perf_counter()
+            start = clock()
             function(*addresses)
-            per_round[name] += time.perf_counter() - start
+            per_round[name] += clock() - start
 
         return call
 
@@ -67,18 +71,18 @@ def kernel_times(step: Any, args: tuple[Any, ...], rounds: int) -> tuple[dict[st
     (host_args,) = captured
     host_times = []
     for _ in range(rounds):
-        start = time.perf_counter()
+        start = clock()
         host(*host_args)
-        host_times.append(time.perf_counter() - start)
+        host_times.append(clock() - start)
     namespace = host.py_func.__globals__
     saved = {n: namespace[n] for n in kernels}
     namespace.update({n: timed(n, k) for n, k in kernels.items()})
     try:
         for _ in range(rounds):
             per_round.clear()
-            start = time.perf_counter()
+            start = clock()
             host.py_func(*host_args)
-            samples["(the host in Python, all of it)"].append(time.perf_counter() - start)
+            samples["(the host in Python, all of it)"].append(clock() - start)
             for name, seconds in per_round.items():
                 samples[name].append(seconds)
     finally:
@@ -105,6 +109,12 @@ def main() -> None:
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="time by the process's CPU time, not wall time (meaningful with one thread: "
+        "NUMBA_NUM_THREADS=1)",
+    )
     options = parser.parse_args()
     print(describe_machine())
     rng = np.random.default_rng(0)
@@ -118,10 +128,12 @@ def main() -> None:
 
     step = ts.jit(ts.value_and_grad(loss, argnums=(0, 1)))
     step(params, x, c)
-    times, host = kernel_times(step, (params, x, c), options.rounds)
+    clock = time.process_time if options.cpu_time else time.perf_counter
+    times, host = kernel_times(step, (params, x, c), options.rounds, clock)
     kinds = kernel_operands(step.ir(params, x, c, stage="loops"))
     python_host = times.pop("(the host in Python, all of it)")
     total = sum(times.values())
+    print(f"clock: {'process CPU time' if options.cpu_time else 'wall time'}")
     print(f"{len(times)} kernels; compiled host {host * 1e3:.3f} ms/step; the kernels timed")
     print(f"one by one (through ctypes) {total * 1e3:.3f} ms, in a Python host taking")
     print(f"{python_host * 1e3:.3f} ms")
