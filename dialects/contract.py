@@ -375,7 +375,8 @@ kernels, no `TESSC_SIGNATURES` entry)."""
 
 ALIASES_INPUT = ArgInt("tess.aliases_input")
 """On a host's out-param argument: the input argument (index) whose donated storage it
-reuses. Written by `tess-memory-plan`; read by codegen
+reuses. Written by `tess-memory-plan`; read by `tess-merge-aliased-outputs` (cpu: the host's
+uses of the out-param become uses of the input) and codegen
 (`TESSC_SIGNATURES["output_aliases"]`: the runtime passes that input's array as the out-param)."""
 
 WORKSPACE = ArgUnit("tess.workspace")

@@ -36,6 +36,9 @@ TESS_PASSES: dict[str, str] = {
     "tess-fuse-horizontal": "tessc.lowering.fusion.fuse_horizontal:TessFuseHorizontalPass",
     "tess-bufferize": "tessc.lowering.buffers.bufferize:TessBufferizePass",
     "tess-memory-plan": "tessc.lowering.buffers.memory_plan:TessMemoryPlanPass",
+    "tess-merge-aliased-outputs": (
+        "tessc.lowering.buffers.merge_aliased_outputs:TessMergeAliasedOutputsPass"
+    ),
     "tess-outline-kernels": "tessc.lowering.buffers.outline_kernels:TessOutlineKernelsPass",
     "tess-linalg-to-loops": "tessc.lowering.loops.linalg_to_loops:TessLinalgToLoopsPass",
     "tess-tile": "tessc.lowering.loops.tile:TessTilePass",
@@ -164,6 +167,7 @@ INPUT_LEVELS: dict[str, InputLevel] = {
     "tess-fuse-horizontal": FUSED_LEVEL,
     "tess-bufferize": TENSOR_LEVEL,
     "tess-memory-plan": BUFFER_LEVEL,
+    "tess-merge-aliased-outputs": BUFFER_LEVEL,
     "tess-outline-kernels": LINALG_LEVEL,
     "tess-linalg-to-loops": LINALG_LEVEL,
     "tess-tile": LOOP_LEVEL,

@@ -13,7 +13,8 @@ pass-pipeline string in `xdsl-opt -p` syntax. For `cpu`:
                                                       tess-fuse-epilogue,
                                                       tess-fuse-horizontal
     buffers  memrefs, destination-passing (level 4)   tess-bufferize, tess-memory-plan
-    loops    host funcs + scf kernels (level 5)       tess-outline-kernels, tess-linalg-to-loops,
+    loops    host funcs + scf kernels (level 5)       tess-merge-aliased-outputs,
+                                                      tess-outline-kernels, tess-linalg-to-loops,
                                                       tess-pack-matmul,
                                                       tess-interchange-rows, tess-row-dots,
                                                       tess-tile, tess-tile-dot,
@@ -155,7 +156,8 @@ _GPU_FUSE = (
 )
 _BUFFERS = "tess-bufferize,tess-memory-plan"
 _LOOPS = (
-    "tess-outline-kernels,tess-linalg-to-loops,tess-conv-tiles,tess-pack-matmul,"
+    "tess-merge-aliased-outputs,tess-outline-kernels,tess-linalg-to-loops,tess-conv-tiles,"
+    "tess-pack-matmul,"
     "tess-interchange-rows,"
     "tess-row-dots,tess-tile,tess-tile-dot,"
     "tess-parallel-columns,tess-register-accumulate,"
