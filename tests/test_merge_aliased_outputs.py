@@ -26,12 +26,13 @@ def sgd(step, params, grads, buffers):
 
 def out_param_uses(source: str) -> list[str]:
     """The generated lines that name an out-param (`out0`, ...) other than the host's
-    `def` line: a store through it, or an argument of a kernel call or definition."""
+    `def` lines (the host and its member form, `sgd_members`): a store through it, or an
+    argument of a kernel call or definition."""
     code = source.split("TESSC_SIGNATURES", 1)[1].split("\n}\n", 1)[1]
     return [
         line
         for line in code.splitlines()
-        if re.search(r"\bout\d+\b", line) and not line.startswith("def sgd(")
+        if re.search(r"\bout\d+\b", line) and not re.match(r"def sgd(_members)?\(", line)
     ]
 
 
