@@ -101,22 +101,36 @@ def _match(
 
 
 @njit(cache=True)
+def _all_ndarrays(items: int, count: int, ndarray_type: int) -> bool:
+    """Whether each of the `count` objects at `items` is exactly an `np.ndarray` (a
+    subclass extends the struct: its fields are where they are)."""
+    for k in range(count):
+        if _load64(_load64(items + _WORD * k) + TYPE) != ndarray_type:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _element_count(a: int) -> int:
+    """The number of elements of the `PyArrayObject` at `a`."""
+    shape = _load64(a + DIMENSIONS)
+    size = 1
+    for d in range(_load32(a + NDIM)):
+        size *= _load64(shape + _WORD * d)
+    return size
+
+
+@njit(cache=True)
 def _start(items: int, count: int, ndarray_type: int, byte_offsets: np.ndarray) -> tuple[int, int]:
     """(the common `data - byte_offset` of the non-empty arrays, the first one's index),
     or (0, -1) when they differ, do not share one memory owner, or all are empty; (0, -2)
     when one is not exactly an `np.ndarray`."""
-    for k in range(count):
-        if _load64(_load64(items + _WORD * k) + TYPE) != ndarray_type:
-            return 0, -2  # (a subclass extends the struct: its fields are where they are)
+    if not _all_ndarrays(items, count, ndarray_type):
+        return 0, -2
     start, first, owner = 0, -1, 0
     for k in range(count):
         a = _load64(items + _WORD * k)
-        nd = _load32(a + NDIM)
-        shape = _load64(a + DIMENSIONS)
-        size = 1
-        for d in range(nd):
-            size *= _load64(shape + _WORD * d)
-        if size == 0:
+        if _element_count(a) == 0:
             continue  # no element to place (NumPy may point it anywhere)
         base = _load64(a + BASE)
         here = _load64(a + DATA) - byte_offsets[k]
@@ -141,19 +155,14 @@ def _table(
     exactly an `np.ndarray`, -1 when a non-empty one's bytes meet a range `[forbidden[2i],
     forbidden[2i + 1])`, 1 when the non-empty ones have one `data - byte_offset` (0 or 1
     of them: not told apart, the table is right either way), else 0."""
-    for k in range(count):
-        if _load64(_load64(items + _WORD * k) + TYPE) != ndarray_type:
-            return -2
+    if not _all_ndarrays(items, count, ndarray_type):
+        return -2
     start, common = -1, 1
     for k in range(count):
         a = _load64(items + _WORD * k)
         data = _load64(a + DATA)
         table[k] = data - byte_offsets[k]
-        nd = _load32(a + NDIM)
-        shape = _load64(a + DIMENSIONS)
-        size = 1
-        for d in range(nd):
-            size *= _load64(shape + _WORD * d)
+        size = _element_count(a)
         if size == 0:
             continue  # never read (NumPy may point it anywhere)
         end = data + size * itemsize
