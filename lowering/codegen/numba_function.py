@@ -543,13 +543,16 @@ def _arena_layout_entry(fn: func.FuncOp, arg_types: Sequence[Attribute], split: 
     )
 
 
+def fresh_name(name: str, taken: set[str]) -> str:
+    """`name`, or with trailing underscores, so that it is no name in `taken` (then is)."""
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return name
+
+
 def python_function_names(functions: Sequence[func.FuncOp]) -> dict[str, str]:
-    names: dict[str, str] = {}
     taken = set(RESERVED_NAMES)
-    for fn in functions:
-        name = python_identifier(fn.sym_name.data)
-        while name in taken:
-            name += "_"
-        taken.add(name)
-        names[fn.sym_name.data] = name
-    return names
+    return {
+        fn.sym_name.data: fresh_name(python_identifier(fn.sym_name.data), taken) for fn in functions
+    }

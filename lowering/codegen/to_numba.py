@@ -26,6 +26,7 @@ from tessc.dialects.functions import called_functions
 from tessc.lowering.codegen import numba_external
 from tessc.lowering.codegen.numba_function import (
     FunctionEmitter,
+    fresh_name,
     python_function_names,
     signature_entry,
 )
@@ -236,8 +237,8 @@ def _emit_module(
         plan = None if python_hosts or is_kernel else member_plan(fn, inlined)
         member_form = None
         if plan is not None:
-            member_name = _fresh(f"{pyname}_members", taken)
-            bounds_name = _fresh(f"MEMBER_BOUNDS_{pyname}", taken)
+            member_name = fresh_name(f"{pyname}_members", taken)
+            bounds_name = fresh_name(f"MEMBER_BOUNDS_{pyname}", taken)
             members = MemberEmitter(
                 plan, function_names, emitter.parallel, inlined, bounds_name, parallel_threshold
             )
@@ -338,14 +339,6 @@ def _emit_module(
     if uses_members:
         helpers.append(MEMBER_POINTER_INTRINSIC)
     return "\n\n\n".join(["\n".join(prologue), *helpers, *bodies]) + "\n"
-
-
-def _fresh(name: str, taken: set[str]) -> str:
-    """`name`, or with trailing underscores, so that it is no name in `taken` (then is)."""
-    while name in taken:
-        name += "_"
-    taken.add(name)
-    return name
 
 
 def _emit_function(
