@@ -19,6 +19,7 @@ only there, each filled back to back by members of one layout and of a plain dty
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -72,10 +73,7 @@ def _member_bounds(layout: contract.ArenaLayout, h: int, extent: int) -> tuple[i
     for slot in slots:
         if slot.offset != bounds[-1]:
             return None
-        size = 1
-        for d in slot.shape:
-            size *= d
-        bounds.append(bounds[-1] + size)
+        bounds.append(bounds[-1] + math.prod(slot.shape))
     if len(bounds) < 2 or bounds[-1] != extent:
         return None
     return tuple(bounds)
