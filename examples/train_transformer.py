@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,12 @@ import tessc as ts
 REPOSITORY = Path(__file__).resolve().parents[1]
 
 
-def load_text() -> str:
-    """The repository's own prose: README.md and ARCHITECTURE.md."""
-    return "\n".join((REPOSITORY / name).read_text() for name in ("README.md", "ARCHITECTURE.md"))
+DEFAULT_TEXTS = (REPOSITORY / "README.md", REPOSITORY / "ARCHITECTURE.md")
+
+
+def load_text(paths: Sequence[Path] = DEFAULT_TEXTS) -> str:
+    """The training text: by default the repository's own prose, README.md and ARCHITECTURE.md."""
+    return "\n".join(Path(path).read_text() for path in paths)
 
 
 def encode(text: str) -> tuple[np.ndarray, list[str]]:
@@ -189,10 +193,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--target", default="cpu")
     parser.add_argument("--plot", default="train_transformer.png", help="PNG ('' for none)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--text", type=Path, nargs="+", default=list(DEFAULT_TEXTS),
+                        help="files to train on (default: README, ARCHITECTURE.md)")  # fmt: skip
     args = parser.parse_args(argv)
     from tqdm import tqdm
 
-    data, alphabet = encode(load_text())
+    data, alphabet = encode(load_text(args.text))
     split = int(0.9 * len(data))
     train, val = data[:split], data[split:]
     baseline = unigram_loss(train, val, len(alphabet))
