@@ -120,6 +120,22 @@ def check(name: str, params: Sequence[np.ndarray], states: Sequence[np.ndarray],
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-6, err_msg=name)
 
 
+def print_bandwidth_table(medians: dict[str, float], bases: Sequence[str], moved: int) -> None:
+    """One row per contender: its median ms, the GB/s of `moved` bytes, and its time over
+    each of `bases`' (below 1: the row is faster)."""
+    header = ["contender", "ms", "GB/s", *(f"/ {b}" for b in bases)]
+    rows = [header]
+    for name, ms in medians.items():
+        ratios = [f"{ms / medians[b]:.2f}x" for b in bases]
+        rows.append([name, f"{ms:.2f}", f"{moved / ms / 1e6:.1f}", *ratios])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    for index, row in enumerate(rows):
+        cells = [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
+        print("  ".join([row[0].ljust(widths[0]), *cells]))
+        if index == 0:
+            print("  ".join("-" * w for w in widths))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--params", type=int, default=200)
@@ -201,21 +217,7 @@ def main() -> None:
     medians = timed_medians(contenders, args.repeat, args.rounds)
     moved = 5 * total * 4  # read p, g, s; write p, s
     bases = [b for b in ("numpy", "torch foreach=True", "torch fused=True") if b in medians]
-    header = ["contender", "ms", "GB/s", *(f"/ {b}" for b in bases)]
-    rows = [header]
-    for name, ms in medians.items():
-        ratios = [f"{ms / medians[b]:.2f}x" for b in bases]
-        rows.append([name, f"{ms:.2f}", f"{moved / ms / 1e6:.1f}", *ratios])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    for index, row in enumerate(rows):
-        print(
-            "  ".join(
-                [row[0].ljust(widths[0])]
-                + [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
-            )
-        )
-        if index == 0:
-            print("  ".join("-" * w for w in widths))
+    print_bandwidth_table(medians, bases, moved)
     print("# ratio = the row's time / the column's (median; below 1: the row is faster)")
     print(f"# GB/s counts the 5 arrays one step must move ({moved / 1e6:.0f} MB)")
 

@@ -37,7 +37,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from bench_adagrad import EPS, LR_DECAY, WEIGHT_DECAY, adagrad, numpy_step
+from bench_adagrad import (
+    EPS,
+    LR_DECAY,
+    WEIGHT_DECAY,
+    adagrad,
+    numpy_step,
+    print_bandwidth_table,
+)
 from bench_unfused import timed_medians
 from machine import describe_machine
 from numba import njit, prange
@@ -215,27 +222,7 @@ def main() -> None:
     load_after = os.getloadavg()[0]
     moved = 5 * total * 4
     bases = [b for b in ("numba limit sgd", "torch sgd fused=True") if b in medians]
-    header = ["contender", "ms", "GB/s", *(f"/ {b}" for b in bases)]
-    rows = [header]
-    for name, ms in medians.items():
-        rows.append(
-            [
-                name,
-                f"{ms:.2f}",
-                f"{moved / ms / 1e6:.1f}",
-                *(f"{ms / medians[b]:.2f}x" for b in bases),
-            ]
-        )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    for index, row in enumerate(rows):
-        print(
-            "  ".join(
-                [row[0].ljust(widths[0])]
-                + [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
-            )
-        )
-        if index == 0:
-            print("  ".join("-" * w for w in widths))
+    print_bandwidth_table(medians, bases, moved)
     print(
         f"# load average (1 min) {load_before:.1f} before the timed rounds, {load_after:.1f} after"
     )
