@@ -119,22 +119,20 @@ class GradEmitter(TessBuilder):
     # -- shapes -------------------------------------------------------------------------
 
     def reshape(self, x: SSAValue, shape: Sequence[int]) -> SSAValue:
-        shape = tuple(shape)
-        if tensor_shape(x) == shape:
-            return x
-        c = self.constant(x)
-        if c is not None:
-            return self.full_like(x, c, shape)
-        return super().reshape(x, shape)
+        folded = self._fold_to_shape(x, tuple(shape))
+        return folded if folded is not None else super().reshape(x, shape)
 
     def broadcast_to(self, x: SSAValue, shape: Sequence[int]) -> SSAValue:
-        shape = tuple(shape)
+        folded = self._fold_to_shape(x, tuple(shape))
+        return folded if folded is not None else super().broadcast_to(x, shape)
+
+    def _fold_to_shape(self, x: SSAValue, shape: tuple[int, ...]) -> SSAValue | None:
+        """`x` itself when it already has `shape`, a fill when it is a splat, else None:
+        a reshape or broadcast of either is no new value."""
         if tensor_shape(x) == shape:
             return x
         c = self.constant(x)
-        if c is not None:
-            return self.full_like(x, c, shape)
-        return super().broadcast_to(x, shape)
+        return None if c is None else self.full_like(x, c, shape)
 
     def permute(self, x: SSAValue, dims: Sequence[int]) -> SSAValue:
         if list(dims) == list(range(len(dims))):
