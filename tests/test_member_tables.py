@@ -3,10 +3,13 @@ are separate arrays are read where they lie, through a table of addresses the ru
 fills in the compiled call that reads them (`array_fields.member_table`), instead of
 being packed into an arena every call. Its results are the packed call's, bit for bit,
 whatever the gradients' owners and layouts; a gradient overlapping the donated parameter
-arena is still packed (it must be read as it was before the step writes)."""
+arena is still packed (it must be read as it was before the step writes). The same for a
+step above the parallel threshold (2^18 elements), a Python host launching threaded kernels:
+its member form launches a member kernel over the same shares."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,20 +18,24 @@ import pytest
 
 import tessc
 from tessc.compiler import compile_module
-from tessc.runtime import array_fields
+from tessc.runtime import array_fields, threads
 from tessc.runtime.executor import Executable, arena_of
 
 LR = 0.01
 SIZES = [37, 0, 300, 1, 64, 0, 129, 5, 2048, 17, 3, 250, 90, 8, 1000, 33, 12, 400]
 """18 parameters (past the bulk read's 16), two of zero size."""
+THREADED_SIZES = [70001, 0, 16383, 1, 98305, 0, 77777, 5]
+"""262,472 elements, just past the parallel threshold (2^18): a threaded step. Two members
+of zero size; odd sizes, so members straddle the 16,384-element chunks and the threads'
+shares of them."""
 
 
 def sgd_update(params: list, grads: list) -> list:
     return [p - LR * g for p, g in zip(params, grads, strict=True)]
 
 
-def _compile() -> Executable:
-    shapes = [np.zeros(n, np.float32) for n in SIZES]
+def _compile(sizes: Sequence[int] = SIZES) -> Executable:
+    shapes = [np.zeros(n, np.float32) for n in sizes]
     module = tessc.jit(sgd_update, donate_argnums=(0,)).trace(shapes, shapes).module
     return compile_module(module, "sgd_update")
 
@@ -42,9 +49,9 @@ def programs() -> tuple[Executable, Executable]:
     return program, packed
 
 
-def _params(seed: int) -> list[np.ndarray]:
+def _params(seed: int, sizes: Sequence[int] = SIZES) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
-    return [rng.standard_normal(n).astype(np.float32) for n in SIZES]
+    return [rng.standard_normal(n).astype(np.float32) for n in sizes]
 
 
 def _gradient_layouts() -> dict[str, Callable[[list[np.ndarray]], list[np.ndarray]]]:
@@ -54,7 +61,7 @@ def _gradient_layouts() -> dict[str, Callable[[list[np.ndarray]], list[np.ndarra
         return [v.copy() for v in values]
 
     def one_buffer_out_of_order(values: list[np.ndarray]) -> list[np.ndarray]:
-        buffer = np.empty(sum(SIZES) + 7, np.float32)
+        buffer = np.empty(sum(v.size for v in values) + 7, np.float32)
         out: list[np.ndarray] = [np.empty(0, np.float32)] * len(values)
         start = 7
         for k in reversed(range(len(values))):
@@ -64,7 +71,7 @@ def _gradient_layouts() -> dict[str, Callable[[list[np.ndarray]], list[np.ndarra
         return out
 
     def rows_of_matrices(values: list[np.ndarray]) -> list[np.ndarray]:
-        rows = np.zeros((len(values), max(SIZES) + 3), np.float32)
+        rows = np.zeros((len(values), max(v.size for v in values) + 3), np.float32)
         out = []
         for k, v in enumerate(values):
             rows[k, 3 : 3 + v.size] = v
@@ -128,12 +135,71 @@ def _copied_elements(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return copied
 
 
-def test_no_gradient_is_copied(
-    programs: tuple[Executable, Executable], monkeypatch: pytest.MonkeyPatch
+@pytest.fixture(scope="module")
+def threaded_programs() -> tuple[Executable, Executable]:
+    """`programs` for THREADED_SIZES: Python hosts launching threaded kernels."""
+    program, packed = _compile(THREADED_SIZES), _compile(THREADED_SIZES)
+    assert program.member_function is not None
+    assert inspect.isfunction(program.member_function)  # plain Python: it launches threads
+    assert program.module.parallel_for is threads.parallel_for
+    packed.member_function = None
+    return program, packed
+
+
+CASES = {"one host": SIZES, "threaded": THREADED_SIZES}
+
+
+def _case(request: pytest.FixtureRequest, case: str) -> tuple[Executable, Executable]:
+    fixture = "threaded_programs" if case == "threaded" else "programs"
+    return request.getfixturevalue(fixture)
+
+
+def _straddled(sizes: Sequence[int], thread_count: int) -> int:
+    """How many members of `sizes` the threads' shares of the 16,384-element chunks cut."""
+    bounds = np.cumsum([0, *sizes]).tolist()
+    chunks = -(-bounds[-1] // 16384)
+    cuts = [lo * 16384 for lo, _ in threads.shares(chunks, thread_count)[1:]]
+    return sum(any(a < c < b for c in cuts) for a, b in zip(bounds, bounds[1:], strict=False))
+
+
+@pytest.mark.parametrize("thread_count", [1, 2, 3, 16])
+@pytest.mark.parametrize("layout", list(_gradient_layouts()))
+def test_threaded_member_form_gives_the_packed_result_bit_for_bit(
+    threaded_programs: tuple[Executable, Executable],
+    monkeypatch: pytest.MonkeyPatch,
+    layout: str,
+    thread_count: int,
 ) -> None:
-    program, packed = programs
-    grads = _params(2)
-    params = tessc.arena(_params(3))
+    """The member kernel runs each share's part of each member: members cut by the
+    shares (odd sizes), members of zero size, any number of threads."""
+    assert _straddled(THREADED_SIZES, thread_count) >= min(thread_count - 1, 3)
+    monkeypatch.setattr(threads, "thread_count", lambda: thread_count)
+    program, packed = threaded_programs
+    values = _params(1, THREADED_SIZES)
+    grads = _gradient_layouts()[layout](values)
+    start = _params(0, THREADED_SIZES)
+    got_params, want_params = tessc.arena(start), tessc.arena(start)
+    copies = program.packing_copies
+    for _ in range(2):
+        got = program(*got_params, *grads)
+        want = packed(*want_params, *grads)
+        assert all(g is p for g, p in zip(got, got_params, strict=True))  # in place
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g, w)
+    assert program.packing_copies == copies
+    expected = [p - 2 * (np.float32(LR) * v) for p, v in zip(start, values, strict=True)]
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_no_gradient_is_copied(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    program, packed = _case(request, case)
+    sizes = CASES[case]
+    grads = _params(2, sizes)
+    params = tessc.arena(_params(3, sizes))
     program(*params, *grads)
     packed(*params, *grads)
     copied = _copied_elements(monkeypatch)
@@ -142,26 +208,28 @@ def test_no_gradient_is_copied(
     assert copied == []
     for _ in range(4):
         packed(*params, *grads)
-    assert copied == [sum(SIZES)] * 4  # what the packed call copies: 4 bytes each
+    assert copied == [sum(sizes)] * 4  # what the packed call copies: 4 bytes each
 
 
+@pytest.mark.parametrize("case", list(CASES))
 def test_a_gradient_overlapping_the_donated_arena_is_packed(
-    programs: tuple[Executable, Executable],
+    request: pytest.FixtureRequest, case: str
 ) -> None:
     """Gradient 2 is parameter 2's own view, gradient 4 a view across parameters 3-5:
     the step must read them as they were (a packed copy), as before the member form."""
-    program, packed = programs
-    start = _params(4)
+    program, packed = _case(request, case)
+    sizes = CASES[case]
+    start = _params(4, sizes)
     results = []
     for executable in (program, packed):
         params = tessc.arena(start)
-        grads = [g.copy() for g in _params(5)]
+        grads = [g.copy() for g in _params(5, sizes)]
         grads[2] = params[2]
-        offsets = np.cumsum([0, *SIZES[:-1]]).tolist()
-        arena = arena_of(params, offsets, sum(SIZES))
+        offsets = np.cumsum([0, *sizes[:-1]]).tolist()
+        arena = arena_of(params, offsets, sum(sizes))
         assert arena is not None
         offset = offsets[4] - 10
-        grads[4] = arena[offset : offset + SIZES[4]]
+        grads[4] = arena[offset : offset + sizes[4]]
         copies = executable.packing_copies
         results.append([r.copy() for r in executable(*params, *grads)])
         assert executable.packing_copies == copies + 1

@@ -12,9 +12,15 @@ same body, the same arena indices, each member read where it lies. The runtime
 (`Executable.pack_inputs`) fills the table in the compiled call that checks the arrays
 and calls this form when some tabled arena is not already one buffer.
 
-Only the simple form: a host that is one call of a kernel emitted into it, that kernel's
-one top-level `scf.parallel` 1-D from 0 by 1 over the whole arena, the tabled arenas read
-only there, each filled back to back by members of one layout and of a plain dtype.
+A threaded host (plain Python launching `parallel_for`, `codegen.numba_threads`) gets a
+member form too: `<host>_members` launches `<kernel>_members`, whose share `[lo, hi)` of
+the arena loop's chunks runs, for each member m, the part of `[bound_m, bound_m+1)` in
+that share, the tabled arenas read through the table as above.
+
+Only the simple form: a host that is one call of a kernel (emitted into it, or threaded),
+that kernel's one top-level `scf.parallel` 1-D from 0 by 1 over the whole arena, the
+tabled arenas read only there, each filled back to back by members of one layout and of
+a plain dtype.
 """
 
 from __future__ import annotations
@@ -53,13 +59,14 @@ def member_pointer(typingctx, address):
 @dataclass(frozen=True)
 class MemberPlan:
     """How to emit `host`'s member form: the kernel's `loop`, the host inputs read
-    through tables (`tabled`, by argument index) and the members' element `bounds`
-    (`lo_0 = 0, lo_1, ..., hi_last`)."""
+    through tables (`tabled`, by argument index; `kernel_tabled`, the kernel's arguments
+    they are) and the members' element `bounds` (`lo_0 = 0, lo_1, ..., hi_last`)."""
 
     host: func.FuncOp
     kernel: func.FuncOp
     loop: scf.ParallelOp
     tabled: tuple[int, ...]
+    kernel_tabled: tuple[int, ...]
     bounds: tuple[int, ...]
 
 
@@ -79,8 +86,9 @@ def _member_bounds(layout: contract.ArenaLayout, h: int, extent: int) -> tuple[i
     return tuple(bounds)
 
 
-def member_plan(host: func.FuncOp, inlined: dict[str, func.FuncOp]) -> MemberPlan | None:
-    """`host`'s member form, when it has one (module docstring); else None."""
+def member_plan(host: func.FuncOp, kernels: dict[str, func.FuncOp]) -> MemberPlan | None:
+    """`host`'s member form, when it has one (module docstring); else None. `kernels`: the
+    kernels whose body the form may rewrite (emitted into their hosts, or threaded)."""
     layout = contract.ARENA_LAYOUT.get(host)
     if layout is None or contract.KERNEL.has(host) or contract.WORKSPACE_BYTES.has(host):
         return None
@@ -90,7 +98,7 @@ def member_plan(host: func.FuncOp, inlined: dict[str, func.FuncOp]) -> MemberPla
     call = ops[0]
     if not isinstance(call, func.CallOp):
         return None
-    kernel = inlined.get(call.callee.root_reference.data)
+    kernel = kernels.get(call.callee.root_reference.data)
     if kernel is None or call.results:
         return None
     loops = [op for op in kernel.body.block.ops if isinstance(op, scf.ParallelOp)]
@@ -110,6 +118,7 @@ def member_plan(host: func.FuncOp, inlined: dict[str, func.FuncOp]) -> MemberPla
     split = len(host_args) - num_outputs
     aliased = {contract.ALIASES_INPUT.get_arg(host, k) for k in range(split, len(host_args))}
     tabled: list[int] = []
+    kernel_tabled: list[int] = []
     bounds: tuple[int, ...] | None = None
     for h in range(split):
         arg = host_args[h]
@@ -135,10 +144,11 @@ def member_plan(host: func.FuncOp, inlined: dict[str, func.FuncOp]) -> MemberPla
             for use in inner.uses
         ):
             tabled.append(h)
+            kernel_tabled.append(uses[0].index)
             bounds = found
     if not tabled or bounds is None or len(bounds) < 3:
         return None  # one member: its array is the arena (no copy to save)
-    return MemberPlan(host, kernel, loop, tuple(tabled), bounds)
+    return MemberPlan(host, kernel, loop, tuple(tabled), tuple(kernel_tabled), bounds)
 
 
 class MemberEmitter(FunctionEmitter):
@@ -203,6 +213,98 @@ class MemberEmitter(FunctionEmitter):
         self.indent -= 1
 
 
+class ThreadedMemberEmitter(FunctionEmitter):
+    """Emits the member form of a threaded kernel (`MemberPlan.kernel`): its share
+    `[lo, hi)` of the arena loop's chunks (`tess.chunk_size`, else single iterations),
+    then each member's part of that share, each tabled arena a `carray` at the member's
+    address. `extent` is the number of chunks its launch shares out."""
+
+    def __init__(
+        self,
+        plan: MemberPlan,
+        function_names: dict[str, str],
+        bounds_name: str,
+        serial_below: float,
+    ):
+        super().__init__(plan.kernel, function_names, True, {}, serial_below)
+        self.plan = plan
+        self.bounds_name = bounds_name
+        self.tables: dict[str, tuple[str, str]] = {}  # arena name -> (table name, dtype)
+        trips = plan.bounds[-1]
+        size = contract.CHUNK_SIZE.get(plan.loop) or 1
+        self.chunk = size if 0 < size < trips else 1
+        self.extent = -(-trips // self.chunk)
+
+    def emit(self) -> None:
+        share = [self.names.hinted("lo"), self.names.hinted("hi")]
+        self.threaded = (share[0], share[1])
+        names = self.argument_names(0)
+        args = self.fn.body.block.args
+        for k in self.plan.kernel_tabled:
+            arena = names[k]
+            typ = args[k].type
+            assert isinstance(typ, MemRefType)
+            self.tables[arena] = (self.names.hinted(f"{arena}_table"), dtype_name(typ.element_type))
+            names[k] = self.tables[arena][0]
+        self.arg_names = share + names
+        self.indent = 0
+        self.emit_body(self.fn.body.block)
+
+    def emit_parallel(self, op: scf.ParallelOp) -> None:
+        if op is not self.plan.loop:
+            super().emit_parallel(op)
+            return
+        assert self.threaded is not None
+        share_lo, share_hi = self.threaded
+        first, last = self.names.numbered("first"), self.names.numbered("last")
+        scale = f" * {self.chunk}" if self.chunk > 1 else ""
+        self.line(f"{first} = {share_lo}{scale}")
+        self.line(f"{last} = min({share_hi}{scale}, {self.plan.bounds[-1]})")
+        member = self.names.numbered("member")
+        lo, hi = self.names.numbered("lo"), self.names.numbered("hi")
+        self.line(f"for {member} in range({len(self.plan.bounds) - 1}):")
+        self.indent += 1
+        # A member straddling shares runs in each; one outside this share (or empty) in none.
+        self.line(f"{lo} = max({self.bounds_name}[{member}], {first})")
+        self.line(f"{hi} = min({self.bounds_name}[{member} + 1], {last})")
+        self.line(f"if {lo} >= {hi}:")
+        self.line("    continue")
+        for arena, (table, dtype) in self.tables.items():
+            pointer = f"member_pointer({table}[{member}])"
+            self.line(f"{arena} = carray({pointer}, ({hi},), np.{dtype})")
+        index = self.define(op.body.block.args[0], "i")
+        self.line(f"for {index} in range(np.uint64({lo}), np.uint64({hi})):")
+        self.parallel = False  # the share is this thread's: loops inside it are serial
+        self.emit_body(op.body.block)
+        self.parallel = True
+        self.indent -= 1
+
+
+def threaded_member_host(
+    plan: MemberPlan,
+    function_names: dict[str, str],
+    kernel_name: str,
+    extent: int,
+    num_outputs: int,
+) -> FunctionEmitter:
+    """The emitter of a threaded host's member form (after emitting it): the host's
+    launch, of the kernel's member form `kernel_name` over `extent` chunks, its tabled
+    arenas passed as their tables."""
+    callee = plan.kernel.sym_name.data
+    emitter = FunctionEmitter(
+        plan.host, {**function_names, callee: kernel_name}, False, launches={callee: extent}
+    )
+    names = emitter.argument_names(num_outputs)
+    args = plan.host.body.block.args
+    for h in plan.tabled:
+        names[h] = emitter.names.hinted(f"{names[h]}_table")
+        emitter.exprs[args[h]] = names[h]
+    emitter.arg_names = names
+    emitter.indent = 0
+    emitter.emit_body(plan.host.body.block)
+    return emitter
+
+
 def bounds_definition(name: str, bounds: Sequence[int]) -> str:
     """The module-level table of a member form's bounds (a constant to Numba)."""
     return f"{name} = np.array([{', '.join(map(str, bounds))}], np.int64)"
@@ -212,6 +314,8 @@ __all__ = [
     "MEMBER_POINTER_INTRINSIC",
     "MemberEmitter",
     "MemberPlan",
+    "ThreadedMemberEmitter",
     "bounds_definition",
     "member_plan",
+    "threaded_member_host",
 ]

@@ -33,8 +33,10 @@ from tessc.lowering.codegen.numba_function import (
 from tessc.lowering.codegen.numba_members import (
     MEMBER_POINTER_INTRINSIC,
     MemberEmitter,
+    ThreadedMemberEmitter,
     bounds_definition,
     member_plan,
+    threaded_member_host,
 )
 from tessc.lowering.codegen.numba_micro import (
     MMA_IMPORTS,
@@ -205,6 +207,7 @@ def _emit_module(
     sized_externals = False  # an external kernel takes the sizes of `?` dims
     uses_members = False
     taken = set(function_names.values())
+    threaded = {fn.sym_name.data: fn for fn in functions if fn.sym_name.data in launches}
     for fn in functions:
         name = fn.sym_name.data
         pyname = function_names[name]
@@ -234,9 +237,33 @@ def _emit_module(
         mma_tiles |= emitter.mma_tiles
         # A packed host that reads some input arenas element by element also gets a form
         # reading their members where they lie (`codegen.numba_members`).
-        plan = None if python_hosts or is_kernel else member_plan(fn, inlined)
+        plan = None if is_kernel else member_plan(fn, threaded if python_hosts else inlined)
         member_form = None
-        if plan is not None:
+        threaded_members: list[str] = []
+        if plan is not None and python_hosts:
+            member_name = fresh_name(f"{pyname}_members", taken)
+            kernel = ThreadedMemberEmitter(
+                plan,
+                function_names,
+                fresh_name(f"MEMBER_BOUNDS_{pyname}", taken),
+                parallel_threshold,
+            )
+            kernel.emit()
+            kernel_name = fresh_name(f"{function_names[plan.kernel.sym_name.data]}_members", taken)
+            host = threaded_member_host(
+                plan, function_names, kernel_name, kernel.extent, contract.NUM_OUTPUTS.get(fn) or 0
+            )
+            tables.append(bounds_definition(kernel.bounds_name, plan.bounds))
+            member_form = (member_name, plan.tabled)
+            uses_members = True
+            decorator = '@njit(nogil=True, cache=True, fastmath=FASTMATH, error_model="numpy")'
+            threaded_members = [
+                "\n".join([f"def {member_name}({', '.join(host.arg_names)}):", *host.lines]),
+                "\n".join(
+                    [decorator, f"def {kernel_name}({', '.join(kernel.arg_names)}):", *kernel.lines]
+                ),
+            ]
+        elif plan is not None:
             member_name = fresh_name(f"{pyname}_members", taken)
             bounds_name = fresh_name(f"MEMBER_BOUNDS_{pyname}", taken)
             members = MemberEmitter(
@@ -253,6 +280,7 @@ def _emit_module(
         if python_hosts and not is_kernel:
             header = f"def {pyname}({', '.join(emitter.arg_names)}):"
             bodies.append("\n".join([header, *emitter.lines]))
+            bodies += threaded_members
             continue
         if name in externals:
             signature = numba_external.pointer_signature(fn)
