@@ -38,6 +38,14 @@ between runs: compare within one run, and read the packing counts, not the times
 evidence for "packs once".
 
     python bench/bench_sgd_small.py [--params 200] [--repeat 50] [--rounds 5]
+        [--min-size 16] [--max-size 4096]
+
+`--min-size 4096 --max-size 32768` makes a large parameter set (200 parameters, about
+2.8M floats): the step is then a Python host launching threaded kernels over shares of
+the arena (`runtime/threads.py`), and separate gradients are read by its threaded member
+form. `tessc program, packed grads` is the same program with its member form off (the
+packing copy every call, as before). The bytes each separate-gradient contender copies
+into an arena per call are counted with a spy on `np.concatenate` (the packing copy).
 
 Measured (x86_64 AMD EPYC, 2 cores shared with other jobs, load average 5.8-7.1; `--repeat
 30 --rounds 5`; 200 parameters, 183,232 floats; README.md has three runs):
@@ -92,16 +100,37 @@ def sgd_update(params: list, grads: list) -> list:
     return [p - LR * g for p, g in zip(params, grads, strict=True)]
 
 
+def copied_bytes_per_call(call: Callable[[], object], calls: int = 4) -> float:
+    """The bytes `call` packs per call: what `np.concatenate` (the packing copy) reads."""
+    copied: list[int] = []
+    concatenate = np.concatenate
+
+    def spy(arrays: Any, *args: Any, **kwargs: Any) -> Any:
+        copied.append(sum(np.asarray(a).nbytes for a in arrays))
+        return concatenate(arrays, *args, **kwargs)
+
+    np.concatenate = spy  # type: ignore[assignment]
+    try:
+        for _ in range(calls):
+            call()
+    finally:
+        np.concatenate = concatenate  # type: ignore[assignment]
+    return sum(copied) / calls
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--params", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=50, help="calls per round")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--min-size", type=int, default=16, help="smallest parameter")
+    parser.add_argument("--max-size", type=int, default=4096, help="largest parameter")
     args = parser.parse_args()
     print(describe_machine())
     print(f"# reproduce: python bench/bench_sgd_small.py {' '.join(sys.argv[1:])}".rstrip())
     rng = np.random.default_rng(0)
-    sizes = np.exp(rng.uniform(np.log(16), np.log(4096), args.params)).astype(int)
+    span = np.log(args.min_size), np.log(args.max_size)
+    sizes = np.exp(rng.uniform(*span, args.params)).astype(int)
     params0 = [rng.standard_normal(n).astype(np.float32) for n in sizes]
     grads0 = [rng.standard_normal(n).astype(np.float32) for n in sizes]
     print(f"# {args.params} parameters, {int(sizes.sum())} floats")
@@ -157,6 +186,9 @@ def main() -> None:
     assert all(o is a for o, a in zip(outputs, arena_p, strict=True)), "in place"
     contenders["tessc program, arenas"] = lambda: program(*arena_p, *arena_g)
     contenders["tessc program, separate grads"] = lambda: program(*arena_p, *grads0)
+    packed = compile_module(module, "sgd_update")
+    packed.member_function = None  # the packing copy every call, as before the member form
+    contenders["tessc program, packed grads"] = lambda: packed(*arena_p, *grads0)
 
     unfused = tessc.jit(sgd_update)
     plain = [p.copy() for p in params0]
@@ -187,6 +219,16 @@ def main() -> None:
                 tensor.grad = torch.from_numpy(g)
             contenders[label] = torch.optim.SGD(tensors, lr=LR, **options).step
 
+    threaded = program.member_function is not None and not hasattr(
+        program.member_function, "py_func"
+    )  # a plain Python host launching threaded kernels (runtime/threads.py)
+    print(f"# threaded host: {threaded}; member form: {program.member_function is not None}")
+    for name in (
+        "tessc opt.step, separate grads",
+        "tessc program, separate grads",
+        "tessc program, packed grads",
+    ):
+        print(f"# bytes packed per call, {name}: {copied_bytes_per_call(contenders[name]):,.0f}")
     medians = timed_medians(contenders, args.repeat, args.rounds)
     calls = 1 + args.rounds * (args.repeat + 1)
     print(

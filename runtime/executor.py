@@ -374,12 +374,12 @@ class Executable:
                 continue
             host[h] = self._arena(h, given, arrays, zero_copy)
         if deferred:
-            found = self._tables(deferred, host) if len(deferred) == len(self._tabled) else None
+            found = self._tables(deferred, host)
             if found is not None:
                 assert tables is not None
                 for h, table in found.items():
+                    tables.append((table, deferred.get(h) or [host[h]]))  # type: ignore[list-item]
                     host[h] = table
-                    tables.append((table, deferred[h]))
             else:
                 for h, arrays in deferred.items():
                     given = self._pick_members[h](args)
@@ -420,7 +420,9 @@ class Executable:
         self, deferred: dict[int, Sequence[np.ndarray]], host: Sequence[np.ndarray | None]
     ) -> dict[int, np.ndarray] | None:
         """The member form's address tables for the tabled arenas' checked `deferred`
-        arrays, each filled in one compiled call (`array_fields.member_table`); None when
+        arrays, each filled in one compiled call (`array_fields.member_table`), and for
+        those already in `host` (the caller's arrays, recognized as one buffer), its base
+        address in every entry, so that one arena packs nothing for another; None when
         the plain host is to be called: every tabled arena is one buffer already (no copy
         to save), a table cannot be read in bulk, or a member overlaps an array the call
         writes (a donated input: the packed copy keeps the values it had, as before)."""
@@ -431,17 +433,22 @@ class Executable:
         buffers = self._per_thread.__dict__.setdefault("tables", {})
         found: dict[int, np.ndarray] = {}
         separate = False
-        for h, arrays in deferred.items():
+        for h in self._tabled:
             table = buffers.get(h)
             if table is None:
-                table = buffers[h] = np.empty(len(arrays), np.int64)
+                table = buffers[h] = np.empty(len(self._members[h]), np.int64)
+            found[h] = table
+            arena = host[h]
+            if arena is not None:  # one buffer already (a call before showed it): its base
+                table.fill(arena.__array_interface__["data"][0])
+        for h, arrays in deferred.items():
+            table = found[h]
             _, byte_offsets = self._offsets[h]
             itemsize = self.host_inputs[h].dtype.itemsize
             shown = array_fields.member_table(arrays, byte_offsets, itemsize, table, forbidden)
             if shown is None or shown < 0:
                 return None
             separate |= shown == 0
-            found[h] = table
         return found if separate else None
 
     def _forbidden(self, written: tuple[np.ndarray | None, ...]) -> np.ndarray:

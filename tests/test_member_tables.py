@@ -276,3 +276,36 @@ def test_member_table_reads_addresses_in_one_call() -> None:
     subclass = [apart[0], apart[1], apart[2].view(np.matrix)]
     assert array_fields.member_table(subclass, offsets, 4, table) is None
     assert array_fields.member_table(apart, offsets, 4, np.zeros(2, np.int64)) is None
+
+
+def two_gradient_update(params: list, grads: list, more: list) -> list:
+    return [p - LR * (g + m) for p, g, m in zip(params, grads, more, strict=True)]
+
+
+def test_an_arena_already_one_buffer_does_not_pack_the_other(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two tabled arenas, the first recognized as one buffer by a call before (the
+    runtime then passes it without looking at its arrays), the second separate arrays:
+    the member form reads both, the first through its base address, nothing packed."""
+    shapes = [np.zeros(n, np.float32) for n in SIZES]
+    jitted = tessc.jit(two_gradient_update, donate_argnums=(0,))
+    module = jitted.trace(shapes, shapes, shapes).module
+    program, packed = (compile_module(module, "two_gradient_update") for _ in range(2))
+    packed.member_function = None
+    member = program.member_function
+    assert member is not None
+    calls: list[str] = []
+    monkeypatch.setattr(program, "member_function", lambda *a: (calls.append("m"), member(*a)))
+    start, grads, more = _params(8), tessc.arena(_params(9)), tessc.arena(_params(10))
+    separate = _params(11)
+    results = []
+    for executable in (program, packed):
+        params = tessc.arena(start)
+        executable(*params, *grads, *more)  # both one buffer: the plain host
+        copies = executable.packing_copies
+        results.append([r.copy() for r in executable(*params, *grads, *separate)])
+        assert executable.packing_copies == copies + (executable is packed)
+    assert calls == ["m"]
+    for got, want in zip(*results, strict=True):
+        np.testing.assert_array_equal(got, want)
