@@ -1,26 +1,18 @@
 """
 A horizontally fused host's second form, reading some arenas' members where they lie.
 
-A host `tess-fuse-horizontal` packed takes its caller's arrays in 1-D arenas; when the
-caller's arrays are separate (an optimizer's gradients computed elsewhere), the runtime
-copies them into an arena on every call (200 small gradients: 733 KB a call). Where an
-input arena is only read, element by element at the arena loop's index, codegen also
-emits `<host>_members`: that arena becomes an int64 table of addresses, entry m being
-member m's data address less its byte offset in the arena, and the loop runs member by
-member, indexing a `carray` at that address (`member_pointer`) over `[lo_m, hi_m)`: the
-same body, the same arena indices, each member read where it lies. The runtime
+Separate caller arrays (an optimizer's gradients) were copied into an arena every call
+(200 small gradients: 733 KB). Where an input arena is only read at the arena loop's
+index, codegen also emits `<host>_members`: that arena is an int64 table, entry m member
+m's data address less its byte offset, and the loop runs member by member over
+`[lo_m, hi_m)`, indexing a `carray` at that address (`member_pointer`): the same body and
+indices. A threaded host (`codegen.numba_threads`) launches `<kernel>_members` instead,
+whose share of the loop's chunks runs each member's part of it. The runtime
 (`Executable.pack_inputs`) fills the table in the compiled call that checks the arrays
-and calls this form when some tabled arena is not already one buffer.
-
-A threaded host (plain Python launching `parallel_for`, `codegen.numba_threads`) gets a
-member form too: `<host>_members` launches `<kernel>_members`, whose share `[lo, hi)` of
-the arena loop's chunks runs, for each member m, the part of `[bound_m, bound_m+1)` in
-that share, the tabled arenas read through the table as above.
-
-Only the simple form: a host that is one call of a kernel (emitted into it, or threaded),
-that kernel's one top-level `scf.parallel` 1-D from 0 by 1 over the whole arena, the
-tabled arenas read only there, each filled back to back by members of one layout and of
-a plain dtype.
+and calls this form when some tabled arena is not already one buffer. Only the simple
+form: a host that is one call of a kernel (emitted into it, or threaded), that kernel's
+one `scf.parallel` 1-D from 0 by 1 over the whole arena, the tabled arenas read only
+there, each filled back to back by members of one layout and of a plain dtype.
 """
 
 from __future__ import annotations
@@ -226,7 +218,8 @@ class ThreadedMemberEmitter(FunctionEmitter):
         bounds_name: str,
         serial_below: float,
     ):
-        super().__init__(plan.kernel, function_names, True, {}, serial_below)
+        names = {**function_names, "": bounds_name}  # (no local may take the bounds' name)
+        super().__init__(plan.kernel, names, True, {}, serial_below)
         self.plan = plan
         self.bounds_name = bounds_name
         self.tables: dict[str, tuple[str, str]] = {}  # arena name -> (table name, dtype)
