@@ -309,3 +309,34 @@ def test_an_arena_already_one_buffer_does_not_pack_the_other(
     assert calls == ["m"]
     for got, want in zip(*results, strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+def adam_like_update(params: list, ms: list, vs: list, grads: list) -> tuple[list, list, list]:
+    new_m = [0.9 * m + 0.1 * g for m, g in zip(ms, grads, strict=True)]
+    new_v = [0.999 * v + 0.001 * g * g for v, g in zip(vs, grads, strict=True)]
+    new_p = [
+        p - LR * m / (tessc.sqrt(v) + 1e-8) for p, m, v in zip(params, new_m, new_v, strict=True)
+    ]
+    return new_p, new_m, new_v
+
+
+def test_threaded_member_form_of_a_step_with_state() -> None:
+    """Three donated arenas (parameters and two states) and the gradients read through
+    their table, in a threaded kernel with more arguments and a square root."""
+    shapes = [np.zeros(n, np.float32) for n in THREADED_SIZES]
+    jitted = tessc.jit(adam_like_update, donate_argnums=(0, 1, 2))
+    module = jitted.trace(shapes, shapes, shapes, shapes).module
+    program, packed = (compile_module(module, "adam_like_update") for _ in range(2))
+    assert inspect.isfunction(program.member_function)
+    packed.member_function = None
+    state = [_params(12, THREADED_SIZES), _params(13, THREADED_SIZES)]
+    state.append([np.abs(v) for v in _params(14, THREADED_SIZES)])
+    grads = _params(15, THREADED_SIZES)
+    got_state, want_state = ([tessc.arena(s) for s in state] for _ in range(2))
+    for _ in range(2):
+        got = program(*[a for s in got_state for a in s], *grads)
+        want = packed(*[a for s in want_state for a in s], *grads)
+    assert program.packing_copies == 0 and packed.packing_copies == 2
+    assert all(g is a for g, a in zip(got, [a for s in got_state for a in s], strict=True))
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
