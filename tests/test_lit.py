@@ -52,3 +52,29 @@ def test_tool_server_runs_commands_as_the_tool_would(tmp_path: Path) -> None:
     assert (ok.returncode, ok.stdout.strip(), ok.stderr) == (0, "builtin.module {\n}", "")
     assert bad.returncode == 1 and bad.stderr.startswith("bad.mlir:1:"), bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_tool_server_gives_commands_streams_of_their_own(tmp_path: Path) -> None:
+    # The server's stderr a regular file (lit's, as in `lit ... 2>log`), the command's a
+    # pipe: filecheck reconfigures its streams, which failed with "Illegal seek" while the
+    # command inherited the server's text streams, made for a seekable file.
+    server_script = LIT_SUITE / "tool_server.py"
+    socket_path = str(tmp_path / "socket")
+    with open(tmp_path / "server-stderr", "w") as server_stderr:
+        server = subprocess.Popen(
+            [sys.executable, str(server_script), "serve", socket_path],
+            stdout=subprocess.PIPE,
+            stderr=server_stderr,
+        )
+    try:
+        assert server.stdout is not None and server.stdout.readline().strip() == b"ready"
+        (tmp_path / "check.txt").write_text("// CHECK: hello\n")
+        env = {**os.environ, "TESSC_TOOL_SERVER": socket_path, "PATH": str(tmp_path)}
+        checked = subprocess.run(
+            [sys.executable, "-S", str(server_script), "client", "filecheck", "check.txt"],
+            input="hello world\n", capture_output=True, text=True, env=env, cwd=tmp_path,
+        )  # fmt: skip
+    finally:
+        server.terminate()
+        server.wait()
+    assert (checked.returncode, checked.stderr) == (0, ""), checked.stderr

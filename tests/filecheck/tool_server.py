@@ -70,18 +70,38 @@ def _receive(connection: socket.socket) -> tuple[dict, list[int]]:
     return json.loads(body), fds
 
 
+def _fresh_standard_streams() -> None:
+    """`sys.stdin`, `stdout` and `stderr` made anew over descriptors 0-2, as Python makes
+    them at start-up: the server's own were made for its descriptors, and a text stream
+    that began on a regular file believes it can seek (filecheck's `reconfigure` then
+    failed with "Illegal seek" on the client's pipe whenever lit's stderr was a file)."""
+    for fd, name in enumerate(("stdin", "stdout", "stderr")):
+        old = getattr(sys, name)
+        stream = open(  # noqa: SIM115  (closefd=False: the descriptor stays the command's)
+            fd,
+            "r" if fd == 0 else "w",
+            encoding=old.encoding,
+            errors=old.errors,
+            buffering=1 if fd == 2 or (fd == 1 and os.isatty(1)) else -1,  # 1: by line
+            closefd=False,
+        )
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+
+
 def _run(request: dict, fds: list[int]) -> None:
     """In the forked command: become `tool args` in the client's place, then exit."""
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
-    os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
-    module_name, function = TOOLS[request["tool"]]
-    sys.argv = [request["tool"], *request["args"]]
     status: object = 0
-    try:
+    try:  # a failure here too is the command's (status 1 and a traceback), never status 0
+        _fresh_standard_streams()
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        module_name, function = TOOLS[request["tool"]]
+        sys.argv = [request["tool"], *request["args"]]
         status = getattr(importlib.import_module(module_name), function)()
     except SystemExit as exit:
         status = exit.code
