@@ -52,6 +52,7 @@ from tessc.runtime.cache import CompileStats, numba_compile_stats
 from tessc.runtime.output_cache import MIN_BYTES as CACHED_OUTPUT_BYTES
 from tessc.runtime.output_cache import empty as output_empty
 from tessc.runtime.signatures import ArenaSlot, ArraySpec, format_shape, read_signature
+from tessc.runtime.threads import with_idle_threads
 
 BYTE = np.dtype(np.uint8)
 
@@ -250,6 +251,10 @@ class Executable:
             name, tabled = signature.member_tables
             if all(h in self._back_to_back for h in tabled):
                 self.member_function, self._tabled = getattr(module, name), tabled
+        if hasattr(module, "prange"):  # parfors: on the threads that have a core now
+            self.function = with_idle_threads(self.function)
+            if self.member_function is not None:
+                self.member_function = with_idle_threads(self.member_function)
         if any(s.dtype.name in KERNEL_BITS_DTYPES for s in (*self.host_inputs, *self.host_outputs)):
             self.function = as_bits_call(self.function)
             if self.member_function is not None:

@@ -117,7 +117,7 @@ def test_kernels_become_prange_nests_and_the_host_is_compiled() -> None:
     kernel_0 = source[source.index("def f_kernel_0") :]
     assert "    for i in prange(64):\n        for j in range(128):\n" in kernel_0
     # f32 constants stay f32; the ops are one statement each with readable names.
-    assert "np.maximum(add0, np.float32(0.0))" in kernel_0
+    assert "fmaximum(add0, np.float32(0.0))" in kernel_0
     assert "mul0 = max0 * np.float32(0.5)" in kernel_0
     host = source[source.index("def f(") : source.index("def f_kernel_0")]
     assert (
@@ -597,3 +597,27 @@ def test_arena_views_workspace_and_output_aliases() -> None:
     np.testing.assert_array_equal(result, expected)
     assert result is a  # donated: computed in the input's array
     assert program.workspace().nbytes == 128 and program.workspace().ctypes.data % 64 == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float_max_and_min_keep_arith_semantics(dtype: type[np.floating]) -> None:
+    """`arith.maximumf`/`minimumf` run as `llvm.maximum`/`minimum` (`fmaximum`): NaN if
+    either operand is NaN, elementwise and in a row max (a reduction LLVM vectorises), as
+    NumPy's maximum/minimum and the reference interpreter give them."""
+    import tessc as ts
+
+    nan, inf = np.nan, np.inf
+    x = np.array([[1.0, nan, -inf, 3.0] * 8, [2.0, 5.0, -1.0, 0.5] * 8], dtype)
+    y = np.array([[nan, 2.0, -3.0, inf] * 8, [1.0, -2.0, 7.0, 0.25] * 8], dtype)
+
+    def f(x, y):
+        return ts.maximum(x, y), ts.minimum(x, y), ts.max(x, axis=1), ts.min(x, axis=1)
+
+    step = ts.jit(f)
+    assert "fmaximum(" in step.ir(x, y, stage="numba")
+    got = step(x, y)
+    want = (np.maximum(x, y), np.minimum(x, y), x.max(axis=1), x.min(axis=1))
+    reference = ts.jit(f, target="reference")(x, y)
+    for g, w, r in zip(got, want, reference, strict=True):
+        np.testing.assert_array_equal(g, w)
+        np.testing.assert_array_equal(r, w)

@@ -23,6 +23,7 @@ def test_shares_cover_the_range_once(extent: int, threads: int) -> None:
 
 def test_parallel_for_runs_every_share_with_the_arguments(monkeypatch) -> None:
     monkeypatch.setattr(threads, "thread_count", lambda: 3)
+    monkeypatch.setattr(threads, "idle_threads", lambda limit: limit)  # however loaded
     seen: list[tuple[int, int, str, str]] = []
     lock = threading.Lock()
 
@@ -37,6 +38,7 @@ def test_parallel_for_runs_every_share_with_the_arguments(monkeypatch) -> None:
 
 def test_an_error_in_a_share_reaches_the_caller(monkeypatch) -> None:
     monkeypatch.setattr(threads, "thread_count", lambda: 2)
+    monkeypatch.setattr(threads, "idle_threads", lambda limit: limit)  # however loaded
 
     def kernel(lo: int, hi: int) -> None:
         if lo > 0:
@@ -66,3 +68,55 @@ def test_thread_count_follows_numba_set_num_threads() -> None:
     finally:
         numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
     assert thread_count() == numba.config.NUMBA_NUM_THREADS
+
+
+@pytest.mark.parametrize(
+    ("running", "limit", "expected"), [(1, 2, 2), (2, 2, 1), (9, 4, 1), (1, 1, 1)]
+)
+def test_idle_threads_leaves_out_the_cores_other_tasks_hold(
+    monkeypatch, tmp_path, running: int, limit: int, expected: int
+) -> None:
+    monkeypatch.delenv("TESSC_ALL_THREADS", raising=False)
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text(f"5.29 4.68 3.12 {running}/173 2127\n")
+    monkeypatch.setattr(threads, "LOADAVG", str(loadavg))
+    monkeypatch.setattr(threads.os, "sched_getaffinity", lambda pid: {0, 1})
+    assert threads.idle_threads(limit) == expected
+
+
+def test_idle_threads_without_loadavg_is_the_limit(monkeypatch, tmp_path) -> None:
+    monkeypatch.delenv("TESSC_ALL_THREADS", raising=False)
+    monkeypatch.setattr(threads, "LOADAVG", str(tmp_path / "missing"))
+    assert threads.idle_threads(3) == 3
+
+
+def test_parallel_for_runs_in_the_caller_when_no_other_core_is_idle(monkeypatch) -> None:
+    monkeypatch.setattr(threads, "thread_count", lambda: 2)
+    monkeypatch.setattr(threads, "idle_threads", lambda limit: 1)
+    seen: list[tuple[int, int, str]] = []
+    parallel_for(lambda lo, hi: seen.append((lo, hi, threading.current_thread().name)), 6)
+    assert seen == [(0, 6, threading.current_thread().name)]
+
+
+def test_a_host_runs_its_parfors_on_the_idle_threads_and_restores_the_count(
+    monkeypatch,
+) -> None:
+    import numba
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("one thread")
+    numba.set_num_threads(2)
+    monkeypatch.setattr(threads, "idle_threads", lambda limit: 1)
+    host = threads.with_idle_threads(lambda x: (x, numba.get_num_threads()))
+    assert host(7) == (7, 1)
+    assert numba.get_num_threads() == 2
+
+
+def test_all_threads_asked_for(monkeypatch, tmp_path) -> None:
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text("9.0 9.0 9.0 9/99 1\n")
+    monkeypatch.setattr(threads, "LOADAVG", str(loadavg))
+    monkeypatch.setenv("TESSC_ALL_THREADS", "1")
+    assert threads.idle_threads(2) == 2
+    monkeypatch.delenv("TESSC_ALL_THREADS")
+    assert threads.idle_threads(2) == 1

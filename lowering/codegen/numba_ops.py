@@ -82,6 +82,13 @@ for _function in (
     _math_name, _, _numpy_name = _function.partition(":")
     EXPRESSIONS[f"math.{_math_name}"] = f"np.{_numpy_name or _math_name}({{0}})"
 
+# The CPU's: `arith.maximumf`/`minimumf` as LLVM intrinsics (`FLOAT_MINMAX_INTRINSICS`).
+CPU_EXPRESSIONS: dict[str, str] = {
+    **EXPRESSIONS,
+    "arith.maximumf": "fmaximum({0}, {1})",
+    "arith.minimumf": "fminimum({0}, {1})",
+}
+
 _CMPF: dict[str, str] = {
     "false": "False", "true": "True",
     "oeq": "{0} == {1}", "ogt": "{0} > {1}", "oge": "{0} >= {1}",
@@ -158,7 +165,8 @@ class OpEmitter:
         self.scalar_views: dict[SSAValue, str] = {}
         # The arith/math templates; a target whose compiler lacks some spellings (Numba's
         # CUDA target has no `np.exp`) overrides those entries (`to_cuda.CUDA_TEMPLATES`).
-        self.templates: dict[str, str] = EXPRESSIONS
+        self.templates: dict[str, str] = CPU_EXPRESSIONS
+        self.uses_float_minmax = False  # `FLOAT_MINMAX_INTRINSICS` (CPU max/min of floats)
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -291,6 +299,7 @@ class OpEmitter:
         )
         self.uses_math |= "math." in text
         self.uses_bitcast |= op.name == "arith.bitcast"
+        self.uses_float_minmax |= text.startswith(("fmaximum(", "fminimum("))
         self.assign(op, text)
 
     def indices(self, indices: Sequence[SSAValue]) -> str:
@@ -406,4 +415,4 @@ class OpEmitter:
             self.assign(op, f"{self.expr(op.source)}.shape[{self.expr(op.index)}]")
 
 
-__all__ = ["EXPRESSIONS", "OpEmitter"]
+__all__ = ["CPU_EXPRESSIONS", "EXPRESSIONS", "OpEmitter"]

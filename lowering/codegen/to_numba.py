@@ -47,6 +47,7 @@ from tessc.lowering.codegen.numba_micro import (
 )
 from tessc.lowering.codegen.numba_source import (
     BITCAST_INTRINSIC,
+    FLOAT_MINMAX_INTRINSICS,
     HUGE_PAGES_INTRINSIC,
     NARROW_FLOAT_HELPERS,
     UnsupportedOpError,
@@ -201,7 +202,7 @@ def _emit_module(
     bodies: list[str] = []
     signatures: list[str] = []
     uses_math = uses_prange = uses_bitcast = uses_num_threads = uses_huge_pages = False
-    uses_narrow_floats = False
+    uses_narrow_floats = uses_float_minmax = False
     mma_tiles: set[MmaKey] = set()
     external_bodies: dict[str, str] = {}  # body_key -> the kernel that has that body
     sized_externals = False  # an external kernel takes the sizes of `?` dims
@@ -232,6 +233,7 @@ def _emit_module(
         uses_math |= emitter.uses_math
         uses_bitcast |= emitter.uses_bitcast
         uses_narrow_floats |= emitter.uses_narrow_floats
+        uses_float_minmax |= emitter.uses_float_minmax
         uses_num_threads |= emitter.uses_num_threads
         uses_huge_pages |= emitter.uses_huge_pages
         mma_tiles |= emitter.mma_tiles
@@ -334,7 +336,7 @@ def _emit_module(
     ]
     imports = ["import math", ""] if uses_math else []
     imports += ["import numpy as np", f"from numba import {', '.join(numba_names)}"]
-    if mma_tiles or uses_num_threads or uses_huge_pages:
+    if mma_tiles or uses_num_threads or uses_huge_pages or uses_float_minmax:
         imports += MMA_IMPORTS
     elif uses_bitcast or uses_members:
         imports.append("from numba.extending import intrinsic")
@@ -356,6 +358,8 @@ def _emit_module(
         *(["", *tables] if tables else []),
     ]
     helpers = [BITCAST_INTRINSIC] if uses_bitcast else []
+    if uses_float_minmax:
+        helpers.append(FLOAT_MINMAX_INTRINSICS)
     if uses_narrow_floats:
         helpers.append(NARROW_FLOAT_HELPERS.format(decorator='@njit(inline="always")'))
     if mma_tiles:

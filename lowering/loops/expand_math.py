@@ -1,10 +1,10 @@
 """
-`tess-expand-math`: scalar `math.exp`, `math.tanh` and `math.log` (f32, f64) become
-branch-free `arith` polynomials (level 5, loops).
+`tess-expand-math`: scalar `math.exp`, `math.tanh` and `math.log` (f32, f64) and `math.erf`
+(f32) become branch-free `arith` polynomials (level 5, loops).
 
 Numba here has no SVML, so `np.exp` in a kernel is a scalar libm call that stops LLVM from
 vectorising the loop around it. The expansions (range reduction with Cody-Waite constants,
-minimax polynomials, 2^k by bit manipulation; tanh and log built the same way) use only
+minimax polynomials, 2^k by bit manipulation; tanh, log and erf built the same way) use only
 `arith` ops, so a loop over them vectorises; every result is within ~1.3 ulp over the
 whole float range and IEEE specials are exact. Only `contract` of the source op's
 fast-math flags is carried over. A static cost model expands an op only where its loops
@@ -377,6 +377,52 @@ def emit_log(emitter: ArithEmitter, x: SSAValue) -> SSAValue:
     return e.select(is_nan, x, result)
 
 
+ERF_F32_CUTOVER = 0.927734375
+"""Below this |x|, f32 erf uses its odd polynomial; above, 1 - exp(polynomial)."""
+ERF_F32_SMALL = (
+    1.28379166e-1,
+    -3.76125336e-1,
+    1.12819925e-1,
+    -2.67681349e-2,
+    4.99119423e-3,
+    -5.96761703e-4,
+)
+"""P in erf(x) = x + x P(x^2) for |x| below the cut-over, ascending powers of x^2."""
+ERF_F32_LARGE = (
+    -1.28717512e-1,
+    -6.34846687e-1,
+    -1.06777877e-1,
+    2.42546219e-2,
+    -3.88396438e-3,
+    3.83197126e-4,
+    -1.72853470e-5,
+)
+"""Q in erf(a) = 1 - exp(a Q(a) - a) above the cut-over, ascending powers of a = |x|
+(with the small polynomial: Norbert Juffa's minimax erff, ~1 ulp)."""
+ERF_F32_SATURATION = 4.0
+"""erf of anything at or above this rounds to 1 in f32: |x| is clamped there."""
+
+
+def emit_erf(emitter: ArithEmitter, x: SSAValue) -> SSAValue:
+    """erf(x), f32: odd polynomial below the cut-over, 1 - exp(polynomial) above it."""
+    e = emitter
+    bits = e.bits_of(x)
+    magnitude_bits = e.andi(bits, e.int_const((1 << 31) - 1))
+    sign_bit = e.xori(bits, magnitude_bits)
+    magnitude = e.float_of_bits(magnitude_bits)
+
+    small = e.add(e.mul(e.horner(e.mul(x, x), ERF_F32_SMALL), x), x)
+
+    saturation = e.const(ERF_F32_SATURATION)
+    a = e.select(e.cmp("ogt", magnitude, saturation), saturation, magnitude)
+    exponent = e.sub(e.mul(e.horner(a, ERF_F32_LARGE), a), a)
+    large = e.sub(e.const(1.0), emit_exp(e, exponent))
+    large = e.float_of_bits(e.ori(e.bits_of(large), sign_bit))
+
+    result = e.select(e.cmp("ogt", magnitude, e.const(ERF_F32_CUTOVER)), large, small)
+    return e.select(e.cmp("uno", x, x), x, result)
+
+
 BlockConstants = dict[tuple[Block, Attribute], dict[tuple[str, str], SSAValue]]
 """The constants expansions made so far in each block, by float type: reused by the
 expansions after them in the block (ops are expanded in program order, so a constant made
@@ -385,7 +431,7 @@ made once, they are not made, hoisted and erased again (a 1,000-op program made 
 
 
 def make_emitter(
-    op: math.ExpOp | math.TanhOp | math.LogOp,
+    op: math.ExpOp | math.TanhOp | math.LogOp | math.ErfOp,
     rewriter: PatternRewriter,
     dtypes: frozenset[str],
     constants: BlockConstants | None = None,
@@ -395,6 +441,8 @@ def make_emitter(
     fmt = float_format_of(float_type)
     if fmt is None or fmt.name not in dtypes:
         return None
+    if isinstance(op, math.ErfOp) and fmt is not F32_FORMAT:
+        return None  # f64 erf keeps libm's (no f64 expansion yet)
     assert isinstance(float_type, Float32Type | Float64Type)
     contract = FastMathFlag.ALLOW_CONTRACT
     fastmath = arith.FastMathFlagsAttr([contract] if contract in op.fastmath.data else "none")
@@ -461,21 +509,37 @@ class ExpandLogPattern(RewritePattern):
             rewriter.replace(op, (), (emit_log(emitter, op.operand),))
 
 
-EXPANSION_PATTERNS: dict[str, type[ExpandExpPattern | ExpandTanhPattern | ExpandLogPattern]] = {
+@dataclass
+class ExpandErfPattern(RewritePattern):
+    dtypes: frozenset[str]
+    constants: BlockConstants = field(default_factory=BlockConstants)
+    gate: ExpansionGate = ExpansionGate(0, 0)
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: math.ErfOp, rewriter: PatternRewriter) -> None:
+        if not self.gate.pays(op):
+            return
+        if (emitter := make_emitter(op, rewriter, self.dtypes, self.constants)) is not None:
+            rewriter.replace(op, (), (emit_erf(emitter, op.operand),))
+
+
+ExpansionPattern = ExpandExpPattern | ExpandTanhPattern | ExpandLogPattern | ExpandErfPattern
+EXPANSION_PATTERNS: dict[str, type[ExpansionPattern]] = {
     "exp": ExpandExpPattern,
     "tanh": ExpandTanhPattern,
     "log": ExpandLogPattern,
+    "erf": ExpandErfPattern,
 }
 
 
 @dataclass(frozen=True)
 class TessExpandMathPass(ModulePass):
-    """Expand scalar math.exp/tanh/log into vectorisable arith (see the module docstring)."""
+    """Expand scalar math.exp/tanh/log/erf into vectorisable arith (module docstring)."""
 
     name = "tess-expand-math"
 
-    functions: tuple[str, ...] = ("exp", "tanh")
-    """Which math ops to expand: any of exp, tanh, log."""
+    functions: tuple[str, ...] = ("exp", "tanh", "erf")
+    """Which math ops to expand: any of exp, tanh, log, erf (erf: f32 only)."""
 
     dtypes: tuple[str, ...] = ("f32", "f64")
     """Which float types to expand: any of f32, f64."""

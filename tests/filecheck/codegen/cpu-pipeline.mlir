@@ -27,7 +27,7 @@ func.func @layer(%x: tensor<256x128xf32>, %w: tensor<128x256xf32>, %b: tensor<25
 // CHECK:                  [[BIAS:[a-z0-9_]+]][{{.*}}] = {{.*}}
 // CHECK:          # layer_kernel_{{[0-9]+}}
 // CHECK:                  {{.*}} = [[BIAS]][{{.*}}]
-// CHECK-NEXT:             {{.*}} = np.maximum({{.*}}, np.float32(0.0))
+// CHECK-NEXT:             {{.*}} = fmaximum({{.*}}, np.float32(0.0))
 // CHECK-NEXT:             [[OUT]][{{.*}}] = {{.*}}
 
 // The matmul: i parallel, then k, then j (unit stride in both w and the output).
