@@ -29,7 +29,9 @@ when it loads a module. Compiled alone, the MLP step's 17 kernels took 3.3 s of 
 
 Concurrency: the kernels Numba's disk cache does not hold yet are compiled by this process
 and one worker process (`worker_main`), both taking the next kernel from one queue, largest
-first (source lines as the estimate), until it is empty. The worker writes Numba's disk
+first (source lines as the estimate), until it is empty; the worker takes its first only
+once it is ready (started up, it answers `ready`): a kernel handed to a worker still
+importing Numba would wait there while this process could compile it. The worker writes Numba's disk
 cache (its files checksummed in tessc's index like any other) and this process then loads
 what the worker compiled from there. The worker is asked only where there are
 `WORKER_MIN_LINES` of kernel source to compile, two CPUs, a module on disk, and it is not
@@ -90,6 +92,7 @@ class WorkerStats:
     """What the compile worker did for this process (tests observe it)."""
 
     started: int = 0  # worker processes started
+    sent: int = 0  # kernels handed to it
     compiled: int = 0  # kernels it compiled into the disk cache for this process
     failed: int = 0  # kernels it could not compile (compiled here instead)
 
@@ -227,11 +230,14 @@ def workers_allowed() -> bool:
     return cpus >= 2
 
 
-def start_worker() -> None:
-    """Start the worker now (it takes ~0.3 s to import Numba), e.g. while the passes run
-    for a program that will have kernels to compile."""
+def start_worker(*, ready: bool = False) -> None:
+    """Start the worker now (it takes ~0.7 s to import Numba and compile its first
+    kernel), e.g. while the passes run for a program that will have kernels to compile;
+    with `ready`, wait until it can take kernels (tests)."""
     if workers_allowed():
-        _Worker.get()
+        worker = _Worker.get()
+        if ready and worker is not None:
+            worker.ready.wait(WORKER_TIMEOUT)
 
 
 def stop_worker() -> None:
@@ -253,19 +259,35 @@ def _compile_with_worker(pending: list[ExternalKernel], guard: Guard, path: Path
     times: list[tuple[str, float, float]] = []  # the worker's (kernel, wall s, CPU s)
     try:
         queue = sorted(pending, key=ExternalKernel.cost, reverse=True)
-        lock = threading.Lock()
+        state = threading.Condition()
+        holding = [False]  # whether the worker holds a kernel of this queue
 
-        def take() -> ExternalKernel | None:
-            with lock:
+        def take_here() -> ExternalKernel | None:
+            with state:
                 return queue.pop(0) if queue else None
 
-        feeder = threading.Thread(target=worker.feed, args=(path, take, times), daemon=True)
-        feeder.start()
-        while (kernel := take()) is not None:
+        def take() -> ExternalKernel | None:  # the worker's next: its last one is done
+            with state:
+                holding[0] = bool(queue)
+                return queue.pop(0) if queue else None
+
+        def feed() -> None:
+            try:
+                if worker.ready.wait(WORKER_TIMEOUT):
+                    worker.feed(path, take, times)
+            finally:
+                with state:
+                    holding[0] = False
+                    state.notify_all()
+
+        threading.Thread(target=feed, daemon=True).start()
+        while (kernel := take_here()) is not None:
             kernel.compile(guard)
-        feeder.join(WORKER_TIMEOUT)
-        if feeder.is_alive():  # hung: what it holds is compiled here
-            worker.process.kill()
+        # The queue is empty: wait for the kernel the worker holds, if any (a worker not
+        # ready yet holds none, and its feeder then finds the queue empty).
+        with state:
+            if not state.wait_for(lambda: not holding[0], WORKER_TIMEOUT):
+                worker.process.kill()  # hung: what it holds is compiled here
     finally:
         worker.lock.release()
     for name, seconds, cpu in list(times):  # a hung feeder may still append: a copy
@@ -284,6 +306,17 @@ class _Worker:
         self.process = process
         self.owner = os.getpid()  # a forked child starts its own
         self.lock = threading.Lock()  # one program at a time
+        self.ready = threading.Event()  # it answered `ready` (or died starting)
+        threading.Thread(target=self._await_ready, daemon=True).start()
+
+    def _await_ready(self) -> None:
+        """Read the worker's first line, `ready` once it has started up (EOF if it died:
+        then the feeder's first request fails and this process compiles everything)."""
+        try:
+            self.process.stdout.readline()  # type: ignore[union-attr]
+        except (OSError, ValueError):
+            pass
+        self.ready.set()
 
     @classmethod
     def get(cls) -> _Worker | None:
@@ -348,6 +381,7 @@ class _Worker:
             while (kernel := take()) is not None:
                 stdin.write(f"{path}\t{kernel.__name__}\n")
                 stdin.flush()
+                STATS.sent += 1
                 answer, name, *spent = stdout.readline().split() or [""]
                 if answer != "ok" or name != kernel.__name__ or len(spent) != 2:
                     STATS.failed += 1
@@ -394,6 +428,8 @@ def worker_main() -> None:
     the modules it loads must find this module's `ExternalKernel`)."""
     options = {"fastmath": {"contract"}, "error_model": "numpy"}
     ExternalKernel(_warm_up, types.void(types.voidptr), options).prepare(None).compile()
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
     _serve(sys.stdin, sys.stdout)
 
 

@@ -127,6 +127,7 @@ WARM_CHILD = textwrap.dedent(
 def test_cold_kernels_compile_here_and_in_the_worker_then_load_warm_and_verified(
     tmp_path: Path, by_name: str
 ) -> None:
+    external.start_worker(ready=True)  # it takes kernels once ready: the first may be done
     by_worker = external.STATS.compiled
     report = io.StringIO()
     with timing.reporting("load", report, numba_events=True):
@@ -196,6 +197,26 @@ def test_a_failing_worker_leaves_its_kernels_to_this_process(
         external.stop_worker()  # the next test starts a working one
     check_small(module)
     assert external.STATS.compiled == by_worker
+    assert numba_compile_stats(module).compiled == 6
+
+
+def test_a_worker_still_starting_is_handed_no_kernel(
+    tmp_path: Path, by_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A worker takes kernels once it answers `ready`: one still importing Numba would hold
+    # the largest kernel while this process, idle, waited for it.
+    if not external.workers_allowed():
+        pytest.skip("one CPU: no compile worker")
+    external.stop_worker()
+    monkeypatch.setattr(external, "_WORKER_COMMAND", "import sys; sys.stdin.read()")
+    monkeypatch.setattr(external, "WORKER_TIMEOUT", 20.0)
+    sent, by_worker = external.STATS.sent, external.STATS.compiled
+    try:
+        module = load_source(by_name, tmp_path)
+    finally:
+        external.stop_worker()
+    check_small(module)
+    assert external.STATS.sent == sent and external.STATS.compiled == by_worker
     assert numba_compile_stats(module).compiled == 6
 
 
