@@ -37,8 +37,11 @@ what the worker compiled from there. The worker is asked only where there are
 `WORKER_MIN_LINES` of kernel source to compile, two CPUs, a module on disk, and it is not
 switched off (`TESSC_COMPILE_WORKERS=0`); if it fails or dies, this process compiles what is
 left. It is one process per process, kept for later programs, and `start_worker` starts it
-early (the compiler does, while the passes of a large program run): it imports Numba and
-compiles a small kernel first (Numba's first compilation in a process costs ~0.3 s more).
+early (the compiler does, while the passes of a large program run): it compiles a small
+kernel first (Numba's first compilation in a process costs ~0.3 s more). `start_worker`
+forks it on Linux when this process runs one thread (`_ForkedWorker`: it has Numba and
+tessc imported already, ~0.4 s of a new interpreter's start-up saved); otherwise, and when
+a compile needs one that was not started, it is a new `python -c` process.
 Compiling or loading a kernel here fires Numba's `numba:compile` event, so `TESSC_TIMING`
 reports list each kernel; the worker's kernels show as loads here, and the worker's own
 time for each (wall and CPU, which it sends back with its answer) comes as one
@@ -51,6 +54,7 @@ from __future__ import annotations
 import atexit
 import collections
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -92,6 +96,7 @@ class WorkerStats:
     """What the compile worker did for this process (tests observe it)."""
 
     started: int = 0  # worker processes started
+    forked: int = 0  # of which forked from this process
     sent: int = 0  # kernels handed to it
     compiled: int = 0  # kernels it compiled into the disk cache for this process
     failed: int = 0  # kernels it could not compile (compiled here instead)
@@ -235,7 +240,7 @@ def start_worker(*, ready: bool = False) -> None:
     kernel), e.g. while the passes run for a program that will have kernels to compile;
     with `ready`, wait until it can take kernels (tests)."""
     if workers_allowed():
-        worker = _Worker.get()
+        worker = _Worker.get(fork=True)
         if ready and worker is not None:
             worker.ready.wait(WORKER_TIMEOUT)
 
@@ -302,7 +307,7 @@ class _Worker:
     _current: _Worker | None = None
     _start_lock = threading.Lock()
 
-    def __init__(self, process: subprocess.Popen):
+    def __init__(self, process: subprocess.Popen | _ForkedWorker):
         self.process = process
         self.owner = os.getpid()  # a forked child starts its own
         self.lock = threading.Lock()  # one program at a time
@@ -319,15 +324,26 @@ class _Worker:
         self.ready.set()
 
     @classmethod
-    def get(cls) -> _Worker | None:
+    def get(cls, *, fork: bool = False) -> _Worker | None:
+        """The worker, started if there is none; `fork`: forked if this process runs
+        one thread (callers holding no lock a worker needs: `start_worker`)."""
         with cls._start_lock:
             worker = cls._current
             if worker is not None and worker.owner == os.getpid():
                 if worker.process.poll() is None:
                     return worker
                 worker.stop()  # died: its pipes closed, a new one started
-            cls._current = worker = cls._start()
+            forked = _ForkedWorker.start() if fork else None
+            cls._current = worker = _Worker._adopt(forked) if forked else cls._start()
             return worker
+
+    @staticmethod
+    def _adopt(process: subprocess.Popen | _ForkedWorker) -> _Worker:
+        worker = _Worker(process)
+        atexit.register(worker.stop)
+        STATS.started += 1
+        STATS.forked += isinstance(process, _ForkedWorker)
+        return worker
 
     @staticmethod
     def _start() -> _Worker | None:
@@ -349,10 +365,7 @@ class _Worker:
             )
         except OSError:
             return None
-        worker = _Worker(process)
-        atexit.register(worker.stop)
-        STATS.started += 1
-        return worker
+        return _Worker._adopt(process)
 
     def stop(self) -> None:
         """End the worker (it exits when its input closes) and close its pipes."""
@@ -392,6 +405,73 @@ class _Worker:
             return
 
 
+class _ForkedWorker:
+    """A worker forked from this process, with the part of `subprocess.Popen` that
+    `_Worker` uses. Forked only on Linux from a process running one thread (a lock another
+    thread held would stay locked in the child); the child keeps no file descriptor but its
+    pipes, answers on them, writes nothing to this process's output, and leaves with
+    `os._exit` (no `atexit` handler, no buffered output of this process written twice)."""
+
+    def __init__(self, pid: int, stdin: IO[str], stdout: IO[str]):
+        self.pid, self.stdin, self.stdout = pid, stdin, stdout
+        self.returncode: int | None = None
+
+    @staticmethod
+    def start() -> _ForkedWorker | None:
+        if not sys.platform.startswith("linux") or threading.active_count() != 1:
+            return None
+        try:
+            requests_in, requests_out = os.pipe()
+            answers_in, answers_out = os.pipe()
+            pid = os.fork()
+        except OSError:
+            return None
+        if pid == 0:  # the worker
+            status = 1
+            try:
+                # Only its own pipes open: a pipe of this process's other children held by
+                # the worker would never reach end-of-file.
+                low, high = sorted((requests_in, answers_out))
+                os.closerange(3, low)
+                os.closerange(low + 1, high)
+                os.closerange(high + 1, os.sysconf("SC_OPEN_MAX"))
+                os.dup2(os.open(os.devnull, os.O_WRONLY), 2)  # Numba's warnings: nowhere
+                with open(requests_in) as requests, open(answers_out, "w") as answers:
+                    worker_main(requests, answers)
+                status = 0
+            finally:
+                os._exit(status)
+        os.close(requests_in)
+        os.close(answers_out)
+        return _ForkedWorker(pid, open(requests_out, "w"), open(answers_in))
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere
+                self.returncode = -1
+            else:
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout or 0.0)
+            time.sleep(0.005)
+        return self.returncode  # type: ignore[return-value]
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 def _serve(requests: Iterable[str], out: IO[str]) -> None:
     """The worker's loop: compile each requested kernel (`<module file>\t<name>`) into the
     disk cache and answer `ok <name> <wall s> <CPU s>` (`failed <name>` if it cannot)."""
@@ -423,14 +503,17 @@ def _warm_up(pointer: Any) -> None:
         array[i] = np.maximum(array[i] * np.float32(2.0), np.float32(0.0))
 
 
-def worker_main() -> None:
+def worker_main(requests: IO[str] | None = None, answers: IO[str] | None = None) -> None:
     """The worker process (`python -c _WORKER_COMMAND`, requests on stdin; not `python -m`:
-    the modules it loads must find this module's `ExternalKernel`)."""
+    the modules it loads must find this module's `ExternalKernel`), or a forked one on its
+    pipes."""
+    requests = sys.stdin if requests is None else requests
+    answers = sys.stdout if answers is None else answers
     options = {"fastmath": {"contract"}, "error_model": "numpy"}
     ExternalKernel(_warm_up, types.void(types.voidptr), options).prepare(None).compile()
-    sys.stdout.write("ready\n")
-    sys.stdout.flush()
-    _serve(sys.stdin, sys.stdout)
+    answers.write("ready\n")
+    answers.flush()
+    _serve(requests, answers)
 
 
 KERNEL_COMPILERS.append(compile_kernels)
