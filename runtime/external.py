@@ -39,9 +39,10 @@ switched off (`TESSC_COMPILE_WORKERS=0`); if it fails or dies, this process comp
 left. It is one process per process, kept for later programs, and `start_worker` starts it
 early (the compiler does, while the passes of a large program run): it compiles a small
 kernel first (Numba's first compilation in a process costs ~0.3 s more). `start_worker`
-forks it on Linux when this process runs one thread (`_ForkedWorker`: it has Numba and
-tessc imported already, ~0.4 s of a new interpreter's start-up saved); otherwise, and when
-a compile needs one that was not started, it is a new `python -c` process.
+forks it on Linux when this process runs one thread (`_ForkedWorker`), after compiling the
+small kernel here: the worker starts with Numba imported and warmed up, ready at once
+(~0.7 s of a new interpreter's start-up saved); otherwise, and when a compile needs one
+that was not started, it is a new `python -c` process.
 Compiling or loading a kernel here fires Numba's `numba:compile` event, so `TESSC_TIMING`
 reports list each kernel; the worker's kernels show as loads here, and the worker's own
 time for each (wall and CPU, which it sends back with its answer) comes as one
@@ -420,6 +421,7 @@ class _ForkedWorker:
     def start() -> _ForkedWorker | None:
         if not sys.platform.startswith("linux") or threading.active_count() != 1:
             return None
+        warm_up_numba()  # here, for both: this process compiles kernels too
         try:
             requests_in, requests_out = os.pipe()
             answers_in, answers_out = os.pipe()
@@ -495,12 +497,24 @@ def _serve(requests: Iterable[str], out: IO[str]) -> None:
 
 
 def _warm_up(pointer: Any) -> None:
-    """A kernel like generated ones, compiled by a new worker before its first request:
-    Numba's first compilation in a process costs ~0.3 s more than the next (its typing and
-    target contexts), which the worker pays while the passes run, not on a kernel's time."""
+    """A kernel like generated ones, compiled by a new worker before its first request, or
+    by this process before it forks one: Numba's first compilation in a process costs
+    ~0.3 s more than the next (its typing and target contexts), paid while the passes run,
+    not on a kernel's time, and by a forked worker not at all."""
     array = carray(pointer, (8,), np.float32)
     for i in range(8):
         array[i] = np.maximum(array[i] * np.float32(2.0), np.float32(0.0))
+
+
+def warm_up_numba() -> None:
+    """Compile `_warm_up` in this process (once)."""
+    if not _WARMED_UP:
+        options = {"fastmath": {"contract"}, "error_model": "numpy"}
+        ExternalKernel(_warm_up, types.void(types.voidptr), options).prepare(None).compile()
+        _WARMED_UP.append(True)
+
+
+_WARMED_UP: list[bool] = []
 
 
 def worker_main(requests: IO[str] | None = None, answers: IO[str] | None = None) -> None:
@@ -509,8 +523,7 @@ def worker_main(requests: IO[str] | None = None, answers: IO[str] | None = None)
     pipes."""
     requests = sys.stdin if requests is None else requests
     answers = sys.stdout if answers is None else answers
-    options = {"fastmath": {"contract"}, "error_model": "numpy"}
-    ExternalKernel(_warm_up, types.void(types.voidptr), options).prepare(None).compile()
+    warm_up_numba()
     answers.write("ready\n")
     answers.flush()
     _serve(requests, answers)
