@@ -29,20 +29,20 @@ when it loads a module. Compiled alone, the MLP step's 17 kernels took 3.3 s of 
 
 Concurrency: the kernels Numba's disk cache does not hold yet are compiled by this process
 and one worker process (`worker_main`), both taking the next kernel from one queue, largest
-first (source lines as the estimate), until it is empty; the worker takes its first only
-once it is ready (started up, it answers `ready`): a kernel handed to a worker still
-importing Numba would wait there while this process could compile it. The worker writes Numba's disk
+first (source lines as the estimate), until it is empty; the worker takes its first once it
+is ready (started up, it answers `ready`): a kernel handed to a worker still importing
+Numba would wait there while this process could compile it. The worker writes Numba's disk
 cache (its files checksummed in tessc's index like any other) and this process then loads
 what the worker compiled from there. The worker is asked only where there are
 `WORKER_MIN_LINES` of kernel source to compile, two CPUs, a module on disk, and it is not
 switched off (`TESSC_COMPILE_WORKERS=0`); if it fails or dies, this process compiles what is
 left. It is one process per process, kept for later programs, and `start_worker` starts it
-early (the compiler does, while the passes of a large program run): it compiles a small
-kernel first (Numba's first compilation in a process costs ~0.3 s more). `start_worker`
-forks it on Linux when this process runs one thread (`_ForkedWorker`), after compiling the
-small kernel here: the worker starts with Numba imported and warmed up, ready at once
-(~0.7 s of a new interpreter's start-up saved); otherwise, and when a compile needs one
-that was not started, it is a new `python -c` process.
+early (the compiler does, while the passes of a large program run). It compiles a small
+kernel first (Numba's first compilation in a process costs ~0.3 s more); `start_worker`
+forks it on Linux from a process running one thread (`_ForkedWorker`), after compiling that
+kernel here: the worker starts with Numba imported and warmed up, ready at once (~0.7 s of
+a new interpreter's start-up saved). Otherwise, and when a compile needs a worker none
+started, it is a new `python -c` process.
 Compiling or loading a kernel here fires Numba's `numba:compile` event, so `TESSC_TIMING`
 reports list each kernel; the worker's kernels show as loads here, and the worker's own
 time for each (wall and CPU, which it sends back with its answer) comes as one
@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import gc
 import os
 import signal
 import subprocess
@@ -422,11 +423,17 @@ class _ForkedWorker:
         if not sys.platform.startswith("linux") or threading.active_count() != 1:
             return None
         warm_up_numba()  # here, for both: this process compiles kernels too
+        requests_in, requests_out = os.pipe()
+        answers_in, answers_out = os.pipe()
+        # This process's objects frozen for the fork: the worker's garbage collections
+        # then leave their memory shared (copy-on-write) rather than touching all of it.
+        gc.freeze()
         try:
-            requests_in, requests_out = os.pipe()
-            answers_in, answers_out = os.pipe()
             pid = os.fork()
         except OSError:
+            gc.unfreeze()
+            for fd in (requests_in, requests_out, answers_in, answers_out):
+                os.close(fd)
             return None
         if pid == 0:  # the worker
             status = 1
@@ -443,6 +450,7 @@ class _ForkedWorker:
                 status = 0
             finally:
                 os._exit(status)
+        gc.unfreeze()
         os.close(requests_in)
         os.close(answers_out)
         return _ForkedWorker(pid, open(requests_out, "w"), open(answers_in))
