@@ -29,14 +29,20 @@ when it loads a module. Compiled alone, the MLP step's 17 kernels took 3.3 s of 
 
 Concurrency: the kernels Numba's disk cache does not hold yet are compiled by this process
 and one worker process (`worker_main`), both taking the next kernel from one queue, largest
-first (source lines as the estimate), until it is empty. The worker writes Numba's disk
+first (source lines as the estimate), until it is empty; the worker takes its first once it
+is ready (started up, it answers `ready`): a kernel handed to a worker still importing
+Numba would wait there while this process could compile it. The worker writes Numba's disk
 cache (its files checksummed in tessc's index like any other) and this process then loads
 what the worker compiled from there. The worker is asked only where there are
 `WORKER_MIN_LINES` of kernel source to compile, two CPUs, a module on disk, and it is not
 switched off (`TESSC_COMPILE_WORKERS=0`); if it fails or dies, this process compiles what is
 left. It is one process per process, kept for later programs, and `start_worker` starts it
-early (the compiler does, while the passes of a large program run): it imports Numba and
-compiles a small kernel first (Numba's first compilation in a process costs ~0.3 s more).
+early (the compiler does, while the passes of a large program run). It compiles a small
+kernel first (Numba's first compilation in a process costs ~0.3 s more); `start_worker`
+forks it on Linux from a process running one thread (`_ForkedWorker`), after compiling that
+kernel here: the worker starts with Numba imported and warmed up, ready at once (~0.7 s of
+a new interpreter's start-up saved). Otherwise, and when a compile needs a worker none
+started, it is a new `python -c` process.
 Compiling or loading a kernel here fires Numba's `numba:compile` event, so `TESSC_TIMING`
 reports list each kernel; the worker's kernels show as loads here, and the worker's own
 time for each (wall and CPU, which it sends back with its answer) comes as one
@@ -48,7 +54,9 @@ from __future__ import annotations
 
 import atexit
 import collections
+import gc
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -90,6 +98,8 @@ class WorkerStats:
     """What the compile worker did for this process (tests observe it)."""
 
     started: int = 0  # worker processes started
+    forked: int = 0  # of which forked from this process
+    sent: int = 0  # kernels handed to it
     compiled: int = 0  # kernels it compiled into the disk cache for this process
     failed: int = 0  # kernels it could not compile (compiled here instead)
 
@@ -227,11 +237,14 @@ def workers_allowed() -> bool:
     return cpus >= 2
 
 
-def start_worker() -> None:
-    """Start the worker now (it takes ~0.3 s to import Numba), e.g. while the passes run
-    for a program that will have kernels to compile."""
+def start_worker(*, ready: bool = False) -> None:
+    """Start the worker now (it takes ~0.7 s to import Numba and compile its first
+    kernel), e.g. while the passes run for a program that will have kernels to compile;
+    with `ready`, wait until it can take kernels (tests)."""
     if workers_allowed():
-        _Worker.get()
+        worker = _Worker.get(fork=True)
+        if ready and worker is not None:
+            worker.ready.wait(WORKER_TIMEOUT)
 
 
 def stop_worker() -> None:
@@ -253,19 +266,35 @@ def _compile_with_worker(pending: list[ExternalKernel], guard: Guard, path: Path
     times: list[tuple[str, float, float]] = []  # the worker's (kernel, wall s, CPU s)
     try:
         queue = sorted(pending, key=ExternalKernel.cost, reverse=True)
-        lock = threading.Lock()
+        state = threading.Condition()
+        holding = [False]  # whether the worker holds a kernel of this queue
 
-        def take() -> ExternalKernel | None:
-            with lock:
+        def take_here() -> ExternalKernel | None:
+            with state:
                 return queue.pop(0) if queue else None
 
-        feeder = threading.Thread(target=worker.feed, args=(path, take, times), daemon=True)
-        feeder.start()
-        while (kernel := take()) is not None:
+        def take() -> ExternalKernel | None:  # the worker's next: its last one is done
+            with state:
+                holding[0] = bool(queue)
+                return queue.pop(0) if queue else None
+
+        def feed() -> None:
+            try:
+                if worker.ready.wait(WORKER_TIMEOUT):
+                    worker.feed(path, take, times)
+            finally:
+                with state:
+                    holding[0] = False
+                    state.notify_all()
+
+        threading.Thread(target=feed, daemon=True).start()
+        while (kernel := take_here()) is not None:
             kernel.compile(guard)
-        feeder.join(WORKER_TIMEOUT)
-        if feeder.is_alive():  # hung: what it holds is compiled here
-            worker.process.kill()
+        # The queue is empty: wait for the kernel the worker holds, if any (a worker not
+        # ready yet holds none, and its feeder then finds the queue empty).
+        with state:
+            if not state.wait_for(lambda: not holding[0], WORKER_TIMEOUT):
+                worker.process.kill()  # hung: what it holds is compiled here
     finally:
         worker.lock.release()
     for name, seconds, cpu in list(times):  # a hung feeder may still append: a copy
@@ -280,21 +309,43 @@ class _Worker:
     _current: _Worker | None = None
     _start_lock = threading.Lock()
 
-    def __init__(self, process: subprocess.Popen):
+    def __init__(self, process: subprocess.Popen | _ForkedWorker):
         self.process = process
         self.owner = os.getpid()  # a forked child starts its own
         self.lock = threading.Lock()  # one program at a time
+        self.ready = threading.Event()  # it answered `ready` (or died starting)
+        threading.Thread(target=self._await_ready, daemon=True).start()
+
+    def _await_ready(self) -> None:
+        """Read the worker's first line, `ready` once it has started up (EOF if it died:
+        then the feeder's first request fails and this process compiles everything)."""
+        try:
+            self.process.stdout.readline()  # type: ignore[union-attr]
+        except (OSError, ValueError):
+            pass
+        self.ready.set()
 
     @classmethod
-    def get(cls) -> _Worker | None:
+    def get(cls, *, fork: bool = False) -> _Worker | None:
+        """The worker, started if there is none; `fork`: forked if this process runs
+        one thread (callers holding no lock a worker needs: `start_worker`)."""
         with cls._start_lock:
             worker = cls._current
             if worker is not None and worker.owner == os.getpid():
                 if worker.process.poll() is None:
                     return worker
                 worker.stop()  # died: its pipes closed, a new one started
-            cls._current = worker = cls._start()
+            forked = _ForkedWorker.start() if fork else None
+            cls._current = worker = _Worker._adopt(forked) if forked else cls._start()
             return worker
+
+    @staticmethod
+    def _adopt(process: subprocess.Popen | _ForkedWorker) -> _Worker:
+        worker = _Worker(process)
+        atexit.register(worker.stop)
+        STATS.started += 1
+        STATS.forked += isinstance(process, _ForkedWorker)
+        return worker
 
     @staticmethod
     def _start() -> _Worker | None:
@@ -316,10 +367,7 @@ class _Worker:
             )
         except OSError:
             return None
-        worker = _Worker(process)
-        atexit.register(worker.stop)
-        STATS.started += 1
-        return worker
+        return _Worker._adopt(process)
 
     def stop(self) -> None:
         """End the worker (it exits when its input closes) and close its pipes."""
@@ -348,6 +396,7 @@ class _Worker:
             while (kernel := take()) is not None:
                 stdin.write(f"{path}\t{kernel.__name__}\n")
                 stdin.flush()
+                STATS.sent += 1
                 answer, name, *spent = stdout.readline().split() or [""]
                 if answer != "ok" or name != kernel.__name__ or len(spent) != 2:
                     STATS.failed += 1
@@ -356,6 +405,81 @@ class _Worker:
                 STATS.compiled += 1
         except (OSError, ValueError):  # a dead worker, a closed pipe, a garbled answer
             return
+
+
+class _ForkedWorker:
+    """A worker forked from this process, with the part of `subprocess.Popen` that
+    `_Worker` uses. Forked only on Linux from a process running one thread (a lock another
+    thread held would stay locked in the child); the child keeps no file descriptor but its
+    pipes, answers on them, writes nothing to this process's output, and leaves with
+    `os._exit` (no `atexit` handler, no buffered output of this process written twice)."""
+
+    def __init__(self, pid: int, stdin: IO[str], stdout: IO[str]):
+        self.pid, self.stdin, self.stdout = pid, stdin, stdout
+        self.returncode: int | None = None
+
+    @staticmethod
+    def start() -> _ForkedWorker | None:
+        if not sys.platform.startswith("linux") or threading.active_count() != 1:
+            return None
+        warm_up_numba()  # here, for both: this process compiles kernels too
+        requests_in, requests_out = os.pipe()
+        answers_in, answers_out = os.pipe()
+        # This process's objects frozen for the fork: the worker's garbage collections
+        # then leave their memory shared (copy-on-write) rather than touching all of it.
+        gc.freeze()
+        try:
+            pid = os.fork()
+        except OSError:
+            gc.unfreeze()
+            for fd in (requests_in, requests_out, answers_in, answers_out):
+                os.close(fd)
+            return None
+        if pid == 0:  # the worker
+            status = 1
+            try:
+                # Only its own pipes open: a pipe of this process's other children held by
+                # the worker would never reach end-of-file.
+                low, high = sorted((requests_in, answers_out))
+                os.closerange(3, low)
+                os.closerange(low + 1, high)
+                os.closerange(high + 1, os.sysconf("SC_OPEN_MAX"))
+                os.dup2(os.open(os.devnull, os.O_WRONLY), 2)  # Numba's warnings: nowhere
+                with open(requests_in) as requests, open(answers_out, "w") as answers:
+                    worker_main(requests, answers)
+                status = 0
+            finally:
+                os._exit(status)
+        gc.unfreeze()
+        os.close(requests_in)
+        os.close(answers_out)
+        return _ForkedWorker(pid, open(requests_out, "w"), open(answers_in))
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere
+                self.returncode = -1
+            else:
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout or 0.0)
+            time.sleep(0.005)
+        return self.returncode  # type: ignore[return-value]
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def _serve(requests: Iterable[str], out: IO[str]) -> None:
@@ -381,20 +505,36 @@ def _serve(requests: Iterable[str], out: IO[str]) -> None:
 
 
 def _warm_up(pointer: Any) -> None:
-    """A kernel like generated ones, compiled by a new worker before its first request:
-    Numba's first compilation in a process costs ~0.3 s more than the next (its typing and
-    target contexts), which the worker pays while the passes run, not on a kernel's time."""
+    """A kernel like generated ones, compiled by a new worker before its first request, or
+    by this process before it forks one: Numba's first compilation in a process costs
+    ~0.3 s more than the next (its typing and target contexts), paid while the passes run,
+    not on a kernel's time, and by a forked worker not at all."""
     array = carray(pointer, (8,), np.float32)
     for i in range(8):
         array[i] = np.maximum(array[i] * np.float32(2.0), np.float32(0.0))
 
 
-def worker_main() -> None:
+def warm_up_numba() -> None:
+    """Compile `_warm_up` in this process (once)."""
+    if not _WARMED_UP:
+        options = {"fastmath": {"contract"}, "error_model": "numpy"}
+        ExternalKernel(_warm_up, types.void(types.voidptr), options).prepare(None).compile()
+        _WARMED_UP.append(True)
+
+
+_WARMED_UP: list[bool] = []
+
+
+def worker_main(requests: IO[str] | None = None, answers: IO[str] | None = None) -> None:
     """The worker process (`python -c _WORKER_COMMAND`, requests on stdin; not `python -m`:
-    the modules it loads must find this module's `ExternalKernel`)."""
-    options = {"fastmath": {"contract"}, "error_model": "numpy"}
-    ExternalKernel(_warm_up, types.void(types.voidptr), options).prepare(None).compile()
-    _serve(sys.stdin, sys.stdout)
+    the modules it loads must find this module's `ExternalKernel`), or a forked one on its
+    pipes."""
+    requests = sys.stdin if requests is None else requests
+    answers = sys.stdout if answers is None else answers
+    warm_up_numba()
+    answers.write("ready\n")
+    answers.flush()
+    _serve(requests, answers)
 
 
 KERNEL_COMPILERS.append(compile_kernels)

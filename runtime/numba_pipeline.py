@@ -10,7 +10,11 @@ work generated code never needs (`TesscCompiler`):
   closures or comprehensions (another ~5%). Functions with `parallel=True` keep it:
   Numba's parfor passes rely on it;
 - error messages without terminal markup: Numba formats (with colorama) the message of
-  every typing exception it raises internally, even those it catches and discards.
+  every typing exception it raises internally, even those it catches and discards;
+- no BLAS probe at start-up (`skip_blas_probe`, run when this module is imported): the
+  first compile or cache load in a process imports `numba.np.arraymath`, which imports
+  `scipy.linalg` to see whether BLAS is there (~0.15 s of every cold start, the compile
+  worker's included); generated code calls no BLAS through Numba.
 
 Measured and rejected: skipping Numba's per-function LLVM `-O3` pre-pass (optimising the
 linked module once) saved 0.4 s of the MLP step and made it run faster, but left the tiled
@@ -25,6 +29,8 @@ this relies on leaves dispatchers untouched (`tune` returns False).
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -86,4 +92,35 @@ def tune(dispatcher: Any) -> bool:
     return True
 
 
-__all__ = ["TesscCompiler", "plain_error_messages", "tune"]
+def skip_blas_probe() -> bool:
+    """Import `numba.np.arraymath` with its import-time BLAS probe (`ensure_blas`, which
+    imports `scipy.linalg.cython_blas`) answered by whether SciPy is installed, what the
+    probe finds; whether it did. Numba's BLAS functions (`np.dot`, ...) still import SciPy
+    when they are typed. Not done if arraymath is loaded already or Numba lacks the probe."""
+    if "numba.np.arraymath" in sys.modules:
+        return False
+    import numba  # noqa: F401  (all of Numba before one of its modules)
+    from numba.np import linalg
+
+    probe = getattr(linalg, "ensure_blas", None)
+    if probe is None:
+        return False
+    have_scipy = importlib.util.find_spec("scipy") is not None
+
+    def answer() -> None:
+        if not have_scipy:
+            raise ImportError("scipy 0.16+ is required for linear algebra")
+
+    linalg.ensure_blas = answer
+    try:
+        from numba.np import arraymath
+    finally:
+        linalg.ensure_blas = probe
+    if getattr(arraymath, "ensure_blas", None) is answer:
+        arraymath.ensure_blas = probe  # later callers get Numba's own
+    return True
+
+
+skip_blas_probe()
+
+__all__ = ["TesscCompiler", "plain_error_messages", "skip_blas_probe", "tune"]

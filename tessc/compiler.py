@@ -171,7 +171,8 @@ def compile_module(
             # (`tessc.runtime.external`) imports Numba while the passes run.
             from tessc.runtime.external import start_worker
 
-            start_worker()
+            with timing.phase("start compile worker"):
+                start_worker()
         source = numba_source(module, pipeline=target, **codegen_options)
     if pipeline.target == "cuda":
         from tessc.runtime.cuda import require_cuda

@@ -127,6 +127,7 @@ WARM_CHILD = textwrap.dedent(
 def test_cold_kernels_compile_here_and_in_the_worker_then_load_warm_and_verified(
     tmp_path: Path, by_name: str
 ) -> None:
+    external.start_worker(ready=True)  # it takes kernels once ready: the first may be done
     by_worker = external.STATS.compiled
     report = io.StringIO()
     with timing.reporting("load", report, numba_events=True):
@@ -196,6 +197,77 @@ def test_a_failing_worker_leaves_its_kernels_to_this_process(
         external.stop_worker()  # the next test starts a working one
     check_small(module)
     assert external.STATS.compiled == by_worker
+    assert numba_compile_stats(module).compiled == 6
+
+
+FORKED_CHILD = textwrap.dedent(
+    """
+    import json, os, select, sys
+    from tessc.runtime import external
+    from tessc.runtime.cache import load_source
+    from tests.test_external_kernels import check_small
+    theirs, ours = os.pipe()  # a pipe of another child of this process, say
+    external.start_worker(ready=True)  # one thread: forked
+    os.close(ours)  # the worker holds no copy of it: end-of-file
+    at_end = bool(select.select([theirs], [], [], 10)[0]) and os.read(theirs, 1) == b""
+    module = load_source(sys.stdin.read(), sys.argv[1])
+    check_small(module)
+    stats = external.STATS
+    external.stop_worker()
+    print(json.dumps({"forked": stats.forked, "started": stats.started, "sent": stats.sent,
+                      "compiled": stats.compiled, "failed": stats.failed, "eof": at_end}))
+    """
+)
+
+
+def test_a_worker_forked_from_a_one_thread_process_compiles_kernels(
+    tmp_path: Path, by_name: str
+) -> None:
+    if not external.workers_allowed() or not sys.platform.startswith("linux"):
+        pytest.skip("forked only on Linux, with two CPUs")
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(sys.path),
+        NUMBA_CACHE_DIR=str(tmp_path / "numba"),
+    )
+    # The fixture's settings (every kernel called by name, the worker always asked) are
+    # this process's: the child gets the source they made, and asks the worker for any.
+    code = FORKED_CHILD.replace(
+        "external.start_worker", "external.WORKER_MIN_LINES = 0; external.start_worker"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "kernels")],
+        input=by_name,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=Path(__file__).parent.parent,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["forked"] == report["started"] == 1
+    assert report["sent"] >= 1 and report["compiled"] == report["sent"] and not report["failed"]
+    assert report["eof"]  # the worker closed the file descriptors it inherited
+
+
+def test_a_worker_still_starting_is_handed_no_kernel(
+    tmp_path: Path, by_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A worker takes kernels once it answers `ready`: one still importing Numba would hold
+    # the largest kernel while this process, idle, waited for it.
+    if not external.workers_allowed():
+        pytest.skip("one CPU: no compile worker")
+    external.stop_worker()
+    monkeypatch.setattr(external, "_WORKER_COMMAND", "import sys; sys.stdin.read()")
+    monkeypatch.setattr(external, "WORKER_TIMEOUT", 20.0)
+    sent, by_worker = external.STATS.sent, external.STATS.compiled
+    try:
+        module = load_source(by_name, tmp_path)
+    finally:
+        external.stop_worker()
+    check_small(module)
+    assert external.STATS.sent == sent and external.STATS.compiled == by_worker
     assert numba_compile_stats(module).compiled == 6
 
 

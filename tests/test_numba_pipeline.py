@@ -82,3 +82,52 @@ def test_a_tiled_contraction_is_still_vectorised(tmp_path, monkeypatch) -> None:
     kernels = [v for v in vars(module).values() if hasattr(v, "inspect_asm")]
     assembly = "\n".join(text for k in kernels for text in k.inspect_asm().values())
     assert re.search(r"v(fmadd\w*|mul|add)ps\s+%[yz]mm", assembly)
+
+
+FIRST_CALL = """
+import importlib.util, sys
+import numpy as np
+import tessc as ts
+
+y = ts.jit(lambda x: (x * 2.0 + 1.0).relu())(np.arange(8, dtype=np.float32) - 4)
+assert list(y) == [0, 0, 0, 0, 1, 3, 5, 7], y
+from numba.np import arraymath, linalg
+
+assert arraymath._HAVE_BLAS == (importlib.util.find_spec("scipy") is not None)
+assert arraymath.ensure_blas is linalg.ensure_blas  # Numba's own again
+print("scipy.linalg" in sys.modules)
+"""
+
+
+def test_a_first_call_does_not_import_scipy_linalg(tmp_path) -> None:
+    # Numba's BLAS probe imports scipy.linalg (~0.15 s) on the first compile of a process;
+    # `skip_blas_probe` answers it without the import (a fresh process: the probe runs once).
+    import os
+    import subprocess
+    import sys
+
+    env = dict(
+        os.environ, TESSC_CACHE_DIR=str(tmp_path / "kernels"), NUMBA_CACHE_DIR=str(tmp_path / "nb")
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_CALL], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False"]
+
+
+def test_numba_blas_functions_still_work_after_the_skipped_probe() -> None:
+    import importlib.util
+
+    import pytest
+
+    if importlib.util.find_spec("scipy") is None:
+        pytest.skip("Numba's BLAS functions need SciPy")
+    import tessc.runtime.numba_pipeline  # noqa: F401  (the probe skipped, if it ran first)
+
+    @njit
+    def dot(a: np.ndarray, b: np.ndarray) -> float:
+        return np.dot(a, b)
+
+    a = np.arange(4.0)
+    assert dot(a, a) == 14.0
