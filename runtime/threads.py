@@ -44,12 +44,18 @@ _size = 0
 _lock = threading.Lock()
 
 
+def _numba_threads_started() -> bool:
+    """Whether Numba's threading layer has started, read without starting it. Numba has no
+    public flag for it: its module's `_is_initialized` (False where a Numba lacks it)."""
+    parallel = sys.modules.get("numba.np.ufunc.parallel")
+    return parallel is not None and bool(getattr(parallel, "_is_initialized", False))
+
+
 def thread_count() -> int:
     """Numba's thread count, read without starting its threading layer."""
-    parallel = sys.modules.get("numba.np.ufunc.parallel")
-    if parallel is not None and parallel._is_initialized:
+    if _numba_threads_started():
         # Started (by a parfor or set_num_threads): honour the caller's set_num_threads.
-        return int(parallel.get_num_threads())
+        return int(sys.modules["numba"].get_num_threads())
     configured = os.environ.get("NUMBA_NUM_THREADS", "")
     if configured.isdigit() and int(configured) > 0:
         return int(configured)
@@ -80,14 +86,14 @@ def start_numba_threads() -> None:
     spinning worker takes the core the caller's next serial kernel needs). The setting is
     read once, when the layer's OpenMP library loads; the environment is restored after,
     so an OpenMP library loaded later (PyTorch's) keeps its own default."""
-    from numba.np.ufunc import parallel
+    import numba
 
-    if parallel._is_initialized:
+    if _numba_threads_started():
         return
     previous = os.environ.get("OMP_WAIT_POLICY")
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
-        parallel._launch_threads()
+        numba.get_num_threads()  # Numba's public call that starts its threading layer
     finally:
         if previous is None:
             del os.environ["OMP_WAIT_POLICY"]
