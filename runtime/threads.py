@@ -24,7 +24,9 @@ running count of /proc/loadavg), and Numba's OpenMP workers sleep instead of spi
 (`start_numba_threads`). On 2 cores under a load of ~5, the transformer block step
 (bench/bench_transformer.py) on 2 threads took 63 ms wall and 31 ms CPU with Numba's
 OpenMP defaults, 5.4 ms with passive workers alone, 3.4 ms with both (1 thread: 3.2 ms).
-`TESSC_ALL_THREADS=1` keeps every thread.
+`TESSC_ALL_THREADS=1` keeps every thread. The running count is read at most once a
+millisecond (`LOADAVG_INTERVAL_NS`): the kernel refreshes it every few seconds anyway, and
+reading it cost ~10 µs, a step's worth of small kernels.
 """
 
 from __future__ import annotations
@@ -32,12 +34,18 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 LOADAVG = "/proc/loadavg"
 """Linux's load figures; the fourth field is `running/total` tasks."""
+
+LOADAVG_INTERVAL_NS = 1_000_000
+"""How long a read of LOADAVG's running count serves later launches."""
+
+_running_sample: tuple[str, int, int | None] = ("", -LOADAVG_INTERVAL_NS, None)
 
 _pool: ThreadPoolExecutor | None = None
 _size = 0
@@ -62,13 +70,14 @@ def thread_count() -> int:
     return os.cpu_count() or 1
 
 
-def idle_threads(limit: int) -> int:
-    """How many of `limit` threads would each have a core now: the CPUs this process may
-    use, less the other runnable tasks (/proc/loadavg's running count, which includes the
-    calling thread), at least 1. `limit` where the count cannot be read, or where
-    `TESSC_ALL_THREADS=1` asks for every thread (a dedicated machine; the test suite)."""
-    if os.environ.get("TESSC_ALL_THREADS") == "1":
-        return limit
+def running_tasks() -> int | None:
+    """The runnable tasks LOADAVG counts (the calling thread included), read at most once
+    per `LOADAVG_INTERVAL_NS`; None where it cannot be read."""
+    global _running_sample
+    path, stamp, running = _running_sample
+    now = time.monotonic_ns()
+    if path == LOADAVG and now - stamp < LOADAVG_INTERVAL_NS:
+        return running
     try:
         descriptor = os.open(LOADAVG, os.O_RDONLY)
         try:
@@ -76,6 +85,20 @@ def idle_threads(limit: int) -> int:
         finally:
             os.close(descriptor)
     except (OSError, ValueError, IndexError):
+        running = None
+    _running_sample = (LOADAVG, now, running)
+    return running
+
+
+def idle_threads(limit: int) -> int:
+    """How many of `limit` threads would each have a core now: the CPUs this process may
+    use, less the other runnable tasks (`running_tasks`), at least 1. `limit` where the
+    count cannot be read, or where `TESSC_ALL_THREADS=1` asks for every thread (a
+    dedicated machine; the test suite)."""
+    if os.environ.get("TESSC_ALL_THREADS") == "1":
+        return limit
+    running = running_tasks()
+    if running is None:
         return limit
     return max(1, min(limit, len(os.sched_getaffinity(0)) - (running - 1)))
 
@@ -108,9 +131,10 @@ def with_idle_threads(host: Callable[..., Any]) -> Callable[..., Any]:
 
     def call(*args: Any) -> Any:
         limit = numba.get_num_threads()
-        if limit == 1:
+        idle = idle_threads(limit) if limit > 1 else limit
+        if idle == limit:
             return host(*args)
-        numba.set_num_threads(idle_threads(limit))
+        numba.set_num_threads(idle)
         try:
             return host(*args)
         finally:
@@ -160,6 +184,7 @@ __all__ = [
     "LOADAVG",
     "idle_threads",
     "parallel_for",
+    "running_tasks",
     "shares",
     "start_numba_threads",
     "thread_count",

@@ -120,3 +120,29 @@ def test_all_threads_asked_for(monkeypatch, tmp_path) -> None:
     assert threads.idle_threads(2) == 2
     monkeypatch.delenv("TESSC_ALL_THREADS")
     assert threads.idle_threads(2) == 1
+
+
+def test_the_running_count_is_read_once_per_interval(monkeypatch, tmp_path) -> None:
+    monkeypatch.delenv("TESSC_ALL_THREADS", raising=False)
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text("0.1 0.1 0.1 1/99 1\n")
+    monkeypatch.setattr(threads, "LOADAVG", str(loadavg))
+    clock = [10**12]
+    monkeypatch.setattr(threads.time, "monotonic_ns", lambda: clock[0])
+    assert threads.running_tasks() == 1
+    loadavg.write_text("9.0 9.0 9.0 5/99 1\n")
+    clock[0] += threads.LOADAVG_INTERVAL_NS - 1
+    assert threads.running_tasks() == 1  # the sample still serves
+    clock[0] += 1
+    assert threads.running_tasks() == 5
+
+
+def test_a_host_with_every_thread_idle_leaves_the_count_alone(monkeypatch) -> None:
+    import numba
+
+    calls: list[int] = []
+    monkeypatch.setattr(threads, "idle_threads", lambda limit: limit)
+    monkeypatch.setattr(numba, "set_num_threads", lambda n: calls.append(n))
+    host = threads.with_idle_threads(lambda x: x + 1)
+    assert host(1) == 2
+    assert calls == []
