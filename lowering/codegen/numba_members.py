@@ -143,6 +143,30 @@ def member_plan(host: func.FuncOp, kernels: dict[str, func.FuncOp]) -> MemberPla
     return MemberPlan(host, kernel, loop, tuple(tabled), tuple(kernel_tabled), bounds)
 
 
+def bind_member_tables(
+    emitter: FunctionEmitter, names: list[str], tabled: Sequence[int]
+) -> dict[str, tuple[str, str]]:
+    """Renames each tabled argument of `emitter`'s function (by index into `names`, its
+    argument names) to its table, `<arena>_table`; returns arena name -> (table, dtype)."""
+    args = emitter.fn.body.block.args
+    tables: dict[str, tuple[str, str]] = {}
+    for k in tabled:
+        arena = names[k]
+        typ = args[k].type
+        assert isinstance(typ, MemRefType)
+        tables[arena] = (emitter.names.hinted(f"{arena}_table"), dtype_name(typ.element_type))
+        names[k] = tables[arena][0]
+    return tables
+
+
+def member_carray_lines(tables: dict[str, tuple[str, str]], member: str, hi: str) -> list[str]:
+    """Each tabled arena rebound, for `member`, to a `carray` at its address (`hi` long)."""
+    return [
+        f"{arena} = carray(member_pointer({table}[{member}]), ({hi},), np.{dtype})"
+        for arena, (table, dtype) in tables.items()
+    ]
+
+
 class MemberEmitter(FunctionEmitter):
     """Emits a host's member form (`MemberPlan`): its arguments, then the kernel's loop
     as a loop over members, each tabled arena a `carray` at the member's address."""
@@ -169,14 +193,7 @@ class MemberEmitter(FunctionEmitter):
 
     def emit(self, num_outputs: int) -> None:
         names = self.argument_names(num_outputs)
-        args = self.fn.body.block.args
-        for h in self.plan.tabled:
-            arena = names[h]
-            table = self.names.hinted(f"{arena}_table")
-            typ = args[h].type
-            assert isinstance(typ, MemRefType)
-            self.tables[arena] = (table, dtype_name(typ.element_type))
-            names[h] = table
+        self.tables = bind_member_tables(self, names, self.plan.tabled)
         self.arg_names = names
         self.indent = 0
         self.emit_body(self.fn.body.block)
@@ -196,9 +213,8 @@ class MemberEmitter(FunctionEmitter):
         self.indent += 1
         self.line(f"{lo} = {self.bounds_name}[{member}]")
         self.line(f"{hi} = {self.bounds_name}[{member} + 1]")
-        for arena, (table, dtype) in self.tables.items():
-            pointer = f"member_pointer({table}[{member}])"
-            self.line(f"{arena} = carray({pointer}, ({hi},), np.{dtype})")
+        for line in member_carray_lines(self.tables, member, hi):
+            self.line(line)
         index = self.define(iv, "i")
         self.line(f"for {index} in range(np.uint64({lo}), np.uint64({hi})):")
         self.emit_body(op.body.block)
@@ -232,13 +248,7 @@ class ThreadedMemberEmitter(FunctionEmitter):
         share = [self.names.hinted("lo"), self.names.hinted("hi")]
         self.threaded = (share[0], share[1])
         names = self.argument_names(0)
-        args = self.fn.body.block.args
-        for k in self.plan.kernel_tabled:
-            arena = names[k]
-            typ = args[k].type
-            assert isinstance(typ, MemRefType)
-            self.tables[arena] = (self.names.hinted(f"{arena}_table"), dtype_name(typ.element_type))
-            names[k] = self.tables[arena][0]
+        self.tables = bind_member_tables(self, names, self.plan.kernel_tabled)
         self.arg_names = share + names
         self.indent = 0
         self.emit_body(self.fn.body.block)
@@ -262,9 +272,8 @@ class ThreadedMemberEmitter(FunctionEmitter):
         self.line(f"{hi} = min({self.bounds_name}[{member} + 1], {last})")
         self.line(f"if {lo} >= {hi}:")
         self.line("    continue")
-        for arena, (table, dtype) in self.tables.items():
-            pointer = f"member_pointer({table}[{member}])"
-            self.line(f"{arena} = carray({pointer}, ({hi},), np.{dtype})")
+        for line in member_carray_lines(self.tables, member, hi):
+            self.line(line)
         index = self.define(op.body.block.args[0], "i")
         self.line(f"for {index} in range(np.uint64({lo}), np.uint64({hi})):")
         self.parallel = False  # the share is this thread's: loops inside it are serial
@@ -308,7 +317,9 @@ __all__ = [
     "MemberEmitter",
     "MemberPlan",
     "ThreadedMemberEmitter",
+    "bind_member_tables",
     "bounds_definition",
+    "member_carray_lines",
     "member_plan",
     "threaded_member_host",
 ]
