@@ -340,3 +340,112 @@ def test_threaded_member_form_of_a_step_with_state() -> None:
     assert all(g is a for g, a in zip(got, [a for s in got_state for a in s], strict=True))
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g, w)
+
+
+# -- optimizer steps with workspace and several kernels (Lamb: norms, then the update) --
+
+OPTIMIZERS: dict[str, Callable[[], tessc.optim.Optimizer]] = {
+    "lamb": lambda: tessc.optim.Lamb(lr=1e-2, weight_decay=0.01),
+    "adam": lambda: tessc.optim.Adam(lr=1e-2),
+    "adamw": lambda: tessc.optim.AdamW(lr=1e-2),
+    "adagrad": lambda: tessc.optim.Adagrad(lr=1e-2),
+}
+"""The standalone steps whose host has a workspace (the step count's scalars), which had
+no member form; Lamb's host also runs two kernels, its norms segmented loops."""
+LARGE_SIZES = [70001, 0, 16383, 1, 98305, 0, 77777, 5]
+"""Past the parallel threshold: a one-kernel step's member loop runs as a `prange`."""
+
+
+def _step_programs(name: str, sizes: Sequence[int]) -> tuple[Executable, Executable]:
+    """`name`'s standalone step compiled twice, the second without its member form."""
+    optimizer = OPTIMIZERS[name]()
+    params = [np.zeros(n, np.float32) for n in sizes]
+    state = optimizer.init(params)
+    jitted = tessc.jit(optimizer._standalone(), donate_argnums=(0, 2))
+    module = jitted.trace(params, params, state).module
+    entry = f"{type(optimizer).__name__.lower()}_step"
+    program, packed = compile_module(module, entry), compile_module(module, entry)
+    assert program.member_function is not None
+    packed.member_function = None
+    return program, packed
+
+
+def _state_arrays(name: str, sizes: Sequence[int], seed: int) -> list[np.ndarray]:
+    """The step's parameters and state, as its host takes them (slot arenas, the count)."""
+    state = OPTIMIZERS[name]().init(_params(seed, sizes))
+    arrays = tessc.arena(_params(seed, sizes))
+    for key in sorted(state):  # (a pytree's order: its keys sorted)
+        slot = state[key]
+        arrays += [slot] if key == "step" else tessc.arena([np.abs(a) + 0.5 for a in slot])
+    return arrays
+
+
+@pytest.fixture(scope="module")
+def step_programs() -> dict[tuple[str, str], tuple[Executable, Executable]]:
+    return {}
+
+
+def _step_case(
+    cache: dict[tuple[str, str], tuple[Executable, Executable]], name: str, size: str
+) -> tuple[Executable, Executable]:
+    if (name, size) not in cache:
+        cache[name, size] = _step_programs(name, SIZES if size == "small" else LARGE_SIZES)
+    return cache[name, size]
+
+
+@pytest.mark.parametrize("thread_count", [1, 2])
+@pytest.mark.parametrize(("name", "size"), [(n, "small") for n in OPTIMIZERS] + [("adam", "large")])
+def test_optimizer_step_reads_separate_gradients_bit_for_bit(
+    step_programs: dict[tuple[str, str], tuple[Executable, Executable]],
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    size: str,
+    thread_count: int,
+) -> None:
+    """Three steps on separate gradients (of sizes 0 and 1 among them): the member form's
+    parameters and state are the packed call's, bit for bit, and nothing is copied."""
+    import numba
+
+    program, packed = _step_case(step_programs, name, size)
+    sizes = SIZES if size == "small" else LARGE_SIZES
+    layouts = _gradient_layouts()
+    count = len(sizes)
+    for executable in (program, packed):  # (a first call's bookkeeping concatenates)
+        warm = _state_arrays(name, sizes, 19)
+        executable(*warm[:count], *_params(19, sizes), *warm[count:])
+    got, want = _state_arrays(name, sizes, 20), _state_arrays(name, sizes, 20)
+    previous = numba.get_num_threads()
+    numba.set_num_threads(min(thread_count, numba.config.NUMBA_NUM_THREADS))
+    try:
+        for step, layout in enumerate(["separate", "mixed owners", "rows of a matrix"]):
+            grads = layouts[layout](_params(21 + step, sizes))
+            copied = _copied_elements(monkeypatch)
+            program(*got[:count], *grads, *got[count:])
+            assert copied == []  # the gradients read where they lie
+            packed(*want[:count], *grads, *want[count:])
+            assert copied == [sum(sizes)]  # (the spy sees the packed call's copy)
+            monkeypatch.undo()
+    finally:
+        numba.set_num_threads(previous)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+    assert not np.array_equal(got[0], _params(20, sizes)[0])  # the step moved them
+
+
+def test_lamb_gradient_aliasing_a_parameter_is_packed(
+    step_programs: dict[tuple[str, str], tuple[Executable, Executable]],
+) -> None:
+    """A Lamb gradient that is a parameter's own view is read as it was before the step
+    writes it: packed, as without the member form, with the same result."""
+    program, packed = _step_case(step_programs, "lamb", "small")
+    results = []
+    for executable in (program, packed):
+        arrays = _state_arrays("lamb", SIZES, 30)
+        grads = [g.copy() for g in _params(31, SIZES)]
+        grads[2] = arrays[2]
+        copies = executable.packing_copies
+        executable(*arrays[: len(SIZES)], *grads, *arrays[len(SIZES) :])
+        assert executable.packing_copies == copies + 1
+        results.append(arrays)
+    for got, want in zip(*results, strict=True):
+        np.testing.assert_array_equal(got, want)

@@ -2,17 +2,17 @@
 A horizontally fused host's second form, reading some arenas' members where they lie.
 
 Separate caller arrays (an optimizer's gradients) were copied into an arena every call
-(200 small gradients: 733 KB). Where an input arena is only read at the arena loop's
-index, codegen also emits `<host>_members`: that arena is an int64 table, entry m member
-m's data address less its byte offset, and the loop runs member by member over
-`[lo_m, hi_m)`, indexing a `carray` at that address (`member_pointer`): the same body and
-indices. A threaded host (`codegen.numba_threads`) launches `<kernel>_members` instead,
-whose share of the loop's chunks runs each member's part of it. The runtime
-(`Executable.pack_inputs`) fills the table in the compiled call that checks the arrays
-and calls this form when some tabled arena is not already one buffer. Only the simple
-form: a host that is one call of a kernel (emitted into it, or threaded), that kernel's
-one `scf.parallel` 1-D from 0 by 1 over the whole arena, the tabled arenas read only
-there, each filled back to back by members of one layout and of a plain dtype.
+(200 small gradients: 733 KB). Where an input arena is only read at a loop's index,
+codegen also emits `<host>_members`: that arena is an int64 table, entry m member m's
+data address less its byte offset, read through a `carray` at that address
+(`member_pointer`), with the same body and indices. A host whose kernels are emitted into
+it (`host_member_plan`: any number of kernels, a workspace) runs each arena loop (1-D,
+from 0 by 1 over the arena) member by member over `[lo_m, hi_m)`, and each segmented
+loop (`tess.row_ranges`, Lamb's norms and update) reads per segment the member it lies
+in. A threaded host (`codegen.numba_threads`; `member_plan`: one kernel, one arena loop)
+launches `<kernel>_members`, whose share of the loop's chunks runs each member's part.
+The runtime (`Executable.pack_inputs`) fills the tables and calls this form when some
+tabled arena is not already one buffer (members of one layout and a plain dtype).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from xdsl.dialects import func, memref, scf
 from xdsl.dialects.builtin import MemRefType
+from xdsl.ir import BlockArgument, SSAValue
 
 from tessc.dialects import contract
 from tessc.lowering.codegen.numba_function import FunctionEmitter, is_memref_index, trip_count
@@ -143,6 +144,133 @@ def member_plan(host: func.FuncOp, kernels: dict[str, func.FuncOp]) -> MemberPla
     return MemberPlan(host, kernel, loop, tuple(tabled), tuple(kernel_tabled), bounds)
 
 
+@dataclass(frozen=True)
+class HostMemberPlan:
+    """How to emit the member form of a host whose kernels are emitted into it: the host
+    inputs read through tables (`tabled`), the members' element `bounds`, the arena loops
+    run member by member (`member_loops`) and the segmented loops (`tess.row_ranges`)
+    whose segment lies in one member (`segment_loops`: each with its segments' members)."""
+
+    host: func.FuncOp
+    tabled: tuple[int, ...]
+    bounds: tuple[int, ...]
+    member_loops: tuple[scf.ParallelOp, ...]
+    segment_loops: tuple[tuple[scf.ForOp, tuple[int, ...]], ...]
+
+
+def _segment_members(ranges: Sequence[int], bounds: Sequence[int]) -> tuple[int, ...] | None:
+    """The member each segment `[ranges[2r], ranges[2r+1])` lies in, if each lies in one."""
+    members: list[int] = []
+    for lo, hi in zip(ranges[::2], ranges[1::2], strict=True):
+        inside = [
+            m
+            for m in range(len(bounds) - 1)
+            if bounds[m] <= lo and hi <= bounds[m + 1] and (lo < bounds[m + 1] or lo == hi)
+        ]
+        if not inside:
+            return None
+        members.append(inside[0])
+    return tuple(members)
+
+
+def _member_loop(
+    load: memref.LoadOp, bounds: tuple[int, ...]
+) -> scf.ParallelOp | tuple[scf.ForOp, tuple[int, ...]] | None:
+    """The loop at whose index `load` reads a tabled arena, if that loop can read it
+    member by member: a 1-D `scf.parallel` from 0 by 1 over the whole arena, or a
+    segmented loop's inner loop whose every segment lies in one member (with those
+    members); else None."""
+    if len(load.indices) != 1 or not isinstance(load.indices[0], BlockArgument):
+        return None
+    iv = load.indices[0]
+    loop = iv.owner.parent_op()
+    if not all(is_memref_index(use) for use in iv.uses):
+        return None  # the index counts in uint64: only memrefs may take it
+    if isinstance(loop, scf.ParallelOp):
+        if len(loop.body.block.args) != 1 or loop.initVals:
+            return None
+        extent = trip_count(loop.lowerBound[0], loop.upperBound[0], loop.step[0])
+        if constant_int(loop.lowerBound[0]) != 0 or constant_int(loop.step[0]) != 1:
+            return None
+        return loop if extent == bounds[-1] else None
+    if isinstance(loop, scf.ForOp) and iv is loop.body.block.args[0]:
+        rows = loop.parent_op()
+        ranges = contract.ROW_RANGES.get(rows) if isinstance(rows, scf.ParallelOp) else None
+        if ranges is None or constant_int(loop.step) != 1 or len(rows.body.block.args) != 1:
+            return None
+        members = _segment_members(list(ranges), bounds)
+        return None if members is None else (loop, members)
+    return None
+
+
+def host_member_plan(host: func.FuncOp, inlined: dict[str, func.FuncOp]) -> HostMemberPlan | None:
+    """The member form of `host`, whose `inlined` kernels are emitted into it, when it has
+    one: every input arena that only those kernels read, and only in loops `_member_loop`
+    accepts, is tabled (all of one members' bounds); else None."""
+    layout = contract.ARENA_LAYOUT.get(host)
+    if layout is None or contract.KERNEL.has(host):
+        return None
+    num_outputs = contract.NUM_OUTPUTS.get(host) or 0
+    host_args = host.body.block.args
+    split = len(host_args) - num_outputs - contract.WORKSPACE_BYTES.has(host)
+    aliased = {contract.ALIASES_INPUT.get_arg(host, k) for k in range(split, split + num_outputs)}
+    tabled: list[int] = []
+    bounds: tuple[int, ...] | None = None
+    member_loops: dict[scf.ParallelOp, None] = {}
+    segment_loops: dict[scf.ForOp, tuple[int, ...]] = {}
+    for h in range(split):
+        typ = host_args[h].type
+        if h in aliased or not isinstance(typ, MemRefType) or len(typ.get_shape()) != 1:
+            continue
+        try:
+            if dtype_name(typ.element_type) not in TABLE_DTYPES:
+                continue
+        except NoDtypeError:
+            continue
+        found = _member_bounds(layout, h, typ.get_shape()[0])
+        if found is None or len(found) < 3 or (bounds is not None and found != bounds):
+            continue  # (one member: its array is the arena, no copy to save)
+        loops = _arena_loops(host_args[h], inlined, found)
+        if loops is None:
+            continue
+        tabled.append(h)
+        bounds = found
+        for loop in loops:
+            if isinstance(loop, scf.ParallelOp):
+                member_loops[loop] = None
+            else:
+                segment_loops[loop[0]] = loop[1]
+    if not tabled or bounds is None:
+        return None
+    return HostMemberPlan(
+        host, tuple(tabled), bounds, tuple(member_loops), tuple(segment_loops.items())
+    )
+
+
+def _arena_loops(
+    arena: SSAValue, inlined: dict[str, func.FuncOp], bounds: tuple[int, ...]
+) -> list[scf.ParallelOp | tuple[scf.ForOp, tuple[int, ...]]] | None:
+    """The loops reading host input `arena` (`_member_loop`), if it is only passed to
+    `inlined` kernels that read it only in such loops; else None."""
+    loops: list[scf.ParallelOp | tuple[scf.ForOp, tuple[int, ...]]] = []
+    for use in arena.uses:
+        call = use.operation
+        if not isinstance(call, func.CallOp) or call.results:
+            return None
+        kernel = inlined.get(call.callee.root_reference.data)
+        if kernel is None:
+            return None
+        for inner in kernel.body.block.args[use.index].uses:
+            load = inner.operation
+            if not isinstance(load, memref.LoadOp) or inner.index != 0:
+                return None
+            loop = _member_loop(load, bounds)
+            if loop is None:
+                return None
+            loops.append(loop)
+    return loops
+
+
 def bind_member_tables(
     emitter: FunctionEmitter, names: list[str], tabled: Sequence[int]
 ) -> dict[str, tuple[str, str]]:
@@ -168,21 +296,25 @@ def member_carray_lines(tables: dict[str, tuple[str, str]], member: str, hi: str
 
 
 class MemberEmitter(FunctionEmitter):
-    """Emits a host's member form (`MemberPlan`): its arguments, then the kernel's loop
-    as a loop over members, each tabled arena a `carray` at the member's address."""
+    """Emits a host's member form (`HostMemberPlan`): its arguments, then its body with
+    each member loop run as a loop over members, each tabled arena a `carray` at the
+    member's address, and each segmented loop's segment reading its member's `carray`
+    (`segment_tables`: each segment-members tuple's module-level table name)."""
 
     def __init__(
         self,
-        plan: MemberPlan,
+        plan: HostMemberPlan,
         function_names: dict[str, str],
         parallel: bool,
         inlined: dict[str, func.FuncOp],
         bounds_name: str,
         serial_below: float,
+        segment_tables: dict[tuple[int, ...], str],
     ):
+        reserved = {f" segments {k}": name for k, name in enumerate(segment_tables.values())}
         super().__init__(
             plan.host,
-            {**function_names, "": bounds_name},
+            {**function_names, "": bounds_name, **reserved},
             parallel,
             inlined,
             serial_below,
@@ -190,6 +322,7 @@ class MemberEmitter(FunctionEmitter):
         self.plan = plan
         self.bounds_name = bounds_name
         self.tables: dict[str, tuple[str, str]] = {}  # arena name -> (table name, dtype)
+        self.segments = {loop: segment_tables[members] for loop, members in plan.segment_loops}
 
     def emit(self, num_outputs: int) -> None:
         names = self.argument_names(num_outputs)
@@ -198,8 +331,19 @@ class MemberEmitter(FunctionEmitter):
         self.indent = 0
         self.emit_body(self.fn.body.block)
 
+    def emit_for(self, op: scf.ForOp) -> None:
+        table = self.segments.get(op)
+        if table is not None:  # the row's segment lies in one member: read that one
+            rows = op.parent_op()
+            assert isinstance(rows, scf.ParallelOp)
+            member = self.names.numbered("member")
+            self.line(f"{member} = {table}[{self.expr(rows.body.block.args[0])}]")
+            for line in member_carray_lines(self.tables, member, self.expr(op.ub)):
+                self.line(line)
+        super().emit_for(op)
+
     def emit_parallel(self, op: scf.ParallelOp) -> None:
-        if op is not self.plan.loop:
+        if op not in self.plan.member_loops:
             super().emit_parallel(op)
             return
         iv = op.body.block.args[0]
@@ -314,11 +458,13 @@ def bounds_definition(name: str, bounds: Sequence[int]) -> str:
 
 __all__ = [
     "MEMBER_POINTER_INTRINSIC",
+    "HostMemberPlan",
     "MemberEmitter",
     "MemberPlan",
     "ThreadedMemberEmitter",
     "bind_member_tables",
     "bounds_definition",
+    "host_member_plan",
     "member_carray_lines",
     "member_plan",
     "threaded_member_host",

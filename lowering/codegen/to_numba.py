@@ -35,6 +35,7 @@ from tessc.lowering.codegen.numba_members import (
     MemberEmitter,
     ThreadedMemberEmitter,
     bounds_definition,
+    host_member_plan,
     member_plan,
     threaded_member_host,
 )
@@ -239,10 +240,11 @@ def _emit_module(
         mma_tiles |= emitter.mma_tiles
         # A packed host that reads some input arenas element by element also gets a form
         # reading their members where they lie (`codegen.numba_members`).
-        plan = None if is_kernel else member_plan(fn, threaded if python_hosts else inlined)
+        plan = member_plan(fn, threaded) if python_hosts and not is_kernel else None
+        host_plan = None if is_kernel or python_hosts else host_member_plan(fn, inlined)
         member_form = None
         threaded_members: list[str] = []
-        if plan is not None and python_hosts:
+        if plan is not None:
             member_name = fresh_name(f"{pyname}_members", taken)
             kernel = ThreadedMemberEmitter(
                 plan,
@@ -265,15 +267,26 @@ def _emit_module(
                     [decorator, f"def {kernel_name}({', '.join(kernel.arg_names)}):", *kernel.lines]
                 ),
             ]
-        elif plan is not None:
+        elif host_plan is not None:
             member_name = fresh_name(f"{pyname}_members", taken)
             bounds_name = fresh_name(f"MEMBER_BOUNDS_{pyname}", taken)
+            segment_tables: dict[tuple[int, ...], str] = {}
+            for _, segments in host_plan.segment_loops:
+                if segments not in segment_tables:
+                    segment_tables[segments] = fresh_name(f"SEGMENT_MEMBERS_{pyname}", taken)
+                    tables.append(bounds_definition(segment_tables[segments], segments))
             members = MemberEmitter(
-                plan, function_names, emitter.parallel, inlined, bounds_name, parallel_threshold
+                host_plan,
+                function_names,
+                emitter.parallel,
+                inlined,
+                bounds_name,
+                parallel_threshold,
+                segment_tables,
             )
             members.emit(contract.NUM_OUTPUTS.get(fn) or 0)
-            tables.append(bounds_definition(bounds_name, plan.bounds))
-            member_form = (member_name, plan.tabled)
+            tables.append(bounds_definition(bounds_name, host_plan.bounds))
+            member_form = (member_name, host_plan.tabled)
             uses_members = True
         if not is_kernel:
             entry = signature_entry(fn, pyname, emitter.arg_names, member_form)
