@@ -38,7 +38,11 @@ between runs: compare within one run, and read the packing counts, not the times
 evidence for "packs once".
 
     python bench/bench_sgd_small.py [--params 200] [--repeat 50] [--rounds 5]
-        [--min-size 16] [--max-size 4096]
+        [--min-size 16] [--max-size 4096] [--optimizer sgd|lamb|adam|adamw|adagrad]
+
+`--optimizer` other than `sgd` times only that optimizer's `opt.step` (`optimizer_steps`):
+gradients in one arena, separate (its member form), and separate with the member form
+off (packed every call), with the bytes each packs per call.
 
 `--min-size 4096 --max-size 32768` makes a large parameter set (200 parameters, about
 2.8M floats): the step is then a Python host launching threaded kernels over shares of
@@ -130,6 +134,47 @@ def copied_bytes_per_call(call: Callable[[], object], calls: int = 4) -> float:
     return sum(copied) / calls
 
 
+OPTIMIZERS: dict[str, Callable[[], Any]] = {
+    "lamb": lambda: tessc.optim.Lamb(lr=LR, weight_decay=0.01),
+    "adam": lambda: tessc.optim.Adam(lr=LR),
+    "adamw": lambda: tessc.optim.AdamW(lr=LR),
+    "adagrad": lambda: tessc.optim.Adagrad(lr=LR),
+}
+
+
+def optimizer_steps(
+    name: str, params0: list[np.ndarray], grads0: list[np.ndarray], repeat: int, rounds: int
+) -> None:
+    """`name`'s standalone step on gradients in one arena, separate, and separate with
+    its member form off (the packing copy every call): bytes packed per call and times."""
+    contenders: dict[str, Callable[[], object]] = {}
+    arena_grads = tessc.arena(grads0)
+    for label, grads, member_form in (
+        ("arena grads", arena_grads, True),
+        ("separate grads", grads0, True),
+        ("separate grads, packed", grads0, False),
+    ):
+        optimizer = OPTIMIZERS[name]()
+        box: dict[str, Any] = {"p": [p.copy() for p in params0]}
+        box["s"] = optimizer.init(box["p"])
+
+        def step(box: dict[str, Any] = box, optimizer: Any = optimizer, grads: Any = grads) -> None:
+            box["p"], box["s"] = optimizer.step(box["p"], grads, box["s"])
+
+        step()
+        executable = next(iter(optimizer._compiled["cpu"]._compiled.values()))
+        if not member_form:
+            executable.member_function = None
+        else:
+            print(f"# {name} member form: {executable.member_function is not None}")
+        contenders[f"tessc {name} opt.step, {label}"] = step
+    for label, call in contenders.items():
+        print(f"# bytes packed per call, {label}: {copied_bytes_per_call(call):,.0f}")
+    medians = timed_medians(contenders, repeat, rounds)
+    for label, ms in medians.items():
+        print(f"{label}  {ms * 1e3:7.1f} us")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--params", type=int, default=200)
@@ -137,6 +182,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--min-size", type=int, default=16, help="smallest parameter")
     parser.add_argument("--max-size", type=int, default=4096, help="largest parameter")
+    parser.add_argument("--optimizer", default="sgd", choices=["sgd", *OPTIMIZERS])
     args = parser.parse_args()
     print(describe_machine())
     print(f"# reproduce: python bench/bench_sgd_small.py {' '.join(sys.argv[1:])}".rstrip())
@@ -146,6 +192,9 @@ def main() -> None:
     params0 = [rng.standard_normal(n).astype(np.float32) for n in sizes]
     grads0 = [rng.standard_normal(n).astype(np.float32) for n in sizes]
     print(f"# {args.params} parameters, {int(sizes.sum())} floats")
+    if args.optimizer != "sgd":
+        optimizer_steps(args.optimizer, params0, grads0, args.repeat, args.rounds)
+        return
     contenders: dict[str, Callable[[], object]] = {}
 
     # The gradients as a jitted function returns them: views of one buffer.
