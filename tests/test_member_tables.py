@@ -353,7 +353,8 @@ OPTIMIZERS: dict[str, Callable[[], tessc.optim.Optimizer]] = {
 """The standalone steps whose host has a workspace (the step count's scalars), which had
 no member form; Lamb's host also runs two kernels, its norms segmented loops."""
 LARGE_SIZES = [70001, 0, 16383, 1, 98305, 0, 77777, 5]
-"""Past the parallel threshold: a one-kernel step's member loop runs as a `prange`."""
+"""Past the parallel threshold: a one-kernel step's member loop runs as a `prange`; Lamb's
+two kernels are parallel functions the host calls, each with a member form of its own."""
 
 
 def _step_programs(name: str, sizes: Sequence[int]) -> tuple[Executable, Executable]:
@@ -394,7 +395,9 @@ def _step_case(
 
 
 @pytest.mark.parametrize("thread_count", [1, 2])
-@pytest.mark.parametrize(("name", "size"), [(n, "small") for n in OPTIMIZERS] + [("adam", "large")])
+@pytest.mark.parametrize(
+    ("name", "size"), [(n, "small") for n in OPTIMIZERS] + [("adam", "large"), ("lamb", "large")]
+)
 def test_optimizer_step_reads_separate_gradients_bit_for_bit(
     step_programs: dict[tuple[str, str], tuple[Executable, Executable]],
     monkeypatch: pytest.MonkeyPatch,

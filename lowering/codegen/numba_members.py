@@ -146,16 +146,23 @@ def member_plan(host: func.FuncOp, kernels: dict[str, func.FuncOp]) -> MemberPla
 
 @dataclass(frozen=True)
 class HostMemberPlan:
-    """How to emit the member form of a host whose kernels are emitted into it: the host
-    inputs read through tables (`tabled`), the members' element `bounds`, the arena loops
-    run member by member (`member_loops`) and the segmented loops (`tess.row_ranges`)
-    whose segment lies in one member (`segment_loops`: each with its segments' members)."""
+    """How to emit the member form of a host (or of a kernel it calls): the inputs read
+    through tables (`tabled`), the members' element `bounds`, the arena loops run member
+    by member (`member_loops`), the segmented loops (`tess.row_ranges`) whose segment lies
+    in one member (`segment_loops`: each with its segments' members), and the kernels
+    called by name that read tabled arenas (`kernel_tabled`: each with the arguments that
+    are tables in its own member form)."""
 
     host: func.FuncOp
     tabled: tuple[int, ...]
     bounds: tuple[int, ...]
     member_loops: tuple[scf.ParallelOp, ...]
     segment_loops: tuple[tuple[scf.ForOp, tuple[int, ...]], ...]
+    kernel_tabled: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+    def of_kernel(self, kernel: func.FuncOp, tabled: tuple[int, ...]) -> HostMemberPlan:
+        """The plan of `kernel`'s member form, its arguments `tabled` tables."""
+        return HostMemberPlan(kernel, tabled, self.bounds, self.member_loops, self.segment_loops)
 
 
 def _segment_members(ranges: Sequence[int], bounds: Sequence[int]) -> tuple[int, ...] | None:
@@ -203,10 +210,16 @@ def _member_loop(
     return None
 
 
-def host_member_plan(host: func.FuncOp, inlined: dict[str, func.FuncOp]) -> HostMemberPlan | None:
-    """The member form of `host`, whose `inlined` kernels are emitted into it, when it has
-    one: every input arena that only those kernels read, and only in loops `_member_loop`
+def host_member_plan(
+    host: func.FuncOp,
+    inlined: dict[str, func.FuncOp],
+    called: dict[str, func.FuncOp] | None = None,
+) -> HostMemberPlan | None:
+    """The member form of `host`, whose `inlined` kernels are emitted into it and which
+    calls the `called` ones (each then gets a member form of its own), when it has one:
+    every input arena that only those kernels read, and only in loops `_member_loop`
     accepts, is tabled (all of one members' bounds); else None."""
+    called = called or {}
     layout = contract.ARENA_LAYOUT.get(host)
     if layout is None or contract.KERNEL.has(host):
         return None
@@ -218,6 +231,7 @@ def host_member_plan(host: func.FuncOp, inlined: dict[str, func.FuncOp]) -> Host
     bounds: tuple[int, ...] | None = None
     member_loops: dict[scf.ParallelOp, None] = {}
     segment_loops: dict[scf.ForOp, tuple[int, ...]] = {}
+    kernel_tabled: dict[str, set[int]] = {}
     for h in range(split):
         typ = host_args[h].type
         if h in aliased or not isinstance(typ, MemRefType) or len(typ.get_shape()) != 1:
@@ -230,9 +244,13 @@ def host_member_plan(host: func.FuncOp, inlined: dict[str, func.FuncOp]) -> Host
         found = _member_bounds(layout, h, typ.get_shape()[0])
         if found is None or len(found) < 3 or (bounds is not None and found != bounds):
             continue  # (one member: its array is the arena, no copy to save)
-        loops = _arena_loops(host_args[h], inlined, found)
+        loops = _arena_loops(host_args[h], inlined, called, found)
         if loops is None:
             continue
+        for use in host_args[h].uses:
+            callee = use.operation.callee.root_reference.data  # type: ignore[attr-defined]
+            if callee in called:
+                kernel_tabled.setdefault(callee, set()).add(use.index)
         tabled.append(h)
         bounds = found
         for loop in loops:
@@ -242,22 +260,47 @@ def host_member_plan(host: func.FuncOp, inlined: dict[str, func.FuncOp]) -> Host
                 segment_loops[loop[0]] = loop[1]
     if not tabled or bounds is None:
         return None
+    tables = {host_args[h] for h in tabled}
+    for op in host.body.block.ops:  # each call passes a table wherever its callee takes one
+        if isinstance(op, func.CallOp) and op.callee.root_reference.data in kernel_tabled:
+            positions = kernel_tabled[op.callee.root_reference.data]
+            if any(op.arguments[k] not in tables for k in positions):
+                return None
+    kernels = {**inlined, **called}
+    order = {  # (in program order: the names codegen gives their tables do not vary)
+        op: k
+        for k, op in enumerate(
+            op
+            for call in host.body.block.ops
+            if isinstance(call, func.CallOp) and call.callee.root_reference.data in kernels
+            for op in kernels[call.callee.root_reference.data].walk()
+        )
+    }
     return HostMemberPlan(
-        host, tuple(tabled), bounds, tuple(member_loops), tuple(segment_loops.items())
+        host,
+        tuple(tabled),
+        bounds,
+        tuple(sorted(member_loops, key=order.__getitem__)),
+        tuple(sorted(segment_loops.items(), key=lambda item: order[item[0]])),
+        tuple((callee, tuple(sorted(kernel_tabled[callee]))) for callee in sorted(kernel_tabled)),
     )
 
 
 def _arena_loops(
-    arena: SSAValue, inlined: dict[str, func.FuncOp], bounds: tuple[int, ...]
+    arena: SSAValue,
+    inlined: dict[str, func.FuncOp],
+    called: dict[str, func.FuncOp],
+    bounds: tuple[int, ...],
 ) -> list[scf.ParallelOp | tuple[scf.ForOp, tuple[int, ...]]] | None:
     """The loops reading host input `arena` (`_member_loop`), if it is only passed to
-    `inlined` kernels that read it only in such loops; else None."""
+    `inlined` or `called` kernels that read it only in such loops; else None."""
     loops: list[scf.ParallelOp | tuple[scf.ForOp, tuple[int, ...]]] = []
     for use in arena.uses:
         call = use.operation
         if not isinstance(call, func.CallOp) or call.results:
             return None
-        kernel = inlined.get(call.callee.root_reference.data)
+        callee = call.callee.root_reference.data
+        kernel = inlined.get(callee) or called.get(callee)
         if kernel is None:
             return None
         for inner in kernel.body.block.args[use.index].uses:
@@ -310,8 +353,10 @@ class MemberEmitter(FunctionEmitter):
         bounds_name: str,
         serial_below: float,
         segment_tables: dict[tuple[int, ...], str],
+        member_kernels: dict[str, str] | None = None,
     ):
         reserved = {f" segments {k}": name for k, name in enumerate(segment_tables.values())}
+        reserved |= {f" members {k}": name for k, name in (member_kernels or {}).items()}
         super().__init__(
             plan.host,
             {**function_names, "": bounds_name, **reserved},
@@ -323,13 +368,26 @@ class MemberEmitter(FunctionEmitter):
         self.bounds_name = bounds_name
         self.tables: dict[str, tuple[str, str]] = {}  # arena name -> (table name, dtype)
         self.segments = {loop: segment_tables[members] for loop, members in plan.segment_loops}
+        self.member_kernels = member_kernels or {}
+        """Kernels called by name that read tables -> their member forms' names."""
+        self.table_names: dict[SSAValue, str] = {}
 
     def emit(self, num_outputs: int) -> None:
         names = self.argument_names(num_outputs)
         self.tables = bind_member_tables(self, names, self.plan.tabled)
+        args = self.fn.body.block.args
+        self.table_names = {args[k]: names[k] for k in self.plan.tabled}
         self.arg_names = names
         self.indent = 0
         self.emit_body(self.fn.body.block)
+
+    def emit_call(self, op: func.CallOp) -> None:
+        name = self.member_kernels.get(op.callee.root_reference.data)
+        if name is None:
+            super().emit_call(op)
+            return
+        args = [self.table_names.get(a) or self.expr(a) for a in op.arguments]
+        self.line(f"{name}({', '.join(args)})")
 
     def emit_for(self, op: scf.ForOp) -> None:
         table = self.segments.get(op)

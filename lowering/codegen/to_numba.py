@@ -210,6 +210,14 @@ def _emit_module(
     uses_members = False
     taken = set(function_names.values())
     threaded = {fn.sym_name.data: fn for fn in functions if fn.sym_name.data in launches}
+    own_kernels = {  # kernels compiled as functions of their own that hosts call
+        fn.sym_name.data: fn
+        for fn in functions
+        if contract.KERNEL.has(fn)
+        and fn.sym_name.data not in inlined | threaded
+        and fn.sym_name.data not in externals
+    }
+    kernel_members: list[str] = []  # the member forms of kernels of member hosts
     for fn in functions:
         name = fn.sym_name.data
         pyname = function_names[name]
@@ -241,7 +249,9 @@ def _emit_module(
         # A packed host that reads some input arenas element by element also gets a form
         # reading their members where they lie (`codegen.numba_members`).
         plan = member_plan(fn, threaded) if python_hosts and not is_kernel else None
-        host_plan = None if is_kernel or python_hosts else host_member_plan(fn, inlined)
+        host_plan = None
+        if not is_kernel and not python_hosts:
+            host_plan = host_member_plan(fn, inlined, own_kernels)
         member_form = None
         threaded_members: list[str] = []
         if plan is not None:
@@ -275,6 +285,26 @@ def _emit_module(
                 if segments not in segment_tables:
                     segment_tables[segments] = fresh_name(f"SEGMENT_MEMBERS_{pyname}", taken)
                     tables.append(bounds_definition(segment_tables[segments], segments))
+            member_kernels: dict[str, str] = {}
+            for callee, positions in host_plan.kernel_tabled:
+                kernel_name = fresh_name(f"{function_names[callee]}_members", taken)
+                member_kernels[callee] = kernel_name
+                kernel = MemberEmitter(
+                    host_plan.of_kernel(own_kernels[callee], positions),
+                    function_names,
+                    parallel[callee],
+                    inlined,
+                    bounds_name,
+                    parallel_threshold,
+                    segment_tables,
+                )
+                kernel.emit(0)
+                uses_prange |= kernel.used_prange
+                options = ["parallel=True"] if kernel.used_prange else []
+                options += ["fastmath=FASTMATH", 'error_model="numpy"']
+                header = f"@njit({', '.join(options)})\ndef {kernel_name}"
+                kernel_members.append(f"{header}({', '.join(kernel.arg_names)}):")
+                kernel_members[-1] = "\n".join([kernel_members[-1], *kernel.lines])
             members = MemberEmitter(
                 host_plan,
                 function_names,
@@ -283,6 +313,7 @@ def _emit_module(
                 bounds_name,
                 parallel_threshold,
                 segment_tables,
+                member_kernels,
             )
             members.emit(contract.NUM_OUTPUTS.get(fn) or 0)
             tables.append(bounds_definition(bounds_name, host_plan.bounds))
@@ -335,6 +366,8 @@ def _emit_module(
             decorator = f"@njit({', '.join(options)})"
             header = f"{decorator}\ndef {member_form[0]}({', '.join(members.arg_names)}):"
             bodies.append("\n".join([header, *members.lines]))
+            bodies += kernel_members
+            kernel_members = []
 
     numba_names = [
         *(["carray"] if externals or uses_members else []),
