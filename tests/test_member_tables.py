@@ -452,3 +452,40 @@ def test_lamb_gradient_aliasing_a_parameter_is_packed(
         results.append(arrays)
     for got, want in zip(*results, strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("worker", [False, True])
+def test_lamb_kernels_called_by_name_keep_their_member_forms(
+    monkeypatch: pytest.MonkeyPatch, worker: bool
+) -> None:
+    """Every serial kernel called by name (`codegen.numba_external`, as a host of large
+    kernels has them; compiled here or by the worker): the host's member form calls their
+    member forms by name, with the table's address; the source, cached, is what later
+    calls run, so the member form must be in it."""
+    from tessc.lowering.codegen import numba_external
+    from tessc.runtime import external
+
+    monkeypatch.setattr(numba_external, "EXTERNAL_MIN_OPS", 0)
+    monkeypatch.setattr(external, "WORKER_MIN_LINES", 0 if worker else 10**9)
+    optimizer = OPTIMIZERS["lamb"]()
+    shapes = [np.zeros(n, np.float32) for n in SIZES]
+    jitted = tessc.jit(optimizer._standalone(), donate_argnums=(0, 2))
+    module = jitted.trace(shapes, shapes, optimizer.init(shapes)).module
+    program, packed = (compile_module(module, "lamb_step", warm_start=False) for _ in range(2))
+    assert program.member_function is not None
+    source = inspect.getsource(program.module)
+    assert source.count("@external(") == 4  # both kernels, and the member form of each
+    assert "lamb_step_kernel_0_members(" in inspect.getsource(
+        program.module.lamb_step_members.py_func
+    )
+    packed.member_function = None
+    count = len(SIZES)
+    got, want = _state_arrays("lamb", SIZES, 40), _state_arrays("lamb", SIZES, 40)
+    for step in range(2):
+        grads = _gradient_layouts()["mixed owners"](_params(41 + step, SIZES))
+        copies = program.packing_copies
+        program(*got[:count], *grads, *got[count:])
+        assert program.packing_copies == copies
+        packed(*want[:count], *grads, *want[count:])
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)

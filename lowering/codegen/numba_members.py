@@ -26,6 +26,7 @@ from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import BlockArgument, SSAValue
 
 from tessc.dialects import contract
+from tessc.lowering.codegen import numba_external
 from tessc.lowering.codegen.numba_function import FunctionEmitter, is_memref_index, trip_count
 from tessc.lowering.codegen.numba_source import NoDtypeError, dtype_name
 from tessc.lowering.loops.index_values import constant_int
@@ -354,6 +355,7 @@ class MemberEmitter(FunctionEmitter):
         serial_below: float,
         segment_tables: dict[tuple[int, ...], str],
         member_kernels: dict[str, str] | None = None,
+        externals: frozenset[str] = frozenset(),
     ):
         reserved = {f" segments {k}": name for k, name in enumerate(segment_tables.values())}
         reserved |= {f" members {k}": name for k, name in (member_kernels or {}).items()}
@@ -363,6 +365,7 @@ class MemberEmitter(FunctionEmitter):
             parallel,
             inlined,
             serial_below,
+            externals=externals,
         )
         self.plan = plan
         self.bounds_name = bounds_name
@@ -381,10 +384,41 @@ class MemberEmitter(FunctionEmitter):
         self.indent = 0
         self.emit_body(self.fn.body.block)
 
+    def emit_external(self) -> None:
+        """A kernel called by name (`codegen.numba_external`): pointers (a tabled
+        argument's to its table) and the sizes of `?` dims, its arrays made from them."""
+        names = self.argument_names(0)
+        self.tables = bind_member_tables(self, names, self.plan.tabled)
+        self.indent = 1
+        pointers = [self.names.hinted(f"{name}_ptr") for name in names]
+        sizes: list[str] = []
+        types = self.fn.function_type.inputs.data
+        for k, (name, pointer, typ) in enumerate(zip(names, pointers, types, strict=True)):
+            assert isinstance(typ, MemRefType)
+            if k in self.plan.tabled:
+                count = len(self.plan.bounds) - 1
+                self.line(f"{name} = carray({pointer}, ({count},), np.int64)")
+                continue
+            own = [self.names.hinted(f"{name}_n{d}") for d in numba_external.dynamic_dims(typ)]
+            self.line(numba_external.carray_line(name, pointer, typ, own))
+            sizes += own
+        self.arg_names = pointers + sizes
+        self.indent = 0
+        self.emit_body(self.fn.body.block)
+
     def emit_call(self, op: func.CallOp) -> None:
-        name = self.member_kernels.get(op.callee.root_reference.data)
+        callee = op.callee.root_reference.data
+        name = self.member_kernels.get(callee)
         if name is None:
             super().emit_call(op)
+            return
+        if callee in self.externals:  # pointers: a table's address where it takes one
+            sizes = [size for arg in op.arguments for size in self.dynamic_sizes(arg)]
+            args = [
+                f"{self.table_names[a]}.ctypes.data" if a in self.table_names else self.address(a)
+                for a in op.arguments
+            ]
+            self.line(f"{name}({', '.join([*args, *sizes])})")
             return
         args = [self.table_names.get(a) or self.expr(a) for a in op.arguments]
         self.line(f"{name}({', '.join(args)})")

@@ -213,9 +213,7 @@ def _emit_module(
     own_kernels = {  # kernels compiled as functions of their own that hosts call
         fn.sym_name.data: fn
         for fn in functions
-        if contract.KERNEL.has(fn)
-        and fn.sym_name.data not in inlined | threaded
-        and fn.sym_name.data not in externals
+        if contract.KERNEL.has(fn) and fn.sym_name.data not in inlined | threaded
     }
     kernel_members: list[str] = []  # the member forms of kernels of member hosts
     for fn in functions:
@@ -298,11 +296,17 @@ def _emit_module(
                     parallel_threshold,
                     segment_tables,
                 )
-                kernel.emit(0)
-                uses_prange |= kernel.used_prange
-                options = ["parallel=True"] if kernel.used_prange else []
-                options += ["fastmath=FASTMATH", 'error_model="numpy"']
-                header = f"@njit({', '.join(options)})\ndef {kernel_name}"
+                if callee in externals:  # called by name, as the kernel is
+                    kernel.emit_external()
+                    signature = numba_external.pointer_signature(own_kernels[callee])
+                    decorator = f'@external({signature}, fastmath=FASTMATH, error_model="numpy")'
+                else:
+                    kernel.emit(0)
+                    uses_prange |= kernel.used_prange
+                    options = ["parallel=True"] if kernel.used_prange else []
+                    options += ["fastmath=FASTMATH", 'error_model="numpy"']
+                    decorator = f"@njit({', '.join(options)})"
+                header = f"{decorator}\ndef {kernel_name}"
                 kernel_members.append(f"{header}({', '.join(kernel.arg_names)}):")
                 kernel_members[-1] = "\n".join([kernel_members[-1], *kernel.lines])
             members = MemberEmitter(
@@ -314,6 +318,7 @@ def _emit_module(
                 parallel_threshold,
                 segment_tables,
                 member_kernels,
+                frozenset(externals),
             )
             members.emit(contract.NUM_OUTPUTS.get(fn) or 0)
             tables.append(bounds_definition(bounds_name, host_plan.bounds))
