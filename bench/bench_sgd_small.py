@@ -42,7 +42,11 @@ evidence for "packs once".
 
 `--optimizer` other than `sgd` times only that optimizer's `opt.step` (`optimizer_steps`):
 gradients in one arena, separate (its member form), and separate with the member form
-off (packed every call), with the bytes each packs per call.
+off (packed every call), with the bytes each packs per call. Lamb, 200 parameters
+(`--optimizer lamb --repeat 20 --rounds 3`, load average ~3): 0 bytes packed per call on
+separate gradients (732,928 with the member form off, as before Lamb had one); 644 us on
+an arena, 716 us separate, 928 us packed (noise: tens of percent). Adam: 0 and 732,928
+bytes; 244, 346 and 411 us.
 
 `--min-size 4096 --max-size 32768` makes a large parameter set (200 parameters, about
 2.8M floats): the step is then a Python host launching threaded kernels over shares of

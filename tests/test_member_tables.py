@@ -398,7 +398,7 @@ def _step_case(
 @pytest.mark.parametrize(
     ("name", "size"), [(n, "small") for n in OPTIMIZERS] + [("adam", "large"), ("lamb", "large")]
 )
-def test_optimizer_step_reads_separate_gradients_bit_for_bit(
+def test_optimizer_step_reads_separate_gradients_as_the_packed_call(
     step_programs: dict[tuple[str, str], tuple[Executable, Executable]],
     monkeypatch: pytest.MonkeyPatch,
     name: str,
@@ -406,7 +406,12 @@ def test_optimizer_step_reads_separate_gradients_bit_for_bit(
     thread_count: int,
 ) -> None:
     """Three steps on separate gradients (of sizes 0 and 1 among them): the member form's
-    parameters and state are the packed call's, bit for bit, and nothing is copied."""
+    parameters and state are the packed call's, and nothing is copied. Lamb's loops over
+    segments run the packed call's ranges: bit for bit. A member loop runs each member's
+    range, so other elements fall in the vectorised body or the scalar tail than in the
+    packed loop, and under `arcp` (fast-math) a division there is a multiplication by a
+    reciprocal: the parameters may differ by an ulp (Adam, "rows of a matrix" layout with
+    the slot arenas in one buffer, 1 element of 4,575; exact without `arcp`)."""
     import numba
 
     program, packed = _step_case(step_programs, name, size)
@@ -431,7 +436,10 @@ def test_optimizer_step_reads_separate_gradients_bit_for_bit(
     finally:
         numba.set_num_threads(previous)
     for g, w in zip(got, want, strict=True):
-        np.testing.assert_array_equal(g, w)
+        if name == "lamb":
+            np.testing.assert_array_equal(g, w)
+        else:
+            np.testing.assert_array_max_ulp(g, w, maxulp=2)
     assert not np.array_equal(got[0], _params(20, sizes)[0])  # the step moved them
 
 
