@@ -31,6 +31,12 @@ def describe_machine() -> str:
     flags = cpu_flags()
     vector = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    # Numba's OpenMP threads first, with tessc's passive wait policy: an OpenMP library
+    # that torch loads first keeps its spinning workers, and tessc's parfors then ran on
+    # them (the transformer block step on 2 threads at load ~4: 83 ms, not 3.0 ms).
+    from tessc.runtime.threads import start_numba_threads
+
+    start_numba_threads()
     versions = []
     for name in ("numpy", "numba", "torch", "jax"):
         try:
