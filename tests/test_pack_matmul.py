@@ -522,3 +522,36 @@ def test_micro_kernel_assembly_uses_full_width_fmas_without_spills() -> None:
         end = next(n for n in range(fma, len(lines)) if re.search(rf"\sj\w+\s+{label}$", lines[n]))
         loop = lines[start : end + 1]
         assert not any("(%rsp)" in line for line in loop), "\n".join(loop)  # no spill/reload
+
+
+def seed_product(n: int) -> str:
+    """The seed's zip+reduce matmul (W2): `sum(a[:, :, None] * b[None], dims=[1])`."""
+    a, b, p, o = t((n, n, 1), "f32"), t((1, n, n), "f32"), t((n, n, n), "f32"), t((n, n), "f32")
+    return f"""
+func.func @main(%a: {a}, %b: {b}) -> {o} {{
+  %0 = tess.mul %a, %b : {a}, {b} -> {p}
+  %1 = tess.sum %0 dims = [1] : {p} -> {o}
+  func.return %1 : {o}
+}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("n", "tile", "parallel"),
+    [
+        (224, "micro_mma_8x32x16_s224_1_224(", False),
+        (256, "micro_mma_8x32x16_s256_1_256(", True),
+        (384, "micro_mma_8x32x16_s384_1_384(", True),
+        (512, "micro_mma_8x32x16(", True),
+    ],
+)
+def test_seed_product_in_place_and_threads(n: int, tile: str, parallel: bool) -> None:
+    """Default limits (`in-place-bytes` 768 KiB, codegen's parallel threshold with a
+    `micro.mma` counting its vector FMAs): up to 384^3 both operands are read where they lie
+    (no panel copied, no workspace), 512^3 is packed; from 256^3 the kernel is a parfor,
+    224^3 runs serially (its launch costs more than the second thread saves)."""
+    source = emit_numba(lowered(seed_product(n), "tess-pack-matmul{vector-bits=512}"))
+    body = source.partition("def main")[2]
+    assert tile in body
+    assert ("workspace" in body.partition("\n")[0]) is (n == 512)
+    assert ("prange(" in body) is parallel

@@ -56,13 +56,17 @@ DEFAULT_MIN_ROW_BLOCKS = 4
 """MC shrinks until the rows make this many blocks, so both threads have work."""
 
 
-DEFAULT_IN_PLACE_BYTES = 64 * 1024
+DEFAULT_IN_PLACE_BYTES = 768 * 1024
 """Operands up to this size are read where they lie (no packed copy) when their layout
 allows it (`in_place_operand`). The digits MLP step's operands (5-64 KiB) sit in L1/L2
-between kernels, and packing them was ~8 us of its ~60 (the copies taken out one by one,
-same process). One product alone, one thread, packed -> in place (us, same process):
-64^3 6.0 -> 4.8, 128x64x128 14.2 -> 12.7, 128^3 (64 KiB each) 25.3 -> 25.6, 256x128x128
-(A 128 KiB) 45.6 -> 48.2: from about 64 KiB the packed panels' contiguous reads win."""
+between kernels, and packing them was ~8 us of its ~60. The seed's N^3 product, one
+thread, packed -> both in place (us, min of 200 calls, 2-core AVX-512 Zen 4, 32 KiB L1,
+1 MiB L2, loaded): 160^3 93 -> 80, 192^3 161 -> 126, 224^3 240 -> 201, 256^3 353 -> 294,
+320^3 657 -> 572, 384^3 1093 -> 987 (576 KiB each), 512^3 2582 -> 2473 (medians equal):
+the micro-kernel reads unpacked rows about as fast as panels (256^3: 287 packed, 288
+in place) and packing cost 48 us of 335 (B 19, A 29). In place, a parallel product also
+copies nothing per thread (each thread packed all of B). Up to 768 KiB: 384^3 in, 512^3
+and larger packed (a 1 MiB operand no longer fits L2 beside the others)."""
 
 
 # -- matching ---------------------------------------------------------------------------

@@ -13,12 +13,21 @@ from xdsl.dialects import arith, memref, scf
 from xdsl.ir import Block, Operation, SSAValue
 
 from tessc.dialects import contract
-from tessc.dialects.micro import NumThreadsOp
+from tessc.dialects.micro import MmaOp, NumThreadsOp
 from tessc.lowering.loops.index_values import constant_int
 
 PARALLEL_WORK = 1 << 18
 """Static loop iterations from which codegen runs a kernel in parallel (its default
 `parallel_threshold`); below, serially (`static_work`)."""
+
+MMA_WORK_PER_FMA = 0.25
+"""What one vector FMA of a `micro.mma` register tile counts as in `static_work`: a
+quarter of a loop iteration, so a packed product runs in parallel from 2^20 vector FMAs
+(the seed's 256^3). Its two-thread form pays a launch that the 2-core AVX-512 machine
+measured at ~110 us idle (W2 on two threads - one, halved: 192^3 and 256^3 alike); a
+product serial under ~220 us (224^3 read in place: 0.20 ms) does not win it back.
+Counted as nothing, a 384^3 product read in place (no packing loops left to count) ran
+serially."""
 
 
 DYNAMIC_TRIPS = 16
@@ -130,7 +139,8 @@ def static_work(block: Block) -> float:
 
 
 def static_work_of(op: Operation) -> float:
-    """Iterations of the loop nest `op` (0 if it is no loop)."""
+    """Iterations of the loop nest `op`, a `micro.mma` counting `MMA_WORK_PER_FMA` per
+    vector FMA (0 if it is neither)."""
     if isinstance(op, scf.ForOp):
         # A remainder loop of an edge tile (`for rt in range(rows // 8)`) counts as its
         # bound: unbounded, a 17-row MLP step's kernel counted as infinite work and ran
@@ -147,6 +157,13 @@ def static_work_of(op: Operation) -> float:
         return trips * max(1.0, static_work(op.body.block))
     if isinstance(op, scf.IfOp):
         return max(static_work(r.block) for r in op.regions if r.blocks)
+    if isinstance(op, MmaOp):
+        # depth k steps of rows x cols / lanes vector FMAs; an edge block's depth,
+        # min(kc, k - k0), as kc; an unknown depth as an unbounded loop.
+        rows, cols, lanes = op.tile
+        depth = upper_bound(op.depth)
+        fmas = (math.inf if depth is None else float(depth)) * rows * -(-cols // lanes)
+        return fmas * MMA_WORK_PER_FMA
     return 0.0
 
 

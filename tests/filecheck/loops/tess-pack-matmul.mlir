@@ -201,7 +201,7 @@ func.func private @dot(%out: memref<9x20xf32>, %a: memref<9x7xf32>, %w: memref<2
 // INPLACE-NOT:     micro.mma
 
 
-// Operands read where they lie (`in-place-bytes`, 64 KiB by default): `a.T @ b` of 10
+// Operands read where they lie (`in-place-bytes`, 768 KiB by default): `a.T @ b` of 10
 // rows, the MLP step's `dz.T @ h` in small. A product of fewer than `min-rows` rows is one
 // tile as tall as it (10 x 32: 20 zmm accumulators) when B can be read in place; A(i, k) =
 // a[k, i] is read through strides (a row: 1 element, a k step: 10), B(k, j) = b[k, j] one
