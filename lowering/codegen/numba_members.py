@@ -12,7 +12,7 @@ loop (`tess.row_ranges`, Lamb's norms and update) reads per segment the member i
 in. A threaded host (`codegen.numba_threads`; `member_plan`: one kernel, one arena loop)
 launches `<kernel>_members`, whose share of the loop's chunks runs each member's part.
 The runtime (`Executable.pack_inputs`) fills the tables and calls this form when some
-tabled arena is not already one buffer (members of one layout and a plain dtype).
+tabled arena is not already one buffer (members of one layout and dtype, bf16/f16 as bits).
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ TABLE_DTYPES = frozenset(
     ["float32", "float64", "int8", "int16", "int32", "int64"]
     + ["uint8", "uint16", "uint32", "uint64"]
 )
-"""Element types a member `carray` can take (no 16-bit float bits, no bool)."""
+"""Element types a member `carray` can take (`dtype_name`, no bool): a bf16/f16 arena is
+"uint16", the bits a kernel holds, so a split-bf16 step's gradients are tabled too."""
 
 MEMBER_POINTER_INTRINSIC = '''
 @intrinsic
