@@ -65,7 +65,7 @@ class MemberPlan:
     bounds: tuple[int, ...]
 
 
-def _member_bounds(layout: contract.ArenaLayout, h: int, extent: int) -> tuple[int, ...] | None:
+def member_bounds(layout: contract.ArenaLayout, h: int, extent: int) -> tuple[int, ...] | None:
     """The members of input arena `h` (element bounds) if they fill it back to back."""
     slots = sorted(
         (s for s in layout.inputs if s.host == h and s.offset is not None),
@@ -125,7 +125,7 @@ def member_plan(host: func.FuncOp, kernels: dict[str, func.FuncOp]) -> MemberPla
                 continue
         except NoDtypeError:
             continue
-        found = _member_bounds(layout, h, extent)
+        found = member_bounds(layout, h, extent)
         if found is None or (bounds is not None and found != bounds):
             continue
         uses = list(arg.uses)
@@ -243,7 +243,7 @@ def host_member_plan(
                 continue
         except NoDtypeError:
             continue
-        found = _member_bounds(layout, h, typ.get_shape()[0])
+        found = member_bounds(layout, h, typ.get_shape()[0])
         if found is None or len(found) < 3 or (bounds is not None and found != bounds):
             continue  # (one member: its array is the arena, no copy to save)
         loops = _arena_loops(host_args[h], inlined, called, found)
@@ -558,6 +558,7 @@ __all__ = [
     "bind_member_tables",
     "bounds_definition",
     "host_member_plan",
+    "member_bounds",
     "member_carray_lines",
     "member_plan",
     "threaded_member_host",
