@@ -28,7 +28,11 @@ in which the host keeps its intermediate device buffers. So:
   views of the output arenas. The views of every output arena are remembered (weakly):
   when a later call gets exactly those objects back as an input arena's members
   (`params = step(params, grads)`), that arena is passed as it is, not repacked; a
-  donated one is updated in place and the same view objects are returned.
+  donated one is updated in place and the same view objects are returned;
+- `"member_tables"` (`codegen.cuda_members`): a tabled arena whose members include device
+  arrays is not packed: one int64 table of their device addresses is uploaded and the
+  host's member form called, which reads each where it lies; packed as above when a
+  member overlaps a donated arena (the call writes it).
 
 `resident(arrays)` uploads arrays once (a jitted function's captured constants) and returns
 them wrapped as `Resident`: passed on every call, they are neither copied again nor count

@@ -646,9 +646,11 @@ def _emit_module(module: ModuleOp) -> str:
     )
     if uses_bitcast or uses_members:
         imports[-1:] = [
-            f"from numba import {'carray, ' if uses_members else ''}config, cuda, types",
+            "from numba import config, cuda, types",
             "from numba.extending import intrinsic",
         ]
+    if uses_members:  # (the carray numba-cuda's kernels type: not `numba.carray`)
+        imports.append("from numba.cuda.np.numpy_support import carray")
     elif uses_shared:
         imports[-1:] = ["from numba import config, cuda"]
     imports.append("from tessc.runtime.cuda_launch import fixed_grid, strided_grid")

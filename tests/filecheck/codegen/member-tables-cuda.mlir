@@ -23,7 +23,8 @@ func.func @sgd(%params: tensor<5xf32> {tess.donated}, %params_1: tensor<2x3xf32>
 }
 
 // CHECK:      import ctypes
-// CHECK:      from numba import carray, config, cuda, types
+// CHECK:      from numba import config, cuda, types
+// CHECK:      from numba.cuda.np.numpy_support import carray
 // CHECK:      "member_tables": ("sgd_members", (1,)),
 // CHECK:      def member_pointer(typingctx, address):
 // The simulator runs kernels as Python: a table entry is a ctypes pointer there.
