@@ -636,23 +636,17 @@ def _emit_module(module: ModuleOp) -> str:
 
     imports = ["import ctypes"] if uses_members else []
     imports += ["import math"] if uses_math else []
-    imports += (
-        ["", "import numpy as np", "from numba import cuda"]
-        if imports
-        else [
-            "import numpy as np",
-            "from numba import cuda",
-        ]
-    )
+    imports += [""] if imports else []
+    imports += ["import numpy as np", "from numba import cuda"]
     if uses_bitcast or uses_members:
         imports[-1:] = [
             "from numba import config, cuda, types",
             "from numba.extending import intrinsic",
         ]
-    if uses_members:  # (the carray numba-cuda's kernels type: not `numba.carray`)
-        imports.append("from numba.cuda.np.numpy_support import carray")
     elif uses_shared:
         imports[-1:] = ["from numba import config, cuda"]
+    if uses_members:  # (the carray numba-cuda's kernels type: not `numba.carray`)
+        imports.append("from numba.cuda.np.numpy_support import carray")
     imports.append("from tessc.runtime.cuda_launch import fixed_grid, strided_grid")
     if uses_strided_copy:
         imports.append("from tessc.runtime.cuda_memory import copy_strided")
