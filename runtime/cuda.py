@@ -28,7 +28,11 @@ in which the host keeps its intermediate device buffers. So:
   views of the output arenas. The views of every output arena are remembered (weakly):
   when a later call gets exactly those objects back as an input arena's members
   (`params = step(params, grads)`), that arena is passed as it is, not repacked; a
-  donated one is updated in place and the same view objects are returned.
+  donated one is updated in place and the same view objects are returned;
+- `"member_tables"` (`codegen.cuda_members`): a tabled arena whose members include device
+  arrays is not packed: one int64 table of their device addresses is uploaded and the
+  host's member form called, which reads each where it lies; packed as above when a
+  member overlaps a donated arena (the call writes it).
 
 `resident(arrays)` uploads arrays once (a jitted function's captured constants) and returns
 them wrapped as `Resident`: passed on every call, they are neither copied again nor count
@@ -186,6 +190,15 @@ class CudaExecutable:
         # Output arena -> (weak references to the views of it the last call returned, each
         # with its offset in the arena; a weak reference to the arena).
         self._returned: dict[int, tuple[tuple[tuple[weakref.ref[Any], int], ...], Any]] = {}
+        # The host's form reading these arenas' members where they lie, through tables of
+        # device addresses (`"member_tables"`, `codegen.cuda_members`).
+        self.member_function: Any = None
+        self._tabled: tuple[int, ...] = ()
+        if signature.member_tables is not None:
+            name, self._tabled = signature.member_tables
+            self.member_function = getattr(module, name)
+        self.packing_copies = 0
+        """Device arenas packed by copy so far (a counter for tests)."""
 
     # -- program state ------------------------------------------------------------------
 
@@ -248,13 +261,18 @@ class CudaExecutable:
     def _where(self, k: int) -> str:
         return f"'{self.entry}' input {k} ('{self.inputs[k].name}')"
 
-    def _pack(self, args: Sequence[object]) -> tuple[list[Any], bool, set[int]]:
+    def _pack(
+        self, args: Sequence[object], tables: list[Any] | None = None
+    ) -> tuple[list[Any], bool, set[int]]:
         """Host inputs (device arrays), whether the caller passed device arrays, and the
         arenas passed without a copy (the caller gave back the views of one that an
-        earlier call returned)."""
+        earlier call returned). `tables`, when given and the host has a member form,
+        receives the device arrays its tables point into when that form is to be called:
+        the tabled arenas of device arrays are then their tables (`_member_table`)."""
         device = False
         zero_copy: set[int] = set()
         host: list[Any] = [None] * len(self.host_inputs)
+        deferred: list[int] = []
         for k, slot in enumerate(self.input_slots):
             if slot.offset is None:
                 host[slot.host], on_device = self.to_device(slot.spec, self._where(k), args[k])
@@ -267,6 +285,10 @@ class CudaExecutable:
                 host[h], device = returned, True
                 zero_copy.add(h)
                 continue
+            if tables is not None and h in self._tabled and self.member_function is not None:
+                if any(is_device_array(args[k]) for k in ks):
+                    deferred.append(h)  # after the arenas the call writes
+                    continue
             if not any(is_device_array(args[k]) for k in ks):
                 packed = np.empty(size, dtype=spec.dtype)
                 for k in ks:
@@ -275,16 +297,61 @@ class CudaExecutable:
                     packed[slot.offset : slot.offset + slot.size] = array.reshape(-1)
                 host[h] = self.pool.upload(as_bits(packed))
                 continue
-            arena = self.pool.take((size,), storage_dtype(spec.dtype))
-            for k in ks:
-                slot = self.input_slots[k]
-                array, on_device = self.to_device(slot.spec, self._where(k), args[k])
-                device |= on_device
+            host[h], on_device = self._device_arena(h, args)
+            device |= on_device
+        if deferred:
+            assert tables is not None
+            written = [host[a] for a in {a for a in self.output_aliases if a is not None}]
+            found = [self._member_table(h, args, written) for h in deferred]
+            if all(table is not None for table in found):
+                for h, (table, arrays) in zip(deferred, found, strict=True):  # type: ignore[misc]
+                    host[h] = table
+                    tables += arrays
+                for h in set(self._tabled) - set(deferred):  # one arena already: its base
+                    count = len(self._members[h])
+                    base = _device_span(host[h])[0]
+                    host[h] = self.pool.upload(np.full(count, base, np.int64))
+                device = True
+            else:  # a member overlaps an array the call writes: packed, read as it was
+                for h in deferred:
+                    host[h], on_device = self._device_arena(h, args)
+                    device |= on_device
+        return host, device, zero_copy
+
+    def _device_arena(self, h: int, args: Sequence[object]) -> tuple[Any, bool]:
+        """Host input `h`'s members copied into a pooled device arena, and whether any of
+        them was a device array."""
+        spec = self.host_inputs[h]
+        arena = self.pool.take((spec.shape[0] or 0,), storage_dtype(spec.dtype))
+        device = False
+        self.packing_copies += 1
+        for k in self._members[h]:
+            slot = self.input_slots[k]
+            array, on_device = self.to_device(slot.spec, self._where(k), args[k])
+            device |= on_device
+            if slot.size:  # (the simulator refuses to copy an empty array: strides (0,))
                 arena[slot.offset : slot.offset + slot.size].copy_to_device(
                     array.reshape(slot.size)
                 )
-            host[h] = arena
-        return host, device, zero_copy
+        return arena, device
+
+    def _member_table(
+        self, h: int, args: Sequence[object], written: Sequence[Any]
+    ) -> tuple[Any, list[Any]] | None:
+        """Host input `h`'s member table on the device (entry m: member m's device address
+        less its byte offset in the arena) and the device arrays it points into; None if a
+        member overlaps an array in `written` (a donated arena the call updates)."""
+        itemsize = storage_dtype(self.host_inputs[h].dtype).itemsize
+        table = np.empty(len(self._members[h]), np.int64)
+        arrays: list[Any] = []
+        for m, k in enumerate(self._members[h]):
+            slot = self.input_slots[k]
+            array, _ = self.to_device(slot.spec, self._where(k), args[k])
+            if slot.size and any(_overlap(array, other) for other in written if other is not None):
+                return None
+            arrays.append(array)
+            table[m] = _device_span(array)[0] - slot.offset * itemsize
+        return self.pool.upload(table), arrays
 
     def _returned_arena(self, args: Sequence[object], ks: Sequence[int]) -> Any:
         """The output arena of an earlier call whose views, as it returned them, the caller
@@ -303,8 +370,9 @@ class CudaExecutable:
         if len(args) != len(self.inputs):
             raise ValueError(f"'{self.entry}' takes {len(self.inputs)} inputs, got {len(args)}")
         zero_copy: set[int] = set()
+        tables: list[Any] = []  # the arrays the member form's tables point into
         if self.input_slots:
-            inputs, device, zero_copy = self._pack(args)
+            inputs, device, zero_copy = self._pack(args, tables)
         else:
             inputs, device = [], False
             for k, (spec, arg) in enumerate(zip(self.inputs, args, strict=True)):
@@ -325,7 +393,8 @@ class CudaExecutable:
             outputs.append(array)
         buffers, workspace = self._state()
         extra = [workspace] if self.workspace_bytes is not None else []
-        self.function(*inputs, *outputs, *extra, buffers)
+        function = self.member_function if tables else self.function
+        function(*inputs, *outputs, *extra, buffers)
         if self.output_slots:
             results = self._unpack(args, outputs, device, zero_copy)
         else:

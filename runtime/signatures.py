@@ -43,7 +43,8 @@ runtime reads it through one function, `read_signature`. The format:
   argument holding it (inputs: index among the host's inputs; outputs: among its outputs)
   and its element offset in that arena, `None` when the argument is the array itself.
   `Executable` keeps the caller's convention (separate arrays in and out).
-- `"member_tables"` (with `"arenas"`, from `codegen.numba_members`): a second form of the
+- `"member_tables"` (with `"arenas"`, from `codegen.numba_members`; on CUDA
+  `codegen.cuda_members`, device addresses in a device table): a second form of the
   host, taking the listed input arenas (host input indices, each filled back to back by
   its members) as int64 tables instead: entry m is the data address of the arena's m-th
   member (in offset order) less that member's byte offset, so that the form reads each

@@ -55,14 +55,15 @@ def _params(seed: int, sizes: Sequence[int] = SIZES) -> list[np.ndarray]:
 
 
 def _gradient_layouts() -> dict[str, Callable[[list[np.ndarray]], list[np.ndarray]]]:
-    """The same gradient values, held in different ways (none of them one arena)."""
+    """The same gradient values (of any one dtype), held in different ways (none of them
+    one arena)."""
 
     def separate(values: list[np.ndarray]) -> list[np.ndarray]:
         return [v.copy() for v in values]
 
     def one_buffer_out_of_order(values: list[np.ndarray]) -> list[np.ndarray]:
-        buffer = np.empty(sum(v.size for v in values) + 7, np.float32)
-        out: list[np.ndarray] = [np.empty(0, np.float32)] * len(values)
+        buffer = np.empty(sum(v.size for v in values) + 7, values[0].dtype)
+        out: list[np.ndarray] = [np.empty(0, values[0].dtype)] * len(values)
         start = 7
         for k in reversed(range(len(values))):
             out[k] = buffer[start : start + values[k].size]
@@ -71,7 +72,7 @@ def _gradient_layouts() -> dict[str, Callable[[list[np.ndarray]], list[np.ndarra
         return out
 
     def rows_of_matrices(values: list[np.ndarray]) -> list[np.ndarray]:
-        rows = np.zeros((len(values), max(v.size for v in values) + 3), np.float32)
+        rows = np.zeros((len(values), max(v.size for v in values) + 3), values[0].dtype)
         out = []
         for k, v in enumerate(values):
             rows[k, 3 : 3 + v.size] = v
@@ -81,7 +82,7 @@ def _gradient_layouts() -> dict[str, Callable[[list[np.ndarray]], list[np.ndarra
     def strided(values: list[np.ndarray]) -> list[np.ndarray]:
         out = []
         for v in values:  # not C-contiguous: the call checks each (a contiguous copy)
-            wide = np.zeros(2 * v.size, np.float32)
+            wide = np.zeros(2 * v.size, v.dtype)
             wide[::2] = v
             out.append(wide[::2])
         return out
@@ -497,3 +498,70 @@ def test_lamb_kernels_called_by_name_keep_their_member_forms(
         packed(*want[:count], *grads, *want[count:])
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g, w)
+
+
+SPLIT_OPTIMIZERS: dict[str, Callable[[], tessc.optim.Optimizer]] = {
+    "sgd": lambda: tessc.optim.SGD(lr=0.1, momentum=0.9, weight_decay=0.01, master_weights="split"),
+    "lamb": lambda: tessc.optim.Lamb(lr=1e-2, weight_decay=0.01, master_weights="split"),
+    "adagrad": lambda: tessc.optim.Adagrad(lr=1e-2, master_weights="split"),
+}
+"""Split-bf16 steps: their bf16 gradients are tabled as their bits (a kernel holds a 16-bit
+float as uint16, so the member `carray` is a uint16 one and the load converts as before)."""
+
+
+def _split_arrays(name: str, sizes: Sequence[int], seed: int) -> list[np.ndarray]:
+    """A split step's parameters (bf16 tops) and state (int16 trails, fp32 slots, the
+    count), as its host takes them (slot arenas)."""
+    params, trail = tessc.optim.split_params(_params(seed, sizes))
+    state = SPLIT_OPTIMIZERS[name]().init(params, trail=trail)
+    arrays = tessc.arena(params)
+    for key in sorted(state):
+        slot = state[key]
+        if key == "step":
+            arrays += [slot]
+        else:
+            arrays += tessc.arena([a if a.dtype == np.int16 else np.abs(a) + 0.5 for a in slot])
+    return arrays
+
+
+@pytest.mark.parametrize(
+    ("name", "size"),
+    [(n, "small") for n in SPLIT_OPTIMIZERS] + [("sgd", "large"), ("lamb", "large")],
+)
+def test_split_bf16_step_reads_separate_bf16_gradients_as_the_packed_call(
+    monkeypatch: pytest.MonkeyPatch, name: str, size: str
+) -> None:
+    """Three split-bf16 steps on separate bf16 gradients: nothing is copied, and the bf16
+    tops, int16 trails and fp32 state are the packed call's, bit for bit."""
+    import ml_dtypes
+
+    sizes = SIZES if size == "small" else LARGE_SIZES
+    optimizer = SPLIT_OPTIMIZERS[name]()
+    params, trail = tessc.optim.split_params([np.zeros(n, np.float32) for n in sizes])
+    state = optimizer.init(params, trail=trail)
+    module = tessc.jit(optimizer._standalone(), donate_argnums=(0, 2)).trace(params, params, state)
+    entry = f"{type(optimizer).__name__.lower()}_step"
+    program, packed = (compile_module(module.module, entry) for _ in range(2))
+    assert program.member_function is not None
+    carrays = [line for line in inspect.getsource(program.module).splitlines() if "carray(" in line]
+    assert any("member_pointer(" in line and "np.uint16)" in line for line in carrays)
+    packed.member_function = None
+    count = len(sizes)
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    for executable in (program, packed):  # (a first call's bookkeeping concatenates)
+        warm = _split_arrays(name, sizes, 49)
+        executable(*warm[:count], *[g.astype(bf16) for g in _params(49, sizes)], *warm[count:])
+    got, want = _split_arrays(name, sizes, 50), _split_arrays(name, sizes, 50)
+    layouts = _gradient_layouts()
+    for step, layout in enumerate(["separate", "mixed owners", "rows of a matrix"]):
+        grads = layouts[layout]([g.astype(bf16) for g in _params(51 + step, sizes)])
+        copied = _copied_elements(monkeypatch)
+        program(*got[:count], *grads, *got[count:])
+        assert copied == []  # the bf16 gradients read where they lie
+        packed(*want[:count], *grads, *want[count:])
+        assert copied == [sum(sizes)]  # (the spy sees the packed call's copy)
+        monkeypatch.undo()
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g.reshape(-1).view(np.uint8), w.reshape(-1).view(np.uint8))
+    assert got[0].dtype == bf16 and not np.array_equal(got[0], _split_arrays(name, sizes, 50)[0])

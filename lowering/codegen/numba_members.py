@@ -12,7 +12,7 @@ loop (`tess.row_ranges`, Lamb's norms and update) reads per segment the member i
 in. A threaded host (`codegen.numba_threads`; `member_plan`: one kernel, one arena loop)
 launches `<kernel>_members`, whose share of the loop's chunks runs each member's part.
 The runtime (`Executable.pack_inputs`) fills the tables and calls this form when some
-tabled arena is not already one buffer (members of one layout and a plain dtype).
+tabled arena is not already one buffer (members of one layout and dtype, bf16/f16 as bits).
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ TABLE_DTYPES = frozenset(
     ["float32", "float64", "int8", "int16", "int32", "int64"]
     + ["uint8", "uint16", "uint32", "uint64"]
 )
-"""Element types a member `carray` can take (no 16-bit float bits, no bool)."""
+"""Element types a member `carray` can take (`dtype_name`, no bool): a bf16/f16 arena is
+"uint16", the bits a kernel holds, so a split-bf16 step's gradients are tabled too."""
 
 MEMBER_POINTER_INTRINSIC = '''
 @intrinsic
@@ -64,7 +65,7 @@ class MemberPlan:
     bounds: tuple[int, ...]
 
 
-def _member_bounds(layout: contract.ArenaLayout, h: int, extent: int) -> tuple[int, ...] | None:
+def member_bounds(layout: contract.ArenaLayout, h: int, extent: int) -> tuple[int, ...] | None:
     """The members of input arena `h` (element bounds) if they fill it back to back."""
     slots = sorted(
         (s for s in layout.inputs if s.host == h and s.offset is not None),
@@ -124,7 +125,7 @@ def member_plan(host: func.FuncOp, kernels: dict[str, func.FuncOp]) -> MemberPla
                 continue
         except NoDtypeError:
             continue
-        found = _member_bounds(layout, h, extent)
+        found = member_bounds(layout, h, extent)
         if found is None or (bounds is not None and found != bounds):
             continue
         uses = list(arg.uses)
@@ -242,7 +243,7 @@ def host_member_plan(
                 continue
         except NoDtypeError:
             continue
-        found = _member_bounds(layout, h, typ.get_shape()[0])
+        found = member_bounds(layout, h, typ.get_shape()[0])
         if found is None or len(found) < 3 or (bounds is not None and found != bounds):
             continue  # (one member: its array is the arena, no copy to save)
         loops = _arena_loops(host_args[h], inlined, called, found)
@@ -557,6 +558,7 @@ __all__ = [
     "bind_member_tables",
     "bounds_definition",
     "host_member_plan",
+    "member_bounds",
     "member_carray_lines",
     "member_plan",
     "threaded_member_host",

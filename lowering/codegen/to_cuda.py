@@ -30,11 +30,18 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 
 from tessc.dialects import contract
+from tessc.lowering.codegen.cuda_members import (
+    SIMULATOR_MEMBER_POINTER,
+    MemberForm,
+    cuda_member_plan,
+    member_loop_lines,
+)
 from tessc.lowering.codegen.numba_function import (
     FunctionEmitter,
     python_function_names,
     signature_entry,
 )
+from tessc.lowering.codegen.numba_members import MEMBER_POINTER_INTRINSIC, bounds_definition
 from tessc.lowering.codegen.numba_ops import EXPRESSIONS
 from tessc.lowering.codegen.numba_source import (
     BITCAST_INTRINSIC,
@@ -52,7 +59,7 @@ from tessc.runtime import abi
 CUDA_MODULE_NAMES = frozenset(
     {
         *("cuda", "config", "device_buffer", abi.TARGET, "buffers", "SHARED_ALIGNMENT"),
-        *("fixed_grid", "strided_grid", "copy_strided"),
+        *("fixed_grid", "strided_grid", "copy_strided", "ctypes", "carray", "member_pointer"),
     }
 )
 
@@ -167,10 +174,13 @@ class _CudaEmitter(FunctionEmitter):
         function_names: dict[str, str],
         kernel_names: dict[tuple[str, str], str],
         grid_stride_kernels: frozenset[str] = frozenset(),
+        members: MemberForm | None = None,
     ):
         super().__init__(fn, function_names, parallel=False)  # type: ignore[arg-type]
         self.kernel_names = kernel_names
         self.grid_stride_kernels = grid_stride_kernels
+        self.members = members
+        self.tables: dict[str, tuple[str, str]] = {}  # arena name -> (table name, dtype)
         self.on_device = isinstance(fn, gpu.FuncOp)
         self.names.taken |= CUDA_MODULE_NAMES | set(kernel_names.values())
         self.templates = CUDA_TEMPLATES
@@ -187,7 +197,21 @@ class _CudaEmitter(FunctionEmitter):
         for k, arg in enumerate(self.fn.body.block.args[:inputs]):
             name = self.names.hinted(arg.name_hint or f"arg{k}")
             self.exprs[arg] = name
+            if self.members is not None and k in self.members.tabled:  # its member form's
+                table = self.names.hinted(f"{name}_table")
+                self.tables[name] = (table, dtype_name(arg.type.element_type))  # type: ignore[attr-defined]
+                name = table
             names.append(name)
+        return names
+
+    def table_argument_names(self, num_outputs: int) -> list[str]:
+        """A host member form's arguments: its tabled arenas are their tables."""
+        names = self.argument_names(num_outputs)
+        assert self.members is not None
+        for h in self.members.tabled:
+            names[h] = self.exprs[self.fn.body.block.args[h]] = self.names.hinted(
+                f"{names[h]}_table"
+            )
         return names
 
     def emit_workgroup_buffers(self) -> None:
@@ -229,20 +253,36 @@ class _CudaEmitter(FunctionEmitter):
         live across it, two registers a value for each such inner loop (a row kernel's
         ten loops of one row took ~60 registers). Loops of constant bounds stay `range`s:
         LLVM unrolls those (a contraction's k steps)."""
+        member_loop = self.members is not None and op in self.members.loops
         if not self.on_device or (
-            constant_int(op.lb) is not None and constant_int(op.step) is not None
+            constant_int(op.lb) is not None
+            and constant_int(op.step) is not None
+            and not member_loop
         ):
             super().emit_for(op)
             return
         block = op.body.block
         names = self.bind_carried(op)
         index = self.define(block.args[0], "i")
-        self.line(f"{index} = {self.expr(op.lb)}")
-        self.line(f"while {index} < {self.expr(op.ub)}:")
+        ub = self.expr(op.ub)
+        if member_loop:  # member by member
+            member = self.names.numbered("member")
+            lo, ub = self.names.numbered("lo"), self.names.numbered("hi")
+            self.line(f"for {member} in range({self.members.count}):")
+            self.indent += 1
+            bounds = (self.members.bounds_name, lo, ub)
+            start, step = self.expr(op.lb), self.expr(op.step)
+            for line in member_loop_lines(index, start, step, member, bounds, self.tables):
+                self.line(line)
+        else:
+            self.line(f"{index} = {self.expr(op.lb)}")
+        self.line(f"while {index} < {ub}:")
         self.emit_body(block, names)
         self.indent += 1
         self.line(f"{index} += {self.expr(op.step)}")
         self.indent -= 1
+        if member_loop:
+            self.indent -= 1
 
     def emit_device_op(self, op: Operation) -> bool:
         if op.name in _DIMENSION_OPS:
@@ -408,6 +448,8 @@ class _CudaEmitter(FunctionEmitter):
         if op.dynamicSharedMemorySize is not None:
             config += f", 0, {self.expr(op.dynamicSharedMemorySize)}"
         arguments = ", ".join(self.expr(a) for a in op.kernelOperands)
+        if self.members is not None:  # a host member form launches kernels' member forms
+            name = self.members.kernels.get(target, name)
         self.line(f"{name}[{config}]({arguments})")
 
     def emit_call(self, op: func.CallOp) -> None:
@@ -460,6 +502,13 @@ def _kernel_names(
         taken.add(name)
         names[(module_name, kernel.sym_name.data)] = name
     return names
+
+
+def _fresh(name: str, taken: set[str]) -> str:
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return name
 
 
 def kernel_python_names(module: ModuleOp) -> dict[str, str]:
@@ -532,31 +581,72 @@ def _emit_module(module: ModuleOp) -> str:
         for module_name, kernel in kernels
         if contract.GRID_STRIDE.has(kernel)
     )
+    by_key = {(module_name, kernel.sym_name.data): kernel for module_name, kernel in kernels}
+    taken = {*RESERVED_NAMES, *CUDA_MODULE_NAMES, *host_names.values(), *kernel_names.values()}
+    uses_members = False
     for fn in hosts:
         pyname = host_names[fn.sym_name.data]
-        emitter = _CudaEmitter(fn, host_names, kernel_names, grid_stride_kernels)
         num_outputs = contract.NUM_OUTPUTS.get(fn) or 0
+        # Its member form (`codegen.cuda_members`): kernels reading tabled arenas' members.
+        plan = cuda_member_plan(fn, by_key)
+        member_form = None
+        if plan is not None:
+            uses_members = True
+            bounds_name = _fresh(f"MEMBER_BOUNDS_{pyname}", taken)
+            bodies.append(bounds_definition(bounds_name, plan.bounds))
+            member_kernels: dict[tuple[str, str], str] = {}
+            for key, positions in plan.kernels.items():
+                name = member_kernels[key] = _fresh(f"{kernel_names[key]}_members", taken)
+                form = MemberForm(positions, plan.loops, bounds_name, len(plan.bounds) - 1)
+                kernel_emitter = _CudaEmitter(by_key[key], device_names, kernel_names, members=form)
+                names = kernel_emitter.kernel_argument_names()
+                kernel_emitter.indent = 1
+                kernel_emitter.emit_workgroup_buffers()
+                kernel_emitter.indent = 0
+                kernel_emitter.emit_body(by_key[key].body.block)
+                uses_narrow_floats |= kernel_emitter.uses_narrow_floats
+                uses_math |= kernel_emitter.uses_math
+                uses_bitcast |= kernel_emitter.uses_bitcast
+                uses_shared |= kernel_emitter.uses_shared
+                header = f"@cuda.jit(cache=True)\ndef {name}({', '.join(names)}):"
+                bodies.append("\n".join([header, *kernel_emitter.lines]))
+            member_name = _fresh(f"{pyname}_members", taken)
+            form = MemberForm(plan.tabled, kernels=member_kernels)
+            host = _CudaEmitter(fn, host_names, kernel_names, grid_stride_kernels, form)
+            names = host.table_argument_names(num_outputs)
+            host.indent = 0
+            host.emit_body(fn.body.block)
+            member_form = (member_name, plan.tabled)
+            header = f"def {member_name}({', '.join([*names, 'buffers'])}):"
+            member_body = "\n".join([header, *host.lines])
+        emitter = _CudaEmitter(fn, host_names, kernel_names, grid_stride_kernels)
         arg_names = emitter.argument_names(num_outputs)
         emitter.indent = 0
         emitter.emit_body(fn.body.block)
         uses_math |= emitter.uses_math
         uses_bitcast |= emitter.uses_bitcast
         uses_strided_copy |= emitter.uses_strided_copy
-        entry = signature_entry(fn, pyname, arg_names)
+        entry = signature_entry(fn, pyname, arg_names, member_form)
         if entry is not None:
             signatures.append(entry)
         header = f"def {pyname}({', '.join([*arg_names, 'buffers'])}):"
         bodies.append("\n".join([header, *emitter.lines]))
+        if member_form is not None:
+            bodies.append(member_body)
 
-    imports = ["import math", ""] if uses_math else []
+    imports = ["import ctypes"] if uses_members else []
+    imports += ["import math"] if uses_math else []
+    imports += [""] if imports else []
     imports += ["import numpy as np", "from numba import cuda"]
-    if uses_bitcast:
+    if uses_bitcast or uses_members:
         imports[-1:] = [
             "from numba import config, cuda, types",
             "from numba.extending import intrinsic",
         ]
     elif uses_shared:
         imports[-1:] = ["from numba import config, cuda"]
+    if uses_members:  # (the carray numba-cuda's kernels type: not `numba.carray`)
+        imports.append("from numba.cuda.np.numpy_support import carray")
     imports.append("from tessc.runtime.cuda_launch import fixed_grid, strided_grid")
     if uses_strided_copy:
         imports.append("from tessc.runtime.cuda_memory import copy_strided")
@@ -574,6 +664,8 @@ def _emit_module(module: ModuleOp) -> str:
         helpers.append(SHARED_ALIGNMENT_DEFINITION)
     if uses_bitcast:
         helpers += [BITCAST_INTRINSIC, SIMULATOR_BITCAST]
+    if uses_members:
+        helpers += [MEMBER_POINTER_INTRINSIC, SIMULATOR_MEMBER_POINTER]
     if uses_narrow_floats:
         helpers.append(NARROW_FLOAT_HELPERS.format(decorator="@cuda.jit(device=True)"))
     return "\n\n\n".join(["\n".join(prologue), *helpers, *bodies]) + "\n"
