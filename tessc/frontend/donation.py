@@ -39,6 +39,17 @@ def mark(array: Any, function: str) -> None:
     DONATED[key] = (reference, function)
 
 
+def unmark_returned(outputs: Sequence[Any]) -> None:
+    """Forget the marks of arrays a call returned: an output holds its value, even where
+    the runtime hands back an array object it was once given donated (a device target's
+    pooled output views)."""
+    if DONATED:
+        for output in outputs:
+            entry = DONATED.get(id(output))
+            if entry is not None and entry[0]() is output:
+                del DONATED[id(output)]
+
+
 def donated_to(array: Any) -> str | None:
     """The function `array` was donated to, or None."""
     entry = DONATED.get(id(array))

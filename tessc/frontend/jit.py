@@ -398,6 +398,7 @@ class JitFunction:
                 for d in fast.signature.donated:
                     if not any(leaves[d] is output for output in outputs):
                         donation.mark(leaves[d], getattr(self.fn, "__name__", "?"))
+                donation.unmark_returned(outputs)
                 return fast.build_output(iter(outputs))
         if _holds_tensor(args, kwargs):
             # Called while an outer jit traces (`jit(jit(f))`, or a jitted helper called
@@ -450,6 +451,7 @@ class JitFunction:
             for d in donated:  # its buffer may now hold an output, or scratch
                 if id(arrays[d]) not in returned:
                     donation.mark(arrays[d], name)
+            donation.unmark_returned(outputs)
         if (
             not kwargs
             and len(args) == self._arity

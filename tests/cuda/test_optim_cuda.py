@@ -49,10 +49,12 @@ def test_standalone_adam_step_on_device_arrays() -> None:
 
 def test_standalone_lamb_step_on_device_arrays() -> None:
     """The cuda pipeline keeps a reduction kernel per parameter norm (no segmented
-    reductions there): the numbers are the reference's, a zero parameter's ratio is 1."""
+    reductions there): the numbers are the reference's, a zero parameter's ratio is 1.
+    Six steps: from the fourth on, the runtime hands back output arrays it was once given
+    donated, which must not count as donated again (`donation.unmark_returned`)."""
     rng = np.random.default_rng(1)
     params = {"w": rng.standard_normal((3, 5)), "b": np.zeros(7), "s": rng.standard_normal(1)}
-    grads = [{k: rng.standard_normal(v.shape) for k, v in params.items()} for _ in range(3)]
+    grads = [{k: rng.standard_normal(v.shape) for k, v in params.items()} for _ in range(6)]
     optimizer = ts.optim.Lamb(lr=0.01, weight_decay=0.01)
     expected = reference_steps(optimizer, params, grads)
 
