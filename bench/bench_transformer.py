@@ -7,20 +7,27 @@ gradients for every parameter and `x`. Attention alone is
 `scaled_dot_product_attention(q, k, v, is_causal=True)` `(B, H, L, E)` forward + backward.
 Contenders: tessc (`jit` of `value_and_grad`; attention: the fused flash kernels), PyTorch
 eager and `torch.compile`, and `jax.jit` (each where installed). Times are medians over
-rounds, contenders alternating; ratios are the other's time over tessc's (above 1: tessc
+rounds; ratios are the other's time over tessc's (above 1: tessc
 is faster). Memory: tessc's planned peak (`tess.peak_bytes` of the compiled program, plus
 the kernels' scratch) next to the `(L, L)` scores a materialising attention builds.
+Each contender runs in a process of its own, one after the other (`--one-process`: all
+in this one, alternating each round). In one process the contenders' thread pools (Numba's
+OpenMP, PyTorch's, XLA's) slow each other down: on one thread torch.compile took 5.2 ms
+there and 3.3 ms alone, and on two threads torch's time depended on whose OpenMP runtime
+started first (2.6-3.9 or 5.4-7.3 ms).
 
     python bench/bench_transformer.py [--batch 8] [--length 64] [--d-model 64] [--heads 4]
-        [--attention 4,4,1024,64] [--rounds 5] [--skip torch,compile,jax]
+        [--attention 4,4,1024,64] [--rounds 5] [--skip torch,compile,jax] [--one-process]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -214,6 +221,51 @@ def report(title: str, results: dict[str, tuple[float, float]], memory: dict[str
         )
 
 
+CONTENDERS = {"tessc": "", "PyTorch eager": "torch", "torch.compile": "compile", "JAX jit": "jax"}
+"""Each contender and the `--skip` word that leaves it out."""
+
+
+def contender_runs(name: str, args: argparse.Namespace) -> tuple[Run, Run, dict[str, str]] | None:
+    """`name`'s (block run, attention run, memory notes), or None where not installed."""
+    rng = np.random.default_rng(0)
+    d = args.d_model
+    params = block_params(d)
+    x = rng.standard_normal((args.batch, args.length, d)).astype(np.float32)
+    c = rng.standard_normal(x.shape).astype(np.float32)
+    b, h, length, e = (int(n) for n in args.attention.split(","))
+    q, k, v, ca = (rng.standard_normal((b, h, length, e)).astype(np.float32) for _ in range(4))
+    if name == "tessc":
+        block, block_bytes = tessc_block_run(params, x, c, args.heads)
+        attention, attention_bytes = tessc_attention_run(q, k, v, ca)
+        notes = {
+            "block": f"planned peak {block_bytes / 2**20:.2f} MiB",
+            "attention": f"planned peak {attention_bytes / 2**20:.2f} MiB",
+        }
+        return block, attention, notes
+    if name == "JAX jit":
+        made = jax_runs(params, x, c, args.heads, q, k, v, ca)
+    else:
+        compiled = name == "torch.compile"
+        made = torch_runs(params, x, c, args.heads, q, k, v, ca, compiled=compiled)
+    if not made:
+        return None
+    notes = {
+        "attention": f"(the (L, L) scores alone: {b * h * length * length * 4 / 2**20:.2f} MiB)"
+    }
+    return made[0], made[1], notes if name == "PyTorch eager" else {}
+
+
+def measure_apart(name: str, args: argparse.Namespace) -> dict | None:
+    """`name` measured in a process of its own (no other contender's threads or OpenMP
+    runtime in it): {"block": (wall, cpu), "attention": (wall, cpu), "notes": {...}}."""
+    command = [sys.executable, __file__, "--only", name, *ARGV_PASSED]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"({name} failed in its process: {done.stderr.strip().splitlines()[-1:]})")
+        return None
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument("--batch", type=int, default=8)
@@ -224,59 +276,79 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3, help="calls per round")
     parser.add_argument("--skip", default="", help="left out: torch,compile,jax")
+    parser.add_argument(
+        "--one-process",
+        action="store_true",
+        help="every contender in this process, alternating each round (their thread pools "
+        "then slow each other down); by default each runs in a process of its own",
+    )
+    parser.add_argument("--only", default="", help=argparse.SUPPRESS)  # the child process
     args = parser.parse_args(argv)
+    ARGV_PASSED[:] = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--one-process"]
+    if args.only:
+        made = contender_runs(args.only, args)
+        if not made:
+            sys.exit(1)
+        block, attention, notes = made
+        results = {
+            "block": measure({args.only: block}, args.rounds, args.repeats)[args.only],
+            "attention": measure({args.only: attention}, args.rounds, 1)[args.only],
+            "notes": notes,
+        }
+        print(json.dumps(results))
+        return
     print(describe_machine())
     print("command: python bench/bench_transformer.py " + " ".join(sys.argv[1:]))
     skip = set(filter(None, args.skip.split(",")))
+    wanted = [n for n, word in CONTENDERS.items() if not word or word not in skip]
 
-    rng = np.random.default_rng(0)
-    d = args.d_model
-    params = block_params(d)
-    x = rng.standard_normal((args.batch, args.length, d)).astype(np.float32)
-    c = rng.standard_normal(x.shape).astype(np.float32)
-    b, h, length, e = (int(n) for n in args.attention.split(","))
-    q, k, v, ca = (rng.standard_normal((b, h, length, e)).astype(np.float32) for _ in range(4))
-
-    block_runs: dict[str, Run] = {}
-    attention_runs: dict[str, Run] = {}
-    block_runs["tessc"], block_bytes = tessc_block_run(params, x, c, args.heads)
-    attention_runs["tessc"], attention_bytes = tessc_attention_run(q, k, v, ca)
-    others = {
-        "PyTorch eager": lambda: (
-            "torch" not in skip
-            and torch_runs(params, x, c, args.heads, q, k, v, ca, compiled=False)
-        ),
-        "torch.compile": lambda: (
-            "compile" not in skip
-            and torch_runs(params, x, c, args.heads, q, k, v, ca, compiled=True)
-        ),
-        "JAX jit": lambda: "jax" not in skip and jax_runs(params, x, c, args.heads, q, k, v, ca),
-    }
+    block_results: dict[str, tuple[float, float]] = {}
+    attention_results: dict[str, tuple[float, float]] = {}
+    block_notes: dict[str, str] = {}
+    attention_notes: dict[str, str] = {}
     missing = []
-    for name, make in others.items():
-        made = make()
-        if made:
-            block_runs[name], attention_runs[name] = made
-        else:
-            missing.append(name)
+    if not args.one_process:
+        for name in wanted:
+            apart = measure_apart(name, args)
+            if apart is None:
+                missing.append(name)
+                continue
+            block_results[name] = tuple(apart["block"])
+            attention_results[name] = tuple(apart["attention"])
+            block_notes[name] = apart["notes"].get("block", "")
+            attention_notes[name] = apart["notes"].get("attention", "")
+    else:
+        block_runs: dict[str, Run] = {}
+        attention_runs: dict[str, Run] = {}
+        for name in wanted:
+            made = contender_runs(name, args)
+            if not made:
+                missing.append(name)
+                continue
+            block_runs[name], attention_runs[name], notes = made
+            block_notes[name] = notes.get("block", "")
+            attention_notes[name] = notes.get("attention", "")
+        block_results = measure(block_runs, args.rounds, args.repeats)
+        attention_results = measure(attention_runs, args.rounds, 1)
 
+    b, h, length, e = (int(n) for n in args.attention.split(","))
     report(
-        f"transformer block (B={args.batch}, T={args.length}, D={d}, {args.heads} heads), "
-        "forward + backward",
-        measure(block_runs, args.rounds, args.repeats),
-        {"tessc": f"planned peak {block_bytes / 2**20:.2f} MiB"},
+        f"transformer block (B={args.batch}, T={args.length}, D={args.d_model}, "
+        f"{args.heads} heads), forward + backward",
+        block_results,
+        block_notes,
     )
-    scores = b * h * length * length * 4
     report(
         f"causal attention (B={b}, H={h}, L={length}, E={e}), forward + backward",
-        measure(attention_runs, args.rounds, 1),
-        {
-            "tessc": f"planned peak {attention_bytes / 2**20:.2f} MiB",
-            "PyTorch eager": f"(the (L, L) scores alone: {scores / 2**20:.2f} MiB)",
-        },
+        attention_results,
+        attention_notes,
     )
     if missing:
         print(f"(not installed or left out: {', '.join(missing)})")
+
+
+ARGV_PASSED: list[str] = []
+"""The command line's arguments, passed on to the contenders' processes."""
 
 
 if __name__ == "__main__":
