@@ -621,3 +621,19 @@ def test_float_max_and_min_keep_arith_semantics(dtype: type[np.floating]) -> Non
     for g, w, r in zip(got, want, reference, strict=True):
         np.testing.assert_array_equal(g, w)
         np.testing.assert_array_equal(r, w)
+
+
+def test_arguments_named_like_the_modules_globals_do_not_shadow_them() -> None:
+    """A threaded host calls `parallel_for`, external kernels take `void`/`voidptr`, member
+    forms `carray`/`member_pointer`: arguments of those names are renamed, not bound over
+    them (a `parallel_for` argument made the host call the array)."""
+    import tessc as ts
+
+    def f(parallel_for, carray, voidptr, external, void, intp, member_pointer):  # noqa: ANN001, ANN202
+        return (parallel_for * carray + voidptr).relu() * external - void + intp * member_pointer
+
+    args = [np.random.default_rng(i).standard_normal(1 << 19).astype(np.float32) for i in range(7)]
+    a, b, c, d, e, g, h = args
+    np.testing.assert_allclose(
+        ts.jit(f)(*args), np.maximum(a * b + c, 0) * d - e + g * h, rtol=1e-5, atol=1e-5
+    )

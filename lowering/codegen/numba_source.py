@@ -320,6 +320,7 @@ def huge_pages(typingctx, array):
 _MODULE_NAMES = {
     "np", "math", "njit", "prange", "types", "intrinsic", "bitcast", "FASTMATH", abi.SIGNATURES,
     "ir", "cgutils", "micro_mma", "float_minmax", "fmaximum", "fminimum",
+    "carray", "member_pointer", "parallel_for", "external", "void", "voidptr", "intp",
 }  # fmt: skip
 _BUILTIN_NAMES = set(
     "abs all any bool dict divmod enumerate filter float format hash id int isinstance iter len "
