@@ -18,13 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from xdsl.dialects import func, gpu, memref, scf
-from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import BlockArgument, SSAValue
 
 from tessc.dialects import contract
 from tessc.lowering.codegen.numba_function import is_memref_index
-from tessc.lowering.codegen.numba_members import TABLE_DTYPES, member_bounds
-from tessc.lowering.codegen.numba_source import NoDtypeError, dtype_name
+from tessc.lowering.codegen.numba_members import table_candidates
 from tessc.lowering.loops.index_values import constant_int
 
 KernelKey = tuple[str, str]
@@ -99,29 +97,14 @@ def cuda_member_plan(
     host: func.FuncOp, kernels: dict[KernelKey, gpu.FuncOp]
 ) -> CudaMemberPlan | None:
     """`host`'s member form (module docstring), when it has one; else None."""
-    layout = contract.ARENA_LAYOUT.get(host)
-    if layout is None or contract.KERNEL.has(host):
-        return None
-    num_outputs = contract.NUM_OUTPUTS.get(host) or 0
     args = host.body.block.args
-    split = len(args) - num_outputs - contract.WORKSPACE_BYTES.has(host)
-    aliased = {contract.ALIASES_INPUT.get_arg(host, k) for k in range(split, split + num_outputs)}
     tabled: list[int] = []
     bounds: tuple[int, ...] | None = None
     positions: dict[KernelKey, set[int]] = {}
     loops: set[scf.ForOp] = set()
-    for h in range(split):
-        typ = args[h].type
-        if h in aliased or not isinstance(typ, MemRefType) or len(typ.get_shape()) != 1:
+    for h, found in table_candidates(host):
+        if bounds is not None and found != bounds:
             continue
-        try:
-            if dtype_name(typ.element_type) not in TABLE_DTYPES:
-                continue
-        except NoDtypeError:
-            continue
-        found = member_bounds(layout, h, typ.get_shape()[0])
-        if found is None or len(found) < 3 or (bounds is not None and found != bounds):
-            continue  # (one member: its array is the arena, no copy to save)
         uses = _launch_uses(args[h], kernels, found[-1])
         if uses is None:
             continue

@@ -18,7 +18,7 @@ tabled arena is not already one buffer (members of one layout and dtype, bf16/f1
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import func, memref, scf
@@ -81,11 +81,38 @@ def member_bounds(layout: contract.ArenaLayout, h: int, extent: int) -> tuple[in
     return tuple(bounds)
 
 
+def table_candidates(host: func.FuncOp) -> Iterator[tuple[int, tuple[int, ...]]]:
+    """Each input of `host`, a host `tess-fuse-horizontal` packed, that its member form
+    could read through a table (argument index, members' element bounds): an arena no
+    output aliases, a 1-D memref of a `TABLE_DTYPES` type whose two or more members fill
+    it (one member: its array is the arena, no copy to save). The caller tables those its
+    kernels read at a loop's index, all of one bounds (a member loop runs over one table
+    of bounds)."""
+    layout = contract.ARENA_LAYOUT.get(host)
+    if layout is None or contract.KERNEL.has(host):
+        return
+    num_outputs = contract.NUM_OUTPUTS.get(host) or 0
+    args = host.body.block.args
+    split = len(args) - num_outputs - contract.WORKSPACE_BYTES.has(host)
+    aliased = {contract.ALIASES_INPUT.get_arg(host, k) for k in range(split, split + num_outputs)}
+    for h in range(split):
+        typ = args[h].type
+        if h in aliased or not isinstance(typ, MemRefType) or len(typ.get_shape()) != 1:
+            continue
+        try:
+            if dtype_name(typ.element_type) not in TABLE_DTYPES:
+                continue
+        except NoDtypeError:
+            continue
+        bounds = member_bounds(layout, h, typ.get_shape()[0])
+        if bounds is not None and len(bounds) > 2:
+            yield h, bounds
+
+
 def member_plan(host: func.FuncOp, kernels: dict[str, func.FuncOp]) -> MemberPlan | None:
     """`host`'s member form, when it has one (module docstring); else None. `kernels`: the
     kernels whose body the form may rewrite (emitted into their hosts, or threaded)."""
-    layout = contract.ARENA_LAYOUT.get(host)
-    if layout is None or contract.KERNEL.has(host) or contract.WORKSPACE_BYTES.has(host):
+    if not contract.ARENA_LAYOUT.has(host) or contract.WORKSPACE_BYTES.has(host):
         return None
     ops = list(host.body.block.ops)
     if len(ops) != 2 or not isinstance(ops[1], func.ReturnOp):
@@ -108,27 +135,13 @@ def member_plan(host: func.FuncOp, kernels: dict[str, func.FuncOp]) -> MemberPla
         return None
     if not all(is_memref_index(use) for use in iv.uses):
         return None  # the index counts in uint64: only memrefs may take it
-    num_outputs = contract.NUM_OUTPUTS.get(host) or 0
-    host_args = host.body.block.args
-    split = len(host_args) - num_outputs
-    aliased = {contract.ALIASES_INPUT.get_arg(host, k) for k in range(split, len(host_args))}
     tabled: list[int] = []
     kernel_tabled: list[int] = []
     bounds: tuple[int, ...] | None = None
-    for h in range(split):
-        arg = host_args[h]
-        typ = arg.type
-        if h in aliased or not isinstance(typ, MemRefType) or typ.get_shape() != (extent,):
+    for h, found in table_candidates(host):
+        if found[-1] != extent or (bounds is not None and found != bounds):
             continue
-        try:
-            if dtype_name(typ.element_type) not in TABLE_DTYPES:
-                continue
-        except NoDtypeError:
-            continue
-        found = member_bounds(layout, h, extent)
-        if found is None or (bounds is not None and found != bounds):
-            continue
-        uses = list(arg.uses)
+        uses = list(host.body.block.args[h].uses)
         if len(uses) != 1 or uses[0].operation is not call:
             continue
         inner = kernel.body.block.args[uses[0].index]
@@ -141,8 +154,8 @@ def member_plan(host: func.FuncOp, kernels: dict[str, func.FuncOp]) -> MemberPla
             tabled.append(h)
             kernel_tabled.append(uses[0].index)
             bounds = found
-    if not tabled or bounds is None or len(bounds) < 3:
-        return None  # one member: its array is the arena (no copy to save)
+    if not tabled or bounds is None:
+        return None
     return MemberPlan(host, kernel, loop, tuple(tabled), tuple(kernel_tabled), bounds)
 
 
@@ -222,30 +235,15 @@ def host_member_plan(
     every input arena that only those kernels read, and only in loops `_member_loop`
     accepts, is tabled (all of one members' bounds); else None."""
     called = called or {}
-    layout = contract.ARENA_LAYOUT.get(host)
-    if layout is None or contract.KERNEL.has(host):
-        return None
-    num_outputs = contract.NUM_OUTPUTS.get(host) or 0
     host_args = host.body.block.args
-    split = len(host_args) - num_outputs - contract.WORKSPACE_BYTES.has(host)
-    aliased = {contract.ALIASES_INPUT.get_arg(host, k) for k in range(split, split + num_outputs)}
     tabled: list[int] = []
     bounds: tuple[int, ...] | None = None
     member_loops: dict[scf.ParallelOp, None] = {}
     segment_loops: dict[scf.ForOp, tuple[int, ...]] = {}
     kernel_tabled: dict[str, set[int]] = {}
-    for h in range(split):
-        typ = host_args[h].type
-        if h in aliased or not isinstance(typ, MemRefType) or len(typ.get_shape()) != 1:
+    for h, found in table_candidates(host):
+        if bounds is not None and found != bounds:
             continue
-        try:
-            if dtype_name(typ.element_type) not in TABLE_DTYPES:
-                continue
-        except NoDtypeError:
-            continue
-        found = member_bounds(layout, h, typ.get_shape()[0])
-        if found is None or len(found) < 3 or (bounds is not None and found != bounds):
-            continue  # (one member: its array is the arena, no copy to save)
         loops = _arena_loops(host_args[h], inlined, called, found)
         if loops is None:
             continue
@@ -561,5 +559,6 @@ __all__ = [
     "member_bounds",
     "member_carray_lines",
     "member_plan",
+    "table_candidates",
     "threaded_member_host",
 ]
