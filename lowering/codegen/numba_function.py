@@ -1,6 +1,6 @@
 """
 One function of the generated Numba module, for both emitters (`tess-to-numba`'s
-`codegen.to_numba` and the CUDA emitter `codegen.to_cuda`, which extends it).
+`codegen.to_numba` and the CUDA emitter `codegen.cuda_function`, which extends it).
 
 `FunctionEmitter` turns the body of one `func.func` into indented Python lines: `scf.for`
 and `scf.parallel` loops (`range`/`prange`, a short leading parallel prefix collapsed into

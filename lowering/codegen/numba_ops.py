@@ -164,7 +164,7 @@ class OpEmitter:
         # lowering cannot index a 0-d array (`x[()]`) inside a prange body.
         self.scalar_views: dict[SSAValue, str] = {}
         # The arith/math templates; a target whose compiler lacks some spellings (Numba's
-        # CUDA target has no `np.exp`) overrides those entries (`to_cuda.CUDA_TEMPLATES`).
+        # CUDA target has no `np.exp`) overrides those entries (`cuda_function.CUDA_TEMPLATES`).
         self.templates: dict[str, str] = CPU_EXPRESSIONS
         self.uses_float_minmax = False  # `FLOAT_MINMAX_INTRINSICS` (CPU max/min of floats)
 
