@@ -10,7 +10,7 @@ call per parameter, a packing copy per call) decide. Contenders, all f32:
   the parameters donated: ONE kernel over arenas. The parameters it returns (views of
   its arena) are fed back, so no call packs them, and `jit`'s planned path takes them
   (no pytree flattened); the gradients are what a jitted function returned (views of
-  one buffer, `runtime/executor.py`'s `carve_plan`), so no call packs them either
+  one buffer, `runtime/host_memory.py`'s `carve_plan`), so no call packs them either
   (`Executable.packing_copies` is printed: it stays at the first call's count); the
   same gradient arrays every call, which the planned call checked the call before;
 - `tessc opt.step, new grads`: the same with two sets of jitted gradients, alternating

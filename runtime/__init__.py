@@ -8,6 +8,8 @@ tessc's runtime: runs the Python/Numba source that codegen produced, reading no 
   front computes for a program to the generated source it compiled to;
 - `executor.Executable(module, entry)`: the entry function, called on NumPy arrays,
   checked against the module's `TESSC_SIGNATURES`, returning a tuple of outputs;
+  `host_memory`: its buffers (aligned, the workspace, arenas found in the caller's arrays,
+  outputs carved from one buffer per dtype);
 - `cuda.CudaExecutable(module, entry)`: the same for a CUDA module (`TESSC_TARGET = "cuda"`),
   on host or device arrays (imported only for such a module: Numba's CUDA target is an
   optional extra);

@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from tessc.runtime.abi import ALIGNMENT
-from tessc.runtime.executor import aligned_empty, arena_of
+from tessc.runtime.host_memory import aligned_empty, arena_of
 
 
 def arena(arrays: Sequence[ArrayLike], dtype: DTypeLike | None = None) -> list[np.ndarray]:

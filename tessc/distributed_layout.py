@@ -25,7 +25,7 @@ import numpy as np
 from tessc.frontend.pytree import TreeDef
 from tessc.runtime.abi import ALIGNMENT
 from tessc.runtime.cuda import is_device_array
-from tessc.runtime.executor import aligned_empty
+from tessc.runtime.host_memory import aligned_empty
 
 DEFAULT_BUCKET_BYTES = 25 * 2**20
 """DDP's `bucket_cap_mb` default: a model under 25 MiB of gradients per dtype is one

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from tessc.frontend.donation import DONATED, mark
-from tessc.runtime.executor import BULK_ARRAYS
+from tessc.runtime.host_memory import BULK_ARRAYS
 
 _BASE = operator.attrgetter("base")
 _LAYOUT = operator.attrgetter("shape", "dtype", "strides")
