@@ -218,7 +218,7 @@ def torch_step(setup: StepSetup, compiled: bool) -> tuple[Run, list[float], str]
             loss = model(tokens, targets)
             loss.backward()
             opt.step()
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
     model = torch_model(setup, RATE)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=BETAS, eps=EPS,
                             weight_decay=WEIGHT_DECAY)  # fmt: skip
