@@ -1,23 +1,32 @@
 """
-One transformer block, forward + backward, and attention alone, side by side in one run.
+The char-GPT train step, one transformer block forward + backward, and attention alone,
+side by side in one run.
 
-The block is examples/train_transformer.py's: pre-norm causal multi-head attention and a
+The train step (`step`) is examples/train_transformer.py's whole step, its own model
+(bench/transformer_step.py): token and position embeddings, pre-norm blocks with dropout,
+final layer norm, head, cross-entropy, gradients and the AdamW update, one fixed batch,
+params and optimizer state fed back call after call, a new dropout key each call. The
+block (`block`) is the example's block alone: pre-norm causal multi-head attention and a
 GELU MLP with residuals, `x` `(B, T, D)`; a step is the loss `sum(block(x) * c)` and its
-gradients for every parameter and `x`. Attention alone is
+gradients for every parameter and `x`. Attention alone (`attention`) is
 `scaled_dot_product_attention(q, k, v, is_causal=True)` `(B, H, L, E)` forward + backward.
 Contenders: tessc (`jit` of `value_and_grad`; attention: the fused flash kernels), PyTorch
-eager and `torch.compile`, and `jax.jit` (each where installed). Times are medians over
-rounds; ratios are the other's time over tessc's (above 1: tessc
-is faster). Memory: tessc's planned peak (`tess.peak_bytes` of the compiled program, plus
-the kernels' scratch) next to the `(L, L)` scores a materialising attention builds.
+eager and `torch.compile` (train step: the model and the optimizer step compiled), and
+`jax.jit` (each where installed). Times are medians over rounds; ratios are the other's
+time over tessc's (above 1: tessc is faster). Memory: tessc's planned peak
+(`tess.peak_bytes` of the compiled program, plus the kernels' scratch) next to the
+`(L, L)` scores a materialising attention builds. The train step's first two losses with
+dropout 0 are printed for every contender: they agree when the models do.
 Each contender runs in a process of its own, one after the other (`--one-process`: all
 in this one, alternating each round). In one process the contenders' thread pools (Numba's
 OpenMP, PyTorch's, XLA's) slow each other down: on one thread torch.compile took 5.2 ms
 there and 3.3 ms alone, and on two threads torch's time depended on whose OpenMP runtime
 started first (2.6-3.9 or 5.4-7.3 ms).
 
-    python bench/bench_transformer.py [--batch 8] [--length 64] [--d-model 64] [--heads 4]
-        [--attention 4,4,1024,64] [--rounds 5] [--skip torch,compile,jax] [--one-process]
+    python bench/bench_transformer.py [--sections step,block,attention] [--step 16,64,64,4,2]
+        [--batch 8] [--length 64] [--d-model 64] [--heads 4] [--attention 4,4,1024,64]
+        [--rounds 5] [--repeats 3] [--step-repeats 10] [--skip torch,compile,jax]
+        [--one-process]
 """
 
 from __future__ import annotations
@@ -25,15 +34,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 from machine import describe_machine
+from transformer_step import describe as describe_step
+from transformer_step import first_losses, planned_bytes, step_contender, step_setup
 
 import tessc as ts
 
@@ -72,13 +83,6 @@ def tessc_block(p, x, heads: int):
     x = x + y.transpose(1, 2).reshape((b, t, d)) @ p["wo"] + p["bo"]
     h = ts.nn.layer_norm(x, d, p["ln2_w"], p["ln2_b"])
     return x + ts.nn.gelu(h @ p["w1"] + p["b1"]) @ p["w2"] + p["b2"]
-
-
-def planned_bytes(ir: str) -> int:
-    """The largest planned peak plus kernel scratch of a compiled program's hosts."""
-    peaks = [int(v) for v in re.findall(r"tess\.peak_bytes = (\d+)", ir)]
-    scratch = [int(v) for v in re.findall(r"tess\.workspace_bytes = (\d+)", ir)]
-    return max(peaks, default=0) + max(scratch, default=0)
 
 
 def tessc_block_run(params, x, c, heads: int) -> tuple[Run, int]:
@@ -225,8 +229,26 @@ CONTENDERS = {"tessc": "", "PyTorch eager": "torch", "torch.compile": "compile",
 """Each contender and the `--skip` word that leaves it out."""
 
 
-def contender_runs(name: str, args: argparse.Namespace) -> tuple[Run, Run, dict[str, str]] | None:
-    """`name`'s (block run, attention run, memory notes), or None where not installed."""
+class Made(NamedTuple):
+    """A contender's runs and notes by section, and its train step's check losses."""
+
+    runs: dict[str, Run]
+    notes: dict[str, str]
+    losses: list[float]
+
+
+def contender_runs(name: str, args: argparse.Namespace) -> Made | None:
+    """`name`'s runs of `args.sections`, or None where not installed."""
+    sections = wanted_sections(args)
+    made = Made({}, {}, [])
+    if "step" in sections:
+        step = step_contender(name, step_setup(args.step))
+        if step is None:
+            return None
+        made.runs["step"], losses, made.notes["step"] = step
+        made.losses.extend(losses)
+    if not {"block", "attention"} & set(sections):
+        return made
     rng = np.random.default_rng(0)
     d = args.d_model
     params = block_params(d)
@@ -235,46 +257,81 @@ def contender_runs(name: str, args: argparse.Namespace) -> tuple[Run, Run, dict[
     b, h, length, e = (int(n) for n in args.attention.split(","))
     q, k, v, ca = (rng.standard_normal((b, h, length, e)).astype(np.float32) for _ in range(4))
     if name == "tessc":
-        block, block_bytes = tessc_block_run(params, x, c, args.heads)
-        attention, attention_bytes = tessc_attention_run(q, k, v, ca)
-        notes = {
-            "block": f"planned peak {block_bytes / 2**20:.2f} MiB",
-            "attention": f"planned peak {attention_bytes / 2**20:.2f} MiB",
-        }
-        return block, attention, notes
+        if "block" in sections:
+            made.runs["block"], block_bytes = tessc_block_run(params, x, c, args.heads)
+            made.notes["block"] = f"planned peak {block_bytes / 2**20:.2f} MiB"
+        if "attention" in sections:
+            made.runs["attention"], attention_bytes = tessc_attention_run(q, k, v, ca)
+            made.notes["attention"] = f"planned peak {attention_bytes / 2**20:.2f} MiB"
+        return made
     if name == "JAX jit":
-        made = jax_runs(params, x, c, args.heads, q, k, v, ca)
+        pair = jax_runs(params, x, c, args.heads, q, k, v, ca)
     else:
         compiled = name == "torch.compile"
-        made = torch_runs(params, x, c, args.heads, q, k, v, ca, compiled=compiled)
-    if not made:
+        pair = torch_runs(params, x, c, args.heads, q, k, v, ca, compiled=compiled)
+    if not pair:
         return None
-    notes = {
-        "attention": f"(the (L, L) scores alone: {b * h * length * length * 4 / 2**20:.2f} MiB)"
-    }
-    return made[0], made[1], notes if name == "PyTorch eager" else {}
+    made.runs.update(
+        (s, run) for s, run in zip(("block", "attention"), pair, strict=True) if s in sections
+    )
+    if name == "PyTorch eager":
+        made.notes["attention"] = (
+            f"(the (L, L) scores alone: {b * h * length**2 * 4 / 2**20:.2f} MiB)"
+        )
+    return made
+
+
+SECTIONS = ("step", "block", "attention")
+"""The sections `--sections` picks from, in the order they are reported."""
+
+
+def wanted_sections(args: argparse.Namespace) -> list[str]:
+    words = [w for w in args.sections.split(",") if w]
+    unknown = set(words) - set(SECTIONS)
+    if unknown:
+        raise SystemExit(f"--sections: unknown {sorted(unknown)}, expected some of {SECTIONS}")
+    return [s for s in SECTIONS if s in words]
+
+
+def repeats_of(section: str, args: argparse.Namespace) -> int:
+    return {"step": args.step_repeats, "block": args.repeats, "attention": 1}[section]
+
+
+def child_argv(name: str, args: argparse.Namespace) -> list[str]:
+    """The command line measuring `name` alone in a process of its own: every option of
+    `args` but those choosing the contenders and the processes."""
+    options = {k: v for k, v in vars(args).items() if k not in ("only", "one_process", "skip")}
+    return [
+        sys.executable, __file__, "--only", name,
+        *(part for k, v in options.items() for part in ("--" + k.replace("_", "-"), str(v))),
+    ]  # fmt: skip
 
 
 def measure_apart(name: str, args: argparse.Namespace) -> dict | None:
     """`name` measured in a process of its own (no other contender's threads or OpenMP
-    runtime in it): {"block": (wall, cpu), "attention": (wall, cpu), "notes": {...}}."""
-    command = [sys.executable, __file__, "--only", name, *ARGV_PASSED]
-    done = subprocess.run(command, capture_output=True, text=True)
+    runtime in it): {section: (wall, cpu), ..., "notes": {...}, "losses": [...]}."""
+    done = subprocess.run(child_argv(name, args), capture_output=True, text=True)
     if done.returncode != 0:
         print(f"({name} failed in its process: {done.stderr.strip().splitlines()[-1:]})")
         return None
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--length", type=int, default=64)
-    parser.add_argument("--d-model", type=int, default=64)
-    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument(
+        "--sections", default=",".join(SECTIONS), help="some of step,block,attention"
+    )
+    parser.add_argument("--step", default="16,64,64,4,2",
+                        help="B,T,D,H,layers of the char-GPT train step")  # fmt: skip
+    parser.add_argument("--batch", type=int, default=8, help="the block's B")
+    parser.add_argument("--length", type=int, default=64, help="the block's T")
+    parser.add_argument("--d-model", type=int, default=64, help="the block's D")
+    parser.add_argument("--heads", type=int, default=4, help="the block's heads")
     parser.add_argument("--attention", default="4,4,1024,64", help="B,H,L,E of attention")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=3, help="calls per round")
+    parser.add_argument("--repeats", type=int, default=3, help="block calls per round")
+    parser.add_argument("--step-repeats", type=int, default=10, help="train steps per round")
     parser.add_argument("--skip", default="", help="left out: torch,compile,jax")
     parser.add_argument(
         "--one-process",
@@ -283,29 +340,30 @@ def main(argv: list[str] | None = None) -> None:
         "then slow each other down); by default each runs in a process of its own",
     )
     parser.add_argument("--only", default="", help=argparse.SUPPRESS)  # the child process
-    args = parser.parse_args(argv)
-    ARGV_PASSED[:] = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--one-process"]
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse(argv)
+    sections = wanted_sections(args)
     if args.only:
         made = contender_runs(args.only, args)
         if not made:
             sys.exit(1)
-        block, attention, notes = made
-        results = {
-            "block": measure({args.only: block}, args.rounds, args.repeats)[args.only],
-            "attention": measure({args.only: attention}, args.rounds, 1)[args.only],
-            "notes": notes,
+        results: dict[str, Any] = {
+            s: measure({args.only: made.runs[s]}, args.rounds, repeats_of(s, args))[args.only]
+            for s in sections
         }
-        print(json.dumps(results))
+        print(json.dumps({**results, "notes": made.notes, "losses": made.losses}))
         return
     print(describe_machine())
     print("command: python bench/bench_transformer.py " + " ".join(sys.argv[1:]))
     skip = set(filter(None, args.skip.split(",")))
     wanted = [n for n, word in CONTENDERS.items() if not word or word not in skip]
 
-    block_results: dict[str, tuple[float, float]] = {}
-    attention_results: dict[str, tuple[float, float]] = {}
-    block_notes: dict[str, str] = {}
-    attention_notes: dict[str, str] = {}
+    results_of: dict[str, dict[str, tuple[float, float]]] = {s: {} for s in sections}
+    notes_of: dict[str, dict[str, str]] = {s: {} for s in sections}
+    losses: dict[str, list[float]] = {}
     missing = []
     if not args.one_process:
         for name in wanted:
@@ -313,42 +371,39 @@ def main(argv: list[str] | None = None) -> None:
             if apart is None:
                 missing.append(name)
                 continue
-            block_results[name] = tuple(apart["block"])
-            attention_results[name] = tuple(apart["attention"])
-            block_notes[name] = apart["notes"].get("block", "")
-            attention_notes[name] = apart["notes"].get("attention", "")
+            for s in sections:
+                results_of[s][name] = tuple(apart[s])
+                notes_of[s][name] = apart["notes"].get(s, "")
+            if apart["losses"]:
+                losses[name] = apart["losses"]
     else:
-        block_runs: dict[str, Run] = {}
-        attention_runs: dict[str, Run] = {}
+        runs_of: dict[str, dict[str, Run]] = {s: {} for s in sections}
         for name in wanted:
             made = contender_runs(name, args)
             if not made:
                 missing.append(name)
                 continue
-            block_runs[name], attention_runs[name], notes = made
-            block_notes[name] = notes.get("block", "")
-            attention_notes[name] = notes.get("attention", "")
-        block_results = measure(block_runs, args.rounds, args.repeats)
-        attention_results = measure(attention_runs, args.rounds, 1)
+            for s in sections:
+                runs_of[s][name] = made.runs[s]
+                notes_of[s][name] = made.notes.get(s, "")
+            if made.losses:
+                losses[name] = made.losses
+        for s in sections:
+            results_of[s] = measure(runs_of[s], args.rounds, repeats_of(s, args))
 
     b, h, length, e = (int(n) for n in args.attention.split(","))
-    report(
-        f"transformer block (B={args.batch}, T={args.length}, D={args.d_model}, "
+    titles = {
+        "step": describe_step(args.step),
+        "block": f"transformer block (B={args.batch}, T={args.length}, D={args.d_model}, "
         f"{args.heads} heads), forward + backward",
-        block_results,
-        block_notes,
-    )
-    report(
-        f"causal attention (B={b}, H={h}, L={length}, E={e}), forward + backward",
-        attention_results,
-        attention_notes,
-    )
+        "attention": f"causal attention (B={b}, H={h}, L={length}, E={e}), forward + backward",
+    }
+    for s in sections:
+        report(titles[s], results_of[s], notes_of[s])
+        if s == "step" and losses:
+            print(first_losses(losses))
     if missing:
         print(f"(not installed or left out: {', '.join(missing)})")
-
-
-ARGV_PASSED: list[str] = []
-"""The command line's arguments, passed on to the contenders' processes."""
 
 
 if __name__ == "__main__":

@@ -8,9 +8,11 @@ a microsecond or two that the compiled host does not pay: the report gives the h
 time per step next to the sum of the kernels' times.
 
     python bench/profile_kernels.py [--batch 8] [--length 64] [--d-model 64] [--heads 4]
-        [--rounds 20] [--top 15] [--cpu-time]
+        [--rounds 20] [--top 15] [--cpu-time] [--train-step 16,64,64,4,2]
 
-profiles bench_transformer's block step (value and gradients of one transformer block).
+profiles bench_transformer's block step (value and gradients of one transformer block), or
+with `--train-step B,T,D,H,layers` its char-GPT train step (examples/train_transformer.py's,
+dropout and AdamW included; the host's calls then also time the jit call around it).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 import numpy as np
 from bench_transformer import block_params, tessc_block
 from machine import describe_machine
+from transformer_step import LR, WEIGHT_DECAY, copied, step_setup
 
 import tessc as ts
 
@@ -115,8 +118,29 @@ def main() -> None:
         help="time by the process's CPU time, not wall time (meaningful with one thread: "
         "NUMBA_NUM_THREADS=1)",
     )
+    parser.add_argument("--train-step", default="", help="B,T,D,H,layers: the char-GPT step")
     options = parser.parse_args()
     print(describe_machine())
+    clock = time.process_time if options.cpu_time else time.perf_counter
+    step, args = (
+        train_step(options.train_step, clock) if options.train_step else block_step(options)
+    )
+    times, host = kernel_times(step, args, options.rounds, clock)
+    kinds = kernel_operands(step.ir(*args, stage="loops"))
+    python_host = times.pop("(the host in Python, all of it)")
+    total = sum(times.values())
+    print(f"clock: {'process CPU time' if options.cpu_time else 'wall time'}")
+    print(f"{len(times)} kernels; compiled host {host * 1e3:.3f} ms/step; the kernels timed")
+    print(f"one by one (through ctypes) {total * 1e3:.3f} ms, in a Python host taking")
+    print(f"{python_host * 1e3:.3f} ms")
+    for name, seconds in sorted(times.items(), key=lambda item: -item[1])[: options.top]:
+        share = 100 * seconds / total
+        operands = kinds.get(name, "?")
+        print(f"  {seconds * 1e6:8.1f} us {share:5.1f}%  {name:32} {operands[:60]}")
+
+
+def block_step(options: argparse.Namespace) -> tuple[Any, tuple[Any, ...]]:
+    """bench_transformer's block step, called once, and its arguments."""
     rng = np.random.default_rng(0)
     d, shape = options.d_model, (options.batch, options.length, options.d_model)
     params = block_params(d)
@@ -128,19 +152,25 @@ def main() -> None:
 
     step = ts.jit(ts.value_and_grad(loss, argnums=(0, 1)))
     step(params, x, c)
-    clock = time.process_time if options.cpu_time else time.perf_counter
-    times, host = kernel_times(step, (params, x, c), options.rounds, clock)
-    kinds = kernel_operands(step.ir(params, x, c, stage="loops"))
-    python_host = times.pop("(the host in Python, all of it)")
-    total = sum(times.values())
-    print(f"clock: {'process CPU time' if options.cpu_time else 'wall time'}")
-    print(f"{len(times)} kernels; compiled host {host * 1e3:.3f} ms/step; the kernels timed")
-    print(f"one by one (through ctypes) {total * 1e3:.3f} ms, in a Python host taking")
-    print(f"{python_host * 1e3:.3f} ms")
-    for name, seconds in sorted(times.items(), key=lambda item: -item[1])[: options.top]:
-        share = 100 * seconds / total
-        operands = kinds.get(name, "?")
-        print(f"  {seconds * 1e6:8.1f} us {share:5.1f}%  {name:32} {operands[:60]}")
+    return step, (params, x, c)
+
+
+def train_step(spec: str, clock: Callable[[], float]) -> tuple[Any, tuple[Any, ...]]:
+    """The char-GPT train step `spec` after two calls (its arguments: what the last one
+    returned); prints the whole jit call's time per step next to the host's."""
+    setup = step_setup(spec)
+    optimizer = ts.optim.AdamW(lr=LR, weight_decay=WEIGHT_DECAY)
+    step = setup.example.make_functions(optimizer, setup.config)[0]
+    params, key = copied(setup.params), ts.random.key(0)
+    state = optimizer.init(params)
+    for _ in range(2):
+        params, state, _ = step(params, state, setup.tokens, setup.targets, key)
+    start, calls = clock(), 20
+    for _ in range(calls):
+        params, state, _ = step(params, state, setup.tokens, setup.targets, key)
+    call = (clock() - start) / calls
+    print(f"the jit call (arguments, donation checks, host): {call * 1e3:.3f} ms/step")
+    return step, (params, state, setup.tokens, setup.targets, key)
 
 
 if __name__ == "__main__":

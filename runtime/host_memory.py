@@ -9,7 +9,7 @@ carved from one buffer.
   arena `Executable` then passes without a copy);
 - `carve_plan`, `carve_outputs`: a program's outputs as views of one buffer per dtype, back
   to back in order, which another program reads as an arena without a copy;
-- `memory_owner`: the array that owns an array's memory (different owners: no overlap).
+- `disjoint`: whether arrays share no byte (sorted byte ranges).
 
 `tessc.runtime.executor.Executable` uses them all; `tessc.arena` and the distributed layout
 make their buffers with `aligned_empty`.
@@ -119,14 +119,20 @@ def workspace_buffer(size: int) -> np.ndarray:
     return workspace
 
 
-def memory_owner(array: np.ndarray) -> np.ndarray | None:
-    """The array that owns `array`'s memory, when NumPy allocated it (`array` itself or its
-    `base`: NumPy points every view at the owner), else None (memory from elsewhere: a
-    buffer, a device, ctypes). Two arrays with different owners do not overlap."""
-    if array.flags.owndata:
-        return array
-    base = array.base
-    return base if type(base) is np.ndarray and base.flags.owndata else None
+def disjoint(arrays: Sequence[np.ndarray]) -> bool:
+    """Whether no two of `arrays` share a byte: their byte ranges, sorted by address, each
+    end before the next begins (O(n log n); `np.shares_memory` over every pair of a train
+    step's ~100 inputs, its optimizer state views of one arena each, cost ~2.5 ms a call).
+    False, not proven, where an array is not C-contiguous (its range is not its bytes)."""
+    spans = []
+    for array in arrays:
+        if not array.flags.c_contiguous:
+            return False
+        if array.nbytes:
+            start = array.__array_interface__["data"][0]
+            spans.append((start, start + array.nbytes))
+    spans.sort()
+    return all(end <= start for (_, end), (start, _) in zip(spans, spans[1:], strict=False))
 
 
 CarvePlan = tuple[
@@ -180,6 +186,6 @@ __all__ = [
     "arena_of",
     "carve_outputs",
     "carve_plan",
-    "memory_owner",
+    "disjoint",
     "workspace_buffer",
 ]

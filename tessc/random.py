@@ -65,6 +65,23 @@ class NumpyWords:
         return np.asarray(value & MASK32, np.uint32)
 
 
+class IntWords:
+    """The same words as Python ints: an eager `fold_in` (a training loop's key every step)
+    in ~15 us, where NumPy's uint32 scalars (an `errstate` per add) took ~180 us."""
+
+    def add(self, a: int, b: int) -> int:
+        return (a + b) & MASK32
+
+    def xor(self, a: int, b: int) -> int:
+        return a ^ b
+
+    def rotl(self, a: int, r: int) -> int:
+        return ((a << r) | (a >> (32 - r))) & MASK32
+
+    def const(self, value: int) -> int:
+        return value & MASK32
+
+
 class TracedWords:
     """The same words as i32 tensors in a trace (two's complement: the bits are equal)."""
 
@@ -175,10 +192,8 @@ def fold_in(key: Any, data: int) -> Any:
     if not isinstance(data, int | np.integer):
         raise TessError(f"data: expected a Python integer, got {type(data).__name__}")
     if not _traced(key):
-        k0, k1 = _eager_words(key)
-        y0, y1 = threefry2x32(
-            NumpyWords(), k0, k1, np.uint32(FOLD_STREAM), np.uint32(int(data) & MASK32)
-        )
+        k0, k1 = (int(w) for w in _eager_words(key))
+        y0, y1 = threefry2x32(IntWords(), k0, k1, FOLD_STREAM, int(data) & MASK32)
         return np.array([y0, y1], np.uint32).view(np.int32)
     trace = trace_of(key)
     ops, b = TracedWords(trace.builder), trace.builder

@@ -191,3 +191,51 @@ def test_mlp_step_updates_matmul_weights_and_biases_in_place(name: str) -> None:
                 np.testing.assert_allclose(state[slot][k], s[slot][k], rtol=1e-5, atol=1e-6)
     weights = donating.ir(params, state, x, y, stage="buffers")
     assert weights.count("tess.aliases_input") >= len(params)
+
+
+def test_donated_views_of_one_arena_are_not_compared_pairwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An AdamW step's state is views of one arena per slot: its inputs share a memory owner
+    but not a byte, which sorted byte ranges show (`executor.disjoint`) without asking
+    `np.shares_memory` of every donated input against every other input (O(n^2): ~8,000
+    pairs, ~2.5 ms a call, in the char-GPT train step of bench/bench_transformer.py)."""
+    opt = ts.optim.AdamW(lr=LR)
+    params = {"a": random((4, 3), 0), "b": random((3,), 1), "c": random((5,), 2)}
+    state = opt.init(params)
+    x = random((2, 4), 3)
+
+    @ts.jit(donate_argnums=(0, 1))
+    def step(params, state, x):
+        def loss(p, x):
+            return (ts.nn.gelu(x @ p["a"] + p["b"]).sum() + 0.5 * p["c"].sum()) ** 2
+
+        value, grads = ts.value_and_grad(loss)(params, x)
+        return (*opt.step(params, grads, state), value)
+
+    wanted = ts.jit(step.fn)  # the same step, not donated: copies its inputs
+    expected = wanted(params, state, x)
+    pairs: list[int] = []
+    shares_memory = np.shares_memory
+    monkeypatch.setattr(
+        np, "shares_memory", lambda *a, **k: pairs.append(1) or shares_memory(*a, **k)
+    )
+    for _ in range(3):
+        params, state, value = step(params, state, x)
+        assert state["exp_avg"]["a"].base is not None  # views of the state's arena
+    assert pairs == []
+    monkeypatch.undo()
+    for _ in range(2):
+        expected = wanted(*expected[:2], x)
+    np.testing.assert_allclose(value, expected[2], rtol=1e-5)
+    np.testing.assert_allclose(params["a"], expected[0]["a"], rtol=1e-5)
+
+
+def test_disjoint_reads_byte_ranges() -> None:
+    from tessc.runtime.executor import disjoint
+
+    buffer = np.zeros(12, np.float32)
+    assert disjoint([buffer[:4], buffer[4:8], buffer[8:], np.zeros(3), buffer[:0]])
+    assert not disjoint([buffer[:5], buffer[4:8]])
+    assert not disjoint([buffer[:8], buffer[2:4], buffer[8:]])  # inside, not next to it
+    assert not disjoint([buffer[::2], np.zeros(2)])  # strided: not proven

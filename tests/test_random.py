@@ -29,15 +29,21 @@ def ks_statistic(samples: np.ndarray, cdf: np.ndarray) -> float:
 KS_LIMIT = 1.95 / math.sqrt(N)  # the 0.1% critical value of the KS distribution
 
 
-def test_threefry_matches_the_known_answer_vector() -> None:
-    words = tr.threefry2x32(
-        tr.NumpyWords(),
-        np.uint32(0x13198A2E),
-        np.uint32(0x03707344),
-        np.uint32(0x243F6A88),
-        np.uint32(0x85A308D3),
-    )
-    assert [int(w) for w in words] == [0xC4923A9C, 0x483DF7A0]
+@pytest.mark.parametrize("words", [tr.NumpyWords, tr.IntWords])
+def test_threefry_matches_the_known_answer_vector(words: type) -> None:
+    inputs = (0x13198A2E, 0x03707344, 0x243F6A88, 0x85A308D3)
+    if words is tr.NumpyWords:
+        inputs = tuple(np.uint32(w) for w in inputs)
+    assert [int(w) for w in tr.threefry2x32(words(), *inputs)] == [0xC4923A9C, 0x483DF7A0]
+
+
+def test_eager_fold_in_is_the_traced_one() -> None:
+    """The eager `fold_in` (Python-int words) gives the traced one's key, data past 31 bits
+    and negative data wrapping the same way."""
+    key = tr.key(2**40 + 9)
+    for data in (0, 5, 2**31 + 3, -1):
+        traced = ts.jit(lambda k, d=data: tr.fold_in(k, d))(key)
+        np.testing.assert_array_equal(tr.fold_in(key, data), traced)
 
 
 def test_keys_split_and_fold_in_eagerly() -> None:
