@@ -175,6 +175,17 @@ def _emit_module(
             emitted[fn.sym_name.data] = emitter
             launches[fn.sym_name.data] = int(count)
     python_hosts = candidates is not None and set(launches) == candidates
+    if python_hosts and external_kernels:
+        # Serial kernels large enough to be called by name keep that form (compiled
+        # concurrently by the compile worker), so their module keeps parfors.
+        serial = {
+            fn.sym_name.data: fn
+            for fn in functions
+            if contract.KERNEL.has(fn)
+            and fn.sym_name.data in called
+            and fn.sym_name.data not in launches
+        }
+        python_hosts = not numba_external.external_kernels(functions, serial)
     if not python_hosts:  # some kernel cannot be threaded: parfors for all of them
         emitted.clear()
         launches.clear()

@@ -19,8 +19,10 @@ func.func @colsum(%x: tensor<4096x512xf32>) -> tensor<512xf32> {
 // CHECK:               memref.store %{{.*}}, %{{.*}}[%[[J]]] : memref<512xf32>
 // CHECK:             scf.reduce
 
-// NUMBA-LABEL: def colsum_kernel_1(x, out0):
-// NUMBA-NEXT:      for jb in prange(8):
+// Threaded: each thread runs a share (lo, hi) of the 8 column blocks.
+// NUMBA:       parallel_for(colsum_kernel_1, 8, x, out0)
+// NUMBA-LABEL: def colsum_kernel_1(lo, hi, x, out0):
+// NUMBA-NEXT:      for jb in range(lo, hi):
 // NUMBA-NEXT:          j0 = jb * 64
 // NUMBA-NEXT:          for i0 in range(4096):
 // NUMBA-NEXT:              for jj in range(64):
@@ -41,7 +43,8 @@ func.func @sum01(%x: tensor<48x64x100xf64>) -> tensor<100xf64> {
 // CHECK-NEXT:        scf.for
 // CHECK-NEXT:          scf.for %jj = %{{.*}} to %nb
 
-// NUMBA-LABEL: def sum01_kernel_1(x, out0):
+// NUMBA:       parallel_for(sum01_kernel_1, 2, x, out0)
+// NUMBA-LABEL: def sum01_kernel_1(lo, hi, x, out0):
 // NUMBA:           nb = min(
 
 // A row sum is parallel already, and a column sum 16 wide is too narrow to split.
