@@ -89,8 +89,8 @@ def copied(tree: Any) -> Any:
 # ---------------------------------------------------------------------------------------
 
 
-def tessc_step(setup: StepSetup) -> tuple[Run, list[float], str]:
-    """(a step feeding back its params and state, the first two losses with dropout 0, notes)."""
+def tessc_losses(setup: StepSetup) -> list[float]:
+    """The first two losses of the example's train step with dropout 0."""
     example, tokens, targets = setup.example, setup.tokens, setup.targets
     optimizer = ts.optim.AdamW(lr=LR, weight_decay=WEIGHT_DECAY)
     check_config = argparse.Namespace(**{**vars(setup.config), "dropout": 0.0})
@@ -100,7 +100,14 @@ def tessc_step(setup: StepSetup) -> tuple[Run, list[float], str]:
     for _ in range(2):
         params, state, loss = check(params, state, tokens, targets, ts.random.key(0))
         losses.append(float(loss))
+    return losses
 
+
+def tessc_step(setup: StepSetup) -> tuple[Run, list[float], str]:
+    """(a step feeding back its params and state, the first two losses with dropout 0, notes)."""
+    example, tokens, targets = setup.example, setup.tokens, setup.targets
+    optimizer = ts.optim.AdamW(lr=LR, weight_decay=WEIGHT_DECAY)
+    losses = tessc_losses(setup)
     train_step = example.make_functions(optimizer, setup.config)[0]
     base_key = ts.random.key(0)
     params = copied(setup.params)
