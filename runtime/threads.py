@@ -13,9 +13,12 @@ one contiguous share of the iterations, Numba releasing the GIL for the kernel's
 The number of threads is Numba's: `numba.get_num_threads()` once its threading layer is up
 (so `numba.set_num_threads(n)` limits tessc's threaded kernels as it does parfors), else
 `NUMBA_NUM_THREADS`, the machine's CPU count unless set;
-the workers are daemon threads started on first use and shared by every module. A launch
-costs a few tens of microseconds, which is why codegen keeps kernels below its parallel
-threshold serial. An exception in any share is raised in the caller after all have ended.
+the workers are daemon threads started on first use and shared by every module (a forked
+child starts its own), each woken through a plain lock. A launch costs tens of
+microseconds (an empty two-thread launch 60 us on this 2-core VM, most of it waking the
+idle core; Numba's passive parfor 46 us), which is why codegen keeps kernels below its
+parallel threshold serial. Launches from several threads take turns. An exception in
+any share is raised in the caller after all have ended.
 
 On a machine whose cores other work holds, a share handed to a worker waits for a core and
 the launch waits for it. So each launch (and each call of a host running parfors,
@@ -36,7 +39,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 LOADAVG = "/proc/loadavg"
@@ -47,9 +49,9 @@ LOADAVG_INTERVAL_NS = 1_000_000
 
 _running_sample: tuple[str, int, int | None] = ("", -LOADAVG_INTERVAL_NS, None)
 
-_pool: ThreadPoolExecutor | None = None
-_size = 0
-_lock = threading.Lock()
+_pool: list[_Worker] = []
+_launch = threading.Lock()
+"""Held by the launch using the workers: launches from several threads take turns."""
 
 
 def _numba_threads_started() -> bool:
@@ -145,15 +147,48 @@ def with_idle_threads(host: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-def _workers(count: int) -> ThreadPoolExecutor:
-    """A pool of at least `count` workers (a larger one replaces a smaller one)."""
-    global _pool, _size
-    with _lock:
-        if _pool is None or _size < count:
-            if _pool is not None:
-                _pool.shutdown(wait=False)
-            _pool, _size = ThreadPoolExecutor(count, thread_name_prefix="tessc"), count
-        return _pool
+class _Worker:
+    """A daemon thread running one share per launch: released through `go`, it runs `job`
+    and releases `done`. Two plain locks, not `ThreadPoolExecutor`'s futures (a condition
+    variable and a queue in Python each): an empty two-thread launch cost 91 us there."""
+
+    def __init__(self) -> None:
+        self.go, self.done = threading.Lock(), threading.Lock()
+        self.go.acquire()
+        self.done.acquire()
+        self.job: tuple[Callable[..., Any], int, int, tuple[Any, ...]] | None = None
+        self.error: BaseException | None = None
+        threading.Thread(target=self._serve, name="tessc-worker", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            self.go.acquire()
+            assert self.job is not None
+            kernel, lo, hi, args = self.job
+            self.job = None
+            try:
+                kernel(lo, hi, *args)
+            except BaseException as error:  # raised in the launching thread
+                self.error = error
+            self.done.release()
+
+
+def _workers(count: int) -> list[_Worker]:
+    """`count` workers (more started where there are fewer); call with `_launch` held."""
+    while len(_pool) < count:
+        _pool.append(_Worker())
+    return _pool[:count]
+
+
+def _forget_workers() -> None:
+    """In a forked child: the parent's workers do not exist there."""
+    global _launch
+    _pool.clear()
+    _launch = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_workers)
 
 
 def shares(extent: int, threads: int) -> list[tuple[int, int]]:
@@ -169,12 +204,17 @@ def parallel_for(kernel: Callable[..., Any], extent: int, *args: Any) -> None:
     if len(parts) == 1:
         kernel(0, extent, *args)
         return
-    pool = _workers(len(parts) - 1)
-    futures: list[Future[Any]] = [pool.submit(kernel, lo, hi, *args) for lo, hi in parts[1:]]
-    try:
-        kernel(parts[0][0], parts[0][1], *args)
-    finally:
-        errors = [f.exception() for f in futures]
+    with _launch:
+        workers = _workers(len(parts) - 1)
+        for worker, (lo, hi) in zip(workers, parts[1:], strict=True):
+            worker.job, worker.error = (kernel, lo, hi, args), None
+            worker.go.release()
+        try:
+            kernel(parts[0][0], parts[0][1], *args)
+        finally:
+            for worker in workers:
+                worker.done.acquire()
+        errors = [worker.error for worker in workers]
     for error in errors:
         if error is not None:
             raise error

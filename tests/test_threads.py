@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
+import time
 
 import pytest
 
@@ -46,6 +48,50 @@ def test_an_error_in_a_share_reaches_the_caller(monkeypatch) -> None:
 
     with pytest.raises(ValueError, match="share 2"):
         parallel_for(kernel, 4)
+
+
+def test_launches_from_several_threads_take_turns(monkeypatch) -> None:
+    monkeypatch.setattr(threads, "thread_count", lambda: 2)
+    monkeypatch.setattr(threads, "idle_threads", lambda limit: limit)  # however loaded
+    totals = [0] * 4
+    lock = threading.Lock()
+
+    def kernel(lo: int, hi: int, slot: int) -> None:
+        with lock:
+            totals[slot] += hi - lo
+
+    def launches(slot: int) -> None:
+        for _ in range(200):
+            parallel_for(kernel, 10, slot)
+
+    callers = [threading.Thread(target=launches, args=(slot,)) for slot in range(4)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join(timeout=60)
+    assert totals == [2000] * 4  # every share of every launch ran once, none lost
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_a_forked_child_starts_workers_of_its_own(monkeypatch) -> None:
+    monkeypatch.setattr(threads, "thread_count", lambda: 2)
+    monkeypatch.setattr(threads, "idle_threads", lambda limit: limit)  # however loaded
+    seen: list[int] = []
+    parallel_for(lambda lo, hi: seen.append(lo), 2)  # the parent's workers started
+    pid = os.fork()
+    if pid == 0:  # the parent's workers are not in the child: it must not wait for them
+        done: list[int] = []
+        parallel_for(lambda lo, hi: done.append(lo), 2)
+        os._exit(0 if sorted(done) == [0, 1] else 1)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        finished, status = os.waitpid(pid, os.WNOHANG)
+        if finished:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.01)
+    os.kill(pid, 9)
+    pytest.fail("the forked child's launch hung")
 
 
 def test_thread_count_is_numba_num_threads_before_numba_starts_its_threads(monkeypatch) -> None:
