@@ -170,6 +170,9 @@ class _Worker:
                 kernel(lo, hi, *args)
             except BaseException as error:  # raised in the launching thread
                 self.error = error
+            # Nothing of the launch stays referenced while the worker waits: an output
+            # array the caller drops must be free for `output_cache` to hand out again.
+            del kernel, args
             self.done.release()
 
 
@@ -215,6 +218,8 @@ def parallel_for(kernel: Callable[..., Any], extent: int, *args: Any) -> None:
             for worker in workers:
                 worker.done.acquire()
         errors = [worker.error for worker in workers]
+        for worker in workers:
+            worker.error = None  # its traceback holds the launch's arguments
     for error in errors:
         if error is not None:
             raise error
