@@ -76,12 +76,8 @@ def planned_bytes(ir: str) -> int:
 
 
 def copied(tree: Any) -> Any:
-    """A fresh copy of nested dicts and lists of arrays (a donated step consumes its input)."""
-    if isinstance(tree, dict):
-        return {k: copied(v) for k, v in tree.items()}
-    if isinstance(tree, list):
-        return [copied(v) for v in tree]
-    return np.array(tree)
+    """A fresh copy of a pytree of arrays (a donated step consumes its input)."""
+    return ts.tree_util.tree_map(np.array, tree)
 
 
 # ---------------------------------------------------------------------------------------
