@@ -18,6 +18,7 @@ The caller's module is never modified: every lowering works on a clone.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from io import StringIO
 from typing import Any
@@ -33,6 +34,7 @@ from tessc.dialects.functions import lookup_function, module_functions
 from tessc.pipelines import IR_STAGES, STAGES, get_pipeline, run_passes
 
 Outputs = tuple[np.ndarray, ...]
+LLVM_KERNELS_VARIABLE = "TESSC_LLVM_KERNELS"
 WORKER_MIN_OPS = 32
 """Ops of a `tess` program from which its compile starts the compile worker early."""
 
@@ -69,6 +71,15 @@ def lower_module(module: ModuleOp, stage: str, *, pipeline: str = "cpu") -> Modu
     return lowered
 
 
+def with_llvm_setting(codegen_options: dict[str, Any]) -> dict[str, Any]:
+    """`codegen_options` with `llvm_kernels` from `$TESSC_LLVM_KERNELS` unless given:
+    `TESSC_LLVM_KERNELS=0` keeps every kernel Numba's (`codegen.to_llvm`)."""
+    if "llvm_kernels" in codegen_options:
+        return codegen_options
+    setting = os.environ.get(LLVM_KERNELS_VARIABLE, "1").strip().lower()
+    return {**codegen_options, "llvm_kernels": setting not in ("0", "no", "false")}
+
+
 def numba_source(module: ModuleOp, *, pipeline: str = "cpu", **codegen_options: Any) -> str:
     """The Python source `pipeline` generates for `module` (`codegen_options` go to
     `emit_numba`: `fastmath`, `parallel_threshold`; a `cuda` pipeline's `emit_cuda` takes
@@ -87,7 +98,7 @@ def numba_source(module: ModuleOp, *, pipeline: str = "cpu", **codegen_options: 
     lowered = lower_module(module, "loops", pipeline=pipeline)
     with timing.phase("codegen"):
         try:
-            return emit_numba(lowered, **codegen_options)
+            return emit_numba(lowered, **with_llvm_setting(codegen_options))
         except (DiagnosticException, TypeError):
             raise  # an op codegen does not support; bad codegen options
         except Exception as error:
@@ -157,6 +168,9 @@ def compile_module(
     _check_entry(module, entry)
     from tessc.runtime import executable, load_source, program_cache
 
+    if pipeline.target == "numba":  # the setting is part of the program's key
+        codegen_options = with_llvm_setting(codegen_options)
+
     key = source = None
     if warm_start:
         with timing.phase("warm-start lookup"):
@@ -200,4 +214,5 @@ __all__ = [
     "print_module",
     "run",
     "verify_module",
+    "with_llvm_setting",
 ]

@@ -181,10 +181,12 @@ def report_if_enabled(title: str) -> AbstractContextManager[Any]:
 def _numba_compile_events(report: TimingReport) -> Iterator[None]:
     """Every Numba compilation as a phase `numba compile <function>`, and every kernel the
     compile worker compiled (`tessc.runtime.external`) as `numba compile <kernel> (compile
-    worker)` with the worker's wall and CPU time, under the phase that waited for it."""
+    worker)` with the worker's wall and CPU time, under the phase that waited for it; and
+    every module of LLVM kernels (`tessc.runtime.llvm_kernels`) as `llvm compile <what>`."""
     from numba.core import event
 
     from tessc.runtime.external import WORKER_COMPILE_EVENT
+    from tessc.runtime.llvm_kernels import LLVM_COMPILE_EVENT
 
     class Listener(event.Listener):
         def on_start(self, ev: event.Event) -> None:
@@ -202,7 +204,15 @@ def _numba_compile_events(report: TimingReport) -> Iterator[None]:
             name, seconds, cpu = (ev.data[key] for key in ("name", "seconds", "cpu"))
             report.add(f"numba compile {name} (compile worker)", seconds, cpu)
 
+    class LlvmListener(event.Listener):
+        def on_start(self, ev: event.Event) -> None:
+            report.start(f"llvm compile {ev.data['name']}")
+
+        def on_end(self, ev: event.Event) -> None:
+            report.stop()
+
     with (
+        event.install_listener(LLVM_COMPILE_EVENT, LlvmListener()),
         event.install_listener("numba:compile", Listener()),
         event.install_listener(WORKER_COMPILE_EVENT, WorkerListener()),
     ):

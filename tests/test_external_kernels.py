@@ -42,9 +42,11 @@ def gradient_module():
 
 
 def gradient_source(**codegen: object) -> str:
+    """The gradient's source with its kernels called by name as Numba's (those written
+    as LLVM IR are tests/test_llvm_kernels.py's)."""
     module = gradient_module()
     run_passes(module, TO_LOOPS)
-    return emit_numba(module, **codegen)  # type: ignore[arg-type]
+    return emit_numba(module, **{"llvm_kernels": False, **codegen})  # type: ignore[arg-type]
 
 
 def kernel_count(source: str) -> int:
@@ -85,7 +87,7 @@ def small_source(**codegen: object) -> str:
     default)."""
     module = parse_module(SMALL)
     run_passes(module, UNFUSED)
-    return emit_numba(module, **codegen)  # type: ignore[arg-type]
+    return emit_numba(module, **{"llvm_kernels": False, **codegen})  # type: ignore[arg-type]
 
 
 def check_small(module: object) -> None:

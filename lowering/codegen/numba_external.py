@@ -40,15 +40,17 @@ EXTERNAL_DTYPES = frozenset(
     ["float32", "float64", "int8", "int16", "int32", "int64"]
     + ["uint8", "uint16", "uint32", "uint64", "bool_"]
 )
-IMPORTS = [
-    "from numba.types import void, voidptr",
-    "from tessc.runtime.external import external",
-]
-SIZED_IMPORTS = [
-    "from numba.types import intp, void, voidptr",
-    "from tessc.runtime.external import external",
-]
-"""`IMPORTS` where a kernel takes the sizes of `?` dims (`intp`)."""
+
+
+def imports(sized: bool, numba_kernels: bool, llvm_kernels: bool) -> list[str]:
+    """The generated module's imports for its kernels called by name: `intp` where one
+    takes the sizes of `?` dims, `external` for Numba's, `llvm_kernel` for LLVM IR ones."""
+    lines = [f"from numba.types import {'intp, ' if sized else ''}void, voidptr"]
+    if numba_kernels:
+        lines.append("from tessc.runtime.external import external")
+    if llvm_kernels:
+        lines.append("from tessc.runtime.llvm_kernels import llvm_kernel")
+    return lines
 
 
 def qualifies(fn: func.FuncOp) -> bool:
@@ -154,12 +156,11 @@ def carray_line(name: str, pointer: str, typ: MemRefType, sizes: Sequence[str] =
 __all__ = [
     "EXTERNAL_MIN_KERNELS",
     "EXTERNAL_MIN_OPS",
-    "IMPORTS",
-    "SIZED_IMPORTS",
     "body_key",
     "carray_line",
     "dynamic_dims",
     "external_kernels",
+    "imports",
     "pointer_signature",
     "size_count",
 ]

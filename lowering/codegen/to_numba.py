@@ -57,6 +57,7 @@ from tessc.lowering.codegen.numba_source import (
     python_identifier,
 )
 from tessc.lowering.codegen.numba_threads import sole_parallel_kernels, threaded_candidates
+from tessc.lowering.codegen.to_llvm import kernel_source as llvm_kernel_text
 from tessc.lowering.loops.trip_counts import PARALLEL_WORK, static_work
 from tessc.runtime import abi
 
@@ -95,6 +96,7 @@ def emit_numba(
     inline_serial_kernels: bool = True,
     threaded_kernels: bool = True,
     external_kernels: bool = True,
+    llvm_kernels: bool = True,
 ) -> str:
     """The Python source of a Numba module for the loop-level `module` (contract level 6).
 
@@ -106,7 +108,9 @@ def emit_numba(
     third of an MLP train step's); `threaded_kernels` lets parallel kernels be threaded
     kernels launched by a Python host instead of parfors where the module allows it
     (`codegen.numba_threads`); `external_kernels` compiles the larger serial kernels
-    of a host calling several on their own, called by name (`codegen.numba_external`).
+    of a host calling several on their own, called by name (`codegen.numba_external`);
+    `llvm_kernels` writes those as LLVM IR where every op has an LLVM form
+    (`codegen.to_llvm`), else they stay Numba's.
     Raises `UnsupportedOpError` naming the first op without a translation.
     """
     try:
@@ -124,6 +128,7 @@ def emit_numba(
             inline_serial_kernels,
             threaded_kernels,
             external_kernels,
+            llvm_kernels,
         )
     except UnsupportedOpError as error:
         error.op.emit_error(str(error), error)
@@ -136,6 +141,7 @@ def _emit_module(
     inline_serial_kernels: bool,
     threaded_kernels: bool,
     external_kernels: bool,
+    llvm_kernels: bool,
 ) -> str:
     functions: list[func.FuncOp] = []
     tables: list[str] = []
@@ -218,6 +224,7 @@ def _emit_module(
     mma_tiles: set[MmaKey] = set()
     external_bodies: dict[str, str] = {}  # body_key -> the kernel that has that body
     sized_externals = False  # an external kernel takes the sizes of `?` dims
+    numba_externals = llvm_externals = False  # external kernels of either form
     uses_members = False
     taken = set(function_names.values())
     threaded = {fn.sym_name.data: fn for fn in functions if fn.sym_name.data in launches}
@@ -308,6 +315,7 @@ def _emit_module(
                     segment_tables,
                 )
                 if callee in externals:  # called by name, as the kernel is
+                    numba_externals = True
                     kernel.emit_external()
                     signature = numba_external.pointer_signature(own_kernels[callee])
                     decorator = f'@external({signature}, fastmath=FASTMATH, error_model="numpy")'
@@ -354,6 +362,12 @@ def _emit_module(
                 continue
             external_bodies[key] = pyname
             sized_externals |= numba_external.size_count(fn) > 0
+            text = llvm_kernel_text(fn, pyname, signature, flags) if llvm_kernels else None
+            if text is not None:
+                bodies.append(text)
+                llvm_externals = True
+                continue
+            numba_externals = True
             decorator = f'@external({signature}, fastmath=FASTMATH, error_model="numpy")'
             header = f"{decorator}\ndef {pyname}({', '.join(emitter.arg_names)}):"
             bodies.append("\n".join([header, *emitter.lines]))
@@ -386,7 +400,7 @@ def _emit_module(
             kernel_members = []
 
     numba_names = [
-        *(["carray"] if externals or uses_members else []),
+        *(["carray"] if numba_externals or uses_members else []),
         "njit",
         *(["prange"] if uses_prange else []),
         *(
@@ -404,10 +418,8 @@ def _emit_module(
         imports.append("from numba.extending import intrinsic")
     if python_hosts:
         imports.append("from tessc.runtime.threads import parallel_for")
-    if sized_externals:
-        imports += numba_external.SIZED_IMPORTS
-    elif externals:
-        imports += numba_external.IMPORTS
+    if externals:
+        imports += numba_external.imports(sized_externals, numba_externals, llvm_externals)
     fastmath_text = "{" + ", ".join(f'"{f}"' for f in flags) + "}" if flags else "False"
     signature_text = "{\n" + "\n".join(signatures) + "\n}" if signatures else "{}"
     prologue = [
