@@ -38,11 +38,18 @@ what the worker compiled from there. The worker is asked only where there are
 switched off (`TESSC_COMPILE_WORKERS=0`); if it fails or dies, this process compiles what is
 left. It is one process per process, kept for later programs, and `start_worker` starts it
 early (the compiler does, while the passes of a large program run). It compiles a small
-kernel first (Numba's first compilation in a process costs ~0.3 s more); `start_worker`
-forks it on Linux from a process running one thread (`_ForkedWorker`), after compiling that
-kernel here: the worker starts with Numba imported and warmed up, ready at once (~0.7 s of
-a new interpreter's start-up saved). Otherwise, and when a compile needs a worker none
-started, it is a new `python -c` process.
+kernel first (Numba's first compilation in a process costs ~0.3 s more) before it answers
+`ready`; `start_worker` forks it on Linux from a process running one thread
+(`forked_worker.ForkedWorker`), so it starts with Numba imported and warms up while this
+process runs the passes (~0.7 s of a new interpreter's start-up saved). Otherwise, and when
+a compile needs a worker none started, it is a new `python -c` process.
+
+A module whose kernels called by name are all LLVM kernels (`tessc.runtime.llvm_kernels`,
+compiled here in one go) asks a running worker for its hosts instead (`host:<entry>`):
+while this process compiles the kernels, the worker compiles each host that is not on
+disk yet for the arrays the executor passes it, into the same disk cache, and the first
+call loads it (~0.09 s for the MLP step, against ~0.3 s to compile it here, Numba's
+first compilation in the process included).
 Compiling or loading a kernel here fires Numba's `numba:compile` event, so `TESSC_TIMING`
 reports list each kernel; the worker's kernels show as loads here, and the worker's own
 time for each (wall and CPU, which it sends back with its answer) comes as one
@@ -54,9 +61,8 @@ from __future__ import annotations
 
 import atexit
 import collections
-import gc
+import ctypes
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -73,11 +79,18 @@ from numba import carray
 from numba.core import config, event, types
 from numba.core.ccallback import CFunc
 from numba.core.compiler_lock import global_compiler_lock
+from numba.core.dispatcher import Dispatcher
 from numba.core.typing import Signature
 from numba.extending import typeof_impl
+from numba.np.numpy_support import from_dtype
 
+from tessc.runtime import abi
+from tessc.runtime.abi import KERNEL_BITS_DTYPES
 from tessc.runtime.cache import KERNEL_COMPILERS, execute_file, guard_for
+from tessc.runtime.forked_worker import ForkedWorker
+from tessc.runtime.llvm_kernels import compile_llvm_kernels, llvm_kernel, module_llvm_kernels
 from tessc.runtime.numba_pipeline import TesscCompiler
+from tessc.runtime.signatures import read_signature
 
 WORKERS_VARIABLE = "TESSC_COMPILE_WORKERS"
 SMALL_KERNEL_LINES = 100
@@ -87,6 +100,8 @@ load ~8) at the same steady step (72 us); its large fused forward kernel (143 li
 at -O3, where -O2 left it 3x fewer instructions and the step 4% slower."""
 WORKER_MIN_LINES = 100
 """Kernel source lines to compile below which the worker is not asked (~0.3 s of work)."""
+HOST_REQUEST = "host:"
+"""A request naming `host:<entry>` asks the worker to compile that entry's host."""
 WORKER_TIMEOUT = 600.0
 """Seconds this process waits for the worker's last kernel before compiling it itself."""
 
@@ -215,7 +230,20 @@ def compile_kernels(
 ) -> None:
     """Compile every kernel of `module` and register its symbol. With a disk cache
     (`guard`, the module's file `path` and `is_cached`, whether a prepared C callable's
-    compiled code is on disk), uncached kernels are shared with the worker process."""
+    compiled code is on disk), uncached kernels are shared with the worker process.
+
+    LLVM kernels (`tessc.runtime.llvm_kernels`) are compiled here, all at once; where a
+    module has no others, its hosts only call kernels by name, and a running worker
+    compiles them into the disk cache meanwhile, where the first call finds them."""
+    hosts = None
+    if path is not None and is_cached is not None and not module_kernels(module):
+        if module_llvm_kernels(module):
+            hosts = _hosts_to_worker(module, path, is_cached)
+    try:
+        compile_llvm_kernels(module, path)
+    finally:
+        if hosts is not None:
+            hosts()
     kernels = module_kernels(module)
     pending = []
     if guard is not None and path is not None and is_cached is not None:
@@ -273,10 +301,10 @@ def _compile_with_worker(pending: list[ExternalKernel], guard: Guard, path: Path
             with state:
                 return queue.pop(0) if queue else None
 
-        def take() -> ExternalKernel | None:  # the worker's next: its last one is done
+        def take() -> str | None:  # the worker's next: its last one is done
             with state:
                 holding[0] = bool(queue)
-                return queue.pop(0) if queue else None
+                return queue.pop(0).__name__ if queue else None
 
         def feed() -> None:
             try:
@@ -297,9 +325,79 @@ def _compile_with_worker(pending: list[ExternalKernel], guard: Guard, path: Path
                 worker.process.kill()  # hung: what it holds is compiled here
     finally:
         worker.lock.release()
+    _report(times)
+
+
+def _report(times: list[tuple[str, float, float]]) -> None:
+    """A `WORKER_COMPILE_EVENT` for each (name, wall s, CPU s) the worker compiled."""
     for name, seconds, cpu in list(times):  # a hung feeder may still append: a copy
         data = {"name": name, "seconds": seconds, "cpu": cpu}
         event.broadcast(event.Event(WORKER_COMPILE_EVENT, event.EventStatus.END, data))
+
+
+def _hosts_to_worker(
+    module: ModuleType, path: Path, is_cached: Callable[[Any], bool]
+) -> Callable[[], None] | None:
+    """Hand the uncached Numba hosts of `module` to the running worker, if one is; the
+    function returned waits until it has compiled them into the disk cache."""
+    worker = _Worker.running()
+    signatures = getattr(module, abi.SIGNATURES, {})
+    hosts = [getattr(module, read_signature(module, entry).function) for entry in signatures]
+    entries = [
+        entry
+        for entry, host in zip(signatures, hosts, strict=True)
+        if isinstance(host, Dispatcher)
+        and hasattr(host._cache, "_cache_path")  # cached on disk
+        and not is_cached(host)
+    ]
+    if worker is None or not entries or not worker.lock.acquire(blocking=False):
+        return None
+    queue = [HOST_REQUEST + entry for entry in entries]
+    times: list[tuple[str, float, float]] = []
+    done = threading.Event()
+
+    def feed() -> None:
+        try:
+            if worker.ready.wait(WORKER_TIMEOUT):
+                worker.feed(path, lambda: queue.pop(0) if queue else None, times)
+        finally:
+            done.set()
+
+    threading.Thread(target=feed, daemon=True).start()
+
+    def wait() -> None:
+        try:
+            if not done.wait(WORKER_TIMEOUT):
+                worker.process.kill()  # hung: the first call compiles the host here
+        finally:
+            worker.lock.release()
+        _report(times)
+
+    return wait
+
+
+def _compile_host(module: ModuleType, entry: str) -> None:
+    """Compile host `entry` of `module` into the disk cache (in the worker), for the
+    arrays the executor passes it. Its LLVM kernels' symbols point at `abort` here:
+    nothing runs, and the cached code is linked to the real kernels where it is loaded."""
+    for kernel in module_llvm_kernels(module):
+        llvm.add_symbol(kernel.symbol, _ABORT)
+    signature = read_signature(module, entry)
+    arrays = [*signature.inputs, *signature.outputs]
+    args = [
+        types.Array(
+            from_dtype(np.dtype(np.uint16) if s.dtype.name in KERNEL_BITS_DTYPES else s.dtype),
+            len(s.shape),
+            "C",
+        )
+        for s in arrays
+    ]
+    if signature.workspace_bytes is not None:
+        args.append(types.Array(types.uint8, 1, "C"))
+    getattr(module, signature.function).compile(tuple(args))
+
+
+_ABORT = ctypes.cast(ctypes.CDLL(None).abort, ctypes.c_void_p).value or 0
 
 
 class _Worker:
@@ -309,7 +407,7 @@ class _Worker:
     _current: _Worker | None = None
     _start_lock = threading.Lock()
 
-    def __init__(self, process: subprocess.Popen | _ForkedWorker):
+    def __init__(self, process: subprocess.Popen | ForkedWorker):
         self.process = process
         self.owner = os.getpid()  # a forked child starts its own
         self.lock = threading.Lock()  # one program at a time
@@ -335,16 +433,24 @@ class _Worker:
                 if worker.process.poll() is None:
                     return worker
                 worker.stop()  # died: its pipes closed, a new one started
-            forked = _ForkedWorker.start() if fork else None
+            forked = ForkedWorker.start(worker_main) if fork else None
             cls._current = worker = _Worker._adopt(forked) if forked else cls._start()
             return worker
 
+    @classmethod
+    def running(cls) -> _Worker | None:
+        """This process's worker if it has one alive; none is started."""
+        worker = cls._current
+        if worker is None or worker.owner != os.getpid() or worker.process.poll() is not None:
+            return None
+        return worker
+
     @staticmethod
-    def _adopt(process: subprocess.Popen | _ForkedWorker) -> _Worker:
+    def _adopt(process: subprocess.Popen | ForkedWorker) -> _Worker:
         worker = _Worker(process)
         atexit.register(worker.stop)
         STATS.started += 1
-        STATS.forked += isinstance(process, _ForkedWorker)
+        STATS.forked += isinstance(process, ForkedWorker)
         return worker
 
     @staticmethod
@@ -384,102 +490,28 @@ class _Worker:
     def feed(
         self,
         path: Path,
-        take: Callable[[], ExternalKernel | None],
+        take: Callable[[], str | None],
         times: list[tuple[str, float, float]],
     ) -> None:
-        """Hand the worker one kernel of module file `path` at a time until the queue is
-        empty or the worker fails, appending to `times` what each took it; this process
-        compiles (or loads) them all afterwards either way."""
+        """Hand the worker one kernel (or host, `HOST_REQUEST`) of module file `path` at a
+        time, by name, until the queue is empty or the worker fails, appending to `times`
+        what each took it; this process compiles (or loads) them all afterwards either
+        way."""
         stdin, stdout = self.process.stdin, self.process.stdout
         assert stdin is not None and stdout is not None
         try:
-            while (kernel := take()) is not None:
-                stdin.write(f"{path}\t{kernel.__name__}\n")
+            while (requested := take()) is not None:
+                stdin.write(f"{path}\t{requested}\n")
                 stdin.flush()
                 STATS.sent += 1
                 answer, name, *spent = stdout.readline().split() or [""]
-                if answer != "ok" or name != kernel.__name__ or len(spent) != 2:
+                if answer != "ok" or name != requested or len(spent) != 2:
                     STATS.failed += 1
                     return
                 times.append((name, float(spent[0]), float(spent[1])))
                 STATS.compiled += 1
         except (OSError, ValueError):  # a dead worker, a closed pipe, a garbled answer
             return
-
-
-class _ForkedWorker:
-    """A worker forked from this process, with the part of `subprocess.Popen` that
-    `_Worker` uses. Forked only on Linux from a process running one thread (a lock another
-    thread held would stay locked in the child); the child keeps no file descriptor but its
-    pipes, answers on them, writes nothing to this process's output, and leaves with
-    `os._exit` (no `atexit` handler, no buffered output of this process written twice)."""
-
-    def __init__(self, pid: int, stdin: IO[str], stdout: IO[str]):
-        self.pid, self.stdin, self.stdout = pid, stdin, stdout
-        self.returncode: int | None = None
-
-    @staticmethod
-    def start() -> _ForkedWorker | None:
-        if not sys.platform.startswith("linux") or threading.active_count() != 1:
-            return None
-        warm_up_numba()  # here, for both: this process compiles kernels too
-        requests_in, requests_out = os.pipe()
-        answers_in, answers_out = os.pipe()
-        # This process's objects frozen for the fork: the worker's garbage collections
-        # then leave their memory shared (copy-on-write) rather than touching all of it.
-        gc.freeze()
-        try:
-            pid = os.fork()
-        except OSError:
-            gc.unfreeze()
-            for fd in (requests_in, requests_out, answers_in, answers_out):
-                os.close(fd)
-            return None
-        if pid == 0:  # the worker
-            status = 1
-            try:
-                # Only its own pipes open: a pipe of this process's other children held by
-                # the worker would never reach end-of-file.
-                low, high = sorted((requests_in, answers_out))
-                os.closerange(3, low)
-                os.closerange(low + 1, high)
-                os.closerange(high + 1, os.sysconf("SC_OPEN_MAX"))
-                os.dup2(os.open(os.devnull, os.O_WRONLY), 2)  # Numba's warnings: nowhere
-                with open(requests_in) as requests, open(answers_out, "w") as answers:
-                    worker_main(requests, answers)
-                status = 0
-            finally:
-                os._exit(status)
-        gc.unfreeze()
-        os.close(requests_in)
-        os.close(answers_out)
-        return _ForkedWorker(pid, open(requests_out, "w"), open(answers_in))
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            try:
-                pid, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:  # reaped elsewhere
-                self.returncode = -1
-            else:
-                if pid:
-                    self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
-            if deadline is not None and time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout or 0.0)
-            time.sleep(0.005)
-        return self.returncode  # type: ignore[return-value]
-
-    def kill(self) -> None:
-        if self.poll() is None:
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 def _serve(requests: Iterable[str], out: IO[str]) -> None:
@@ -493,9 +525,12 @@ def _serve(requests: Iterable[str], out: IO[str]) -> None:
         kernel = getattr(modules[path], name, None)
         start, cpu = time.perf_counter(), time.process_time()
         try:
-            if not isinstance(kernel, ExternalKernel):
+            if name.startswith(HOST_REQUEST) and modules[path] is not None:
+                _compile_host(modules[path], name.removeprefix(HOST_REQUEST))  # type: ignore[arg-type]
+            elif not isinstance(kernel, ExternalKernel):
                 raise LookupError(name)
-            kernel.build(kernel.prepare(guard_for(Path(path))))
+            else:
+                kernel.build(kernel.prepare(guard_for(Path(path))))
         except Exception:  # reported as failed: this process compiles it and says why
             out.write(f"failed {name}\n")
         else:
@@ -505,10 +540,9 @@ def _serve(requests: Iterable[str], out: IO[str]) -> None:
 
 
 def _warm_up(pointer: Any) -> None:
-    """A kernel like generated ones, compiled by a new worker before its first request, or
-    by this process before it forks one: Numba's first compilation in a process costs
-    ~0.3 s more than the next (its typing and target contexts), paid while the passes run,
-    not on a kernel's time, and by a forked worker not at all."""
+    """A kernel like generated ones, compiled by a worker before its first request:
+    Numba's first compilation in a process costs ~0.3 s more than the next (its typing and
+    target contexts), paid while this process runs the passes, not on a kernel's time."""
     array = carray(pointer, (8,), np.float32)
     for i in range(8):
         array[i] = np.maximum(array[i] * np.float32(2.0), np.float32(0.0))
@@ -544,6 +578,7 @@ __all__ = [
     "ExternalKernel",
     "compile_kernels",
     "external",
+    "llvm_kernel",
     "module_kernels",
     "start_worker",
     "stop_worker",

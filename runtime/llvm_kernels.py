@@ -8,7 +8,7 @@ Codegen emits each as
         "declare float @llvm.maximum.f32(float, float)",
     ), '''define void @step_kernel_0(ptr %p_w2, ptr %arg1) #0 { ... }''')
 
-and `compile_llvm_kernels` (a `tessc.runtime.cache.KERNEL_COMPILERS` entry, run when the
+and `compile_llvm_kernels` (which `tessc.runtime.external.compile_kernels` runs when the
 module is loaded) joins all of a module's into one LLVM module, optimises it as Numba does
 its own (`-O3`, loop and SLP vectorisation, this CPU's name and features), emits its
 machine code, loads that into an MCJIT engine of its own, and registers each function's
@@ -41,8 +41,6 @@ from numba.core import config, event, types
 from numba.core.codegen import get_host_cpu_features
 from numba.core.typing import Signature
 from numba.extending import typeof_impl
-
-from tessc.runtime.cache import KERNEL_COMPILERS
 
 LLVM_COMPILE_EVENT = "tessc:llvm-compile"
 """The Numba event kind spanning the compile (or load) of a module's LLVM kernels; its
@@ -166,6 +164,23 @@ def compile_object(text: str, machine: llvm.TargetMachine) -> bytes:
     return machine.emit_object(module)
 
 
+class LlvmKernelError(RuntimeError):
+    """LLVM rejected the IR codegen wrote: tessc's bug, with the module saved."""
+
+
+def internal_error(text: str, error: BaseException) -> LlvmKernelError:
+    """The error for LLVM module `text` failing to compile, written to a reproducer file."""
+    fd, reproducer = tempfile.mkstemp(prefix="tessc-llvm-kernels-", suffix=".ll")
+    with os.fdopen(fd, "w") as file:
+        file.write(f"; {error}\n{text}")
+    return LlvmKernelError(
+        f"tessc internal compiler error in the LLVM kernels' compile "
+        f"(tessc.runtime.llvm_kernels): {error}\nThis is a bug in tessc, not in your "
+        f"program; the LLVM module is saved in {reproducer}. TESSC_LLVM_KERNELS=0 "
+        "compiles these kernels with Numba instead."
+    )
+
+
 def _read_cached(path: Path) -> bytes | None:
     try:
         data = path.read_bytes()
@@ -204,7 +219,10 @@ def compile_llvm_kernels(
     with event.trigger_event(LLVM_COMPILE_EVENT, data={"name": name}):
         code = None if cached is None else _read_cached(cached)
         if code is None:
-            code = compile_object(text, machine)
+            try:
+                code = compile_object(text, machine)
+            except RuntimeError as error:  # LLVM rejected what codegen wrote
+                raise internal_error(text, error) from None
             STATS.compiled += 1
             if cached is not None:
                 _write_cached(cached, code)
@@ -222,10 +240,9 @@ def compile_llvm_kernels(
         STATS.kernels += 1
 
 
-KERNEL_COMPILERS.append(compile_llvm_kernels)
-
 __all__ = [
     "LLVM_COMPILE_EVENT",
+    "LlvmKernelError",
     "STATS",
     "LlvmKernel",
     "compile_llvm_kernels",

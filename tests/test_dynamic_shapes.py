@@ -13,6 +13,7 @@ import pytest
 from numba.core import event
 
 import tessc as ts
+from tessc.runtime.llvm_kernels import LLVM_COMPILE_EVENT
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "bench"))
 from mlp_step import loss_fn, numpy_train_step  # noqa: E402  (bench/: the benchmarks' step)
@@ -209,8 +210,9 @@ def test_packed_products_over_a_dynamic_batch() -> None:
         np.testing.assert_allclose(loss, expected_loss, rtol=2e-4)
     assert step.compile_count == 1 and step.generic is not None
     source = lower(step._traces[step.generic].module, "numba")
-    assert source.count("micro_mma_") >= 4  # both products packed (defined and called)
-    assert "depth_blocks" in source and "row_blocks" in source  # counted from N
+    # Both products packed: the micro-kernel defined and called (in LLVM kernels).
+    assert source.count('@"tessc.mma.') >= 4
+    assert "%depth_blocks." in source and "%row_blocks." in source  # counted from N
     assert source.count("np.empty(") == 1  # the region of N's buffers
     assert "prange(" not in source  # a `?` loop counts as a small batch: serial
 
@@ -235,6 +237,19 @@ class CompiledKinds(event.Listener):
         self.depth -= 1
 
 
+class LlvmCompiles(event.Listener):
+    """Modules of LLVM kernels compiled (or loaded): a program's kernels, all at once."""
+
+    def __init__(self) -> None:
+        self.modules = 0
+
+    def on_start(self, ev: event.Event) -> None:
+        self.modules += 1
+
+    def on_end(self, ev: event.Event) -> None:
+        pass
+
+
 def test_the_generic_program_calls_its_kernels_by_name(mlp) -> None:
     """The second size's compile is the generic program's kernels, each a C callable of
     its own taking N as an integer (compiled concurrently), and one small host: not one
@@ -250,17 +265,22 @@ def test_the_generic_program_calls_its_kernels_by_name(mlp) -> None:
     step = ts.jit(half_step)
     step(params, x[:32], y[:32])
     kinds = CompiledKinds()
-    with event.install_listener("numba:compile", kinds):
+    llvm = LlvmCompiles()
+    with (
+        event.install_listener("numba:compile", kinds),
+        event.install_listener(LLVM_COMPILE_EVENT, llvm),
+    ):
         updated, loss = step(params, x[:17], y[:17])
     expected, expected_loss = numpy_train_step(params, x[:17], y[:17], 0.05)
     for k in expected:
         np.testing.assert_allclose(updated[k], expected[k], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(loss, expected_loss, rtol=1e-5)
     assert step.generic is not None
-    # The host: compiled, or loaded from a warm cache (no event); kernels fire either way.
-    assert kinds.other <= 1 and kinds.external >= 4, vars(kinds)
+    # The host: compiled, or loaded from a warm cache (no event); its kernels, written as
+    # LLVM IR, fire one event either way.
+    assert kinds.other <= 1 and kinds.external == 0 and llvm.modules == 1, vars(kinds)
     source = lower(step._traces[step.generic].module, "numba")
-    assert "intp" in source and "_n0)" in source  # sizes after the pointers
+    assert "intp" in source and "i64 %x.n0" in source  # sizes after the pointers
 
 
 DYNAMIC_SMALL = """
@@ -274,11 +294,13 @@ func.func @f(%x: tensor<?x8xf32>, %b: tensor<8xf32>) -> (tensor<?x8xf32>, tensor
 """
 
 
+@pytest.mark.parametrize("llvm_kernels", [True, False], ids=["llvm", "numba"])
 def test_kernels_called_by_name_over_a_dynamic_dim(
-    tmp_path, monkeypatch: pytest.MonkeyPatch
+    tmp_path, monkeypatch: pytest.MonkeyPatch, llvm_kernels: bool
 ) -> None:
     """Every kernel of a `?`-batch program called by name (thresholds at 0), its buffers
-    allocated by the host (sizes read from arrays), against NumPy at N = 0, 1, 5, 16, 33."""
+    allocated by the host (sizes read from arrays), against NumPy at N = 0, 1, 5, 16, 33;
+    written as LLVM IR, and as Numba's."""
     from tessc.lowering.codegen import numba_external
     from tessc.lowering.codegen.to_numba import emit_numba
     from tessc.pipelines import run_passes
@@ -292,8 +314,8 @@ def test_kernels_called_by_name_over_a_dynamic_dim(
         module,
         "tess-to-linalg,tess-bufferize,tess-outline-kernels,tess-linalg-to-loops,canonicalize,cse",
     )
-    source = emit_numba(module)
-    kernels = source.count("@external(")
+    source = emit_numba(module, llvm_kernels=llvm_kernels)
+    kernels = source.count("llvm_kernel(__name__" if llvm_kernels else "@external(")
     assert kernels >= 4 and source.count(", intp") >= kernels, source
     program = Executable(load_source(source, tmp_path), "f")
     rng = np.random.default_rng(5)

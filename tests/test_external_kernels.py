@@ -155,6 +155,28 @@ def test_cold_kernels_compile_here_and_in_the_worker_then_load_warm_and_verified
     assert warm_child(tmp_path, by_name) == {"compiled": 1, "hits": 5, "workers": 0}
 
 
+def test_llvm_kernels_compile_here_while_the_worker_compiles_their_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(numba_external, "EXTERNAL_MIN_OPS", 0)
+    source = small_source(llvm_kernels=True)
+    assert source.count("llvm_kernel(__name__") == 5 and "@external(" not in source
+    external.start_worker(ready=True)
+    by_worker = external.STATS.compiled
+    report = io.StringIO()
+    with timing.reporting("load", report, numba_events=True):
+        module = load_source(source, tmp_path)
+        check_small(module)
+    stats = numba_compile_stats(module)
+    assert "llvm compile 5 LLVM kernels" in report.getvalue()
+    if external.workers_allowed():
+        assert external.STATS.compiled == by_worker + 1  # the host, loaded here
+        assert (stats.compiled, stats.cache_hits) == (0, 1)
+        assert "numba compile host:f (compile worker)" in report.getvalue()
+    # A warm start compiles nothing: the kernels' machine code and the host are on disk.
+    assert warm_child(tmp_path, source) == {"compiled": 0, "hits": 1, "workers": 0}
+
+
 def warm_child(cache_dir: Path, source: str) -> dict:
     """WARM_CHILD's report: a new process loading `source` from `cache_dir`."""
     from numba.core import config

@@ -186,7 +186,8 @@ func.func @k(%a: memref<8xf32>, %b: memref<64xf32>, %acc: memref<3x2x16xf32>, %a
   %c4 = arith.constant 4 : index
   %accumulate = memref.load %add[] : memref<i1>
   micro.mma %a[%c0], %b[%c0], %c4, %acc[%c1, %c0, %c0], %accumulate
-      {rows = 2 : i64, cols = 16 : i64, lanes = 8 : i64} : memref<8xf32>, memref<64xf32>, memref<3x2x16xf32>
+      {rows = 2 : i64, cols = 16 : i64, lanes = 8 : i64}
+      : memref<8xf32>, memref<64xf32>, memref<3x2x16xf32>
   func.return
 }
 """
@@ -271,5 +272,21 @@ def test_mlp_step_with_llvm_kernels_matches_numbas_and_the_reference(
         results[setting] = jitted(params, x, y)
     reference = ts.jit(step, target="reference")(params, x, y)
     for got in (results["1"], reference):
-        for a, b in zip(ts.tree_util.tree_leaves(got), ts.tree_util.tree_leaves(results["0"])):
+        leaves = zip(
+            ts.tree_util.tree_leaves(got), ts.tree_util.tree_leaves(results["0"]), strict=True
+        )
+        for a, b in leaves:
             np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+
+def test_ir_llvm_rejects_is_an_internal_error_with_the_module_saved() -> None:
+    kernel = LlvmKernel(
+        "tessc_test_llvm_bad", "k", void(voidptr), (), "define void @k(ptr %x) #0 {\nentry:\n}"
+    )
+    module = types.ModuleType("tessc_test_llvm_bad")
+    module.k = kernel
+    with pytest.raises(llvm_kernels.LlvmKernelError, match="bug in tessc") as caught:
+        compile_llvm_kernels(module)
+    reproducer = Path(str(caught.value).split("saved in ")[1].split(". ")[0])
+    assert "define void @k" in reproducer.read_text()
+    reproducer.unlink()

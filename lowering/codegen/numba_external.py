@@ -45,12 +45,11 @@ EXTERNAL_DTYPES = frozenset(
 def imports(sized: bool, numba_kernels: bool, llvm_kernels: bool) -> list[str]:
     """The generated module's imports for its kernels called by name: `intp` where one
     takes the sizes of `?` dims, `external` for Numba's, `llvm_kernel` for LLVM IR ones."""
-    lines = [f"from numba.types import {'intp, ' if sized else ''}void, voidptr"]
-    if numba_kernels:
-        lines.append("from tessc.runtime.external import external")
-    if llvm_kernels:
-        lines.append("from tessc.runtime.llvm_kernels import llvm_kernel")
-    return lines
+    names = [*(["external"] if numba_kernels else []), *(["llvm_kernel"] if llvm_kernels else [])]
+    return [
+        f"from numba.types import {'intp, ' if sized else ''}void, voidptr",
+        f"from tessc.runtime.external import {', '.join(names)}",
+    ]
 
 
 def qualifies(fn: func.FuncOp) -> bool:

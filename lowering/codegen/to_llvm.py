@@ -380,19 +380,21 @@ class KernelEmitter(_Text):
         self.assign(f"{instruction} {flags}{typ} {lhs}, {rhs}", op.results[0])
 
     def emit_division(self, op: Operation) -> None:
-        typ = llvm_type(op.results[0].type)
+        (result,) = op.results
+        typ = llvm_type(result.type)
         lhs, rhs = (self.value(v) for v in op.operands)
         instruction = llvm_ops.DIVISION[op.name]
         guarded = not (_INTEGER.fullmatch(rhs) and int(rhs) != 0)
+        rounded = op.name in ("arith.floordivsi", "arith.ceildivsi", "arith.ceildivui")
         divisor = rhs
         if guarded:
             zero = self.assign(f"icmp eq {typ} {rhs}, 0")
             divisor = self.assign(f"select i1 {zero}, {typ} 1, {typ} {rhs}")
-        result = self.assign(f"{instruction} {typ} {lhs}, {divisor}")
-        if op.name in ("arith.floordivsi", "arith.ceildivsi", "arith.ceildivui"):
-            remainder = self.assign(
-                f"{'urem' if op.name.endswith('ui') else 'srem'} {typ} {lhs}, {divisor}"
-            )
+        last = not guarded and not rounded  # the instruction giving the result its name
+        quotient = self.assign(f"{instruction} {typ} {lhs}, {divisor}", result if last else None)
+        if rounded:
+            urem = "urem" if op.name.endswith("ui") else "srem"
+            remainder = self.assign(f"{urem} {typ} {lhs}, {divisor}")
             inexact = self.assign(f"icmp ne {typ} {remainder}, 0")
             if op.name == "arith.ceildivui":
                 adjust = inexact
@@ -403,10 +405,9 @@ class KernelEmitter(_Text):
                 adjust = self.assign(f"and i1 {inexact}, {differ}")
             step = self.assign(f"zext i1 {adjust} to {typ}")
             sign = "sub" if op.name == "arith.floordivsi" else "add"
-            result = self.assign(f"{sign} {typ} {result}, {step}")
+            quotient = self.assign(f"{sign} {typ} {quotient}, {step}", None if guarded else result)
         if guarded:
-            result = self.assign(f"select i1 {zero}, {typ} 0, {typ} {result}")
-        self.values[op.results[0]] = result
+            self.assign(f"select i1 {zero}, {typ} 0, {typ} {quotient}", result)
 
     def emit_intrinsic(self, op: Operation) -> None:
         typ = llvm_type(op.results[0].type)

@@ -255,6 +255,21 @@ def _emit_module(
                 externals=frozenset(externals),
                 external=name in externals,
             )
+        if name in externals:
+            signature = numba_external.pointer_signature(fn)
+            # A kernel identical to an earlier one up to its names is that one (an
+            # optimizer's update of every parameter of one shape): compiled once.
+            key = numba_external.body_key(signature, emitter.renamed, emitter.lines)
+            if key in external_bodies:
+                bodies.append(f"{pyname} = {external_bodies[key]}")
+                continue
+            external_bodies[key] = pyname
+            sized_externals |= numba_external.size_count(fn) > 0
+            text = llvm_kernel_text(fn, pyname, signature, flags) if llvm_kernels else None
+            if text is not None:  # no Numba in it: none of its helpers either
+                bodies.append(text)
+                llvm_externals = True
+                continue
         uses_math |= emitter.uses_math
         uses_bitcast |= emitter.uses_bitcast
         uses_narrow_floats |= emitter.uses_narrow_floats
@@ -353,21 +368,8 @@ def _emit_module(
             bodies += threaded_members
             continue
         if name in externals:
-            signature = numba_external.pointer_signature(fn)
-            # A kernel identical to an earlier one up to its names is that one (an
-            # optimizer's update of every parameter of one shape): compiled once.
-            key = numba_external.body_key(signature, emitter.renamed, emitter.lines)
-            if key in external_bodies:
-                bodies.append(f"{pyname} = {external_bodies[key]}")
-                continue
-            external_bodies[key] = pyname
-            sized_externals |= numba_external.size_count(fn) > 0
-            text = llvm_kernel_text(fn, pyname, signature, flags) if llvm_kernels else None
-            if text is not None:
-                bodies.append(text)
-                llvm_externals = True
-                continue
             numba_externals = True
+            signature = numba_external.pointer_signature(fn)
             decorator = f'@external({signature}, fastmath=FASTMATH, error_model="numpy")'
             header = f"{decorator}\ndef {pyname}({', '.join(emitter.arg_names)}):"
             bodies.append("\n".join([header, *emitter.lines]))

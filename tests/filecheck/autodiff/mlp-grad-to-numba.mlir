@@ -34,7 +34,8 @@ func.func @loss(%x: tensor<8x4xf32>, %w1: tensor<4x16xf32>, %b1: tensor<16xf32>,
 // CHECK:        # loss_kernel_0
 // CHECK-NOT:  def loss_kernel_
 // The gradient's 38 serial kernels hold over 200 ops: each is compiled on its own and
-// called by name with pointers (`numba_external`); the host passes the buffers'
+// called by name with pointers (`numba_external`), written as LLVM IR (`to_llvm`: loops
+// of phis, a GEP per access over row-major strides); the host passes the buffers'
 // addresses, an argument's read once at the top.
 // CHECK:      def loss_grad(x, w1, b1, w2, b2, labels, out0, out1, out2, out3, out4):
 // CHECK-NEXT:   x_addr = x.ctypes.data
@@ -43,13 +44,22 @@ func.func @loss(%x: tensor<8x4xf32>, %w1: tensor<4x16xf32>, %b1: tensor<16xf32>,
 // CHECK-NEXT:   loss_grad_kernel_0([[BUF]].ctypes.data)
 // CHECK-NEXT:   loss_grad_kernel_1(x_addr, w1_addr, [[BUF]].ctypes.data)
 // CHECK-NOT:    # loss_grad_kernel_
-// CHECK:      @external(void(voidptr), fastmath=FASTMATH, error_model="numpy")
-// CHECK-NEXT: def loss_grad_kernel_0(arg0_ptr):
-// CHECK-NEXT:     arg0 = carray(arg0_ptr, (8, 16), np.float32)
-// CHECK-NEXT:     for i0 in range(8):
-// CHECK:      @external(void(voidptr, voidptr, voidptr), fastmath=FASTMATH, error_model="numpy")
-// CHECK-NEXT: def loss_grad_kernel_1(x_ptr, w1_ptr, arg2_ptr):
-// CHECK-NEXT:     x = carray(x_ptr, (8, 4), np.float32)
+// CHECK:      loss_grad_kernel_0 = llvm_kernel(__name__, 'loss_grad_kernel_0', void(voidptr), (
+// CHECK-NEXT: ), '''\
+// CHECK-NEXT: define void @loss_grad_kernel_0(ptr %arg0) #0 {
+// CHECK-NEXT: entry:
+// CHECK-NEXT:   br label %[[LOOP:loop[0-9]+]]
+// CHECK-NEXT: [[LOOP]]:
+// CHECK-NEXT:   %[[I0:i0\.[0-9]+]] = phi i64 [ 0, %entry ], [ %{{.*}}, %{{.*}} ]
+// CHECK-NEXT:   %[[TEST:v[0-9]+]] = icmp slt i64 %[[I0]], 8
+// CHECK:        %[[ROW:v[0-9]+]] = mul nsw i64 %[[I0]], 16
+// CHECK-NEXT:   %[[AT:v[0-9]+]] = add nsw i64 %[[ROW]], %{{i1\.[0-9]+}}
+// CHECK-NEXT:   %[[PTR:v[0-9]+]] = getelementptr inbounds float, ptr %arg0, i64 %[[AT]]
+// CHECK-NEXT:   store float 0x0000000000000000, ptr %[[PTR]], align 4
+// CHECK:        ret void
+// CHECK:      loss_grad_kernel_1 = llvm_kernel(__name__, 'loss_grad_kernel_1', void(voidptr, voidptr, voidptr), (
+// CHECK:      define void @loss_grad_kernel_1(ptr %x, ptr %w1, ptr %arg2) #0 {
+// CHECK-NOT:  @external(
 
 // At the tess level: the gradient of each weight is a matmul with a transposed activation.
 // TESS-LABEL: func.func @loss_grad(
