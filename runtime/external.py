@@ -240,7 +240,7 @@ def compile_kernels(
         if module_llvm_kernels(module):
             hosts = _hosts_to_worker(module, path, is_cached)
     try:
-        compile_llvm_kernels(module, path)
+        compile_llvm_kernels(module, path=path)
     finally:
         if hosts is not None:
             hosts()

@@ -200,12 +200,7 @@ def _write_cached(path: Path, body: bytes) -> None:
         pass  # an unwritable cache costs the next process a compile, nothing else
 
 
-def compile_llvm_kernels(
-    module: ModuleType,
-    guard: object = None,
-    path: Path | None = None,
-    is_cached: object = None,
-) -> None:
+def compile_llvm_kernels(module: ModuleType, path: Path | None = None) -> None:
     """Compile (or load from the disk cache beside `path`) all of `module`'s LLVM kernels
     and register their symbols."""
     kernels = [k for k in module_llvm_kernels(module) if not k.address]

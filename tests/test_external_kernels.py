@@ -114,13 +114,14 @@ def by_name(monkeypatch: pytest.MonkeyPatch) -> str:
 WARM_CHILD = textwrap.dedent(
     """
     import json, sys
-    from tessc.runtime import external
+    from tessc.runtime import external, llvm_kernels
     from tessc.runtime.cache import load_source, numba_compile_stats
     from tests.test_external_kernels import check_small
     module = load_source(sys.stdin.read(), sys.argv[1])
     check_small(module)
     stats = numba_compile_stats(module)
     report = {"compiled": stats.compiled, "hits": stats.cache_hits}
+    report["llvm compiled"] = llvm_kernels.STATS.compiled
     print(json.dumps({**report, "workers": external.STATS.started}))
     """
 )
@@ -145,14 +146,24 @@ def test_cold_kernels_compile_here_and_in_the_worker_then_load_warm_and_verified
         assert len(lines) == external.STATS.compiled - by_worker
         assert all(float(line.split()[1]) > 0 for line in lines)  # wall seconds
     # A warm start compiles nothing and starts no worker.
-    assert warm_child(tmp_path, by_name) == {"compiled": 0, "hits": 6, "workers": 0}
+    assert warm_child(tmp_path, by_name) == {
+        "compiled": 0,
+        "hits": 6,
+        "workers": 0,
+        "llvm compiled": 0,
+    }
     # A flipped bit in one kernel's machine code: discarded and compiled again, never run.
     sums = json.loads(next(tmp_path.glob("*.sums")).read_text())["files"]
     code = next(Path(f) for f in sums if "f_kernel_1" in f and f.endswith(".nbc"))
     data = bytearray(code.read_bytes())
     data[len(data) // 2] ^= 0x10
     code.write_bytes(bytes(data))
-    assert warm_child(tmp_path, by_name) == {"compiled": 1, "hits": 5, "workers": 0}
+    assert warm_child(tmp_path, by_name) == {
+        "compiled": 1,
+        "hits": 5,
+        "workers": 0,
+        "llvm compiled": 0,
+    }
 
 
 def test_llvm_kernels_compile_here_while_the_worker_compiles_their_host(
@@ -174,7 +185,8 @@ def test_llvm_kernels_compile_here_while_the_worker_compiles_their_host(
         assert (stats.compiled, stats.cache_hits) == (0, 1)
         assert "numba compile host:f (compile worker)" in report.getvalue()
     # A warm start compiles nothing: the kernels' machine code and the host are on disk.
-    assert warm_child(tmp_path, source) == {"compiled": 0, "hits": 1, "workers": 0}
+    warm = {"compiled": 0, "hits": 1, "workers": 0, "llvm compiled": 0}
+    assert warm_child(tmp_path, source) == warm
 
 
 def warm_child(cache_dir: Path, source: str) -> dict:
