@@ -290,3 +290,27 @@ def test_ir_llvm_rejects_is_an_internal_error_with_the_module_saved() -> None:
     reproducer = Path(str(caught.value).split("saved in ")[1].split(". ")[0])
     assert "define void @k" in reproducer.read_text()
     reproducer.unlink()
+
+
+def test_member_forms_of_llvm_kernels_keep_the_numba_helpers_they_use(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Every serial kernel called by name (thresholds at their lowest): AMSGrad's update is
+    an LLVM kernel, and its member form, Numba's, still finds its `fmaximum` helper (it
+    took the kernel's list of helpers, which an LLVM kernel no longer contributes)."""
+    import tessc as ts
+    from tessc.lowering.codegen import numba_external
+
+    monkeypatch.setattr(numba_external, "EXTERNAL_MIN_OPS", 0)
+    monkeypatch.setattr(numba_external, "EXTERNAL_MIN_KERNELS", 1)
+    monkeypatch.setenv("TESSC_CACHE_DIR", str(tmp_path))
+    rng = np.random.default_rng(4)
+    params = {f"w{k}": rng.standard_normal((3, 5)).astype(np.float32) for k in range(3)}
+    grads = {k: rng.standard_normal(v.shape).astype(np.float32) for k, v in params.items()}
+    reference = ts.optim.Adam(lr=0.01, amsgrad=True, weight_decay=0.05)
+    step = ts.jit(lambda p, g, s: reference.step(p, g, s), target="reference")
+    want, _ = step(params, grads, reference.init(params))
+    optimizer = ts.optim.Adam(lr=0.01, amsgrad=True, weight_decay=0.05)
+    got, _ = optimizer.step(dict(params), grads, optimizer.init(params))
+    for k in params:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-6, atol=1e-7)

@@ -219,9 +219,8 @@ def _emit_module(
         inlined.update(sole_parallel_kernels(functions, parallel))
     bodies: list[str] = []
     signatures: list[str] = []
-    uses_math = uses_prange = uses_bitcast = uses_num_threads = uses_huge_pages = False
-    uses_narrow_floats = uses_float_minmax = False
-    mma_tiles: set[MmaKey] = set()
+    uses_prange = False
+    numba_code: list[FunctionEmitter] = []  # the emitters of what is Numba's: the helpers it uses
     external_bodies: dict[str, str] = {}  # body_key -> the kernel that has that body
     sized_externals = False  # an external kernel takes the sizes of `?` dims
     numba_externals = llvm_externals = False  # external kernels of either form
@@ -270,13 +269,7 @@ def _emit_module(
                 bodies.append(text)
                 llvm_externals = True
                 continue
-        uses_math |= emitter.uses_math
-        uses_bitcast |= emitter.uses_bitcast
-        uses_narrow_floats |= emitter.uses_narrow_floats
-        uses_float_minmax |= emitter.uses_float_minmax
-        uses_num_threads |= emitter.uses_num_threads
-        uses_huge_pages |= emitter.uses_huge_pages
-        mma_tiles |= emitter.mma_tiles
+        numba_code.append(emitter)
         # A packed host that reads some input arenas element by element also gets a form
         # reading their members where they lie (`codegen.numba_members`).
         plan = member_plan(fn, threaded) if python_hosts and not is_kernel else None
@@ -294,6 +287,7 @@ def _emit_module(
                 parallel_threshold,
             )
             kernel.emit()
+            numba_code.append(kernel)
             kernel_name = fresh_name(f"{function_names[plan.kernel.sym_name.data]}_members", taken)
             host = threaded_member_host(
                 plan, function_names, kernel_name, kernel.extent, contract.NUM_OUTPUTS.get(fn) or 0
@@ -340,6 +334,7 @@ def _emit_module(
                     options = ["parallel=True"] if kernel.used_prange else []
                     options += ["fastmath=FASTMATH", 'error_model="numpy"']
                     decorator = f"@njit({', '.join(options)})"
+                numba_code.append(kernel)
                 header = f"{decorator}\ndef {kernel_name}"
                 kernel_members.append(f"{header}({', '.join(kernel.arg_names)}):")
                 kernel_members[-1] = "\n".join([kernel_members[-1], *kernel.lines])
@@ -355,6 +350,7 @@ def _emit_module(
                 frozenset(externals),
             )
             members.emit(contract.NUM_OUTPUTS.get(fn) or 0)
+            numba_code.append(members)
             tables.append(bounds_definition(bounds_name, host_plan.bounds))
             member_form = (member_name, host_plan.tabled)
             uses_members = True
@@ -401,6 +397,13 @@ def _emit_module(
             bodies += kernel_members
             kernel_members = []
 
+    uses_math = any(e.uses_math for e in numba_code)
+    uses_bitcast = any(e.uses_bitcast for e in numba_code)
+    uses_narrow_floats = any(e.uses_narrow_floats for e in numba_code)
+    uses_float_minmax = any(e.uses_float_minmax for e in numba_code)
+    uses_num_threads = any(e.uses_num_threads for e in numba_code)
+    uses_huge_pages = any(e.uses_huge_pages for e in numba_code)
+    mma_tiles: set[MmaKey] = set().union(*(e.mma_tiles for e in numba_code))
     numba_names = [
         *(["carray"] if numba_externals or uses_members else []),
         "njit",
