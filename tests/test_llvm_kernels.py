@@ -314,3 +314,39 @@ def test_member_forms_of_llvm_kernels_keep_the_numba_helpers_they_use(
     got, _ = optimizer.step(dict(params), grads, optimizer.init(params))
     for k in params:
         np.testing.assert_allclose(got[k], want[k], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("tile", [(8, 32, 16), (4, 16, 8)], ids=["8x32", "4x16"])
+def test_micro_kernel_is_full_width_fmas_without_spills(tile: tuple[int, int, int]) -> None:
+    """`micro.mma`'s function, as the runtime optimises it: one vector FMA per accumulator
+    in its k loop, on zmm registers for 16 lanes (AVX-512) or ymm for 8, and no stack
+    access between the loop's label and its back edge."""
+    import re
+
+    import llvmlite.binding as llvm
+
+    from tessc.lowering.codegen.llvm_micro import mma_function
+
+    rows, cols, lanes = tile
+    features = llvm.get_host_cpu_features()
+    if not features.get("avx512f" if lanes == 16 else "avx2"):
+        pytest.skip("no vector registers of that width on this machine")
+    name, support = mma_function(rows, cols, lanes, (1, rows, cols), "float")
+    machine = llvm_kernels.target_machine()
+    # Not internal here: nothing calls it, and LLVM would drop it.
+    text = "\n\n".join(support).replace("define internal", "define")
+    module = llvm.parse_assembly(text)
+    module.triple = machine.triple
+    module.data_layout = str(machine.target_data)
+    options = llvm.create_pipeline_tuning_options(speed_level=llvm_kernels.OPT_LEVEL)
+    options.loop_unrolling = False
+    builder = llvm.create_pass_builder(machine, options)
+    builder.getModulePassManager().run(module, builder)
+    lines = machine.emit_assembly(module).splitlines()
+    register = "zmm" if lanes == 16 else "ymm"
+    fmas = [n for n, line in enumerate(lines) if re.search(rf"vfmadd\w+ps\s.*%{register}", line)]
+    assert len(fmas) == rows * cols // lanes, "\n".join(lines)
+    start = max(n for n in range(fmas[0]) if re.match(r"^\.?L\w+:", lines[n]))
+    label = lines[start].split(":")[0]
+    end = next(n for n in range(fmas[-1], len(lines)) if re.search(rf"\sj\w+\s+{label}$", lines[n]))
+    assert not any("(%rsp)" in line for line in lines[start : end + 1]), "\n".join(lines)

@@ -12,7 +12,8 @@ compiles with llvmlite (Numba's LLVM) and registers under the symbol the host ca
   its sizes and element strides (`Strided`); views, subviews, reshapes and casts only
   compute a new one;
 - scalar `arith` and `math` ops one instruction or intrinsic each (`llvm_ops`);
-- `micro.mma` the vector loop `numba_micro` writes through Numba, here as text.
+- `micro.mma` a call of its tile's function (`llvm_micro`), the vector loop `numba_micro`
+  writes through Numba.
 
 `kernel_ir(fn, name, fastmath)` returns the function's definition and what it needs beside
 it (declarations, the micro-kernels' definitions); a kernel holding anything else raises
@@ -21,7 +22,6 @@ it (declarations, the micro-kernels' definitions); a kernel holding anything els
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -31,14 +31,13 @@ from xdsl.ir import Block, Operation, SSAValue
 
 from tessc.dialects.micro import MmaOp, NumThreadsOp
 from tessc.lowering.codegen import llvm_ops
+from tessc.lowering.codegen.llvm_micro import mma_function
 from tessc.lowering.codegen.llvm_ops import NoLlvmForm, llvm_type, storage_type
+from tessc.lowering.codegen.llvm_text import IDENTIFIER, INTEGER, FunctionText
 from tessc.lowering.codegen.numba_source import memref_shape
 
 ALLOCA_MAX_BYTES = 1 << 16
 """Kernel scratch up to this size lives on the stack; larger scratch stays Numba's."""
-
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_INTEGER = re.compile(r"-?\d+")
 
 
 @dataclass(frozen=True)
@@ -61,108 +60,7 @@ class KernelIR:
     support: frozenset[str]
 
 
-class _Text:
-    """LLVM function text being written: fresh names, blocks, lines, folded index
-    arithmetic and counted loops."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.counter = 0
-        self.block = "entry"
-
-    # -- text ---------------------------------------------------------------------------
-
-    def fresh(self, value: SSAValue | None = None) -> str:
-        self.counter += 1
-        hint = value.name_hint if value is not None else None
-        if hint and _IDENTIFIER.fullmatch(hint):
-            return f"%{hint}.{self.counter}"
-        return f"%v{self.counter}"
-
-    def label(self, stem: str) -> str:
-        self.counter += 1
-        return f"{stem}{self.counter}"
-
-    def line(self, text: str) -> None:
-        self.lines.append("  " + text)
-
-    def start(self, label: str) -> None:
-        self.lines.append(f"{label}:")
-        self.block = label
-
-    def assign(self, text: str, value: SSAValue | None = None) -> str:
-        name = self.fresh(value)
-        self.line(f"{name} = {text}")
-        if value is not None:
-            self.values[value] = name
-        return name
-
-    def add(self, a: str, b: str) -> str:
-        if _INTEGER.fullmatch(a) and _INTEGER.fullmatch(b):
-            return str(int(a) + int(b))
-        if b == "0":
-            return a
-        if a == "0":
-            return b
-        return self.assign(f"add nsw i64 {a}, {b}")
-
-    def mul(self, a: str, b: str) -> str:
-        if _INTEGER.fullmatch(a) and _INTEGER.fullmatch(b):
-            return str(int(a) * int(b))
-        if "0" in (a, b):
-            return "0"
-        if b == "1":
-            return a
-        if a == "1":
-            return b
-        return self.assign(f"mul nsw i64 {a}, {b}")
-
-    def element_address(self, element: str, pointer: str, offset: str) -> str:
-        if offset == "0":
-            return pointer
-        return self.assign(f"getelementptr inbounds {element}, ptr {pointer}, i64 {offset}")
-
-    # -- loops -------------------------------------------------------------------
-
-    def loop(
-        self,
-        lower: str,
-        upper: str,
-        step: str,
-        carried: Sequence[tuple[str, str]],
-        body: Callable[[str, list[str]], list[str]],
-        hint: SSAValue | None = None,
-    ) -> list[str]:
-        """A counted loop `for iv = lower; iv < upper; iv += step` carrying `carried`
-        ((type, initial value) pairs): `body(iv, carried values)` emits the body and
-        returns the values carried on; the loop's results are the carried values after
-        it."""
-        before = self.block
-        head, inside, after = self.label("loop"), self.label("body"), self.label("exit")
-        self.line(f"br label %{head}")
-        self.start(head)
-        iv = self.fresh(hint)
-        phis = [self.fresh() for _ in carried]
-        slots = len(self.lines)
-        self.lines += [""] * (1 + len(carried))  # the phis, once the latch is known
-        test = self.assign(f"icmp slt i64 {iv}, {upper}")
-        self.line(f"br i1 {test}, label %{inside}, label %{after}")
-        self.start(inside)
-        carried_on = body(iv, phis)
-        following = self.assign(f"add nsw i64 {iv}, {step}")
-        latch = self.block
-        self.line(f"br label %{head}")
-        self.lines[slots] = f"  {iv} = phi i64 [ {lower}, %{before} ], [ {following}, %{latch} ]"
-        for k, ((typ, initial), phi, value) in enumerate(
-            zip(carried, phis, carried_on, strict=True)
-        ):
-            incoming = f"[ {initial}, %{before} ], [ {value}, %{latch} ]"
-            self.lines[slots + 1 + k] = f"  {phi} = phi {typ} {incoming}"
-        self.start(after)
-        return phis
-
-
-class KernelEmitter(_Text):
+class KernelEmitter(FunctionText):
     """Emits one `func.func` kernel as an LLVM function `void @name(ptr, ..., i64, ...)`:
     a pointer per memref argument, then the size of each `?` dim of them, in order (the
     signature `numba_external.pointer_signature` gives the host)."""
@@ -255,7 +153,7 @@ class KernelEmitter(_Text):
             typ = arg.type
             if not isinstance(typ, MemRefType):
                 raise NoLlvmForm(f"argument {k} of type {typ}")
-            hint = arg.name_hint if arg.name_hint and _IDENTIFIER.fullmatch(arg.name_hint) else ""
+            hint = arg.name_hint if arg.name_hint and IDENTIFIER.fullmatch(arg.name_hint) else ""
             base = hint if hint and hint not in names else f"arg{k}"
             names.add(base)
             pointer = f"%{base}"
@@ -384,7 +282,7 @@ class KernelEmitter(_Text):
         typ = llvm_type(result.type)
         lhs, rhs = (self.value(v) for v in op.operands)
         instruction = llvm_ops.DIVISION[op.name]
-        guarded = not (_INTEGER.fullmatch(rhs) and int(rhs) != 0)
+        guarded = not (INTEGER.fullmatch(rhs) and int(rhs) != 0)
         rounded = op.name in ("arith.floordivsi", "arith.ceildivsi", "arith.ceildivui")
         divisor = rhs
         if guarded:
@@ -558,7 +456,7 @@ class KernelEmitter(_Text):
 
     def emit_dim(self, op: memref.DimOp) -> None:
         index = self.value(op.index)
-        if not _INTEGER.fullmatch(index):
+        if not INTEGER.fullmatch(index):
             raise NoLlvmForm(op)
         self.values[op.result] = self.memory(op.source).sizes[int(index)]
 
@@ -613,77 +511,6 @@ class KernelEmitter(_Text):
         args = [f"ptr {a}", f"ptr {b}", f"i64 {self.value(op.depth)}", f"ptr {c}"]
         args += [f"i64 {acc.strides[-2]}", f"i1 {self.value(op.accumulate)}"]
         self.line(f"call void @{name}({', '.join(args)})")
-
-
-def mma_function(
-    rows: int, cols: int, lanes: int, layout: Sequence[int], element: str
-) -> tuple[str, list[str]]:
-    """The name, and declarations and definition, of `micro.mma`'s micro-kernel for one tile, as
-    `numba_micro` writes it through Numba: `rows x cols / lanes` vector accumulators as
-    phis over `kc` steps, one `llvm.fmuladd` each per step, the tile of `c` (rows `row`
-    elements apart) prefetched while the loop runs and added to (or stored) once after."""
-    sr, sk, skb = (str(v) for v in layout)
-    name = f"tessc.mma.{rows}x{cols}x{lanes}.{'_'.join(map(str, layout))}.{element}"
-    text = _Text()
-    size = llvm_ops.SIZES[element]
-    vector = f"<{lanes} x {element}>"
-    fmuladd = f"llvm.fmuladd.v{lanes}{llvm_ops.TYPE_SUFFIX[element]}"
-    tile: list[str] = []
-    for r in range(rows):
-        row = text.element_address(element, "%c", text.mul(str(r), "%row"))
-        for line in range(0, cols * size, 64):
-            address = text.assign(f"getelementptr inbounds i8, ptr {row}, i64 {line}")
-            text.line(f"call void @llvm.prefetch.p0(ptr {address}, i32 1, i32 3, i32 1)")
-        for v in range(cols // lanes):
-            tile.append(text.element_address(element, row, str(v * lanes)))
-
-    def body(k: str, accumulators: list[str]) -> list[str]:
-        b_row = text.mul(k, skb)
-        b_vectors = []
-        for v in range(cols // lanes):
-            address = text.element_address(element, "%b", text.add(b_row, str(v * lanes)))
-            b_vectors.append(text.assign(f"load {vector}, ptr {address}, align {size}"))
-        a_row = text.mul(k, sk)
-        updated = []
-        for r in range(rows):
-            address = text.element_address(element, "%a", text.add(a_row, text.mul(str(r), sr)))
-            scalar = text.assign(f"load {element}, ptr {address}, align {size}")
-            single = text.assign(f"insertelement {vector} poison, {element} {scalar}, i32 0")
-            splat = text.assign(
-                f"shufflevector {vector} {single}, {vector} poison, <{lanes} x i32> zeroinitializer"
-            )
-            for v, b_vector in enumerate(b_vectors):
-                accumulator = accumulators[r * len(b_vectors) + v]
-                args = f"{vector} {splat}, {vector} {b_vector}, {vector} {accumulator}"
-                updated.append(text.assign(f"call {vector} @{fmuladd}({args})"))
-        return updated
-
-    finals = text.loop("0", "%kc", "1", [(vector, "zeroinitializer")] * len(tile), body)
-    text.line("br i1 %accumulate, label %add, label %store")
-    text.start("add")
-    for final, address in zip(finals, tile, strict=True):
-        old = text.assign(f"load {vector}, ptr {address}, align {size}")
-        total = text.assign(f"fadd {vector} {old}, {final}")
-        text.line(f"store {vector} {total}, ptr {address}, align {size}")
-    text.line("ret void")
-    text.start("store")
-    for final, address in zip(finals, tile, strict=True):
-        text.line(f"store {vector} {final}, ptr {address}, align {size}")
-    text.line("ret void")
-    params = "ptr %a, ptr %b, i64 %kc, ptr %c, i64 %row, i1 %accumulate"
-    definition = "\n".join(
-        [
-            f'define internal void @"{name}"({params}) noinline nounwind {{',
-            "entry:",
-            *text.lines,
-            "}",
-        ]
-    )
-    declarations = [
-        f"declare {vector} @{fmuladd}({vector}, {vector}, {vector})",
-        "declare void @llvm.prefetch.p0(ptr, i32, i32, i32)",
-    ]
-    return f'"{name}"', [*declarations, definition]
 
 
 def kernel_ir(fn: func.FuncOp, name: str, fastmath: Sequence[str]) -> KernelIR:
