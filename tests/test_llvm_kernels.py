@@ -350,3 +350,50 @@ def test_micro_kernel_is_full_width_fmas_without_spills(tile: tuple[int, int, in
     label = lines[start].split(":")[0]
     end = next(n for n in range(fmas[-1], len(lines)) if re.search(rf"\sj\w+\s+{label}$", lines[n]))
     assert not any("(%rsp)" in line for line in lines[start : end + 1]), "\n".join(lines)
+
+
+NARROW = """
+func.func @k(%a: memref<4xi8>, %b: memref<4xi8>, %f: memref<4xf32>, %small: memref<3x4xi8>,
+    %bits: memref<2x4xi32>, %back: memref<4xf32>) attributes {tess.kernel} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c4 = arith.constant 4 : index
+  %c23 = arith.constant 23 : i32
+  %c3 = arith.constant 3 : i8
+  scf.for %i = %c0 to %c4 step %c1 {
+    %x = memref.load %a[%i] : memref<4xi8>
+    %y = memref.load %b[%i] : memref<4xi8>
+    %s = arith.addi %x, %y : i8
+    %m = arith.muli %x, %y : i8
+    %r = arith.shrsi %x, %c3 : i8
+    memref.store %s, %small[%c0, %i] : memref<3x4xi8>
+    memref.store %m, %small[%c1, %i] : memref<3x4xi8>
+    memref.store %r, %small[%c2, %i] : memref<3x4xi8>
+    %v = memref.load %f[%i] : memref<4xf32>
+    %w = arith.bitcast %v : f32 to i32
+    %e = arith.shrui %w, %c23 : i32
+    memref.store %w, %bits[%c0, %i] : memref<2x4xi32>
+    memref.store %e, %bits[%c1, %i] : memref<2x4xi32>
+    %u = arith.bitcast %w : i32 to f32
+    memref.store %u, %back[%i] : memref<4xf32>
+  }
+  func.return
+}
+"""
+
+
+def test_narrow_integers_wrap_and_bitcasts_keep_the_bits() -> None:
+    a = np.array([100, -128, 127, -7], np.int8)
+    b = np.array([100, -1, 1, 9], np.int8)
+    f = np.array([1.0, -2.5, np.inf, 3e-39], np.float32)  # the last one subnormal
+    small, bits, back = (
+        np.zeros((3, 4), np.int8),
+        np.zeros((2, 4), np.int32),
+        np.zeros(4, np.float32),
+    )
+    run_kernel(NARROW, a, b, f, small, bits, back)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(small, [a + b, a * b, a >> 3])
+    np.testing.assert_array_equal(bits, [f.view(np.int32), f.view(np.uint32) >> 23])
+    np.testing.assert_array_equal(back.view(np.int32), f.view(np.int32))
