@@ -6,15 +6,13 @@ input in place: no im2col buffer, no packed panels)."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-from pathlib import Path
 
 import numpy as np
 
 import tessc as ts
 
-EXAMPLE = Path(__file__).parents[1] / "examples" / "train_cnn.py"
+from helpers.examples import load_example
 
 
 def byte_figures(ir: str) -> dict[str, int]:
@@ -30,10 +28,7 @@ def view_bytes(ir: str) -> list[int]:
 
 
 def test_cnn_train_step_peak_and_buffers() -> None:
-    spec = importlib.util.spec_from_file_location("train_cnn_memory", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = load_example("train_cnn")
     optimizer = ts.optim.SGD(lr=0.05, momentum=0.9)
     step = example.make_train_step(optimizer, "cpu")
     params = example.init_params()

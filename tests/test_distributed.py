@@ -13,7 +13,6 @@ The layout checks run without torch; the rest skips cleanly without it.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import socket
@@ -21,7 +20,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
@@ -35,6 +33,8 @@ from tessc.distributed_layout import (
     plan_buckets,
 )
 from tessc.frontend.pytree import flatten_tree
+
+from helpers.examples import load_example
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 WORKER = REPOSITORY / "tests" / "helpers" / "distributed_worker.py"
@@ -318,13 +318,5 @@ def test_train_mlp_data_parallel_matches_one_process(tmp_path: Path) -> None:
     np.testing.assert_allclose(two["accuracy"], two["numpy_accuracy"], atol=0.01)
     assert two["loss"][1] < two["loss"][0]
     # And tessc in one process, its fused train step on the whole batch.
-    one = load_example().main(args)
+    one = load_example("train_mlp").main(args)
     np.testing.assert_allclose(two["loss"], one["loss"], rtol=1e-5)
-
-
-def load_example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("train_mlp_example", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module

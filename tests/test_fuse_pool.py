@@ -236,14 +236,9 @@ def test_cnn_train_step_fuses_each_conv_with_its_pools() -> None:
     its max pool and of that pool's argmax (the backward's routing): no forward conv output
     is written, conv2 (16 channels) runs as conv tiles with the pools as their epilogue; 37
     kernels (42 with both conv outputs written and the pools apart)."""
-    import importlib.util
-    from pathlib import Path
+    from helpers.examples import load_example
 
-    path = Path(__file__).parents[1] / "examples" / "train_cnn.py"
-    spec = importlib.util.spec_from_file_location("train_cnn_pools", path)
-    assert spec is not None and spec.loader is not None
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = load_example("train_cnn")
     optimizer = ts.optim.SGD(lr=0.05, momentum=0.9)
     step = example.make_train_step(optimizer, "cpu")
     params = example.init_params()

@@ -6,20 +6,11 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
 
-EXAMPLE = Path(__file__).parents[1] / "examples" / "train_cnn.py"
-
-
-def load_example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("train_cnn_example", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from helpers.examples import load_example
 
 
 def test_train_cnn_runs_and_matches_torch(tmp_path: Path) -> None:
@@ -28,7 +19,7 @@ def test_train_cnn_runs_and_matches_torch(tmp_path: Path) -> None:
     compare = importlib.util.find_spec("torch") is not None
     plot = tmp_path / "curves.png"
     argv = ["--epochs", "2", "--plot", str(plot), "--no-progress"]
-    history = load_example().main(argv + (["--torch"] if compare else []))
+    history = load_example("train_cnn").main(argv + (["--torch"] if compare else []))
     if compare:
         np.testing.assert_allclose(history["loss"], history["torch_loss"], rtol=1e-3)
         np.testing.assert_allclose(history["accuracy"], history["torch_accuracy"], atol=0.01)

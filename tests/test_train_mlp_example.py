@@ -4,22 +4,12 @@ its plot."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
 
-EXAMPLE = Path(__file__).parents[1] / "examples" / "train_mlp.py"
-
-
-def load_example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("train_mlp_example", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from helpers.examples import load_example
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
@@ -27,7 +17,7 @@ def test_train_mlp_runs_and_matches_numpy(optimizer: str, tmp_path: Path) -> Non
     pytest.importorskip("sklearn")
     pytest.importorskip("matplotlib")
     plot = tmp_path / "curves.png"
-    history = load_example().main(
+    history = load_example("train_mlp").main(
         ["--epochs", "3", "--optimizer", optimizer, "--plot", str(plot), "--no-progress"]
     )
     np.testing.assert_allclose(history["loss"], history["numpy_loss"], rtol=1e-3)

@@ -4,22 +4,13 @@ the unigram baseline, writes its plot and generates a sample."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-EXAMPLE = Path(__file__).parents[1] / "examples" / "train_transformer.py"
+from helpers.examples import load_example
+
 ZEN = Path(__file__).parent / "data" / "zen_of_python.txt"
-
-
-def load_example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("train_transformer_example", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_train_transformer_runs_and_learns(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -36,7 +27,7 @@ def test_train_transformer_runs_and_learns(tmp_path: Path, capsys: pytest.Captur
         "--heads", "2", "--context", "8", "--batch", "8", "--lr", "1e-2",
         "--sample", "5", "--plot", str(plot), "--no-progress", "--text", str(text),
     ]  # fmt: skip
-    history = load_example().main(argv)
+    history = load_example("train_transformer").main(argv)
     assert history["train"][-1] < history["train"][0]
     assert history["val"][-1] < history["val"][0]
     out = capsys.readouterr().out
