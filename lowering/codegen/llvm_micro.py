@@ -29,7 +29,7 @@ def mma_function(
     for r in range(rows):
         row = text.element_address(element, "%c", text.mul(str(r), "%row"))
         for line in range(0, cols * size, 64):
-            address = text.assign(f"getelementptr inbounds i8, ptr {row}, i64 {line}")
+            address = text.element_address("i8", row, str(line))
             text.line(f"call void @llvm.prefetch.p0(ptr {address}, i32 1, i32 3, i32 1)")
         for v in range(cols // lanes):
             tile.append(text.element_address(element, row, str(v * lanes)))

@@ -528,9 +528,14 @@ def kernel_source(
         ir = kernel_ir(fn, name, fastmath)
     except NoLlvmForm:
         return None
-    support = "".join(f"    {entity!r},\n" for entity in sorted(ir.support))
+    support = "".join(f"    {_literal(entity)},\n" for entity in sorted(ir.support))
     head = f"{name} = llvm_kernel(__name__, {name!r}, {signature}, (\n{support}), "
-    return head + "'''\\\n" + ir.definition + "\n''')"
+    return head + _literal(ir.definition) + ")"
+
+
+def _literal(text: str) -> str:
+    """A Python literal of LLVM text: a line as it is, a function as the lines it has."""
+    return repr(text) if "\n" not in text else "'''\\\n" + text + "\n'''"
 
 
 __all__ = ["ALLOCA_MAX_BYTES", "KernelIR", "NoLlvmForm", "Strided", "kernel_ir", "kernel_source"]
