@@ -125,42 +125,48 @@ def libm_name(function: str, typ: str) -> str:
     return function + ("f" if typ == "float" else "")
 
 
+# Casts between integer widths (index is i64): whether each widens by its sign.
+WIDTH_CASTS: dict[str, bool] = {
+    "arith.index_cast": True, "arith.extsi": True,
+    "arith.index_castui": False, "arith.extui": False,
+}  # fmt: skip
+# Casts that are one LLVM instruction whatever the widths.
+CONVERSIONS: dict[str, str] = {
+    "arith.sitofp": "sitofp", "arith.uitofp": "uitofp", "arith.fptosi": "fptosi",
+    "arith.fptoui": "fptoui", "arith.extf": "fpext", "arith.truncf": "fptrunc",
+    "arith.trunci": "trunc", "arith.bitcast": "bitcast",
+}  # fmt: skip
+CASTS = frozenset(WIDTH_CASTS) | frozenset(CONVERSIONS)
+
+
 def cast_instruction(op: Operation, source: str, target: str) -> str | None:
     """The LLVM cast of an `arith` cast op from scalar type `source` to `target`; None when
-    the value is unchanged (an index cast between i64s)."""
+    the value is unchanged (an index cast between i64s). A bool is 0 or 1 in NumPy and in
+    Numba's kernels, whichever way it is widened: it widens unsigned."""
     name = op.name
-    if source == "i1" and name in ("arith.index_cast", "arith.extsi", "arith.sitofp"):
-        # A bool is 0 or 1 in NumPy and in Numba's kernels, whichever way it is widened.
-        return "zext" if name != "arith.sitofp" else "uitofp"
-    if name in ("arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui"):
-        if source == target:
-            return None
-        signed = name in ("arith.index_cast", "arith.extsi")
-        if int(source[1:]) > int(target[1:]):
-            return "trunc"
-        return "sext" if signed else "zext"
-    return {
-        "arith.sitofp": "sitofp", "arith.uitofp": "uitofp", "arith.fptosi": "fptosi",
-        "arith.fptoui": "fptoui", "arith.extf": "fpext", "arith.truncf": "fptrunc",
-        "arith.trunci": "trunc", "arith.bitcast": "bitcast",
-    }[name]  # fmt: skip
+    if name == "arith.sitofp" and source == "i1":
+        return "uitofp"
+    if name not in WIDTH_CASTS:
+        return CONVERSIONS[name]
+    if source == target:
+        return None
+    if int(source[1:]) > int(target[1:]):
+        return "trunc"
+    return "sext" if WIDTH_CASTS[name] and source != "i1" else "zext"
 
-
-CASTS = frozenset(
-    "arith.index_cast arith.index_castui arith.extsi arith.extui arith.sitofp arith.uitofp "
-    "arith.fptosi arith.fptoui arith.extf arith.truncf arith.trunci arith.bitcast".split()
-)
 
 __all__ = [
     "BINARY",
     "BINARY_INTRINSICS",
     "CASTS",
+    "CONVERSIONS",
     "DIVISION",
     "FLOAT_BINARY",
     "INTRINSICS",
     "LIBM",
     "SIZES",
     "TYPE_SUFFIX",
+    "WIDTH_CASTS",
     "NoLlvmForm",
     "cast_instruction",
     "constant",

@@ -25,6 +25,7 @@ class FunctionText:
         self.lines: list[str] = []
         self.counter = 0
         self.block = "entry"
+        self.values: dict[SSAValue, str] = {}  # IR values and their LLVM operands
 
     # -- text ---------------------------------------------------------------------------
 

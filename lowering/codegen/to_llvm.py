@@ -69,10 +69,10 @@ class KernelEmitter(FunctionText):
         super().__init__()
         self.fn = fn
         self.name = name
-        self.flags = " ".join(sorted(fastmath))
+        # The fast-math flags every float instruction carries, with their trailing space.
+        self.fast = "".join(f"{flag} " for flag in sorted(fastmath))
         self.allocas: list[str] = []  # hoisted into the entry block
         self.support: set[str] = set()  # declarations and helper functions it uses
-        self.values: dict[SSAValue, str] = {}
         self.memories: dict[SSAValue, Strided] = {}
         self.handlers: dict[type[Operation], Callable] = {
             scf.ForOp: self.emit_for,
@@ -132,7 +132,7 @@ class KernelEmitter(FunctionText):
         strides = ["1"]
         for size in reversed(sizes[1:]):
             strides.insert(0, self.mul(strides[0], size))
-        return tuple(strides[-len(sizes) :]) if sizes else ()
+        return tuple(strides) if sizes else ()
 
     def offset(self, memory: Strided, indices: Sequence[str]) -> str:
         total = "0"
@@ -167,7 +167,7 @@ class KernelEmitter(FunctionText):
             element = storage_type(typ.element_type)
             self.memories[arg] = Strided(pointer, element, sizes, self.row_major(sizes))
         self.emit_block(self.fn.body.block)
-        body = ["entry:", *self.allocas, *self.lines[:]]
+        body = ["entry:", *self.allocas, *self.lines]
         header = f"define void @{self.name}({', '.join(params)}) #0 {{"
         return KernelIR("\n".join([header, *body, "}"]), frozenset(self.support))
 
@@ -272,7 +272,7 @@ class KernelEmitter(FunctionText):
         lhs, rhs = (self.value(v) for v in op.operands)
         flags = ""
         if instruction in llvm_ops.FLOAT_BINARY:
-            flags = f"{self.flags} " if self.flags else ""
+            flags = self.fast
         elif typ == "i64" and instruction in ("add", "sub", "mul"):
             flags = "nsw "  # index arithmetic of loop IR never wraps
         self.assign(f"{instruction} {flags}{typ} {lhs}, {rhs}", op.results[0])
@@ -327,8 +327,7 @@ class KernelEmitter(FunctionText):
             self.assign(self.intrinsic(f"llvm.fma.{suffix}", typ, args), result)
             return
         root = self.assign(self.intrinsic(f"llvm.sqrt.{suffix}", typ, args))
-        flags = f"{self.flags} " if self.flags else ""
-        self.assign(f"fdiv {flags}{typ} {llvm_ops.float_constant(1.0, typ)}, {root}", result)
+        self.assign(f"fdiv {self.fast}{typ} {llvm_ops.float_constant(1.0, typ)}, {root}", result)
 
     def emit_libm(self, op: Operation) -> None:
         typ = llvm_type(op.results[0].type)
@@ -360,8 +359,7 @@ class KernelEmitter(FunctionText):
         self.assign(f"select i1 {condition}, {typ} {lhs}, {typ} {rhs}", op.result)
 
     def emit_negf(self, op: arith.NegfOp) -> None:
-        flags = f"{self.flags} " if self.flags else ""
-        self.assign(f"fneg {flags}{self.typed(op.operand)}", op.result)
+        self.assign(f"fneg {self.fast}{self.typed(op.operand)}", op.result)
 
     # -- memory -------------------------------------------------------------------------
 
@@ -389,10 +387,7 @@ class KernelEmitter(FunctionText):
         assert isinstance(typ, MemRefType)
         given = iter(self.value(v) for v in op.sizes)
         sizes = tuple(str(s) if s >= 0 else next(given) for s in memref_shape(typ))
-        shift = self.value(op.byte_shift)
-        pointer = source.pointer
-        if shift != "0":
-            pointer = self.assign(f"getelementptr inbounds i8, ptr {source.pointer}, i64 {shift}")
+        pointer = self.element_address("i8", source.pointer, self.value(op.byte_shift))
         element = storage_type(typ.element_type)
         self.memories[op.result] = Strided(pointer, element, sizes, self.row_major(sizes))
 
