@@ -138,21 +138,47 @@ def verified_body(path: Path, digest: str) -> bytes | None:
         data = path.read_bytes()
     except OSError:
         return None
+    return _body_of(data, digest)
+
+
+def checked_body(path: Path) -> bytes | None:
+    """The body of a file `write_checked` wrote if it still has the hash its header holds
+    (found by another key than its hash: a module's machine code), else None."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    header = data.partition(b"\n")[0].decode("utf-8", "replace")
+    return _body_of(data, header.removeprefix(HEADER_PREFIX))
+
+
+def _body_of(data: bytes, digest: str) -> bytes | None:
     header, newline, body = data.partition(b"\n")
     if not newline or header.decode("utf-8", "replace") != HEADER_PREFIX + digest:
         return None
     return body if hashlib.sha256(body).hexdigest() == digest else None
 
 
-def _write_atomically(path: Path, text: str, *, durable: bool = True) -> None:
-    """`text` into `path` by rename; `durable` syncs it to disk first (not needed for the
+def write_checked(path: Path, body: bytes) -> None:
+    """`body` into `path` by rename behind the header of its hash (`checked_body`), not
+    synced: a file lost in a crash only makes the next process compile again."""
+    header = f"{HEADER_PREFIX}{hashlib.sha256(body).hexdigest()}\n".encode()
+    _write_atomically(path, header + body, durable=False)
+
+
+def _write_atomically(path: Path, data: str | bytes, *, durable: bool = True) -> None:
+    """`data` into `path` by rename; `durable` syncs it to disk first (not needed for the
     index of checksums, rewritten after every function Numba saves: a file lost in a
     crash only makes the next process compile again)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=path.suffix, dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
+        if isinstance(data, bytes):
+            handle = os.fdopen(fd, "wb")
+        else:
+            handle = os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+        with handle:
+            handle.write(data)
             handle.flush()
             if durable:
                 os.fsync(handle.fileno())
@@ -447,6 +473,7 @@ __all__ = [
     "CacheWarning",
     "CompileStats",
     "cache_path",
+    "checked_body",
     "default_cache_dir",
     "execute_file",
     "guard_for",
@@ -455,4 +482,5 @@ __all__ = [
     "source_hash",
     "store_source",
     "verified_body",
+    "write_checked",
 ]

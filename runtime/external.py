@@ -235,8 +235,9 @@ def compile_kernels(
     LLVM kernels (`tessc.runtime.llvm_kernels`) are compiled here, all at once; where a
     module has no others, its hosts only call kernels by name, and a running worker
     compiles them into the disk cache meanwhile, where the first call finds them."""
+    kernels = module_kernels(module)
     hosts = None
-    if path is not None and is_cached is not None and not module_kernels(module):
+    if path is not None and is_cached is not None and not kernels:
         if module_llvm_kernels(module):
             hosts = _hosts_to_worker(module, path, is_cached)
     try:
@@ -244,7 +245,6 @@ def compile_kernels(
     finally:
         if hosts is not None:
             hosts()
-    kernels = module_kernels(module)
     pending = []
     if guard is not None and path is not None and is_cached is not None:
         pending = [k for k in kernels if not is_cached(k.prepare(guard))]
@@ -341,6 +341,8 @@ def _hosts_to_worker(
     """Hand the uncached Numba hosts of `module` to the running worker, if one is; the
     function returned waits until it has compiled them into the disk cache."""
     worker = _Worker.running()
+    if worker is None:
+        return None
     signatures = getattr(module, abi.SIGNATURES, {})
     hosts = [getattr(module, read_signature(module, entry).function) for entry in signatures]
     entries = [
@@ -350,7 +352,7 @@ def _hosts_to_worker(
         and hasattr(host._cache, "_cache_path")  # cached on disk
         and not is_cached(host)
     ]
-    if worker is None or not entries or not worker.lock.acquire(blocking=False):
+    if not entries or not worker.lock.acquire(blocking=False):
         return None
     queue = [HOST_REQUEST + entry for entry in entries]
     times: list[tuple[str, float, float]] = []

@@ -18,10 +18,11 @@ lowering, and LLVM's per-module costs paid once.
 
 Disk cache: the machine code is kept beside the module's file as
 `<module>.llvm-<key>.o`, `key` the SHA-256 of the IR, the CPU's name and features and
-llvmlite's version. Its first line is the SHA-256 of the rest; a file failing it (or not
-read) is compiled again and rewritten atomically, so a flipped bit costs a compile, never a
-wrong answer. `STATS` counts compiles and loads; a `tessc:llvm-compile` Numba event spans
-each, which `TESSC_TIMING` reports list.
+llvmlite's version, behind a header holding the SHA-256 of the code
+(`tessc.runtime.cache.write_checked`); a file failing it (or not read) is compiled again
+and rewritten atomically, so a flipped bit costs a compile, never a wrong answer. `STATS`
+counts compiles and loads; a `tessc:llvm-compile` Numba event spans each, which
+`TESSC_TIMING` reports list.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ from numba.core import config, event, types
 from numba.core.codegen import get_host_cpu_features
 from numba.core.typing import Signature
 from numba.extending import typeof_impl
+
+from tessc.runtime.cache import checked_body, write_checked
 
 LLVM_COMPILE_EVENT = "tessc:llvm-compile"
 """The Numba event kind spanning the compile (or load) of a module's LLVM kernels; its
@@ -147,8 +150,8 @@ def cache_key(text: str, machine: llvm.TargetMachine) -> str:
     return hashlib.sha256(identity.encode()).hexdigest()
 
 
-def compile_object(text: str, machine: llvm.TargetMachine) -> bytes:
-    """The machine code of LLVM module `text`, optimised at `OPT_LEVEL`."""
+def optimized(text: str, machine: llvm.TargetMachine) -> llvm.ModuleRef:
+    """LLVM module `text`, verified and optimised at `OPT_LEVEL` for `machine`."""
     module = llvm.parse_assembly(text)
     module.triple = machine.triple
     module.data_layout = str(machine.target_data)
@@ -161,7 +164,12 @@ def compile_object(text: str, machine: llvm.TargetMachine) -> bytes:
     options.loop_unrolling = False
     builder = llvm.create_pass_builder(machine, options)
     builder.getModulePassManager().run(module, builder)
-    return machine.emit_object(module)
+    return module
+
+
+def compile_object(text: str, machine: llvm.TargetMachine) -> bytes:
+    """The machine code of LLVM module `text` (`optimized`)."""
+    return machine.emit_object(optimized(text, machine))
 
 
 class LlvmKernelError(RuntimeError):
@@ -181,25 +189,6 @@ def internal_error(text: str, error: BaseException) -> LlvmKernelError:
     )
 
 
-def _read_cached(path: Path) -> bytes | None:
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    digest, _, body = data.partition(b"\n")
-    return body if hashlib.sha256(body).hexdigest().encode() == digest else None
-
-
-def _write_cached(path: Path, body: bytes) -> None:
-    try:
-        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-        with os.fdopen(fd, "wb") as file:
-            file.write(hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
-        os.replace(temporary, path)
-    except OSError:
-        pass  # an unwritable cache costs the next process a compile, nothing else
-
-
 def compile_llvm_kernels(module: ModuleType, path: Path | None = None) -> None:
     """Compile (or load from the disk cache beside `path`) all of `module`'s LLVM kernels
     and register their symbols."""
@@ -212,7 +201,7 @@ def compile_llvm_kernels(module: ModuleType, path: Path | None = None) -> None:
     cached = None if path is None else path.with_name(f"{path.stem}.llvm-{key[:32]}.o")
     name = f"{len(kernels)} LLVM kernels"
     with event.trigger_event(LLVM_COMPILE_EVENT, data={"name": name}):
-        code = None if cached is None else _read_cached(cached)
+        code = None if cached is None else checked_body(cached)
         if code is None:
             try:
                 code = compile_object(text, machine)
@@ -220,7 +209,10 @@ def compile_llvm_kernels(module: ModuleType, path: Path | None = None) -> None:
                 raise internal_error(text, error) from None
             STATS.compiled += 1
             if cached is not None:
-                _write_cached(cached, code)
+                try:
+                    write_checked(cached, code)
+                except OSError:
+                    pass  # an unwritable cache costs the next process a compile, no more
         else:
             STATS.loaded += 1
         engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), machine)
@@ -244,4 +236,5 @@ __all__ = [
     "llvm_kernel",
     "module_llvm_kernels",
     "module_text",
+    "optimized",
 ]

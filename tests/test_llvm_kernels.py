@@ -25,21 +25,26 @@ FASTMATH = ("arcp", "contract", "nsz", "reassoc")
 _names = itertools.count()
 
 
-def kernel_module(text: str, path: Path | None = None) -> tuple[types.ModuleType, LlvmKernel]:
-    """A module holding the kernel `@k` of loop IR `text` as an LLVM kernel, compiled."""
+def compiled_kernel(text: str, path: Path | None = None) -> LlvmKernel:
+    """The kernel `@k` of loop IR `text` as an LLVM kernel of a module of its own, compiled
+    (its machine code cached beside `path`)."""
     fn = next(op for op in parse_module(text).ops if isinstance(op, func.FuncOp))
     ir = kernel_ir(fn, "k", FASTMATH)
     module = types.ModuleType(f"tessc_test_llvm_{next(_names)}")
     arity = len(fn.function_type.inputs.data)
     module.k = LlvmKernel(module.__name__, "k", void(*[voidptr] * arity), ir.support, ir.definition)
     compile_llvm_kernels(module, path=path)
-    return module, module.k
+    return module.k
+
+
+def call(kernel: LlvmKernel, *arrays: np.ndarray) -> None:
+    """`kernel` on `arrays`, through ctypes."""
+    function = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(arrays))(kernel.address)
+    function(*[a.ctypes.data for a in arrays])
 
 
 def run_kernel(text: str, *arrays: np.ndarray) -> None:
-    _, kernel = kernel_module(text)
-    call = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(arrays))(kernel.address)
-    call(*[a.ctypes.data for a in arrays])
+    call(compiled_kernel(text), *arrays)
 
 
 FLOATS = """
@@ -224,9 +229,9 @@ def test_a_kernel_with_a_type_without_an_llvm_form_stays_numbas() -> None:
 def test_machine_code_is_cached_beside_the_module_and_checked(tmp_path: Path) -> None:
     path = tmp_path / "tessc_module.py"
     before = llvm_kernels.STATS.compiled, llvm_kernels.STATS.loaded
-    kernel_module(FLOATS, path)
+    compiled_kernel(FLOATS, path)
     (cached,) = tmp_path.glob("tessc_module.llvm-*.o")
-    kernel_module(FLOATS, path)
+    compiled_kernel(FLOATS, path)
     assert (llvm_kernels.STATS.compiled, llvm_kernels.STATS.loaded) == (
         before[0] + 1,
         before[1] + 1,
@@ -236,10 +241,9 @@ def test_machine_code_is_cached_beside_the_module_and_checked(tmp_path: Path) ->
     cached.write_bytes(bytes(data))
     x = np.random.default_rng(2).standard_normal((4, 8)).astype(np.float32)
     y, s, pos = np.zeros_like(x), np.zeros(4, np.float32), np.zeros((4, 8), np.bool_)
-    _, kernel = kernel_module(FLOATS, path)
+    kernel = compiled_kernel(FLOATS, path)
     assert llvm_kernels.STATS.compiled == before[0] + 2
-    call = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 4)(kernel.address)
-    call(x.ctypes.data, y.ctypes.data, s.ctypes.data, pos.ctypes.data)
+    call(kernel, x, y, s, pos)
     np.testing.assert_allclose(s, x.sum(axis=1), rtol=1e-5)
     assert cached.read_bytes() != bytes(data)
 
@@ -335,14 +339,7 @@ def test_micro_kernel_is_full_width_fmas_without_spills(tile: tuple[int, int, in
     machine = llvm_kernels.target_machine()
     # Not internal here: nothing calls it, and LLVM would drop it.
     text = "\n\n".join(support).replace("define internal", "define")
-    module = llvm.parse_assembly(text)
-    module.triple = machine.triple
-    module.data_layout = str(machine.target_data)
-    options = llvm.create_pipeline_tuning_options(speed_level=llvm_kernels.OPT_LEVEL)
-    options.loop_unrolling = False
-    builder = llvm.create_pass_builder(machine, options)
-    builder.getModulePassManager().run(module, builder)
-    lines = machine.emit_assembly(module).splitlines()
+    lines = machine.emit_assembly(llvm_kernels.optimized(text, machine)).splitlines()
     register = "zmm" if lanes == 16 else "ymm"
     fmas = [n for n, line in enumerate(lines) if re.search(rf"vfmadd\w+ps\s.*%{register}", line)]
     assert len(fmas) == rows * cols // lanes, "\n".join(lines)
